@@ -1,0 +1,180 @@
+"""The worker agent with the rubric grader, and one turn of a conversation with it.
+
+`grading` does the revise-and-grade loop; this module wires it to the configured models and the
+checkpointer, and turns a finished turn into what the thread should show.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from langchain.agents import create_agent
+from langchain.chat_models import init_chat_model
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.types import StateSnapshot
+
+from bot.config import ConfigError, Settings, problem
+from grading import EVIDENCE_TOOLS, RubricMiddleware
+
+logger = logging.getLogger(__name__)
+
+WORKER_SYSTEM_PROMPT = (
+    "You are a helpful teammate answering requests in a Slack thread. "
+    "Answer directly and completely in Markdown (headings, lists, code blocks and links are fine). "
+    "When a message starts with grader feedback, revise your previous answer to address every point "
+    "and reply with the complete revised answer, not just the changes."
+)
+"""The worker's instructions: a Slack teammate that answers in Markdown and takes grader feedback."""
+
+EVALUATION_END = "rubric_evaluation_end"
+"""The custom stream event `grading` sends after each grader iteration (see the contract)."""
+
+EvaluationHandler = Callable[[dict[str, Any]], Awaitable[None]]
+"""Called with each grader iteration's evaluation as it happens."""
+
+
+class ConversationAgent(Protocol):
+    """The parts of a compiled langgraph agent the bot uses (lets tests substitute a fake)."""
+
+    def astream(
+        self, input: dict[str, Any], config: RunnableConfig, *, stream_mode: str
+    ) -> AsyncIterator[Any]: ...
+
+    async def aget_state(self, config: RunnableConfig) -> StateSnapshot: ...
+
+    async def aupdate_state(self, config: RunnableConfig, values: dict[str, Any]) -> Any: ...
+
+
+def init_models(settings: Settings) -> tuple[BaseChatModel, BaseChatModel]:
+    """The worker and grader chat models; a bad model string or missing provider key is a `ConfigError`."""
+    problems: list[str] = []
+    models: list[BaseChatModel] = []
+    for name, spec in (
+        ("RUBRIC_BOT_MODEL", settings.worker_model),
+        ("RUBRIC_BOT_GRADER_MODEL", settings.grader_model),
+    ):
+        if spec is None:
+            problems.append(problem(name, "is not set"))
+            continue
+        try:
+            models.append(init_chat_model(spec))
+        except Exception as exc:  # provider packages raise many types for a bad name or missing key
+            problems.append(problem(name, f"cannot be used ({type(exc).__name__}: {exc})"))
+    if problems:
+        raise ConfigError(problems)
+    worker, grader = models
+    return worker, grader
+
+
+def build_agent(
+    worker: BaseChatModel,
+    grader: BaseChatModel,
+    *,
+    max_iterations: int,
+    checkpointer: BaseCheckpointSaver,
+) -> ConversationAgent:
+    """The worker agent whose answers are graded against the thread's rubric and revised."""
+    rubric = RubricMiddleware(model=grader, max_iterations=max_iterations, tools=EVIDENCE_TOOLS)
+    return create_agent(
+        worker,
+        system_prompt=WORKER_SYSTEM_PROMPT,
+        middleware=[rubric],
+        checkpointer=checkpointer,
+    )
+
+
+@asynccontextmanager
+async def open_agent(settings: Settings) -> AsyncIterator[ConversationAgent]:
+    """The configured agent, checkpointed in `RUBRIC_BOT_DB` for as long as the context is open."""
+    worker, grader = init_models(settings)
+    async with AsyncSqliteSaver.from_conn_string(str(settings.db_path)) as checkpointer:
+        yield build_agent(worker, grader, max_iterations=settings.max_iterations, checkpointer=checkpointer)
+
+
+def agent_config(thread_id: str, *, team: str | None = None, channel: str | None = None) -> RunnableConfig:
+    """The invocation config of one conversation (team and channel let the grader find calibration)."""
+    return {"configurable": {"thread_id": thread_id, "team": team, "channel": channel}}
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """What a finished turn shows in the thread."""
+
+    status: str | None
+    """The grading status, or None when the conversation has no rubric (a plain answer)."""
+    answer: str
+    iterations: int | None
+    max_iterations: int | None
+    best_iteration: int | None
+    """Set when the cap was hit: the iteration whose answer is shown."""
+    usage: dict[str, int] | None
+    """Worker plus grader tokens of this turn, when the models reported them."""
+
+
+async def run_turn(
+    agent: ConversationAgent,
+    inputs: dict[str, Any],
+    config: RunnableConfig,
+    on_evaluation: EvaluationHandler,
+) -> TurnOutcome:
+    """Invoke the agent once, calling `on_evaluation` after each grader iteration."""
+    before = (await agent.aget_state(config)).values
+    seen = {message.id for message in before.get("messages", [])}
+    evaluations: list[dict[str, Any]] = []
+    async for chunk in agent.astream(inputs, config, stream_mode="custom"):
+        if isinstance(chunk, dict) and chunk.get("type") == EVALUATION_END:
+            evaluation = {key: value for key, value in chunk.items() if key != "type"}
+            evaluations.append(evaluation)
+            await on_evaluation(evaluation)
+    state = (await agent.aget_state(config)).values
+    new_messages = [m for m in state.get("messages", []) if m.id not in seen]
+    return summarize_turn(state, new_messages, evaluations)
+
+
+def summarize_turn(
+    state: dict[str, Any], new_messages: Sequence[AnyMessage], evaluations: Sequence[dict[str, Any]]
+) -> TurnOutcome:
+    """The outcome of a turn from the final state, the turn's messages and its evaluations."""
+    graded = bool(state.get("rubric")) and bool(evaluations)
+    status = state.get("_rubric_status") if graded else None
+    best = state.get("_rubric_best_iteration") if status == "max_iterations_reached" else None
+    last = evaluations[-1] if evaluations else None
+    return TurnOutcome(
+        status=status,
+        answer=_answer_text(new_messages, evaluations, best),
+        iterations=len(evaluations) if graded else None,
+        max_iterations=last["max_iterations"] if last else None,
+        best_iteration=best,
+        usage=_turn_usage(new_messages, evaluations),
+    )
+
+
+def _answer_text(
+    messages: Sequence[AnyMessage], evaluations: Sequence[dict[str, Any]], best: int | None
+) -> str:
+    answers = [m for m in messages if isinstance(m, AIMessage)]
+    if best is not None:
+        wanted = next((e["answer_message_id"] for e in evaluations if e["iteration"] == best), None)
+        answers = [m for m in answers if m.id == wanted] or answers
+    return answers[-1].text if answers else ""
+
+
+def _turn_usage(
+    messages: Sequence[AnyMessage], evaluations: Sequence[dict[str, Any]]
+) -> dict[str, int] | None:
+    parts = [m.usage_metadata for m in messages if isinstance(m, AIMessage) and m.usage_metadata]
+    parts += [e["usage"] for e in evaluations if e.get("usage")]
+    if not parts:
+        return None
+    return {
+        "input_tokens": sum(part["input_tokens"] for part in parts),
+        "output_tokens": sum(part["output_tokens"] for part in parts),
+    }

@@ -1,0 +1,165 @@
+"""The bot's configuration: environment variables (and an optional `.env`), validated in one place.
+
+Every problem is collected and reported together, naming the variable and how to fix it, and never
+echoing a value (tokens are secrets; a mistyped token is still mostly a token).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+
+from pydantic import (
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+from pydantic_core import ErrorDetails
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    EnvSettingsSource,
+    SettingsConfigDict,
+)
+
+ENV_FILE = ".env"
+"""The optional settings file, read from the working directory."""
+
+DEFAULT_SLACK_API_URL = "https://slack.com/api/"
+"""Slack's own Web API base URL; tests point `SLACK_API_URL` at a local stand-in instead."""
+
+HINTS: dict[str, str] = {
+    "SLACK_BOT_TOKEN": (
+        "set it to the app's Bot User OAuth Token (starts with xoxb-; "
+        "api.slack.com/apps → OAuth & Permissions)"
+    ),
+    "SLACK_SIGNING_SECRET": (
+        "set it to the app's Signing Secret (api.slack.com/apps → Basic Information → "
+        "App Credentials); HTTP mode needs it to verify requests"
+    ),
+    "SLACK_APP_TOKEN": (
+        "set it to an app-level token with the connections:write scope (starts with xapp-; "
+        "Basic Information → App-Level Tokens), or unset it to run in HTTP mode"
+    ),
+    "SLACK_API_URL": "set it to an http(s) URL such as https://slack.com/api/, or unset it",
+    "RUBRIC_BOT_MODEL": (
+        'set it to the worker model as a langchain "provider:model" string, '
+        "e.g. openai:gpt-4o-mini (and the provider's API key, e.g. OPENAI_API_KEY)"
+    ),
+    "RUBRIC_BOT_GRADER_MODEL": (
+        'set it to a langchain "provider:model" string, or unset it to grade with the worker model'
+    ),
+    "RUBRIC_BOT_MAX_ITERATIONS": "set it to a whole number of grader iterations, at least 1 (default 3)",
+    "RUBRIC_BOT_DB": "set it to the path of the bot's SQLite file (default rubric-bot.sqlite)",
+    "RUBRIC_BOT_SHUTDOWN_GRACE": (
+        "set it to the seconds a stopping bot lets running requests finish (default 25)"
+    ),
+}
+"""How to fix each setting, shown next to any problem with it."""
+
+
+class Settings(BaseSettings):
+    """Everything the bot reads from its environment. Tokens are `SecretStr` so they never print."""
+
+    model_config = SettingsConfigDict(
+        env_file=ENV_FILE,
+        env_ignore_empty=True,  # `SLACK_APP_TOKEN=` in .env means "not set", not "empty token"
+        extra="ignore",  # .env also holds provider keys such as OPENAI_API_KEY
+        validate_by_name=True,
+        frozen=True,
+    )
+
+    slack_bot_token: SecretStr | None = Field(None, validation_alias="SLACK_BOT_TOKEN")
+    slack_signing_secret: SecretStr | None = Field(None, validation_alias="SLACK_SIGNING_SECRET")
+    slack_app_token: SecretStr | None = Field(None, validation_alias="SLACK_APP_TOKEN")
+    slack_api_url: str = Field(DEFAULT_SLACK_API_URL, validation_alias="SLACK_API_URL")
+    worker_model: str | None = Field(None, validation_alias="RUBRIC_BOT_MODEL")
+    grader_model_override: str | None = Field(None, validation_alias="RUBRIC_BOT_GRADER_MODEL")
+    max_iterations: PositiveInt = Field(3, validation_alias="RUBRIC_BOT_MAX_ITERATIONS")
+    db_path: Path = Field(Path("rubric-bot.sqlite"), validation_alias="RUBRIC_BOT_DB")
+    shutdown_grace: PositiveFloat = Field(25.0, validation_alias="RUBRIC_BOT_SHUTDOWN_GRACE")
+
+    @field_validator("slack_bot_token")
+    @classmethod
+    def _bot_token_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        return _require_prefix(value, "xoxb-")
+
+    @field_validator("slack_app_token")
+    @classmethod
+    def _app_token_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        return _require_prefix(value, "xapp-")
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _api_url_shape(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("it is not an http(s) URL")
+        # slack_sdk appends the method name to the base URL verbatim.
+        return value if value.endswith("/") else value + "/"
+
+    @property
+    def grader_model(self) -> str | None:
+        """The grader's model string: its own setting, else the worker's."""
+        return self.grader_model_override or self.worker_model
+
+    @property
+    def socket_mode(self) -> bool:
+        """Socket Mode is used whenever an app-level token is configured."""
+        return self.slack_app_token is not None
+
+
+def _require_prefix(value: SecretStr | None, prefix: str) -> SecretStr | None:
+    if value is not None and not value.get_secret_value().startswith(prefix):
+        raise ValueError(f'it does not start with "{prefix}"')
+    return value
+
+
+class ConfigError(Exception):
+    """One or more settings are missing or invalid; `str()` is the whole message for the user."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(problems)
+        self.problems = problems
+
+    def __str__(self) -> str:
+        lines = [f"  - {problem}" for problem in self.problems]
+        return "\n".join(["rubric-bot cannot start; fix these settings (environment or .env):", *lines])
+
+
+def problem(name: str, issue: str) -> str:
+    """One line of a configuration report: what is wrong with `name` and how to fix it."""
+    return f"{name} {issue}: {HINTS[name]}."
+
+
+def load_settings(require: Collection[str] = ()) -> Settings:
+    """Read the settings; raise `ConfigError` naming every problem, including unset `require` names.
+
+    `require` holds environment names (e.g. "SLACK_BOT_TOKEN") the caller cannot work without.
+    """
+    problems: list[str] = []
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        problems = [_describe(error) for error in exc.errors(include_input=False, include_url=False)]
+    provided = provided_names()
+    problems += [problem(name, "is not set") for name in require if name not in provided]
+    if problems:
+        raise ConfigError(problems)
+    return settings
+
+
+def _describe(error: ErrorDetails) -> str:
+    name = str(error["loc"][0]) if error["loc"] else "configuration"
+    reason = error["msg"].removeprefix("Value error, ")
+    if name not in HINTS:
+        return f"{name}: {reason}."
+    return problem(name, f"is invalid ({reason})")
+
+
+def provided_names() -> set[str]:
+    """Setting names given a non-empty value in the environment or `.env`."""
+    sources = (EnvSettingsSource(Settings), DotEnvSettingsSource(Settings))
+    return {name for source in sources for name in source()}

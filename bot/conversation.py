@@ -1,0 +1,112 @@
+"""Which Slack messages are requests to the bot, and which conversation (thread) each belongs to.
+
+Pure functions over Slack event payloads: no I/O, no Slack client.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+MAX_INPUT_CHARS = 20_000
+"""Longest request the bot accepts; longer ones get a reply saying so instead of a model run
+(they would blow the worker's and the grader's context and cost before doing any good)."""
+
+HANDLED_SUBTYPES: frozenset[str | None] = frozenset({None, "file_share", "thread_broadcast"})
+"""Message subtypes written by a person. Everything else (bot_message, message_changed,
+message_deleted, channel_join, …) is not a request."""
+
+_RUBRIC_DIRECTIVE = re.compile(r"\s*rubric\s*:\s*(.*)", re.IGNORECASE | re.DOTALL)
+"""`rubric:` at the start of a message (after any mention): the rest replaces the thread's rubric."""
+
+_SLACK_ESCAPES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
+"""The only three entities Slack escapes in message and command text; `&amp;` goes last so
+`&amp;lt;` becomes `&lt;`, as written."""
+
+
+def thread_id(team: str, channel: str, root_ts: str) -> str:
+    """The checkpoint key of one Slack thread: one thread is one conversation."""
+    return f"{team}:{channel}:{root_ts}"
+
+
+def slack_unescape(text: str) -> str:
+    """Undo Slack's escaping of `<`, `>` and `&` (rubrics and tasks are read as typed)."""
+    for entity, char in _SLACK_ESCAPES:
+        text = text.replace(entity, char)
+    return text
+
+
+def mention_pattern(bot_user_id: str) -> re.Pattern[str]:
+    """Matches the bot's mention as Slack encodes it: `<@UBOT>` or `<@UBOT|name>`."""
+    return re.compile(rf"<@{re.escape(bot_user_id)}(?:\|[^>]*)?>")
+
+
+def mentions_bot(text: str, bot_user_id: str) -> bool:
+    """Whether the message text mentions the bot anywhere."""
+    return mention_pattern(bot_user_id).search(text) is not None
+
+
+def strip_mentions(text: str, bot_user_id: str) -> str:
+    """The text without the bot's own mentions (the worker doesn't need to see its Slack id)."""
+    return mention_pattern(bot_user_id).sub("", text).strip()
+
+
+def rubric_directive(text: str) -> str | None:
+    """The rubric in a `rubric: …` message (mention already stripped), else None."""
+    match = _RUBRIC_DIRECTIVE.fullmatch(text)
+    return match.group(1).strip() if match else None
+
+
+def is_from_person(event: dict[str, Any], bot_user_id: str | None) -> bool:
+    """False for bots (any `bot_id` or bot subtype), the bot itself, edits and deletions."""
+    return (
+        not event.get("bot_id")
+        and event.get("subtype") in HANDLED_SUBTYPES
+        and bool(event.get("user"))
+        and event.get("user") != bot_user_id
+    )
+
+
+def is_direct_message(event: dict[str, Any]) -> bool:
+    """A message in the bot's DM with a person."""
+    return event.get("channel_type") == "im"
+
+
+@dataclass(frozen=True)
+class UserMessage:
+    """A person's message the bot will act on, with the thread it belongs to."""
+
+    team: str
+    channel: str
+    ts: str
+    thread_ts: str
+    """The thread root's ts: a top-level message starts a thread under itself."""
+    user: str
+    text: str
+    """What the person wrote, without the bot's mention and with Slack's escaping undone."""
+    event_id: str | None = None
+
+    @property
+    def thread_id(self) -> str:
+        """The conversation's checkpoint key."""
+        return thread_id(self.team, self.channel, self.thread_ts)
+
+    @property
+    def dedupe_keys(self) -> tuple[str, ...]:
+        """Keys that identify this message across retries and its app_mention/message twins."""
+        keys = (f"msg:{self.channel}:{self.ts}",)
+        return (f"event:{self.event_id}", *keys) if self.event_id else keys
+
+
+def user_message(event: dict[str, Any], *, team: str, bot_user_id: str, event_id: str | None) -> UserMessage:
+    """Build the `UserMessage` of a person's message or mention event."""
+    return UserMessage(
+        team=team,
+        channel=event["channel"],
+        ts=event["ts"],
+        thread_ts=event.get("thread_ts") or event["ts"],
+        user=event["user"],
+        text=slack_unescape(strip_mentions(event.get("text") or "", bot_user_id)),
+        event_id=event_id,
+    )

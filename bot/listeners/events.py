@@ -1,0 +1,94 @@
+"""Messages and mentions: decide whether a message is for the bot, dedupe it, and queue it.
+
+Slack delivers a mention twice (`app_mention` and `message`) and retries deliveries it thinks were
+lost; both paths claim the same keys, so each person's message is acted on at most once, even
+across restarts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp, AsyncBoltContext
+
+from bot import render
+from bot.conversation import (
+    MAX_INPUT_CHARS,
+    UserMessage,
+    is_direct_message,
+    is_from_person,
+    mentions_bot,
+    rubric_directive,
+    user_message,
+)
+from bot.listeners.context import Services, services_of
+
+
+def register(app: AsyncApp) -> None:
+    """Listen to mentions and to messages (channels, private channels, DMs)."""
+    app.event("app_mention")(on_mention)
+    app.event("message")(on_message)
+
+
+async def on_mention(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
+    """A mention starts (or continues) the conversation in its thread."""
+    if is_from_person(event, context.bot_user_id):
+        await _accept(services_of(context), body, event, context)
+
+
+async def on_message(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
+    """DMs, mentions, and replies in threads the bot takes part in; other chatter is ignored."""
+    bot_user_id = context.bot_user_id
+    if not is_from_person(event, bot_user_id):
+        return
+    services = services_of(context)
+    for_bot = (
+        is_direct_message(event)
+        or mentions_bot(event.get("text") or "", bot_user_id or "")
+        or (
+            bool(event.get("thread_ts"))
+            and await services.store.has_thread(_team(body, context), event["channel"], event["thread_ts"])
+        )
+    )
+    if for_bot:
+        await _accept(services, body, event, context)
+
+
+async def _accept(
+    services: Services, body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
+) -> None:
+    message = user_message(
+        event,
+        team=_team(body, context),
+        bot_user_id=context.bot_user_id or "",
+        event_id=body.get("event_id"),
+    )
+    if not await services.store.claim(*message.dedupe_keys):
+        return  # a retried delivery, or the other twin of a mention
+    await services.store.add_thread(message.team, message.channel, message.thread_ts)
+    await _dispatch(services, message)
+
+
+async def _dispatch(services: Services, message: UserMessage) -> None:
+    runner = services.runner
+    if len(message.text) > MAX_INPUT_CHARS:
+        await runner.reply(
+            message,
+            render.error_message(
+                "That message is too long for me",
+                f"It is {len(message.text):,} characters; the limit is {MAX_INPUT_CHARS:,}. "
+                "Shorten it or split it into several messages.",
+            ),
+        )
+        return
+    rubric = rubric_directive(message.text)
+    if rubric is not None:
+        await runner.submit_rubric(message, rubric)
+    elif message.text:
+        await runner.submit_request(message)
+    else:
+        await runner.reply(message, {"text": f"Ask me anything in this thread. {render.no_rubric_hint()}"})
+
+
+def _team(body: dict[str, Any], context: AsyncBoltContext) -> str:
+    return body.get("team_id") or context.team_id or context.enterprise_id or ""

@@ -1,0 +1,188 @@
+"""Slack mrkdwn text: Markdown conversion, escaping, truncation and splitting to Slack's limits.
+
+Markdown is converted with the ``markdown_to_mrkdwn`` package. Around it this module adds what
+the package leaves out and a Slack bot must not: ``&``, ``<`` and ``>`` are escaped, so model
+text can never turn into ``<!channel>`` pings or forged links; code fences are normalised
+(tildes, indented fences and language tags become a bare ````` ``` `````, the only fence Slack
+knows) and an unclosed fence is closed. Splitting and truncating cut on paragraph, line and
+word boundaries, never inside an entity such as ``&amp;`` or a ``<url|link>``, and close and
+reopen a code fence that a cut falls inside, so every piece renders on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from markdown_to_mrkdwn import SlackMarkdownConverter
+
+FENCE = "```"
+"""The only code-block fence Slack's mrkdwn understands."""
+
+ELLIPSIS = "…"
+"""Marks text that was shortened to fit a Slack limit."""
+
+SECTION_TEXT_MAX = 3000
+"""Slack's limit on a section block's text (Block Kit reference, section block)."""
+
+MIN_SPLIT_LIMIT = 16
+"""Smallest piece size split_mrkdwn accepts: room for a reopened and a closed fence plus text."""
+
+_FENCE_ROOM = len(FENCE) + 1
+"""Characters a fence line takes with its newline; reserved when a cut may close or reopen one."""
+
+_OPEN_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+_CLOSE_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})\s*$")
+_QUOTE_PREFIX = re.compile(r"^\s*(?:>\s?)+")
+_AUTOLINK = re.compile(r"(<(?:https?://|mailto:)[^\s<>]+>)")
+_PARTIAL_ENTITY = re.compile(r"&#?\w*$")
+
+# Ranks of candidate cut points, best first when splitting: a paragraph break outside code,
+# then any line break outside code, a line break inside code (costs a fence close/reopen),
+# a space outside a <link>, and finally a hard cut.
+_PARAGRAPH, _LINE, _CODE_LINE, _SPACE, _HARD = 4, 3, 2, 1, 0
+
+
+def escape(text: str) -> str:
+    """Escape the three characters Slack reads as control characters in mrkdwn."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def markdown_to_mrkdwn(markdown: str) -> str:
+    """Convert Markdown (as models write it) to safe Slack mrkdwn.
+
+    Headings become bold lines, ``**bold**`` becomes ``*bold*``, ``[text](url)`` becomes
+    ``<url|text>``, lists become bullets and code blocks keep their content untouched.
+    """
+    prepared = "\n".join(_prepare_lines(markdown.splitlines()))
+    # A fresh converter per call: the package keeps per-conversion state on the instance.
+    return SlackMarkdownConverter().convert(prepared)
+
+
+def _prepare_lines(lines: Iterable[str]) -> Iterator[str]:
+    """Escape control characters and normalise fences ahead of the package's conversion."""
+    open_fence: str | None = None
+    for line in lines:
+        if open_fence is None:
+            opening = _OPEN_FENCE.match(line)
+            if opening and not (opening["fence"][0] == "`" and "`" in opening["info"]):
+                open_fence = opening["fence"]
+                yield FENCE
+            else:
+                yield _escape_prose(line)
+            continue
+        closing = _CLOSE_FENCE.match(line)
+        if closing and closing["fence"][0] == open_fence[0] and len(closing["fence"]) >= len(open_fence):
+            open_fence = None
+            yield FENCE
+        else:
+            yield escape(line)
+    if open_fence is not None:
+        yield FENCE
+
+
+def _escape_prose(line: str) -> str:
+    """Escape a line outside code, keeping its blockquote markers and <https://…> autolinks."""
+    quote = _QUOTE_PREFIX.match(line)
+    prefix = quote.group(0) if quote else ""
+    parts = _AUTOLINK.split(line[len(prefix) :])
+    # re.split with one capture group puts the autolinks at the odd indexes.
+    return prefix + "".join(part if i % 2 else escape(part) for i, part in enumerate(parts))
+
+
+def truncate(text: str, limit: int) -> str:
+    """Shorten mrkdwn to at most ``limit`` characters, ending with an ellipsis when cut.
+
+    Cuts at the last line break or space that fits (mid-word only when the last break would
+    lose over half the room), and closes a code block left open.
+    """
+    if len(text) <= limit:
+        return text
+    budget = limit - len(ELLIPSIS) - _FENCE_ROOM
+    if budget < 1:
+        return ELLIPSIS[:limit]
+    end, _, in_code = _cut(text, budget, in_code=False, ranked=False)
+    if end < budget // 2:  # a break that far back would waste the room: cut the word instead
+        end = _hard_cut(text[:budget])
+        in_code = _in_code_at(text, end, in_code=False)
+    return text[:end].rstrip() + ELLIPSIS + ("\n" + FENCE if in_code else "")
+
+
+def split_mrkdwn(text: str, limit: int = SECTION_TEXT_MAX) -> list[str]:
+    """Split mrkdwn into pieces of at most ``limit`` characters, losing no visible text.
+
+    Prefers paragraph breaks, then line breaks, avoids cutting inside a code block when a break
+    outside it fits, and closes/reopens a code block that has to be cut. Only the whitespace at
+    a cut is dropped. Empty or whitespace-only text gives no pieces.
+    """
+    if limit < MIN_SPLIT_LIMIT:
+        raise ValueError(f"limit must be at least {MIN_SPLIT_LIMIT}, got {limit}")
+    pieces: list[str] = []
+    rest = text.strip("\n")
+    in_code = False
+    while rest.strip():
+        prefix = FENCE + "\n" if in_code else ""
+        if len(prefix) + len(rest) <= limit:
+            pieces.append(prefix + rest)
+            break
+        end, resume, ends_in_code = _cut(rest, limit - len(prefix) - _FENCE_ROOM, in_code)
+        head = rest[:end].rstrip("\n")
+        pieces.append(prefix + head + ("\n" + FENCE if ends_in_code else ""))
+        rest = rest[resume:]
+        if not ends_in_code:
+            rest = rest.lstrip("\n")
+        in_code = ends_in_code
+    return pieces
+
+
+def _cut(text: str, budget: int, in_code: bool, ranked: bool = True) -> tuple[int, int, bool]:
+    """Where to cut ``text`` so the head fits ``budget``: (head end, rest start, head ends in code).
+
+    With ``ranked`` the best kind of break wins (see the rank constants) and the latest of that
+    kind; without, the latest line break or space wins, to keep as much as possible.
+    """
+    window = text[: budget + 1]  # a break right after the budget still leaves a fitting head
+    usable = [
+        (rank if ranked else _SPACE, end, resume)
+        for rank, end, resume in _breaks(window, in_code)
+        if 0 < end <= budget and window[:end].strip()
+    ]
+    if usable:
+        _, end, resume = max(usable)
+    else:
+        end = resume = _hard_cut(window[:budget])
+    return end, resume, _in_code_at(text, end, in_code)
+
+
+def _breaks(window: str, in_code: bool) -> Iterator[tuple[int, int, int]]:
+    """Candidate cuts in ``window`` as (rank, head end, rest start)."""
+    for match in re.finditer("\n", window):
+        end = match.start()
+        if _in_code_at(window, end, in_code):
+            yield _CODE_LINE, end, end + 1
+            continue
+        following = window[end + 1 :]
+        # A blank line, or a line that opens a code block, starts a new paragraph.
+        new_paragraph = following.startswith(("\n", FENCE)) or window[:end].endswith(FENCE)
+        yield (_PARAGRAPH if new_paragraph else _LINE), end, end + 1
+    for match in re.finditer(" ", window):
+        end = match.start()
+        if window.rfind("<", 0, end) <= window.rfind(">", 0, end):  # not inside <url|text>
+            yield _SPACE, end, end + 1
+
+
+def _hard_cut(head: str) -> int:
+    """End of a cut with no break to use, moved back before a partial entity or link."""
+    end = len(head)
+    entity = _PARTIAL_ENTITY.search(head)
+    if entity and entity.start() > 0:
+        end = entity.start()
+    link_start = head.rfind("<", 0, end)
+    if link_start > 0 and head.rfind(">", 0, end) < link_start:
+        end = link_start
+    return end
+
+
+def _in_code_at(text: str, position: int, in_code: bool) -> bool:
+    """Whether ``position`` lies inside a code block, given the state at the start of text."""
+    return in_code != bool(text.count(FENCE, 0, position) % 2)

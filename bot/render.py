@@ -1,0 +1,630 @@
+"""Block Kit rendering: pure functions from evaluations, answers and rubrics to Slack payloads.
+
+A *message* here is a dict ready to splat into ``chat.postMessage``/``chat.update``:
+``{"text": <notification fallback>, "blocks": [...]}`` and, where noted, ``"metadata"``.
+Blocks are built with slack_sdk's Block Kit models, whose ``to_dict()`` also validates Slack's
+per-field limits. Nothing here does I/O.
+
+Every model- or user-written string is escaped (see :mod:`bot.mrkdwn`), so an answer, a gap or a
+criterion cannot mention ``@channel`` or forge links.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ContextBlock,
+    HeaderBlock,
+    InputBlock,
+    MarkdownTextObject,
+    PlainTextInputElement,
+    SectionBlock,
+)
+from slack_sdk.models.views import View
+
+from bot.mrkdwn import (
+    ELLIPSIS,
+    FENCE,
+    SECTION_TEXT_MAX,
+    escape,
+    markdown_to_mrkdwn,
+    split_mrkdwn,
+    truncate,
+)
+from grading.rubric import MAX_RUBRIC_CHARS, Dimension, Rubric
+
+if TYPE_CHECKING:
+    from bot.store import ReviewRow
+
+__all__ = [
+    "AGREE_ACTION_ID",
+    "DISAGREE_ACTION_ID",
+    "MODAL_BLOCK_ID",
+    "MODAL_CALLBACK_ID",
+    "MODAL_INPUT_ACTION_ID",
+    "ReviewTally",
+    "error_message",
+    "evaluation_message",
+    "final_messages",
+    "help_text",
+    "no_rubric_hint",
+    "parse_review_value",
+    "review_value",
+    "rubric_confirmation",
+    "rubric_error",
+    "rubric_modal",
+    "split_mrkdwn",
+]
+
+# --- Slack's limits (Block Kit reference, docs.slack.dev) -----------------------------------
+
+MAX_BLOCKS = 50
+"""Most blocks Slack accepts in one message."""
+
+HEADER_TEXT_MAX = 150
+"""Longest text a header block takes."""
+
+CONTEXT_TEXT_MAX = 3000
+"""Longest text object in a context block (the general text-object limit; context blocks
+have no lower one of their own, only a cap of 10 elements)."""
+
+BUTTON_VALUE_MAX = 2000
+"""Longest value a button may carry back in its block_actions payload."""
+
+PLAIN_TEXT_INPUT_MAX = 3000
+"""Slack caps a plain_text_input's max_length at 3,000, below grading's MAX_RUBRIC_CHARS."""
+
+MESSAGE_TEXT_BUDGET = 10_000
+"""Most text (summed over all blocks) put in one message. Slack rejects messages whose blocks
+hold roughly 12,000–13,000 characters with ``msg_blocks_too_long``, a limit it does not
+document exactly; staying at 10,000 leaves room for the block containers."""
+
+# --- Sizes this renderer chooses ------------------------------------------------------------
+
+CRITERION_NAME_MAX = 500
+"""Longest criterion name shown on an evaluation; longer ones are shortened with an ellipsis."""
+
+EXPLANATION_MAX = 2500
+"""Longest grader explanation shown on an evaluation; it must share the message with every
+criterion, so it gets at most one section."""
+
+DETAIL_MAX = 2000
+"""Longest error detail (parse errors, exception text) shown in a code block."""
+
+ANCHOR_PREVIEW_MAX = 160
+"""Longest anchor or description text quoted back when confirming a scored rubric."""
+
+FALLBACK_PREVIEW_MAX = 300
+"""How much of an answer goes into a final message's notification text."""
+
+TALLY_MAX = 500
+"""Longest review-tally line; with many disputed criteria the list is shortened."""
+
+# --- Interaction ids shared with the listeners ------------------------------------------------
+
+AGREE_ACTION_ID = "review_agree"
+"""action_id of the Agree button on evaluation messages."""
+
+DISAGREE_ACTION_ID = "review_disagree"
+"""action_id of the Disagree… button on evaluation messages."""
+
+REVIEW_BLOCK_ID = "review"
+"""block_id of the actions block holding the review buttons."""
+
+MODAL_CALLBACK_ID = "rubric_edit"
+"""callback_id of the channel-rubric modal; its private_metadata is ``{"channel": id}``."""
+
+MODAL_BLOCK_ID = "rubric"
+"""block_id of the rubric input in the modal (``view.state.values[block][action]``)."""
+
+MODAL_INPUT_ACTION_ID = "rubric_text"
+"""action_id of the rubric input in the modal."""
+
+EVALUATION_EVENT = "rubric_evaluation"
+"""Message metadata event_type of per-iteration evaluation messages."""
+
+FINAL_EVENT = "rubric_final"
+"""Message metadata event_type of the first final-answer message."""
+
+PLAIN_STATUS = "plain"
+"""Status put in final-message metadata when the run had no rubric (Slack wants no nulls)."""
+
+# --- Words -------------------------------------------------------------------------------------
+
+STATUS_WORDS: Mapping[str, tuple[str, str]] = {
+    "satisfied": ("✅", "Rubric satisfied"),
+    "needs_revision": ("🔁", "Needs revision"),
+    "max_iterations_reached": ("⏹️", "Max iterations reached"),
+    "failed": ("❌", "Failed"),
+    "grader_error": ("⚠️", "Grader error"),
+}
+"""Emoji and words for an iteration's result and a run's final status."""
+
+VERDICT_EMOJI: Mapping[str, str] = {"PASS": "✅", "REVIEW": "🟡", "FAIL": "❌"}
+"""Emoji next to a scored rubric's aggregate verdict."""
+
+AGGREGATION_WORDS: Mapping[str, str] = {
+    "weighted": "weighted average; any score under its floor fails the answer",
+    "min": "the weakest dimension decides",
+    "per_dimension": "every dimension must reach the pass score",
+}
+"""How each aggregation rule reads in a rubric confirmation."""
+
+CORE_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("/rubric set <rubric>", "set this channel's default rubric for new conversations"),
+    ("/rubric edit", "edit the channel's default rubric in a form (plain `/rubric` too)"),
+    ("/rubric show", "show the channel's default rubric"),
+    ("/rubric clear", "remove the channel's default rubric"),
+    ("/rubric help", "show this help"),
+)
+"""Subcommands listed by help_text, in order."""
+
+REVIEW_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("/rubric report [days]", "how often the team agrees with the grader, per criterion"),
+    ("/rubric calibration on|off", "show the grader the team's recent disagreements (on)"),
+)
+"""Subcommands of the team-review feature, listed once it is enabled."""
+
+RUBRIC_FORMAT_HINT = (
+    "One criterion per line (each pass/fail), or YAML with `dimensions:` "
+    "(name, weight, fail_below, anchors for 1/3/5) for scored rubrics."
+)
+"""How to write a rubric, in one sentence."""
+
+
+@dataclass(frozen=True)
+class ReviewTally:
+    """Reviews of one evaluation: how many reviewers, and per criterion how many disagreed."""
+
+    reviews: int
+    disagreements: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[ReviewRow]) -> ReviewTally:
+        """Tally stored review rows of one iteration (one row per reviewer and criterion)."""
+        reviewers: set[str] = set()
+        disagreements: dict[str, int] = {}
+        for row in rows:
+            reviewers.add(row.reviewer)
+            if row.disagrees:
+                disagreements[row.criterion] = disagreements.get(row.criterion, 0) + 1
+        return cls(reviews=len(reviewers), disagreements=disagreements)
+
+    def summary(self) -> str:
+        """E.g. ``2 reviews · 1 disagreement on Clarity`` (mrkdwn, names escaped)."""
+        if self.reviews == 0:
+            return "No reviews yet"
+        reviews = _plural(self.reviews, "review")
+        disputed = sorted(
+            ((n, name) for name, n in self.disagreements.items() if n > 0),
+            key=lambda item: (-item[0], item[1]),
+        )
+        if not disputed:
+            return f"{reviews} · no disagreements"
+        (first_count, first), *others = disputed
+        parts = [f"{_plural(first_count, 'disagreement')} on {escape(first)}"]
+        parts += [f"{n} on {escape(name)}" for n, name in others]
+        return truncate(f"{reviews} · {', '.join(parts)}", TALLY_MAX)
+
+
+def review_value(grading_run_id: str, iteration: int) -> str:
+    """The review buttons' value: compact JSON ``{"r": grading_run_id, "i": iteration}``."""
+    value = json.dumps({"r": grading_run_id, "i": iteration}, separators=(",", ":"))
+    if len(value) > BUTTON_VALUE_MAX:
+        raise ValueError(f"grading_run_id is too long for a button value ({len(value)} chars)")
+    return value
+
+
+def parse_review_value(value: str) -> tuple[str, int]:
+    """Read back ``(grading_run_id, iteration)`` from a review button's value."""
+    data = json.loads(value)
+    return str(data["r"]), int(data["i"])
+
+
+# --- Evaluation messages ---------------------------------------------------------------------
+
+
+def evaluation_message(evaluation: Mapping[str, Any], *, tally: ReviewTally | None = None) -> dict:
+    """One grader iteration as a message: verdict, every criterion, gaps, explanation, buttons.
+
+    Every criterion is listed; when the whole would pass Slack's limits, the longest gaps are
+    shortened first, each to the same share of the room left (see MESSAGE_TEXT_BUDGET).
+    """
+    position = f"{evaluation['iteration'] + 1}/{evaluation['max_iterations']}"
+    emoji, words = _status(evaluation["result"])
+    criteria = list(evaluation.get("criteria") or [])
+    scored = evaluation.get("kind") == "scored"
+
+    head: list[Block] = [_header(f"{emoji} Iteration {position} · {words}")]
+    if scored and evaluation.get("score") is not None:
+        head.append(_section(_score_line(evaluation["score"], evaluation.get("verdict"))))
+    tail: list[Block] = []
+    explanation = (evaluation.get("explanation") or "").strip()
+    if explanation:
+        text = truncate(markdown_to_mrkdwn(explanation), EXPLANATION_MAX)
+        tail.append(_section(f"*Grader's explanation*\n{text}"))
+    if evaluation.get("usage"):
+        tail.append(_context(f"Grader tokens: {_usage_words(evaluation['usage'])}"))
+    if tally is not None:
+        tail.append(_context(tally.summary()))
+    if criteria:
+        tail.append(_review_buttons(evaluation["grading_run_id"], evaluation["iteration"]))
+
+    room = MESSAGE_TEXT_BUDGET - _text_length(head + tail)
+    body = [_section(text) for text in _pack(_criterion_entries(criteria, scored, room))]
+    return {
+        "text": f"Iteration {position}: {words} — {_outcome_words(evaluation, criteria)}",
+        "blocks": _dicts(head + body + tail),
+        "metadata": {
+            "event_type": EVALUATION_EVENT,
+            "event_payload": {
+                "grading_run_id": evaluation["grading_run_id"],
+                "iteration": evaluation["iteration"],
+            },
+        },
+    }
+
+
+def _criterion_entries(criteria: Sequence[Mapping[str, Any]], scored: bool, room: int) -> list[str]:
+    """One mrkdwn entry per criterion (mark, name, score, quoted gap), sized to share ``room``."""
+    names = [escape(str(c.get("name", ""))) for c in criteria]
+    name_cap = _fair_cap([len(n) for n in names], room // 2)
+    name_cap = CRITERION_NAME_MAX if name_cap is None else min(name_cap, CRITERION_NAME_MAX)
+    heads = [_criterion_head(c, truncate(n, name_cap), scored) for c, n in zip(criteria, names, strict=True)]
+    gaps = [_quoted_gap(c) for c in criteria]
+    # Each entry costs its head, a newline before its gap and one joining it to the next.
+    gap_room = room - sum(len(h) + 2 for h in heads)
+    gap_cap = _fair_cap([len(g) for g in gaps], max(gap_room, 0))
+    entries = []
+    for head, gap in zip(heads, gaps, strict=True):
+        cap = SECTION_TEXT_MAX - len(head) - 1
+        if gap_cap is not None:
+            cap = min(cap, gap_cap)
+        entries.append(f"{head}\n{truncate(gap, cap)}" if gap and cap > 0 else head)
+    return entries
+
+
+def _criterion_head(criterion: Mapping[str, Any], name: str, scored: bool) -> str:
+    mark = "✅" if criterion.get("passed") else "❌"
+    if not scored:
+        return f"{mark} {name}"
+    score = criterion.get("score")
+    return f"{mark} {name} — *{score}/5*" if score is not None else f"{mark} {name} — no score"
+
+
+def _quoted_gap(criterion: Mapping[str, Any]) -> str:
+    """The grader's gap for a failing criterion as a Slack quote ('' when it passed)."""
+    gap = (criterion.get("gap") or "").strip()
+    if criterion.get("passed") or not gap:
+        return ""
+    return "\n".join(f"> {line}" for line in markdown_to_mrkdwn(gap).splitlines() if line.strip())
+
+
+def _fair_cap(lengths: Sequence[int], room: int) -> int | None:
+    """The largest per-item cap c with ``sum(min(length, c)) <= room``; None if all fit whole.
+
+    Short items stay whole and the long ones share what is left equally.
+    """
+    if sum(lengths) <= room:
+        return None
+    ordered = sorted(lengths)
+    for index, length in enumerate(ordered):
+        share = room // (len(ordered) - index)
+        if length > share:
+            return share
+        room -= length
+    return None  # unreachable: the lengths did not fit, so some item exceeds its share
+
+
+def _pack(entries: Iterable[str], limit: int = SECTION_TEXT_MAX) -> list[str]:
+    """Join entries with newlines into as few texts of at most ``limit`` as order allows."""
+    texts: list[str] = []
+    for entry in entries:
+        if texts and len(texts[-1]) + 1 + len(entry) <= limit:
+            texts[-1] += "\n" + entry
+        else:
+            texts.append(entry)
+    return texts
+
+
+def _score_line(score: float, verdict: str | None) -> str:
+    line = f"*Score {_number(score)}/5*"
+    if verdict:
+        line += f" · {VERDICT_EMOJI.get(verdict, '')} *{verdict}*".replace("  ", " ")
+    return line
+
+
+def _outcome_words(evaluation: Mapping[str, Any], criteria: Sequence[Mapping[str, Any]]) -> str:
+    if evaluation.get("kind") == "scored" and evaluation.get("score") is not None:
+        verdict = evaluation.get("verdict")
+        return f"score {_number(evaluation['score'])}/5" + (f" ({verdict})" if verdict else "")
+    passed = sum(1 for c in criteria if c.get("passed"))
+    return f"{passed} of {len(criteria)} criteria passed"
+
+
+def _review_buttons(grading_run_id: str, iteration: int) -> ActionsBlock:
+    value = review_value(grading_run_id, iteration)
+    return ActionsBlock(
+        block_id=REVIEW_BLOCK_ID,
+        elements=[
+            ButtonElement(text="Agree", action_id=AGREE_ACTION_ID, value=value),
+            ButtonElement(text="Disagree…", action_id=DISAGREE_ACTION_ID, value=value),
+        ],
+    )
+
+
+# --- Final answer ------------------------------------------------------------------------------
+
+
+def final_messages(
+    status: str | None,
+    answer_markdown: str,
+    *,
+    iterations: int | None,
+    max_iterations: int | None,
+    best_iteration: int | None = None,
+    usage: Mapping[str, int] | None = None,
+) -> list[dict]:
+    """The run's outcome and the full answer, split over as many messages as Slack needs.
+
+    ``status`` is the run's final status (None when the thread has no rubric: the answer
+    alone). ``iterations`` counts grader iterations run; ``best_iteration`` is 0-based like an
+    evaluation's ``iteration``. Nothing of the answer is cut: it is split into sections of at
+    most 3,000 characters, and messages of at most 50 blocks and MESSAGE_TEXT_BUDGET.
+    """
+    lead = _status_lines(status, iterations, max_iterations, best_iteration)
+    answer = markdown_to_mrkdwn(answer_markdown)
+    sections = split_mrkdwn(answer) or ["_The answer was empty._"]
+    closing = _context(f"Tokens this run: {_usage_words(usage)}") if usage else None
+
+    reserve = _text_length([closing]) if closing else 0
+    groups: list[list[Block]] = [[_section(lead)] if lead else []]
+    for text in sections:
+        current = groups[-1]
+        blocks_left = MAX_BLOCKS - len(current) - (1 if closing else 0)
+        if current and (blocks_left < 1 or _text_length(current) + len(text) + reserve > MESSAGE_TEXT_BUDGET):
+            groups.append(current := [])
+        current.append(_section(text))
+    if closing:
+        groups[-1].append(closing)
+
+    preview = truncate(sections[0], FALLBACK_PREVIEW_MAX)
+    headline = _status_headline(status, iterations, max_iterations)
+    messages = []
+    for number, blocks in enumerate(groups, start=1):
+        text = f"{headline}: {preview}" if headline else preview
+        if number > 1:
+            text = f"(continued, part {number} of {len(groups)})"
+        messages.append({"text": text, "blocks": _dicts(blocks)})
+    messages[0]["metadata"] = {
+        "event_type": FINAL_EVENT,
+        "event_payload": {"status": status or PLAIN_STATUS},
+    }
+    return messages
+
+
+def _status_headline(status: str | None, iterations: int | None, max_iterations: int | None) -> str:
+    """E.g. ``Max iterations reached (3/3)``; '' when there is no status."""
+    if status is None:
+        return ""
+    _, words = _status(status)
+    if iterations is not None and max_iterations is not None:
+        words += f" ({iterations}/{max_iterations})"
+    return words
+
+
+def _status_lines(
+    status: str | None,
+    iterations: int | None,
+    max_iterations: int | None,
+    best_iteration: int | None,
+) -> str:
+    if status is None:
+        return ""
+    emoji, _ = _status(status)
+    lines = [f"{emoji} *{_status_headline(status, iterations, max_iterations)}*"]
+    if best_iteration is not None:
+        of = iterations if iterations is not None else max_iterations
+        where = f"iteration {best_iteration + 1}" + (f" of {of}" if of is not None else "")
+        lines.append(f"_Showing the best answer ({where})_")
+    return "\n".join(lines)
+
+
+# --- Rubric messages ----------------------------------------------------------------------------
+
+
+def rubric_confirmation(rubric: Rubric) -> dict:
+    """Confirms a new rubric by listing what was parsed, plus any lint warnings."""
+    if rubric.is_scored:
+        count = _plural(len(rubric.dimensions), "scored dimension")
+        aggregation = AGGREGATION_WORDS.get(rubric.aggregation, rubric.aggregation)
+        summary = f"{count} (1–5), {aggregation}; passes at {_number(rubric.pass_score)}/5"
+        weights = rubric.weights()
+        items = [_dimension_lines(d, weights.get(d.name)) for d in rubric.dimensions]
+    else:
+        count = _plural(len(rubric.criteria), "criterion", "criteria")
+        summary = f"{count}, each pass/fail"
+        items = [f"• {escape(c.name)}" for c in rubric.criteria]
+    warnings = [f"⚠️ {escape(w)}" for w in rubric.warnings]
+    text = "\n".join([f"*Rubric set* — {summary}:", *items, *warnings])
+    return {
+        "text": f"Rubric set: {count}",
+        "blocks": _dicts(_sections(truncate(text, MESSAGE_TEXT_BUDGET))),
+    }
+
+
+def _dimension_lines(dimension: Dimension, weight: float | None) -> str:
+    facts = []
+    if weight is not None:
+        facts.append(f"weight {weight:.0%}")
+    if dimension.fail_below is not None:
+        facts.append(f"fails below {dimension.fail_below}")
+    line = f"• *{escape(dimension.name)}*" + (f" ({', '.join(facts)})" if facts else "")
+    if dimension.description:
+        line += f" — {truncate(escape(dimension.description), ANCHOR_PREVIEW_MAX)}"
+    anchors = [
+        f"{score}: {truncate(escape(text), ANCHOR_PREVIEW_MAX)}"
+        for score, text in sorted(dimension.anchors.items(), reverse=True)
+    ]
+    return line + ("\n      " + " · ".join(anchors) if anchors else "")
+
+
+def rubric_error(error: str) -> dict:
+    """Answers a rubric that did not parse; the thread keeps its previous rubric."""
+    lead = "⚠️ That rubric didn't parse, so the previous rubric is still in place:"
+    return {
+        "text": f"That rubric didn't parse: {truncate(escape(error), FALLBACK_PREVIEW_MAX)}",
+        "blocks": _dicts([_section(f"{lead}\n{_code(error)}"), _context(RUBRIC_FORMAT_HINT)]),
+    }
+
+
+def no_rubric_hint() -> str:
+    """One line telling a thread without a rubric how to get one."""
+    return (
+        "_No rubric here, so this answer wasn't graded. Start a message with `rubric:` in this "
+        "thread to set one, or set a channel default with `/rubric set`._"
+    )
+
+
+def error_message(summary: str, detail: str | None) -> dict:
+    """A model or grader failure in a thread, e.g. summary ``The grader failed: timed out``."""
+    text = f"⚠️ *{escape(summary)}*"
+    if detail:
+        text += f"\n{_code(detail)}"
+    return {
+        "text": summary,
+        "blocks": _dicts(
+            [
+                _section(truncate(text, SECTION_TEXT_MAX)),
+                _context("The thread's rubric and history are kept; reply here to try again."),
+            ]
+        ),
+    }
+
+
+def help_text(*, include_reviews: bool = False) -> str:
+    """The ``/rubric help`` text; ``include_reviews`` adds the team-review subcommands."""
+    commands = CORE_COMMANDS + (REVIEW_COMMANDS if include_reviews else ())
+    lines = ["*`/rubric` — how this channel's answers are graded*"]
+    lines += [f"• `{usage}` — {what}" for usage, what in commands]
+    lines += [
+        "In a thread, start a message with `rubric:` to set or replace that thread's rubric.",
+        RUBRIC_FORMAT_HINT,
+    ]
+    return "\n".join(lines)
+
+
+def rubric_modal(current: str | None, *, channel_id: str) -> dict:
+    """The modal for editing a channel's default rubric, pre-filled with the current one.
+
+    A current rubric longer than Slack lets an input hold is not pre-filled (it would be cut on
+    saving); the modal says so instead.
+    """
+    limit = min(MAX_RUBRIC_CHARS, PLAIN_TEXT_INPUT_MAX)
+    fits = current is not None and len(current) <= limit
+    blocks: list[Block] = []
+    if current is not None and not fits:
+        blocks.append(
+            _section(
+                f"The current rubric is {len(current):,} characters, more than this form holds "
+                f"({limit:,}); replace it here, or use `/rubric set` for a longer one."
+            )
+        )
+    blocks.append(
+        InputBlock(
+            block_id=MODAL_BLOCK_ID,
+            label="Rubric",
+            hint=RUBRIC_FORMAT_HINT.replace("`", ""),
+            element=PlainTextInputElement(
+                action_id=MODAL_INPUT_ACTION_ID,
+                multiline=True,
+                initial_value=current if fits else None,
+                max_length=limit,
+            ),
+        )
+    )
+    view = View(
+        type="modal",
+        callback_id=MODAL_CALLBACK_ID,
+        title="Channel rubric",
+        submit="Save",
+        close="Cancel",
+        private_metadata=json.dumps({"channel": channel_id}),
+        blocks=blocks,
+    )
+    return view.to_dict()
+
+
+# --- Small builders -----------------------------------------------------------------------------
+
+
+def _status(status: str) -> tuple[str, str]:
+    return STATUS_WORDS.get(status, ("ℹ️", status.replace("_", " ").capitalize()))
+
+
+def _header(text: str) -> HeaderBlock:
+    if len(text) > HEADER_TEXT_MAX:
+        text = text[: HEADER_TEXT_MAX - len(ELLIPSIS)] + ELLIPSIS
+    return HeaderBlock(text=text)
+
+
+def _section(text: str) -> SectionBlock:
+    return SectionBlock(text=MarkdownTextObject(text=text))
+
+
+def _sections(text: str) -> list[Block]:
+    return [_section(piece) for piece in split_mrkdwn(text)]
+
+
+def _context(text: str) -> ContextBlock:
+    return ContextBlock(elements=[MarkdownTextObject(text=truncate(text, CONTEXT_TEXT_MAX))])
+
+
+def _code(text: str) -> str:
+    """Text shown verbatim in a code block.
+
+    A zero-width space breaks up any fence inside the text, which would otherwise end the
+    block early and let the rest be read as formatting.
+    """
+    body = truncate(escape(text.strip()).replace(FENCE, "`\u200b``"), DETAIL_MAX)
+    return f"```{body}```"
+
+
+def _dicts(blocks: Iterable[Block]) -> list[dict]:
+    """Serialise blocks; slack_sdk validates each against Slack's field limits on the way."""
+    return [block.to_dict() for block in blocks]
+
+
+def _text_length(blocks: Iterable[Block]) -> int:
+    """Characters of text the blocks hold, as counted against MESSAGE_TEXT_BUDGET."""
+    return sum(_strings_length(block.to_dict()) for block in blocks)
+
+
+def _strings_length(node: object) -> int:
+    if isinstance(node, Mapping):
+        return sum(
+            len(v) if k == "text" and isinstance(v, str) else _strings_length(v) for k, v in node.items()
+        )
+    if isinstance(node, list):
+        return sum(_strings_length(item) for item in node)
+    return 0
+
+
+def _usage_words(usage: Mapping[str, int]) -> str:
+    return f"{usage.get('input_tokens', 0):,} in · {usage.get('output_tokens', 0):,} out"
+
+
+def _number(value: float) -> str:
+    """2 decimals at most, no trailing zeros: 3.85, 4, 4.5."""
+    return f"{round(value, 2):g}"
+
+
+def _plural(count: int, singular: str, plural: str | None = None) -> str:
+    return f"{count} {singular if count == 1 else plural or singular + 's'}"

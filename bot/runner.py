@@ -1,0 +1,291 @@
+"""The thread runner: background work per Slack thread, one job at a time per thread.
+
+Listeners ack at once and hand requests here. `ThreadScheduler` keeps each thread's jobs in arrival
+order while different threads run concurrently; `ThreadRunner` does the work of a job — runs the
+agent, posts each evaluation and the final answer into the thread — and records runs so that a
+restart or crash in the middle is reported in the thread instead of passing silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import aiohttp
+from langchain_core.messages import HumanMessage
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import render
+from bot.agent import ConversationAgent, TurnOutcome, agent_config, run_turn
+from bot.conversation import UserMessage
+from bot.store import INTERRUPTED, Store
+from grading import RubricError, parse_rubric
+
+logger = logging.getLogger(__name__)
+
+WORKING_REACTION = "hourglass_flowing_sand"
+"""Reaction put on a request while the bot works on it, removed when the run ends."""
+
+SLACK_ERRORS: tuple[type[Exception], ...] = (SlackApiError, aiohttp.ClientError, TimeoutError)
+"""What a Slack Web API call raises once the client's own retries are used up."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """Work for one thread: `run` does it; `abandon` tells the thread it will not happen."""
+
+    run: Callable[[], Awaitable[None]]
+    abandon: Callable[[], Awaitable[None]]
+
+
+@dataclass
+class ThreadScheduler:
+    """Runs jobs one at a time per key, in submission order, with different keys concurrently.
+
+    Each busy key has one worker task that empties its queue and then exits, so idle threads cost
+    nothing and thousands of threads can be known without thousands of tasks.
+    """
+
+    _queues: dict[str, deque[Job]] = field(default_factory=dict)
+    _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _closed: bool = False
+
+    @property
+    def busy(self) -> int:
+        """How many keys have work queued or running."""
+        return len(self._workers)
+
+    def submit(self, key: str, job: Job) -> bool:
+        """Queue `job` behind the key's earlier jobs; False once draining has begun."""
+        if self._closed:
+            return False
+        self._queues.setdefault(key, deque()).append(job)
+        if key not in self._workers:
+            self._workers[key] = asyncio.create_task(self._work(key), name=f"thread {key}")
+        return True
+
+    async def _work(self, key: str) -> None:
+        queue = self._queues[key]
+        try:
+            while queue:
+                job = queue.popleft()
+                try:
+                    await job.run()
+                except Exception:
+                    # One failed job must not strand the ones queued behind it.
+                    logger.exception("job for thread %s failed", key)
+        finally:
+            del self._queues[key]
+            del self._workers[key]
+
+    async def drain(self, grace: float) -> None:
+        """Stop taking jobs, abandon queued ones, give running ones `grace` seconds, cancel the rest."""
+        self._closed = True
+        queued = [job for queue in self._queues.values() for job in queue]
+        for queue in self._queues.values():
+            queue.clear()
+        await asyncio.gather(*(job.abandon() for job in queued), return_exceptions=True)
+        running = list(self._workers.values())
+        if not running:
+            return
+        _, late = await asyncio.wait(running, timeout=grace)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+
+
+class ThreadRunner:
+    """Does the bot's work in Slack threads: rubric changes and graded runs, posted as they happen."""
+
+    def __init__(
+        self,
+        *,
+        agent: ConversationAgent,
+        store: Store,
+        client: AsyncWebClient,
+        scheduler: ThreadScheduler | None = None,
+    ) -> None:
+        self._agent = agent
+        self._store = store
+        self._client = client
+        self._scheduler = scheduler or ThreadScheduler()
+        self._live_runs: set[int] = set()
+
+    @property
+    def busy_threads(self) -> int:
+        """Threads with work queued or running."""
+        return self._scheduler.busy
+
+    async def submit_request(self, message: UserMessage) -> None:
+        """Queue a request for the agent in its thread (recorded first, so a crash is noticed)."""
+        run_id = await self._store.start_run(
+            message.thread_id, message.team, message.channel, message.thread_ts, message.ts
+        )
+        self._live_runs.add(run_id)
+        job = Job(
+            run=partial(self._run_request, message, run_id),
+            abandon=partial(self._abandon, message, run_id),
+        )
+        if not self._scheduler.submit(message.thread_id, job):
+            await job.abandon()
+
+    async def submit_rubric(self, message: UserMessage, rubric_text: str) -> None:
+        """Queue a `rubric:` message: it replaces the thread's rubric after any earlier runs."""
+        job = Job(
+            run=partial(self._replace_rubric, message, rubric_text),
+            abandon=partial(self._abandon, message, None),
+        )
+        if not self._scheduler.submit(message.thread_id, job):
+            await job.abandon()
+
+    async def reply(self, message: UserMessage, payload: dict[str, Any]) -> str | None:
+        """Post a message in `message`'s thread; its ts, or None if Slack failed (logged)."""
+        try:
+            response = await self._client.chat_postMessage(
+                channel=message.channel, thread_ts=message.thread_ts, **payload
+            )
+        except SLACK_ERRORS as exc:
+            _log_slack_failure("chat.postMessage", message, exc)
+            return None
+        return response.get("ts")
+
+    async def drain(self, grace: float) -> None:
+        """Stop for a restart: finish what can finish within `grace`, mark the rest interrupted."""
+        await self._scheduler.drain(grace)
+
+    # -- jobs ------------------------------------------------------------------
+
+    async def _replace_rubric(self, message: UserMessage, rubric_text: str) -> None:
+        await self._report_interrupted(message)
+        try:
+            rubric = parse_rubric(rubric_text)
+        except RubricError as exc:
+            await self.reply(message, render.rubric_error(str(exc)))
+            return
+        config = agent_config(message.thread_id, team=message.team, channel=message.channel)
+        await self._agent.aupdate_state(config, {"rubric": rubric_text})
+        await self.reply(message, render.rubric_confirmation(rubric))
+
+    async def _run_request(self, message: UserMessage, run_id: int) -> None:
+        await self._report_interrupted(message)
+        await self._react("reactions_add", message)
+        status = "error"
+        try:
+            status = await self._answer(message)
+        except asyncio.CancelledError:
+            status = INTERRUPTED
+            await self._tell_interrupted(message, run_id, started=True)
+            raise
+        except Exception as exc:
+            logger.exception("run in thread %s failed", message.thread_id)
+            await self.reply(message, render.error_message("The model failed", _describe(exc)))
+        finally:
+            self._live_runs.discard(run_id)
+            await self._react("reactions_remove", message)
+            if status != INTERRUPTED:
+                await self._store.finish_run(run_id, status)
+
+    async def _answer(self, message: UserMessage) -> str:
+        config = agent_config(message.thread_id, team=message.team, channel=message.channel)
+        inputs: dict[str, Any] = {"messages": [HumanMessage(message.text)]}
+        rubric_text = (await self._agent.aget_state(config)).values.get("rubric")
+        if not rubric_text:
+            # A conversation without its own rubric picks up the channel default.
+            rubric_text = await self._store.get_channel_rubric(message.team, message.channel)
+            if rubric_text:
+                inputs["rubric"] = rubric_text
+        outcome = await run_turn(
+            self._agent, inputs, config, partial(self._post_evaluation, message, rubric_text or "")
+        )
+        await self._post_final(message, outcome)
+        return outcome.status or "answered"
+
+    async def _post_evaluation(
+        self, message: UserMessage, rubric_text: str, evaluation: dict[str, Any]
+    ) -> None:
+        ts = await self.reply(message, render.evaluation_message(evaluation))
+        if ts is not None:
+            await self._store.save_evaluation(
+                message.team, message.channel, message.thread_ts, ts, evaluation, rubric_text
+            )
+
+    async def _post_final(self, message: UserMessage, outcome: TurnOutcome) -> None:
+        messages = render.final_messages(
+            outcome.status,
+            outcome.answer,
+            iterations=outcome.iterations,
+            max_iterations=outcome.max_iterations,
+            best_iteration=outcome.best_iteration,
+            usage=outcome.usage,
+        )
+        if outcome.status is None:
+            messages[-1] = _with_context(messages[-1], render.no_rubric_hint())
+        for payload in messages:
+            await self.reply(message, payload)
+
+    # -- interruptions ---------------------------------------------------------
+
+    async def _abandon(self, message: UserMessage, run_id: int | None) -> None:
+        if run_id is not None:
+            self._live_runs.discard(run_id)
+        await self._tell_interrupted(message, run_id, started=False)
+
+    async def _tell_interrupted(self, message: UserMessage, run_id: int | None, *, started: bool) -> None:
+        what = "stopped before finishing" if started else "didn't get to"
+        await self.reply(
+            message,
+            render.error_message(
+                f"The bot is restarting and {what} this request",
+                "Send it again in this thread once the bot is back.",
+            ),
+        )
+        if run_id is not None:
+            await self._store.mark_interrupted(run_id)
+            await self._store.acknowledge_interrupted(run_id)
+
+    async def _report_interrupted(self, message: UserMessage) -> None:
+        """Tell the thread about runs a crash cut short (runs of this process are not crashed)."""
+        for run in await self._store.unfinished_runs(message.thread_id):
+            if run.run_id in self._live_runs:
+                continue
+            await self.reply(
+                message,
+                render.error_message(
+                    "An earlier request in this thread was interrupted",
+                    "The bot stopped before it finished, so that request has no final answer. "
+                    "Send it again if you still need it.",
+                ),
+            )
+            await self._store.acknowledge_interrupted(run.run_id)
+
+    # -- Slack helpers -----------------------------------------------------------
+
+    async def _react(self, method: str, message: UserMessage) -> None:
+        try:
+            await getattr(self._client, method)(
+                channel=message.channel, timestamp=message.ts, name=WORKING_REACTION
+            )
+        except SLACK_ERRORS as exc:
+            _log_slack_failure(method, message, exc)
+
+
+def _with_context(payload: dict[str, Any], line: str) -> dict[str, Any]:
+    context = {"type": "context", "elements": [{"type": "mrkdwn", "text": line}]}
+    return {**payload, "blocks": [*payload.get("blocks", []), context]}
+
+
+def _describe(exc: BaseException) -> str:
+    detail = str(exc).strip()
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+def _log_slack_failure(method: str, message: UserMessage, exc: Exception) -> None:
+    # SlackApiError carries the response (never the request's token); log its error code.
+    error = exc.response.get("error") if isinstance(exc, SlackApiError) else _describe(exc)
+    logger.warning("Slack %s failed in thread %s: %s", method, message.thread_id, error)

@@ -1,0 +1,69 @@
+"""grading — make a langchain agent grade its own work against a rubric and revise until done.
+
+No Slack here: put `RubricMiddleware` in any `create_agent(...)` (or deepagents'
+`create_deep_agent`) and pass a `rubric` string on the invocation state.
+
+Public API:
+
+- `RubricMiddleware`, `RubricEvaluation`, `RubricState` — the revise-and-grade loop.
+- `parse_rubric`, `Rubric`, `Criterion`, `Dimension`, `RubricError` — list and scored rubrics.
+- `aggregate`, `Aggregate` — verdicts from 1–5 scores that one strong dimension cannot mask.
+- `kappa`, `percent_agreement`, `majority_baseline`, `agreement_report`, `CriterionAgreement`,
+  `correlated_dimensions` — human–grader agreement and dimension independence.
+- `EVIDENCE_TOOLS` and each tool — safe counting and matching tools for the grader.
+- `CalibrationExample` — a team verdict shown to the grader as a worked example.
+"""
+
+from grading.aggregation import Aggregate, aggregate
+from grading.agreement import (
+    KAPPA_TARGET,
+    MIN_REVIEWS_FOR_KAPPA,
+    CriterionAgreement,
+    agreement_report,
+    correlated_dimensions,
+    kappa,
+    majority_baseline,
+    percent_agreement,
+)
+from grading.grader import CalibrationExample
+from grading.middleware import RubricEvaluation, RubricMiddleware, RubricState, Status
+from grading.rubric import Criterion, Dimension, Rubric, RubricError, parse_rubric
+from grading.tools import (
+    EVIDENCE_TOOLS,
+    count_characters,
+    count_lines,
+    count_sentences,
+    count_syllables,
+    count_words,
+    regex_match,
+)
+
+__all__ = [
+    "EVIDENCE_TOOLS",
+    "KAPPA_TARGET",
+    "MIN_REVIEWS_FOR_KAPPA",
+    "Aggregate",
+    "CalibrationExample",
+    "Criterion",
+    "CriterionAgreement",
+    "Dimension",
+    "Rubric",
+    "RubricError",
+    "RubricEvaluation",
+    "RubricMiddleware",
+    "RubricState",
+    "Status",
+    "aggregate",
+    "agreement_report",
+    "correlated_dimensions",
+    "count_characters",
+    "count_lines",
+    "count_sentences",
+    "count_syllables",
+    "count_words",
+    "kappa",
+    "majority_baseline",
+    "parse_rubric",
+    "percent_agreement",
+    "regex_match",
+]

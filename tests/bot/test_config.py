@@ -1,0 +1,143 @@
+"""Configuration: defaults, .env, and one clear message for every problem (never a token's value)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.config import DEFAULT_SLACK_API_URL, ConfigError, load_settings
+
+ALL_SETTINGS = (
+    "SLACK_BOT_TOKEN",
+    "SLACK_SIGNING_SECRET",
+    "SLACK_APP_TOKEN",
+    "SLACK_API_URL",
+    "RUBRIC_BOT_MODEL",
+    "RUBRIC_BOT_GRADER_MODEL",
+    "RUBRIC_BOT_MAX_ITERATIONS",
+    "RUBRIC_BOT_DB",
+    "RUBRIC_BOT_SHUTDOWN_GRACE",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    """No inherited settings and no stray .env: each test states its whole configuration."""
+    for name in ALL_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_defaults_when_only_the_required_settings_are_given(monkeypatch):
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "s3cret")
+    monkeypatch.setenv("RUBRIC_BOT_MODEL", "openai:gpt-4o-mini")
+
+    settings = load_settings(["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "RUBRIC_BOT_MODEL"])
+
+    assert settings.slack_api_url == DEFAULT_SLACK_API_URL
+    assert settings.max_iterations == 3
+    assert settings.db_path == Path("rubric-bot.sqlite")
+    assert settings.grader_model == "openai:gpt-4o-mini"  # the worker's, unless set
+    assert not settings.socket_mode
+
+
+def test_grader_model_and_socket_mode_follow_their_settings(monkeypatch):
+    monkeypatch.setenv("RUBRIC_BOT_MODEL", "openai:gpt-4o-mini")
+    monkeypatch.setenv("RUBRIC_BOT_GRADER_MODEL", "anthropic:claude-sonnet-4-5")
+    monkeypatch.setenv("SLACK_APP_TOKEN", "xapp-1-abc")
+
+    settings = load_settings()
+
+    assert settings.grader_model == "anthropic:claude-sonnet-4-5"
+    assert settings.socket_mode
+
+
+def test_api_url_gets_the_trailing_slash_slack_sdk_needs(monkeypatch):
+    monkeypatch.setenv("SLACK_API_URL", "http://127.0.0.1:9999/api")
+
+    assert load_settings().slack_api_url == "http://127.0.0.1:9999/api/"
+
+
+def test_dotenv_file_is_read_and_empty_values_count_as_unset(tmp_path):
+    (tmp_path / ".env").write_text(
+        "RUBRIC_BOT_MODEL=openai:gpt-4o-mini\nRUBRIC_BOT_MAX_ITERATIONS=5\nSLACK_APP_TOKEN=\n"
+        "OPENAI_API_KEY=not-a-setting\n"
+    )
+
+    settings = load_settings(["RUBRIC_BOT_MODEL"])
+
+    assert settings.worker_model == "openai:gpt-4o-mini"
+    assert settings.max_iterations == 5
+    assert not settings.socket_mode
+
+
+def test_environment_wins_over_dotenv(monkeypatch, tmp_path):
+    (tmp_path / ".env").write_text("RUBRIC_BOT_MAX_ITERATIONS=5\n")
+    monkeypatch.setenv("RUBRIC_BOT_MAX_ITERATIONS", "2")
+
+    assert load_settings().max_iterations == 2
+
+
+def test_every_problem_is_named_in_one_error(monkeypatch):
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxp-user-token-secret-value")
+    monkeypatch.setenv("RUBRIC_BOT_MAX_ITERATIONS", "0")
+    monkeypatch.setenv("SLACK_API_URL", "slack.com/api")
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings(["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "RUBRIC_BOT_MODEL"])
+
+    message = str(caught.value)
+    for name in ("SLACK_BOT_TOKEN", "RUBRIC_BOT_MAX_ITERATIONS", "SLACK_API_URL"):
+        assert f"{name} is invalid" in message
+    for name in ("SLACK_SIGNING_SECRET", "RUBRIC_BOT_MODEL"):
+        assert f"{name} is not set" in message
+    assert len(caught.value.problems) == 5
+    assert "xoxb-" in message  # says what a bot token looks like
+    assert "xoxp-user-token-secret-value" not in message
+
+
+def test_bad_app_token_is_reported_without_its_value(monkeypatch):
+    monkeypatch.setenv("SLACK_APP_TOKEN", "xoxb-pasted-into-the-wrong-variable")
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+
+    assert "SLACK_APP_TOKEN is invalid" in str(caught.value)
+    assert "pasted-into-the-wrong-variable" not in str(caught.value)
+
+
+def test_tokens_do_not_print_from_settings(monkeypatch):
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-very-secret")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "signing-very-secret")
+
+    settings = load_settings()
+
+    assert "very-secret" not in repr(settings)
+    assert "very-secret" not in str(settings)
+
+
+def test_serve_with_bad_settings_exits_2_with_one_message_and_no_traceback(tmp_path):
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "SLACK_BOT_TOKEN": "not-a-token-hunter2",
+        "RUBRIC_BOT_MAX_ITERATIONS": "many",
+    }
+
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "serve", "--http"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "hunter2" not in result.stderr + result.stdout
+    for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "RUBRIC_BOT_MODEL", "RUBRIC_BOT_MAX_ITERATIONS"):
+        assert name in result.stderr

@@ -1,0 +1,504 @@
+"""Block Kit rendering: content, Slack's limits, splitting and escaping."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+
+import pytest
+from slack_sdk.models.blocks import Block
+
+from bot.mrkdwn import markdown_to_mrkdwn, truncate
+from bot.render import (
+    AGREE_ACTION_ID,
+    DISAGREE_ACTION_ID,
+    MAX_BLOCKS,
+    MESSAGE_TEXT_BUDGET,
+    ReviewTally,
+    error_message,
+    evaluation_message,
+    final_messages,
+    help_text,
+    no_rubric_hint,
+    parse_review_value,
+    rubric_confirmation,
+    rubric_error,
+    rubric_modal,
+    split_mrkdwn,
+)
+from bot.store import ReviewRow
+from grading.rubric import parse_rubric
+
+SCORED_RUBRIC = """\
+dimensions:
+  - name: Correctness
+    weight: 0.5
+    fail_below: 3
+    anchors:
+      5: All facts right.
+      3: Minor slips that do not mislead.
+      1: Contains false information.
+  - name: Clarity
+    weight: 0.5
+aggregation: weighted
+pass_score: 4
+"""
+
+
+def evaluation(**overrides):
+    base = {
+        "grading_run_id": "run-7",
+        "iteration": 1,
+        "max_iterations": 3,
+        "kind": "list",
+        "result": "needs_revision",
+        "explanation": "The answer is **mostly** right.",
+        "criteria": [
+            {"name": "States the deadline", "passed": True, "gap": "", "score": None},
+            {"name": "Cites a source", "passed": False, "gap": "No source is given.", "score": None},
+        ],
+        "score": None,
+        "verdict": None,
+        "usage": {"input_tokens": 1234, "output_tokens": 56},
+        "answer_message_id": "ai-1",
+        "best_iteration": None,
+        "calibration": [],
+    }
+    return base | overrides
+
+
+def texts(message):
+    """Every text string in a message's blocks, in order."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "text" and isinstance(value, str):
+                    found.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(message["blocks"])
+    return found
+
+
+def all_text(message):
+    return "\n".join(texts(message))
+
+
+def section_texts(message):
+    return [b["text"]["text"] for b in message["blocks"] if b["type"] == "section"]
+
+
+def assert_within_slack_limits(message):
+    blocks = message["blocks"]
+    assert 0 < len(blocks) <= MAX_BLOCKS
+    assert sum(len(t) for t in texts(message)) <= MESSAGE_TEXT_BUDGET
+    for block in blocks:
+        # Parsing back through slack_sdk's models and serialising re-runs its limit checks.
+        assert Block.parse(block).to_dict() == block
+        if block["type"] == "section":
+            assert len(block["text"]["text"]) <= 3000
+        if block["type"] == "header":
+            assert len(block["text"]["text"]) <= 150
+
+
+def visible(text):
+    """Text without whitespace and the fences a split adds: what must survive splitting."""
+    return re.sub(r"\s+", "", text.replace("```", ""))
+
+
+# --- split_mrkdwn ------------------------------------------------------------------------------
+
+
+def test_split_keeps_short_text_whole():
+    assert split_mrkdwn("one\n\ntwo") == ["one\n\ntwo"]
+
+
+def test_split_of_nothing_is_nothing():
+    assert split_mrkdwn("  \n\n ") == []
+
+
+def test_split_prefers_paragraph_breaks():
+    first, second = "a" * 1000, " ".join(["word"] * 500)  # 2,499 characters with spaces
+    assert split_mrkdwn(f"{first}\n\n{second}", 3000) == [first, second]
+
+
+def test_split_loses_no_text_and_respects_the_limit():
+    text = "\n".join(f"Line {i}: " + "lorem ipsum dolor " * (i % 7 + 1) for i in range(600))
+    pieces = split_mrkdwn(text, 500)
+    assert all(len(p) <= 500 for p in pieces)
+    assert visible("".join(pieces)) == visible(text)
+
+
+def test_split_cuts_one_huge_word_hard_without_losing_it():
+    pieces = split_mrkdwn("x" * 7000, 3000)
+    assert all(len(p) <= 3000 for p in pieces)
+    assert "".join(pieces) == "x" * 7000
+
+
+def test_split_moves_a_code_block_that_fits_to_the_next_piece_whole():
+    code = "```\n" + "\n".join(f"    step({i})" for i in range(100)) + "\n```"
+    text = "x " * 600 + "\n\n" + code + "\n\nThe end."
+    pieces = split_mrkdwn(text, 3000)
+    assert any(code in piece for piece in pieces)
+
+
+def test_split_closes_and_reopens_a_code_block_it_must_cut():
+    lines = [f"row {i:03d} = compute({i}) * 2" for i in range(400)]
+    text = "Intro.\n\n```\n" + "\n".join(lines) + "\n```\n\nOutro."
+    pieces = split_mrkdwn(text, 3000)
+    assert len(pieces) > 3
+    for piece in pieces:
+        assert len(piece) <= 3000
+        assert piece.count("```") % 2 == 0, piece[:80]
+    inner = pieces[2]
+    assert inner.startswith("```\n") and inner.endswith("\n```")
+    joined = "\n".join(pieces)
+    assert all(line in joined for line in lines)
+    assert visible(joined) == visible(text)
+
+
+def test_split_never_cuts_inside_a_link_or_an_entity():
+    text = ("&lt;tag&gt; " * 240) + "<https://example.com/page|a link with several words> " * 30
+    for piece in split_mrkdwn(text, 700):
+        assert piece.count("<") == piece.count(">")
+        assert re.search(r"&#?\w*$", piece) is None
+
+
+def test_split_rejects_a_limit_too_small_to_hold_fences():
+    with pytest.raises(ValueError, match="at least"):
+        split_mrkdwn("text", 8)
+
+
+def test_truncate_marks_the_cut_and_closes_code():
+    assert truncate("short", 10) == "short"
+    cut = truncate("```\n" + "code line\n" * 50 + "```", 60)
+    assert len(cut) <= 60
+    assert "…" in cut
+    assert cut.count("```") == 2
+
+
+# --- Markdown to mrkdwn --------------------------------------------------------------------------
+
+
+def test_markdown_becomes_slack_mrkdwn():
+    converted = markdown_to_mrkdwn(
+        "# Plan\n\nUse **bold** and [the docs](https://example.com/a?b=1&c=2).\n\n"
+        "```python\nx = a ** 2  # **not bold**\n```"
+    )
+    assert converted.splitlines()[0] == "*Plan*"
+    assert "*bold*" in converted
+    assert "<https://example.com/a?b=1&amp;c=2|the docs>" in converted
+    # Slack shows a fence's language tag as code, so it is dropped; code stays verbatim.
+    assert "```\nx = a ** 2  # **not bold**\n```" in converted
+
+
+def test_markdown_cannot_ping_or_forge_links():
+    converted = markdown_to_mrkdwn("Hey <!channel> and <@U123>, 1 < 2 & 3 > 2")
+    assert "<!channel>" not in converted
+    assert "<@U123>" not in converted
+    assert "&lt;!channel&gt;" in converted
+    assert "1 &lt; 2 &amp; 3 &gt; 2" in converted
+
+
+def test_markdown_keeps_quotes_and_closes_an_unclosed_fence():
+    converted = markdown_to_mrkdwn("> quoted\n\n~~~\nprint('<b>')")
+    assert converted.startswith("> quoted")
+    assert converted.endswith("```\nprint('&lt;b&gt;')\n```")
+
+
+# --- Evaluation messages ---------------------------------------------------------------------------
+
+
+def test_evaluation_message_shows_iteration_verdict_criteria_and_gaps():
+    message = evaluation_message(evaluation())
+    header = message["blocks"][0]
+    assert header["type"] == "header"
+    assert "Iteration 2/3" in header["text"]["text"]
+    assert "Needs revision" in header["text"]["text"]
+    body = all_text(message)
+    assert "✅ States the deadline" in body
+    assert "❌ Cites a source\n> No source is given." in body
+    assert "The answer is *mostly* right." in body
+    assert "1,234 in · 56 out" in body
+    assert "Needs revision" in message["text"]
+    assert_within_slack_limits(message)
+
+
+def test_evaluation_message_shows_scores_and_aggregate_for_scored_rubrics():
+    message = evaluation_message(
+        evaluation(
+            kind="scored",
+            result="satisfied",
+            score=3.85,
+            verdict="REVIEW",
+            criteria=[
+                {"name": "Correctness", "passed": True, "gap": "", "score": 4},
+                {"name": "Clarity", "passed": False, "gap": "Too long.", "score": 2},
+            ],
+        )
+    )
+    body = all_text(message)
+    assert "Rubric satisfied" in message["blocks"][0]["text"]["text"]
+    assert "Correctness — *4/5*" in body
+    assert "Clarity — *2/5*\n> Too long." in body
+    assert "Score 3.85/5" in body
+    assert "REVIEW" in body
+    assert_within_slack_limits(message)
+
+
+def test_evaluation_buttons_carry_the_run_and_iteration():
+    message = evaluation_message(evaluation(grading_run_id="abc-123", iteration=2))
+    actions = message["blocks"][-1]
+    assert actions["type"] == "actions"
+    buttons = {b["action_id"]: b for b in actions["elements"]}
+    assert set(buttons) == {AGREE_ACTION_ID, DISAGREE_ACTION_ID}
+    assert buttons[DISAGREE_ACTION_ID]["text"]["text"] == "Disagree…"
+    for button in buttons.values():
+        assert parse_review_value(button["value"]) == ("abc-123", 2)
+    assert message["metadata"] == {
+        "event_type": "rubric_evaluation",
+        "event_payload": {"grading_run_id": "abc-123", "iteration": 2},
+    }
+
+
+def test_grader_error_without_criteria_offers_nothing_to_review():
+    message = evaluation_message(
+        evaluation(result="grader_error", criteria=[], explanation="Model timed out", usage=None)
+    )
+    assert "Grader error" in message["blocks"][0]["text"]["text"]
+    assert all(b["type"] != "actions" for b in message["blocks"])
+    assert "Model timed out" in all_text(message)
+
+
+def test_forty_criteria_with_long_gaps_all_fit_and_none_is_dropped():
+    criteria = [
+        {
+            "name": f"Criterion number {i}",
+            "passed": i % 3 == 0,
+            "gap": f"gap {i} " + "z" * 2000,
+            "score": None,
+        }
+        for i in range(40)
+    ]
+    criteria[1]["gap"] = "A short gap stays whole."
+    message = evaluation_message(evaluation(criteria=criteria, explanation="e " * 3000))
+    assert_within_slack_limits(message)
+    body = all_text(message)
+    for i, criterion in enumerate(criteria):
+        assert re.search(rf"[✅❌] Criterion number {i}\b", body)
+        if not criterion["passed"] and i != 1:
+            assert f"> gap {i} z" in body  # every failing gap is shown, shortened
+    assert "> A short gap stays whole." in body
+    assert "…" in body
+    assert message["blocks"][-1]["type"] == "actions"
+
+
+def test_evaluation_escapes_model_and_rubric_text():
+    message = evaluation_message(
+        evaluation(
+            criteria=[{"name": "Mentions <!here>", "passed": False, "gap": "Say <@U1> & go", "score": None}]
+        )
+    )
+    body = all_text(message)
+    assert "<!here>" not in body and "<@U1>" not in body
+    assert "Mentions &lt;!here&gt;" in body
+    assert "Say &lt;@U1&gt; &amp; go" in body
+
+
+def test_review_tally_line():
+    message = evaluation_message(evaluation(), tally=ReviewTally(2, {"Clarity": 1}))
+    assert "2 reviews · 1 disagreement on Clarity" in all_text(message)
+    assert message["blocks"][-1]["type"] == "actions"
+    assert ReviewTally(1).summary() == "1 review · no disagreements"
+    assert ReviewTally(3, {"Tone": 1, "Clarity": 2}).summary() == (
+        "3 reviews · 2 disagreements on Clarity, 1 on Tone"
+    )
+
+
+def test_review_tally_from_stored_rows():
+    now = datetime.now(UTC)
+
+    def row(reviewer, criterion, grader, human):
+        return ReviewRow("T", "C", "1.0", "run", 0, criterion, grader, human, "", reviewer, now)
+
+    rows = [
+        row("U1", "Clarity", "pass", "fail"),
+        row("U1", "Tone", "pass", "pass"),
+        row("U2", "Clarity", "pass", "fail"),
+        row("U2", "Tone", "3", "4"),
+    ]
+    assert ReviewTally.from_rows(rows) == ReviewTally(2, {"Clarity": 2, "Tone": 1})
+
+
+# --- Final messages --------------------------------------------------------------------------------
+
+
+def long_answer(chars=20_000):
+    paragraphs, size, i = [], 0, 0
+    while size < chars:
+        paragraph = f"Paragraph {i}: " + " ".join(f"word{i}-{j}" for j in range(40))
+        paragraphs.append(paragraph)
+        size += len(paragraph) + 2
+        i += 1
+    return "\n\n".join(paragraphs)
+
+
+def test_a_long_answer_is_split_without_losing_anything():
+    answer = long_answer()
+    assert len(answer) >= 20_000
+    messages = final_messages(
+        "satisfied", answer, iterations=2, max_iterations=3, usage={"input_tokens": 9, "output_tokens": 8}
+    )
+    assert len(messages) > 1
+    for message in messages:
+        assert_within_slack_limits(message)
+    answer_sections = [t for m in messages for t in section_texts(m)][1:]  # after the status line
+    assert visible("".join(answer_sections)) == visible(answer)
+    assert "Rubric satisfied (2/3)" in section_texts(messages[0])[0]
+    assert messages[0]["metadata"] == {"event_type": "rubric_final", "event_payload": {"status": "satisfied"}}
+    assert all("metadata" not in m for m in messages[1:])
+    # Usage closes the last message only.
+    assert "9 in · 8 out" in all_text(messages[-1])
+    assert all("9 in · 8 out" not in all_text(m) for m in messages[:-1])
+
+
+def test_a_huge_answer_never_exceeds_fifty_blocks_a_message():
+    answer = "\n\n".join(f"p{i} " + "y" * 2990 for i in range(120))
+    messages = final_messages(None, answer, iterations=None, max_iterations=None)
+    for message in messages:
+        assert_within_slack_limits(message)
+    assert sum(len(section_texts(m)) for m in messages) == 120
+
+
+def test_code_blocks_survive_splitting_across_messages():
+    code_lines = [f"result_{i} = transform(data[{i}])  # step {i}" for i in range(600)]
+    answer = "Here is the script:\n\n```python\n" + "\n".join(code_lines) + "\n```\n\nRun it."
+    messages = final_messages(None, answer, iterations=None, max_iterations=None)
+    sections = [t for m in messages for t in section_texts(m)]
+    assert len(messages) > 1
+    for text in sections:
+        assert text.count("```") % 2 == 0
+    joined = "\n".join(sections)
+    assert all(line in joined for line in code_lines)
+    assert "```python" not in joined
+
+
+def test_max_iterations_shows_the_best_answer_label():
+    (message,) = final_messages(
+        "max_iterations_reached", "Best draft.", iterations=3, max_iterations=3, best_iteration=1
+    )
+    status = section_texts(message)[0]
+    assert "Max iterations reached (3/3)" in status
+    assert "Showing the best answer (iteration 2 of 3)" in status
+    assert "Best draft." in section_texts(message)[1]
+    assert message["text"].startswith("Max iterations reached (3/3)")
+
+
+@pytest.mark.parametrize(
+    ("status", "words"),
+    [
+        ("needs_revision", "Needs revision"),
+        ("failed", "Failed"),
+        ("grader_error", "Grader error"),
+    ],
+)
+def test_final_status_in_words(status, words):
+    (message,) = final_messages(status, "Answer.", iterations=1, max_iterations=3)
+    assert f"{words} (1/3)" in section_texts(message)[0]
+
+
+def test_no_rubric_means_just_the_answer():
+    (message,) = final_messages(None, "Just **this**.", iterations=None, max_iterations=None)
+    assert section_texts(message) == ["Just *this*."]
+    assert message["text"] == "Just *this*."
+    assert message["metadata"]["event_payload"] == {"status": "plain"}
+
+
+def test_empty_answer_still_makes_a_valid_message():
+    (message,) = final_messages("failed", "", iterations=0, max_iterations=3)
+    assert_within_slack_limits(message)
+    assert "empty" in all_text(message)
+
+
+# --- Rubric and help messages --------------------------------------------------------------------
+
+
+def test_rubric_confirmation_lists_list_criteria():
+    message = rubric_confirmation(parse_rubric("- Under 100 words\n- Mentions <the> deadline"))
+    body = all_text(message)
+    assert "2 criteria" in body
+    assert "• Under 100 words" in body
+    assert "• Mentions &lt;the&gt; deadline" in body
+    assert "⚠️" not in body
+    assert_within_slack_limits(message)
+
+
+def test_rubric_confirmation_summarises_dimensions_and_warnings():
+    message = rubric_confirmation(parse_rubric(SCORED_RUBRIC))
+    body = all_text(message)
+    assert "2 scored dimensions" in body
+    assert "passes at 4/5" in body
+    assert "weighted average" in body
+    assert "*Correctness* (weight 50%, fails below 3)" in body
+    assert "5: All facts right." in body
+    assert "*Clarity* (weight 50%)" in body
+    # Clarity has no anchors: the lint warning is shown.
+    assert re.search(r"⚠️ .*Clarity", body)
+    assert_within_slack_limits(message)
+
+
+def test_rubric_error_keeps_the_old_rubric_and_shows_the_error():
+    message = rubric_error("line 3: anchor 4 is not allowed; use 1, 3 and 5")
+    body = all_text(message)
+    assert "didn't parse, so the previous rubric is still in place" in body
+    assert "line 3: anchor 4 is not allowed" in body
+    assert_within_slack_limits(message)
+
+
+def test_error_message_names_the_failure():
+    message = error_message("The grader failed: timed out", "TimeoutError: after 60 s")
+    body = all_text(message)
+    assert "The grader failed: timed out" in body
+    assert "TimeoutError: after 60 s" in body
+    assert message["text"] == "The grader failed: timed out"
+    assert_within_slack_limits(message)
+
+
+def test_hint_and_help_name_the_ways_to_set_a_rubric():
+    assert "`rubric:`" in no_rubric_hint() and "/rubric set" in no_rubric_hint()
+    text = help_text()
+    for command in ("/rubric set", "/rubric edit", "/rubric show", "/rubric clear", "/rubric help"):
+        assert command in text
+    assert "report" not in text
+    with_reviews = help_text(include_reviews=True)
+    assert "/rubric report [days]" in with_reviews
+    assert "/rubric calibration on|off" in with_reviews
+
+
+def test_rubric_modal_is_prefilled_and_knows_its_channel():
+    view = rubric_modal("- Be brief", channel_id="C42")
+    assert view["type"] == "modal"
+    assert view["callback_id"] == "rubric_edit"
+    assert json.loads(view["private_metadata"]) == {"channel": "C42"}
+    (block,) = view["blocks"]
+    assert block["block_id"] == "rubric"
+    element = block["element"]
+    assert element["action_id"] == "rubric_text"
+    assert element["multiline"] is True
+    assert element["initial_value"] == "- Be brief"
+    assert element["max_length"] == 3000  # Slack's cap for plain_text_input
+
+
+def test_rubric_modal_does_not_prefill_what_it_could_not_save():
+    view = rubric_modal("- criterion\n" * 400, channel_id="C1")
+    assert "initial_value" not in view["blocks"][-1]["element"]
+    assert "/rubric set" in view["blocks"][0]["text"]["text"]
+    empty = rubric_modal(None, channel_id="C1")
+    assert "initial_value" not in empty["blocks"][0]["element"]

@@ -1,0 +1,394 @@
+"""The thread runner: per-thread order, cross-thread concurrency, draining, and what a run posts.
+
+Scheduling is tested with plain jobs; runs use the real agent (langchain + RubricMiddleware) with
+scripted models, the real SQLite store, and a real Slack client talking to the local Slack stand-in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from bot.agent import agent_config, build_agent
+from bot.app import build_client
+from bot.config import Settings
+from bot.conversation import UserMessage
+from bot.runner import WORKING_REACTION, Job, ThreadRunner, ThreadScheduler
+from bot.store import Store
+from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
+from tests.standins.slack_api import SlackApiStandin
+
+TOKEN = "xoxb-runner-test"
+RUBRIC = "- Names the capital\n- Mentions the river"
+EVENT_TIMEOUT = 10.0  # a generous bound so a broken scheduler fails instead of hanging
+
+
+# -- ThreadScheduler -----------------------------------------------------------------------------
+
+
+def recording_job(log: list[str], name: str, gate: asyncio.Event | None = None) -> Job:
+    async def run() -> None:
+        log.append(f"start {name}")
+        if gate is not None:
+            await asyncio.wait_for(gate.wait(), EVENT_TIMEOUT)
+        log.append(f"end {name}")
+
+    async def abandon() -> None:
+        log.append(f"abandoned {name}")
+
+    return Job(run=run, abandon=abandon)
+
+
+async def settle(scheduler: ThreadScheduler) -> None:
+    while scheduler.busy:
+        await asyncio.sleep(0.01)
+
+
+async def test_jobs_of_one_thread_run_one_at_a_time_in_arrival_order():
+    scheduler = ThreadScheduler()
+    log: list[str] = []
+    gate = asyncio.Event()
+    scheduler.submit("t1", recording_job(log, "a", gate))
+    scheduler.submit("t1", recording_job(log, "b"))
+    scheduler.submit("t1", recording_job(log, "c"))
+    await asyncio.sleep(0.05)
+    assert log == ["start a"]  # b waits for a, however long a takes
+
+    gate.set()
+    await asyncio.wait_for(settle(scheduler), EVENT_TIMEOUT)
+    assert log == ["start a", "end a", "start b", "end b", "start c", "end c"]
+
+
+async def test_different_threads_run_concurrently():
+    scheduler = ThreadScheduler()
+    started = {name: asyncio.Event() for name in ("t1", "t2")}
+
+    def job(name: str, other: str) -> Job:
+        async def run() -> None:
+            started[name].set()
+            # Finishes only once the other thread has started: a serial scheduler times out.
+            await asyncio.wait_for(started[other].wait(), EVENT_TIMEOUT)
+
+        return Job(run=run, abandon=run)
+
+    scheduler.submit("t1", job("t1", "t2"))
+    scheduler.submit("t2", job("t2", "t1"))
+    await asyncio.wait_for(settle(scheduler), EVENT_TIMEOUT)
+    assert all(event.is_set() for event in started.values())
+
+
+async def test_a_failing_job_does_not_strand_the_next(caplog):
+    scheduler = ThreadScheduler()
+    log: list[str] = []
+
+    async def fail() -> None:
+        raise RuntimeError("boom")
+
+    scheduler.submit("t1", Job(run=fail, abandon=fail))
+    scheduler.submit("t1", recording_job(log, "next"))
+    await asyncio.wait_for(settle(scheduler), EVENT_TIMEOUT)
+
+    assert log == ["start next", "end next"]
+    assert "boom" in caplog.text
+
+
+async def test_drain_abandons_queued_jobs_and_cancels_what_outlives_the_grace():
+    scheduler = ThreadScheduler()
+    log: list[str] = []
+    never = asyncio.Event()
+    scheduler.submit("t1", recording_job(log, "running", never))
+    scheduler.submit("t1", recording_job(log, "queued"))
+    scheduler.submit("t2", recording_job(log, "quick"))
+    await asyncio.sleep(0.05)
+
+    await scheduler.drain(grace=0.2)
+
+    assert "abandoned queued" in log and "start queued" not in log
+    assert "end quick" in log
+    assert "end running" not in log  # cancelled after the grace period
+    assert scheduler.busy == 0
+    assert not scheduler.submit("t3", recording_job(log, "late"))
+
+
+async def test_drain_lets_running_jobs_finish_within_the_grace():
+    scheduler = ThreadScheduler()
+    log: list[str] = []
+    gate = asyncio.Event()
+    scheduler.submit("t1", recording_job(log, "running", gate))
+    await asyncio.sleep(0.05)
+    asyncio.get_running_loop().call_later(0.1, gate.set)
+
+    await scheduler.drain(grace=EVENT_TIMEOUT)
+
+    assert log == ["start running", "end running"]
+
+
+# -- ThreadRunner with the real agent --------------------------------------------------------------
+
+
+def grader_wanting(marker: str) -> Any:
+    """Fails "Mentions the river" until the latest answer contains `marker`."""
+
+    def script(messages: list[Any]) -> AIMessage:
+        latest = payload_of(messages).rsplit("[assistant]", 1)[-1]
+        river = marker in latest
+        criteria = [
+            {"name": "Names the capital", "passed": True},
+            {"name": "Mentions the river", "passed": river, "gap": "" if river else "No river named."},
+        ]
+        result = "satisfied" if river else "needs_revision"
+        return grade_call("RubricGrade", {"result": result, "explanation": "Checked.", "criteria": criteria})
+
+    return script
+
+
+def worker_answers(*texts: str) -> Any:
+    replies = list(texts)
+    return lambda messages: replies.pop(0) if len(replies) > 1 else replies[0]
+
+
+class Harness:
+    """A ThreadRunner wired to scripted models, a temp database and the Slack stand-in."""
+
+    def __init__(self, slack: SlackApiStandin, store: Store, checkpointer: AsyncSqliteSaver) -> None:
+        self.slack = slack
+        self.store = store
+        self.checkpointer = checkpointer
+        self.client = build_client(Settings(slack_bot_token=TOKEN, slack_api_url=slack.api_url))
+        self.runner: ThreadRunner | None = None
+        self.grader: ScriptedChatModel | None = None
+        self.count = 0
+
+    def use(self, worker: Any, grader: Any, max_iterations: int = 3) -> ThreadRunner:
+        self.grader = ScriptedChatModel(script=grader)
+        agent = build_agent(
+            ScriptedChatModel(script=worker),
+            self.grader,
+            max_iterations=max_iterations,
+            checkpointer=self.checkpointer,
+        )
+        self.agent = agent
+        self.runner = ThreadRunner(agent=agent, store=self.store, client=self.client)
+        return self.runner
+
+    def message(self, text: str, thread_ts: str | None = None) -> UserMessage:
+        self.count += 1
+        ts = f"1600000000.{self.count:06d}"
+        return UserMessage(
+            team="T1", channel="C1", ts=ts, thread_ts=thread_ts or ts, user="U1", text=text
+        )
+
+    async def settle(self) -> None:
+        assert self.runner is not None
+        while self.runner.busy_threads:
+            await asyncio.sleep(0.01)
+
+    def thread(self, thread_ts: str) -> list[Any]:
+        return self.slack.messages_in_thread("C1", thread_ts)
+
+
+@pytest.fixture
+async def harness(tmp_path):
+    with SlackApiStandin(token=TOKEN) as slack:
+        store = await Store.open(str(tmp_path / "bot.sqlite"))
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "bot.sqlite")) as checkpointer:
+            yield Harness(slack, store, checkpointer)
+        await store.close()
+
+
+async def test_a_run_posts_each_iteration_then_the_revised_answer(harness):
+    runner = harness.use(
+        worker_answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine")
+    )
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    request = harness.message("What is the capital of France?")
+
+    await runner.submit_request(request)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    posted = harness.thread(request.ts)
+    kinds = [m.event_type for m in posted]
+    assert kinds == ["rubric_evaluation", "rubric_evaluation", "rubric_final"]
+    first, second, final = posted
+    assert "1/3" in first.all_text and "No river named." in first.all_text
+    assert "2/3" in second.all_text
+    assert "Rubric satisfied" in final.all_text and "Paris, on the Seine." in final.all_text
+    assert re.search(r"Tokens this run: [\d,]+ in", final.all_text)
+    # The evaluation messages are recorded for reviews, with the rubric they were graded against.
+    run_id = first.metadata["event_payload"]["grading_run_id"]
+    record = await harness.store.get_evaluation(run_id, 0)
+    assert record is not None and record.message_ts == first.ts and record.rubric_text == RUBRIC
+    # The work-in-progress reaction was shown and is gone.
+    assert [c.method for c in harness.slack.calls() if c.method.startswith("reactions.")] == [
+        "reactions.add",
+        "reactions.remove",
+    ]
+    assert harness.slack.reactions("C1", request.ts) == set()
+    assert harness.slack.calls("reactions.add")[0].args["name"] == WORKING_REACTION
+
+
+async def test_follow_up_is_graded_against_the_threads_rubric_not_a_newer_channel_default(harness):
+    runner = harness.use(worker_answers("Paris on the Seine."), grader_wanting("Seine"))
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    first = harness.message("Capital of France?")
+    await runner.submit_request(first)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+    await harness.store.set_channel_rubric("T1", "C1", "- Something else entirely", "U9")
+
+    await runner.submit_request(harness.message("And again, please", thread_ts=first.ts))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    assert harness.grader is not None
+    payloads = [payload_of(call) for call in harness.grader.calls]
+    assert len(payloads) == 2
+    assert "Mentions the river" in payloads[1] and "Something else" not in payloads[1]
+
+
+async def test_rubric_message_replaces_the_threads_rubric(harness):
+    runner = harness.use(worker_answers("Paris."), grader_wanting("never"))
+    root = harness.message("rubric: ...")
+
+    await runner.submit_rubric(root, "- Is exactly one word")
+    await runner.submit_request(harness.message("Capital of France?", thread_ts=root.ts))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    posted = harness.thread(root.ts)
+    assert "Is exactly one word" in posted[0].all_text  # the confirmation lists the criterion
+    assert harness.grader is not None and harness.grader.calls
+    assert "Is exactly one word" in payload_of(harness.grader.calls[0])
+    state = await harness.agent.aget_state(agent_config(root.thread_id))
+    assert state.values["rubric"] == "- Is exactly one word"
+
+
+async def test_a_rubric_that_does_not_parse_leaves_the_old_one(harness):
+    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    root = harness.message("rubric: ...")
+    await runner.submit_rubric(root, RUBRIC)
+
+    await runner.submit_rubric(harness.message("rubric:", thread_ts=root.ts), "")
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    assert "didn't parse" in harness.thread(root.ts)[-1].all_text
+    state = await harness.agent.aget_state(agent_config(root.thread_id))
+    assert state.values["rubric"] == RUBRIC
+
+
+async def test_without_a_rubric_the_answer_is_plain_with_a_hint(harness):
+    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    request = harness.message("Capital of France?")
+
+    await runner.submit_request(request)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    (final,) = harness.thread(request.ts)
+    assert "Paris." in final.all_text and "rubric:" in final.all_text
+    assert harness.grader is not None and harness.grader.calls == []
+
+
+async def test_cap_shows_the_best_iteration_labelled(harness):
+    def grader(messages: list[Any]) -> AIMessage:
+        latest = payload_of(messages).rsplit("[assistant]", 1)[-1]
+        good = "good" in latest
+        criteria = [
+            {"name": "Names the capital", "passed": good, "gap": "" if good else "Vague."},
+            {"name": "Mentions the river", "passed": False, "gap": "No river."},
+        ]
+        return grade_call(
+            "RubricGrade", {"result": "needs_revision", "explanation": "Not yet.", "criteria": criteria}
+        )
+
+    runner = harness.use(worker_answers("draft one", "the good one", "draft three"), grader)
+    root = harness.message("rubric: ...")
+    await runner.submit_rubric(root, RUBRIC)
+    await runner.submit_request(harness.message("Capital?", thread_ts=root.ts))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    final = harness.thread(root.ts)[-1]
+    assert final.event_type == "rubric_final"
+    assert "Max iterations reached (3/3)" in final.all_text
+    assert "iteration 2 of 3" in final.all_text and "the good one" in final.all_text
+    assert "draft three" not in final.all_text
+
+
+async def test_a_model_failure_is_reported_and_the_thread_keeps_working(harness, caplog):
+    replies: list[Any] = [RuntimeError("model exploded"), "Second time lucky."]
+
+    def worker(messages: list[Any]) -> str:
+        reply = replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    runner = harness.use(worker, grader_wanting("x"))
+    first = harness.message("Capital?")
+    await runner.submit_request(first)
+    await runner.submit_request(harness.message("Try again", thread_ts=first.ts))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    error, answer = harness.thread(first.ts)
+    assert "The model failed" in error.all_text and "model exploded" in error.all_text
+    assert "Second time lucky." in answer.all_text
+    assert await harness.store.unfinished_runs(first.thread_id) == []
+
+
+async def test_slack_failures_are_retried_or_logged_without_losing_the_run(harness, caplog):
+    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    request = harness.message("Capital?")
+    harness.slack.fail_next("chat.postMessage", status=503)  # retried by the client
+    harness.slack.error_next("reactions.add", "missing_scope")  # not retryable: logged
+
+    with caplog.at_level(logging.WARNING):
+        await runner.submit_request(request)
+        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    (final,) = harness.thread(request.ts)
+    assert "Paris." in final.all_text
+    assert "missing_scope" in caplog.text
+    assert TOKEN not in caplog.text
+
+
+async def test_a_run_cut_short_by_a_crash_is_reported_once_when_the_thread_is_next_used(harness):
+    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    root = harness.message("Capital?")
+    # An earlier process recorded the run and died before finishing it.
+    await harness.store.start_run(root.thread_id, "T1", "C1", root.ts, root.ts)
+
+    await runner.submit_request(harness.message("Hello?", thread_ts=root.ts))
+    await runner.submit_request(harness.message("Again?", thread_ts=root.ts))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    texts = [m.all_text for m in harness.thread(root.ts)]
+    assert sum("interrupted" in t for t in texts) == 1
+    assert "interrupted" in texts[0]
+    assert await harness.store.unfinished_runs(root.thread_id) == []
+
+
+async def test_drain_marks_a_run_that_outlives_the_grace_as_interrupted(harness):
+    release = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def slow_worker(messages: list[Any]) -> str:
+        # Runs in langchain's executor thread; blocks until the test lets it go.
+        asyncio.run_coroutine_threadsafe(release.wait(), loop).result(timeout=EVENT_TIMEOUT)
+        return "Too late."
+
+    runner = harness.use(slow_worker, grader_wanting("x"))
+    running = harness.message("Slow one")
+    queued = harness.message("Queued", thread_ts=running.ts)
+    await runner.submit_request(running)
+    await runner.submit_request(queued)
+    await asyncio.sleep(0.2)
+
+    await runner.drain(grace=0.2)
+    release.set()
+
+    texts = [m.all_text for m in harness.thread(running.ts)]
+    assert sum("restarting" in t for t in texts) == 2  # one for each request
+    assert all("Too late." not in t for t in texts)
+    assert await harness.store.unfinished_runs(running.thread_id) == []  # told already

@@ -1,0 +1,264 @@
+"""The bot's SQLite tables, on a real temporary database file."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from contextlib import closing
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bot.store import ReviewVerdict, Store
+
+THREAD = "T1:C1:1700000000.000100"
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return str(tmp_path / "rubric-bot.sqlite")
+
+
+@pytest.fixture
+async def store(db_path):
+    opened = await Store.open(db_path)
+    yield opened
+    await opened.close()
+
+
+async def reopen(store, db_path):
+    await store.close()
+    return await Store.open(db_path)
+
+
+def evaluation(run="run-1", iteration=0, **extra):
+    return {"grading_run_id": run, "iteration": iteration, "result": "needs_revision", "criteria": []} | extra
+
+
+def verdicts(*items):
+    return [ReviewVerdict(criterion, grader, human, comment) for criterion, grader, human, comment in items]
+
+
+# --- dedupe -------------------------------------------------------------------------------------
+
+
+async def test_claim_runs_each_message_once(store):
+    assert await store.claim("event:Ev1", "msg:C1:1700.0001")
+    assert not await store.claim("event:Ev1", "msg:C1:1700.0001")
+    # A mention delivered again as a `message` event has a new event id but the same ts.
+    assert not await store.claim("event:Ev2", "msg:C1:1700.0001")
+
+
+async def test_a_refused_claim_records_none_of_its_keys(store):
+    assert await store.claim("a", "b")
+    assert not await store.claim("b", "c")
+    assert await store.claim("c")
+
+
+async def test_claim_is_atomic_under_concurrent_tasks(store):
+    results = await asyncio.gather(*(store.claim(f"event:E{i}", "msg:C1:42.0") for i in range(25)))
+    assert results.count(True) == 1
+
+
+async def test_claim_is_atomic_across_connections(db_path, store):
+    other = await Store.open(db_path)
+    try:
+        results = await asyncio.gather(
+            *(s.claim("event:E", "msg:C:1.0") for _ in range(10) for s in (store, other))
+        )
+    finally:
+        await other.close()
+    assert results.count(True) == 1
+
+
+async def test_claims_survive_a_restart(store, db_path):
+    await store.claim("event:Ev1")
+    store = await reopen(store, db_path)
+    try:
+        assert not await store.claim("event:Ev1")
+    finally:
+        await store.close()
+
+
+async def test_prune_claims_forgets_only_old_claims(store):
+    await store.claim("event:old")
+    assert await store.prune_claims() == 0
+    assert not await store.claim("event:old")
+    assert await store.prune_claims(older_than_days=0) == 1
+    assert await store.claim("event:old")
+
+
+# --- threads, channel rubrics, settings -----------------------------------------------------------
+
+
+async def test_threads_the_bot_takes_part_in(store, db_path):
+    assert not await store.has_thread("T1", "C1", "1.0")
+    await store.add_thread("T1", "C1", "1.0")
+    await store.add_thread("T1", "C1", "1.0")  # again: no error
+    assert await store.has_thread("T1", "C1", "1.0")
+    assert not await store.has_thread("T1", "C2", "1.0")
+    store = await reopen(store, db_path)
+    try:
+        assert await store.has_thread("T1", "C1", "1.0")
+    finally:
+        await store.close()
+
+
+async def test_channel_rubric_set_replace_clear(store):
+    assert await store.get_channel_rubric("T1", "C1") is None
+    await store.set_channel_rubric("T1", "C1", "- Be brief", "U1")
+    await store.set_channel_rubric("T1", "C2", "- Other channel", "U1")
+    await store.set_channel_rubric("T1", "C1", "- Be kind", "U2")
+    assert await store.get_channel_rubric("T1", "C1") == "- Be kind"
+    assert await store.get_channel_rubric("T2", "C1") is None
+    assert await store.clear_channel_rubric("T1", "C1")
+    assert not await store.clear_channel_rubric("T1", "C1")
+    assert await store.get_channel_rubric("T1", "C1") is None
+    assert await store.get_channel_rubric("T1", "C2") == "- Other channel"
+
+
+async def test_calibration_is_on_until_switched_off(store, db_path):
+    assert await store.calibration_enabled("T1", "C1")
+    await store.set_calibration("T1", "C1", False)
+    assert not await store.calibration_enabled("T1", "C1")
+    assert await store.calibration_enabled("T1", "C2")
+    store = await reopen(store, db_path)
+    try:
+        assert not await store.calibration_enabled("T1", "C1")
+        await store.set_calibration("T1", "C1", True)
+        assert await store.calibration_enabled("T1", "C1")
+    finally:
+        await store.close()
+
+
+# --- runs -----------------------------------------------------------------------------------------
+
+
+async def test_a_run_cut_short_by_a_crash_is_reported_once(store, db_path):
+    finished = await store.start_run(THREAD, "T1", "C1", "1700000000.000100", "1700000001.0")
+    crashed = await store.start_run(THREAD, "T1", "C1", "1700000000.000100", "1700000002.0")
+    elsewhere = await store.start_run("T1:C9:1.0", "T1", "C9", "1.0", "1.0")
+    assert len({finished, crashed, elsewhere}) == 3
+    await store.finish_run(finished, "satisfied")
+
+    store = await reopen(store, db_path)  # the process died and came back
+    try:
+        (run,) = await store.unfinished_runs(THREAD)
+        assert run.run_id == crashed
+        assert (run.channel, run.thread_ts, run.request_ts) == ("C1", "1700000000.000100", "1700000002.0")
+        assert run.status is None and run.finished_at is None
+        await store.acknowledge_interrupted(crashed)
+        assert await store.unfinished_runs(THREAD) == []
+        assert [r.run_id for r in await store.unfinished_runs("T1:C9:1.0")] == [elsewhere]
+    finally:
+        await store.close()
+
+
+async def test_interrupted_runs_are_listed_until_acknowledged(store):
+    run_id = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
+    await store.mark_interrupted(run_id)
+    (run,) = await store.unfinished_runs(THREAD)
+    assert run.status == "interrupted"
+    assert run.finished_at is not None
+    await store.acknowledge_interrupted(run_id)
+    assert await store.unfinished_runs(THREAD) == []
+
+
+# --- evaluations ------------------------------------------------------------------------------------
+
+
+async def test_evaluations_are_kept_by_run_and_iteration(store, db_path):
+    await store.save_evaluation("T1", "C1", "1.0", "1.5", evaluation(explanation="first"), "- Be brief")
+    await store.save_evaluation("T1", "C1", "1.0", "1.6", evaluation(iteration=1), "- Be brief")
+    store = await reopen(store, db_path)
+    try:
+        record = await store.get_evaluation("run-1", 0)
+        assert record is not None
+        assert (record.channel, record.thread_ts, record.message_ts) == ("C1", "1.0", "1.5")
+        assert record.evaluation["explanation"] == "first"
+        assert record.rubric_text == "- Be brief"
+        assert (await store.get_evaluation("run-1", 1)).message_ts == "1.6"
+        assert await store.get_evaluation("run-1", 2) is None
+        # Posting the same iteration again (e.g. a re-post) updates it in place.
+        await store.save_evaluation("T1", "C1", "1.0", "1.9", evaluation(explanation="again"), "- Be brief")
+        record = await store.get_evaluation("run-1", 0)
+        assert (record.message_ts, record.evaluation["explanation"]) == ("1.9", "again")
+    finally:
+        await store.close()
+
+
+# --- reviews ----------------------------------------------------------------------------------------
+
+
+async def review(store, reviewer, items, run="run-1", iteration=0, channel="C1"):
+    await store.save_review("T1", channel, "1.0", run, iteration, reviewer, verdicts(*items))
+
+
+async def test_a_reviewers_latest_review_replaces_their_earlier_one(store, db_path):
+    await review(store, "U1", [("Clarity", "pass", "fail", "too long"), ("Tone", "pass", "pass", "")])
+    await review(store, "U2", [("Clarity", "pass", "pass", "")])
+    await review(store, "U1", [("Clarity", "pass", "pass", "on reflection, fine")])
+    store = await reopen(store, db_path)
+    try:
+        rows = await store.reviews_for_iteration("run-1", 0)
+    finally:
+        await store.close()
+    by_reviewer = {(r.reviewer, r.criterion): r for r in rows}
+    assert set(by_reviewer) == {("U1", "Clarity"), ("U2", "Clarity")}
+    assert by_reviewer["U1", "Clarity"].reviewer_verdict == "pass"
+    assert by_reviewer["U1", "Clarity"].comment == "on reflection, fine"
+    assert by_reviewer["U2", "Clarity"].created_at.tzinfo is not None
+
+
+async def test_a_failed_review_leaves_the_earlier_one_in_place(store):
+    await review(store, "U1", [("Clarity", "pass", "fail", "")])
+    with pytest.raises(sqlite3.IntegrityError):
+        # The same criterion twice in one review breaks the primary key mid-transaction.
+        await review(store, "U1", [("Tone", "3", "4", ""), ("Tone", "3", "2", "")])
+    rows = await store.reviews_for_iteration("run-1", 0)
+    assert [(r.criterion, r.reviewer_verdict) for r in rows] == [("Clarity", "fail")]
+
+
+async def test_reviews_of_an_iteration_stay_separate_from_other_iterations(store):
+    await review(store, "U1", [("Clarity", "pass", "fail", "")], iteration=0)
+    await review(store, "U1", [("Clarity", "pass", "pass", "")], iteration=1)
+    assert [r.reviewer_verdict for r in await store.reviews_for_iteration("run-1", 0)] == ["fail"]
+    assert [r.reviewer_verdict for r in await store.reviews_for_iteration("run-1", 1)] == ["pass"]
+
+
+async def test_reviews_in_channel_since(store):
+    await review(store, "U1", [("Clarity", "pass", "fail", "")])
+    await review(store, "U1", [("Clarity", "pass", "fail", "")], run="run-2", channel="C2")
+    now = datetime.now(UTC)
+    rows = await store.reviews_in_channel("T1", "C1")
+    assert [(r.channel, r.criterion) for r in rows] == [("C1", "Clarity")]
+    assert len(await store.reviews_in_channel("T1", "C1", since=now - timedelta(days=1))) == 1
+    assert await store.reviews_in_channel("T1", "C1", since=now + timedelta(minutes=1)) == []
+
+
+async def test_recent_disagreements_newest_first_and_by_rubric(store):
+    await store.save_evaluation("T1", "C1", "1.0", "1.1", evaluation("run-a"), "- Rubric A")
+    await store.save_evaluation("T1", "C1", "1.0", "1.2", evaluation("run-b"), "- Rubric B")
+    await review(store, "U1", [("Clarity", "pass", "fail", "old"), ("Tone", "pass", "pass", "")], run="run-a")
+    await review(store, "U2", [("Clarity", "fail", "pass", "newer")], run="run-b")
+    await review(store, "U3", [("Tone", "2", "4", "newest")], run="run-a")
+
+    rows = await store.recent_disagreements("T1", "C1", limit=10)
+    assert [r.comment for r in rows] == ["newest", "newer", "old"]
+    assert all(r.disagrees for r in rows)
+    assert [r.comment for r in await store.recent_disagreements("T1", "C1", limit=2)] == ["newest", "newer"]
+    by_rubric = await store.recent_disagreements("T1", "C1", "- Rubric A", limit=10)
+    assert [r.comment for r in by_rubric] == ["newest", "old"]
+    assert await store.recent_disagreements("T1", "C2", limit=10) == []
+
+
+# --- the file itself --------------------------------------------------------------------------------
+
+
+async def test_database_uses_wal_and_shares_the_file(store, db_path):
+    await store.add_thread("T1", "C1", "1.0")
+    with closing(sqlite3.connect(db_path)) as other:
+        assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {row[0] for row in other.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    expected = {"claims", "threads", "channel_rubrics", "channel_settings", "runs", "evaluations", "reviews"}
+    assert expected <= tables

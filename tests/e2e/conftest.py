@@ -1,0 +1,206 @@
+"""End-to-end fixtures: the Slack and model stand-ins, and the real bot process in HTTP mode.
+
+``slack_api`` and ``model_api`` are started per test. ``bot`` starts ``python -m bot serve --http`` wired
+to both stand-ins with a fresh SQLite file; ``start_bot(env=..., command=...)`` starts more, or with
+changed settings. Every process a test starts is stopped at teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Self
+
+import pytest
+
+from tests.standins.model_api import ModelApiStandin
+from tests.standins.slack_api import SlackApiStandin
+from tests.standins.slack_requests import SlackSender
+
+BOT_TOKEN = "xoxb-test-token"
+"""The bot token the bot is given; the Slack stand-in refuses calls made with any other."""
+SIGNING_SECRET = "e2e-signing-secret"
+"""The signing secret shared by the bot and the test's SlackSender."""
+BOT_COMMAND = (sys.executable, "-m", "bot", "serve", "--http", "--port", "{port}")
+"""How the bot is started; ``{port}`` is replaced by a free port."""
+BOT_START_TIMEOUT = 30.0
+"""Seconds the bot may take to accept connections (imports of langchain and friends are slow)."""
+BOT_STOP_TIMEOUT = 15.0
+"""Seconds the bot gets to exit after a signal before it is killed."""
+SCRUBBED_ENV_PREFIXES = (
+    "SLACK_",
+    "OPENAI_",
+    "RUBRIC_BOT_",
+    "ANTHROPIC_",
+    "GOOGLE_",
+    "LANGSMITH_",
+    "LANGCHAIN_",
+)
+"""Settings inherited from the developer's shell that could point the bot at real services (or turn on
+tracing, which uploads to the internet); they are removed before the test's own are set."""
+
+EnvOverrides = Mapping[str, str | None]
+
+
+class BotProcess:
+    """The bot running as a subprocess, with its output collected in a log file."""
+
+    def __init__(self, command: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path) -> None:
+        self.port = _free_port()
+        self.env = dict(env)
+        self.log_path = log_path
+        self.sender = SlackSender(self.url, SIGNING_SECRET)
+        self._command = [part.format(port=self.port) for part in command]
+        self._cwd = cwd
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._runs = 0
+
+    @property
+    def url(self) -> str:
+        """The bot's request URL for events, commands and interactivity."""
+        return f"http://127.0.0.1:{self.port}/slack/events"
+
+    @property
+    def returncode(self) -> int | None:
+        """None while running (or never started); the exit code once it has stopped."""
+        return None if self._process is None else self._process.poll()
+
+    def start(self) -> Self:
+        """Start the process and wait until it accepts connections on its port."""
+        if self.returncode is None and self._process is not None:
+            raise RuntimeError("the bot is already running")
+        self._runs += 1
+        self._log = self.log_path.open("ab")
+        self._log.write(f"----- bot start #{self._runs}: port {self.port} -----\n".encode())
+        self._log.flush()
+        self._process = subprocess.Popen(
+            self._command, env=self.env, cwd=self._cwd, stdout=self._log, stderr=subprocess.STDOUT
+        )
+        self._wait_until_listening()
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = BOT_STOP_TIMEOUT) -> int | None:
+        """Send `sig`, wait for the exit (killing the process after `timeout`), return the exit code."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.send_signal(sig)
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return self.returncode
+
+    def restart(self) -> Self:
+        """Stop (SIGTERM) and start again: same port, same database, same settings."""
+        self.stop()
+        return self.start()
+
+    def stderr_text(self) -> str:
+        """Everything the bot wrote to stdout and stderr so far, across restarts."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def _wait_until_listening(self) -> None:
+        deadline = time.monotonic() + BOT_START_TIMEOUT
+        while not _accepts_connections(self.port):
+            code = self.returncode
+            if code is not None:
+                raise RuntimeError(
+                    f"the bot exited with code {code} before listening on port {self.port}; "
+                    f"its output:\n{self.stderr_text()}"
+                )
+            if time.monotonic() > deadline:
+                self.stop(signal.SIGKILL)
+                raise RuntimeError(
+                    f"the bot did not listen on port {self.port} within {BOT_START_TIMEOUT:g}s; "
+                    f"its output:\n{self.stderr_text()}"
+                )
+            time.sleep(0.05)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _accepts_connections(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def bot_environment(slack_api: SlackApiStandin, model_api: ModelApiStandin, db_path: Path) -> dict[str, str]:
+    """The bot's environment: this process's, minus service settings, plus the stand-ins' addresses."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(SCRUBBED_ENV_PREFIXES)}
+    env.update(
+        SLACK_BOT_TOKEN=BOT_TOKEN,
+        SLACK_SIGNING_SECRET=SIGNING_SECRET,
+        SLACK_API_URL=slack_api.api_url,
+        RUBRIC_BOT_MODEL="openai:gpt-4o-mini",
+        OPENAI_BASE_URL=model_api.base_url,
+        OPENAI_API_KEY="test",
+        RUBRIC_BOT_DB=str(db_path),
+        RUBRIC_BOT_MAX_ITERATIONS="3",
+        NO_PROXY="127.0.0.1,localhost",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+@pytest.fixture
+def slack_api() -> Iterator[SlackApiStandin]:
+    with SlackApiStandin(token=BOT_TOKEN) as api:
+        yield api
+
+
+@pytest.fixture
+def model_api() -> Iterator[ModelApiStandin]:
+    with ModelApiStandin() as api:
+        yield api
+
+
+@pytest.fixture
+def start_bot(
+    slack_api: SlackApiStandin, model_api: ModelApiStandin, tmp_path: Path
+) -> Iterator[Callable[..., BotProcess]]:
+    """A factory: ``start_bot(env={"RUBRIC_BOT_MAX_ITERATIONS": "2"})``; a None value unsets a variable.
+
+    Every bot shares the test's database (``tmp_path/bot.sqlite``) and runs in `tmp_path`, so no
+    ``.env`` from the developer's checkout is read.
+    """
+    started: list[BotProcess] = []
+
+    def start(*, env: EnvOverrides | None = None, command: Sequence[str] = BOT_COMMAND) -> BotProcess:
+        settings = bot_environment(slack_api, model_api, tmp_path / "bot.sqlite")
+        for key, value in (env or {}).items():
+            if value is None:
+                settings.pop(key, None)
+            else:
+                settings[key] = value
+        process = BotProcess(command, settings, tmp_path / f"bot-{len(started) + 1}.log", tmp_path)
+        started.append(process)
+        return process.start()
+
+    yield start
+    for process in started:
+        process.stop()
+        process.sender.close()
+
+
+@pytest.fixture
+def bot(start_bot: Callable[..., BotProcess]) -> BotProcess:
+    """The real bot, running in HTTP mode against the stand-ins."""
+    return start_bot()

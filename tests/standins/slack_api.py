@@ -1,0 +1,523 @@
+"""A local stand-in for the Slack Web API that records every call.
+
+Point a slack_sdk client at ``SlackApiStandin.api_url`` (the bot reads it from ``SLACK_API_URL``).
+Every method is accepted and recorded; the methods the bot relies on get realistic answers, including
+Slack's own validation of Block Kit size limits, so a message real Slack would reject fails here too.
+Tests can make the next calls of a method fail (HTTP errors such as 429, or ``ok: false`` errors).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tests.standins import BackgroundServer
+
+Args = dict[str, Any]
+Answer = dict[str, Any]
+
+BOT_USER_ID = "UBOT"
+"""The bot's user id as auth.test reports it; events that mention the bot use ``<@UBOT>``."""
+BOT_ID = "BBOT"
+"""The bot's bot id as auth.test reports it (messages the bot posts carry it)."""
+TEAM_ID = "T1"
+"""The workspace id the stand-in pretends to be."""
+BOT_NAME = "rubric-bot"
+"""The bot user's name as auth.test reports it."""
+
+FIRST_TS_SECONDS = 1_700_000_000
+"""Message timestamps start here, so they look like real Slack ``ts`` values (seconds.micros)."""
+TS_STEP_MICROS = 100
+"""Each new message ts is this many microseconds after the previous one: unique and increasing."""
+
+MAX_BLOCKS = 50
+"""Slack rejects a message with more blocks than this (``invalid_blocks``)."""
+MAX_TEXT_CHARS = 40_000
+"""Slack rejects message ``text`` longer than this (``msg_too_long``)."""
+BLOCK_TEXT_LIMITS = {"section": 3_000, "header": 150}
+"""Longest ``text.text`` Slack accepts per block type."""
+MAX_SECTION_FIELDS = 10
+"""Most ``fields`` a section block may have."""
+MAX_FIELD_CHARS = 2_000
+"""Longest text of one section field."""
+MAX_CONTEXT_ELEMENTS = 10
+"""Most elements a context block may have."""
+MAX_BUTTON_VALUE_CHARS = 2_000
+"""Longest ``value`` of a button element."""
+
+JSON_FORM_FIELDS = frozenset({"blocks", "attachments", "files", "metadata", "view", "prompts"})
+"""Arguments slack_sdk sends as JSON strings when it form-encodes a call; decoded so tests see structure."""
+
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+"""Largest request body accepted (file uploads); aiohttp's 1 MiB default is too small for files."""
+
+
+class SlackError(Exception):
+    """An ``ok: false`` answer with Slack's error code."""
+
+    def __init__(self, error: str, **extra: Any) -> None:
+        super().__init__(error)
+        self.error = error
+        self.extra = extra
+
+
+@dataclass(frozen=True)
+class SlackCall:
+    """One recorded Web API request and the stand-in's answer to it."""
+
+    method: str
+    args: Args
+    headers: dict[str, str]  # the request's headers, Authorization removed
+    http_method: str
+    status: int
+    response: Answer
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200 and self.response.get("ok") is True
+
+
+@dataclass
+class SlackMessage:
+    """A message as it currently stands in the stand-in's channel (chat.update edits applied)."""
+
+    channel: str
+    ts: str
+    thread_ts: str | None
+    text: str
+    blocks: list[dict[str, Any]]
+    metadata: dict[str, Any] | None
+    edits: int = 0
+
+    @property
+    def event_type(self) -> str | None:
+        """The message metadata's ``event_type`` (how the bot tags evaluation and final messages)."""
+        return (self.metadata or {}).get("event_type")
+
+    @property
+    def all_text(self) -> str:
+        """The fallback text plus every text inside the blocks, one per line, for assertions."""
+        return "\n".join([self.text, *_block_texts(self.blocks)])
+
+
+@dataclass
+class Upload:
+    """A file announced with files.getUploadURLExternal, its uploaded bytes and its completion."""
+
+    file_id: str
+    filename: str
+    length: int
+    data: bytes | None = None
+    title: str | None = None
+    channel: str | None = None
+    thread_ts: str | None = None
+    completed: bool = False
+
+
+@dataclass(frozen=True)
+class _Fault:
+    status: int
+    error: str
+    retry_after: int | None = None
+
+
+@dataclass
+class _State:
+    """Everything the stand-in remembers; only touched while holding the stand-in's lock."""
+
+    calls: list[SlackCall] = field(default_factory=list)
+    messages: dict[tuple[str, str], SlackMessage] = field(default_factory=dict)
+    reactions: defaultdict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
+    uploads: dict[str, Upload] = field(default_factory=dict)
+    faults: defaultdict[str, deque[_Fault]] = field(default_factory=lambda: defaultdict(deque))
+    counter: int = 0
+
+
+class SlackApiStandin(BackgroundServer):
+    """Slack Web API on 127.0.0.1: ``POST|GET /api/{method}`` plus the external file upload URL.
+
+    With `token` set, calls whose bearer token differs are refused like Slack does (``invalid_auth``).
+    """
+
+    def __init__(self, token: str | None = None) -> None:
+        super().__init__()
+        self.token = token
+        self._lock = threading.Lock()
+        self._state = _State()
+        self._answers: dict[str, Callable[[Args], Answer]] = {
+            "auth.test": self._auth_test,
+            "chat.postMessage": self._post_message,
+            "chat.postEphemeral": self._post_ephemeral,
+            "chat.update": self._update,
+            "chat.delete": self._delete,
+            "reactions.add": self._add_reaction,
+            "reactions.remove": self._remove_reaction,
+            "views.open": self._open_view,
+            "views.push": self._open_view,
+            "views.update": self._update_view,
+            "conversations.history": self._no_messages,
+            "conversations.replies": self._no_messages,
+            "files.getUploadURLExternal": self._get_upload_url,
+            "files.completeUploadExternal": self._complete_upload,
+        }
+
+    @property
+    def api_url(self) -> str:
+        """The Web API base URL for slack_sdk (``base_url``) and the bot's ``SLACK_API_URL``."""
+        return f"{self.url}/api/"
+
+    def build_app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_UPLOAD_BYTES)
+        app.router.add_route("*", "/api/{method}", self._handle_api)
+        app.router.add_post("/upload/{file_id}", self._handle_upload)
+        app.router.add_post("/respond/{name}", self._handle_response_url)
+        return app
+
+    def response_url(self, name: str = "1") -> str:
+        """A ``response_url`` for slash command and interaction payloads; posts to it are recorded
+        as calls of method ``"response_url"`` with the JSON body as args (and ``name`` added)."""
+        return f"{self.url}/respond/{name}"
+
+    # ----- fault injection -----
+
+    def fail_next(
+        self, method: str, *, status: int = 429, retry_after: int | None = 1, times: int = 1
+    ) -> None:
+        """Answer the next `times` calls of `method` with HTTP `status` (429 carries Retry-After)."""
+        error = "ratelimited" if status == 429 else "fatal_error"
+        fault = _Fault(status, error, retry_after if status == 429 else None)
+        with self._lock:
+            self._state.faults[method].extend([fault] * times)
+
+    def error_next(self, method: str, error: str = "channel_not_found", *, times: int = 1) -> None:
+        """Answer the next `times` calls of `method` with HTTP 200 ``{"ok": false, "error": error}``."""
+        with self._lock:
+            self._state.faults[method].extend([_Fault(200, error)] * times)
+
+    # ----- queries (safe from any thread; they return copies) -----
+
+    def calls(self, method: str | None = None) -> list[SlackCall]:
+        """Every recorded call, oldest first, failed ones included; only `method`'s when given."""
+        with self._lock:
+            return [c for c in self._state.calls if method is None or c.method == method]
+
+    def messages(self, channel: str | None = None) -> list[SlackMessage]:
+        """Messages the bot posted and has not deleted, in posting order, edits applied."""
+        with self._lock:
+            found = [m for m in self._state.messages.values() if channel is None or m.channel == channel]
+            return copy.deepcopy(found)
+
+    def messages_in_thread(self, channel: str, thread_ts: str) -> list[SlackMessage]:
+        """The bot's messages in one thread (its root too, if the bot posted it), edits applied."""
+        return [m for m in self.messages(channel) if thread_ts in (m.thread_ts, m.ts)]
+
+    def reactions(self, channel: str, ts: str) -> set[str]:
+        """Names of the reactions the bot currently has on a message."""
+        with self._lock:
+            return set(self._state.reactions.get((channel, ts), set()))
+
+    def uploads(self) -> list[Upload]:
+        """Files announced for upload, in order, with their bytes once uploaded."""
+        with self._lock:
+            return copy.deepcopy(list(self._state.uploads.values()))
+
+    # ----- HTTP handlers -----
+
+    async def _handle_api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        args = await _read_args(request)
+        token = _bearer_token(request) or args.pop("token", None)
+        with self._lock:
+            status, answer, headers = self._answer(method, args, token)
+            self._state.calls.append(
+                SlackCall(
+                    method=method,
+                    args=args,
+                    headers={k: v for k, v in request.headers.items() if k.lower() != "authorization"},
+                    http_method=request.method,
+                    status=status,
+                    response=answer,
+                )
+            )
+        return web.json_response(answer, status=status, headers=headers)
+
+    async def _handle_upload(self, request: web.Request) -> web.Response:
+        data = await request.read()
+        with self._lock:
+            upload = self._state.uploads.get(request.match_info["file_id"])
+            if upload is None:
+                return web.Response(status=404, text="unknown upload")
+            upload.data = data
+        return web.Response(text=f"OK - {len(data)}")
+
+    async def _handle_response_url(self, request: web.Request) -> web.Response:
+        args = {**await _read_args(request), "name": request.match_info["name"]}
+        answer = {"ok": True}
+        with self._lock:
+            self._state.calls.append(
+                SlackCall("response_url", args, dict(request.headers), request.method, 200, answer)
+            )
+        return web.json_response(answer)
+
+    def _answer(self, method: str, args: Args, token: str | None) -> tuple[int, Answer, dict[str, str]]:
+        """Status, body and extra headers for one call. Caller holds the lock."""
+        faults = self._state.faults.get(method)
+        if faults:
+            fault = faults.popleft()
+            headers = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
+            return fault.status, {"ok": False, "error": fault.error}, headers
+        try:
+            self._check_token(token)
+            answer = self._answers.get(method, _plain_ok)(args)
+        except SlackError as error:
+            return 200, {"ok": False, "error": error.error, **error.extra}, {}
+        return 200, {"ok": True, **answer}, {}
+
+    def _check_token(self, token: str | None) -> None:
+        if self.token is None:
+            return
+        if not token:
+            raise SlackError("not_authed")
+        if token != self.token:
+            raise SlackError("invalid_auth")
+
+    def _next_ts(self) -> str:
+        self._state.counter += 1
+        micros = self._state.counter * TS_STEP_MICROS
+        return f"{FIRST_TS_SECONDS + micros // 1_000_000}.{micros % 1_000_000:06d}"
+
+    # ----- method answers (called with the lock held) -----
+
+    def _auth_test(self, args: Args) -> Answer:
+        return {
+            "url": "https://standin.slack.test/",
+            "team": "Stand-in Team",
+            "user": BOT_NAME,
+            "team_id": TEAM_ID,
+            "user_id": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "is_enterprise_install": False,
+        }
+
+    def _post_message(self, args: Args) -> Answer:
+        channel = _validated_message(args)
+        message = SlackMessage(
+            channel=channel,
+            ts=self._next_ts(),
+            thread_ts=args.get("thread_ts"),
+            text=args.get("text") or "",
+            blocks=list(args.get("blocks") or []),
+            metadata=args.get("metadata"),
+        )
+        self._state.messages[(channel, message.ts)] = message
+        return {"channel": channel, "ts": message.ts, "message": _message_json(message)}
+
+    def _post_ephemeral(self, args: Args) -> Answer:
+        _validated_message(args)
+        if not args.get("user"):
+            raise SlackError("user_not_in_channel")
+        return {"message_ts": self._next_ts()}
+
+    def _update(self, args: Args) -> Answer:
+        channel = _validated_message(args)
+        message = self._posted(channel, args.get("ts"))
+        message.text = args.get("text") or ""
+        message.blocks = list(args.get("blocks") or [])
+        if "metadata" in args:
+            message.metadata = args["metadata"]
+        message.edits += 1
+        return {
+            "channel": channel,
+            "ts": message.ts,
+            "text": message.text,
+            "message": _message_json(message),
+        }
+
+    def _delete(self, args: Args) -> Answer:
+        message = self._posted(args.get("channel"), args.get("ts"))
+        del self._state.messages[(message.channel, message.ts)]
+        return {"channel": message.channel, "ts": message.ts}
+
+    def _posted(self, channel: str | None, ts: str | None) -> SlackMessage:
+        message = self._state.messages.get((channel or "", ts or ""))
+        if message is None:
+            raise SlackError("message_not_found")
+        return message
+
+    def _add_reaction(self, args: Args) -> Answer:
+        names = self._state.reactions[_reaction_target(args)]
+        if args["name"] in names:
+            raise SlackError("already_reacted")
+        names.add(args["name"])
+        return {}
+
+    def _remove_reaction(self, args: Args) -> Answer:
+        names = self._state.reactions[_reaction_target(args)]
+        if args["name"] not in names:
+            raise SlackError("no_reaction")
+        names.remove(args["name"])
+        return {}
+
+    def _open_view(self, args: Args) -> Answer:
+        return {"view": self._view(args, f"V{self._next_ts().replace('.', '')}")}
+
+    def _update_view(self, args: Args) -> Answer:
+        if not args.get("view_id") and not args.get("external_id"):
+            raise SlackError("not_found")
+        return {"view": self._view(args, args.get("view_id") or args["external_id"])}
+
+    def _view(self, args: Args, view_id: str) -> dict[str, Any]:
+        view = args.get("view")
+        if not isinstance(view, dict):
+            raise SlackError("invalid_arguments")
+        return {**view, "id": view_id, "hash": self._next_ts(), "team_id": TEAM_ID}
+
+    def _no_messages(self, args: Args) -> Answer:
+        return {"messages": [], "has_more": False, "response_metadata": {"next_cursor": ""}}
+
+    def _get_upload_url(self, args: Args) -> Answer:
+        if not args.get("filename") or not str(args.get("length", "")).isdigit():
+            raise SlackError("invalid_arguments")
+        file_id = f"F{self._next_ts().replace('.', '')}"
+        self._state.uploads[file_id] = Upload(file_id, args["filename"], int(args["length"]))
+        return {"upload_url": f"{self.url}/upload/{file_id}", "file_id": file_id}
+
+    def _complete_upload(self, args: Args) -> Answer:
+        completed = []
+        for item in args.get("files") or []:
+            upload = self._state.uploads.get(item.get("id", ""))
+            if upload is None or upload.data is None:
+                raise SlackError("file_not_found")
+            upload.title = item.get("title") or upload.filename
+            upload.channel = args.get("channel_id")
+            upload.thread_ts = args.get("thread_ts")
+            upload.completed = True
+            completed.append({"id": upload.file_id, "name": upload.filename, "title": upload.title})
+        if not completed:
+            raise SlackError("invalid_arguments")
+        return {"files": completed}
+
+
+def _plain_ok(args: Args) -> Answer:
+    return {}
+
+
+async def _read_args(request: web.Request) -> Args:
+    """Arguments from the query string and the body, whichever way slack_sdk encoded them."""
+    args: Args = {k: _decode_form_value(k, v) for k, v in request.query.items()}
+    if request.content_type == "application/json":
+        if request.can_read_body:
+            args.update(await request.json())
+    elif request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        for key, value in (await request.post()).items():
+            raw = value.file.read() if isinstance(value, web.FileField) else value
+            args[key] = _decode_form_value(key, raw)
+    return args
+
+
+def _decode_form_value(key: str, value: Any) -> Any:
+    if key in JSON_FORM_FIELDS and isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _bearer_token(request: web.Request) -> str | None:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def _validated_message(args: Args) -> str:
+    """The message's channel, after the checks Slack makes on a posted or updated message."""
+    channel = args.get("channel")
+    if not channel:
+        raise SlackError("channel_not_found")
+    blocks = args.get("blocks") or []
+    if not args.get("text") and not blocks:
+        raise SlackError("no_text")
+    if len(args.get("text") or "") > MAX_TEXT_CHARS:
+        raise SlackError("msg_too_long")
+    problems = block_problems(blocks)
+    if problems:
+        raise SlackError("invalid_blocks", errors=problems)
+    return str(channel)
+
+
+def block_problems(blocks: list[dict[str, Any]]) -> list[str]:
+    """Slack's complaints about a message's blocks (empty when Slack would accept them)."""
+    problems = []
+    if len(blocks) > MAX_BLOCKS:
+        problems.append(f"no more than {MAX_BLOCKS} items allowed [json-pointer:/blocks]")
+    for index, block in enumerate(blocks):
+        pointer = f"/blocks/{index}"
+        limit = BLOCK_TEXT_LIMITS.get(block.get("type", ""))
+        text = (block.get("text") or {}).get("text", "")
+        if limit is not None and len(text) > limit:
+            problems.append(f"must be less than {limit + 1} characters [json-pointer:{pointer}/text/text]")
+        fields = block.get("fields") or []
+        if len(fields) > MAX_SECTION_FIELDS:
+            problems.append(
+                f"no more than {MAX_SECTION_FIELDS} items allowed [json-pointer:{pointer}/fields]"
+            )
+        problems += [
+            f"must be less than {MAX_FIELD_CHARS + 1} characters [json-pointer:{pointer}/fields/{i}/text]"
+            for i, item in enumerate(fields)
+            if len(item.get("text", "")) > MAX_FIELD_CHARS
+        ]
+        if block.get("type") == "context" and len(block.get("elements", [])) > MAX_CONTEXT_ELEMENTS:
+            problems.append(
+                f"no more than {MAX_CONTEXT_ELEMENTS} items allowed [json-pointer:{pointer}/elements]"
+            )
+        problems += [
+            f"must be less than {MAX_BUTTON_VALUE_CHARS + 1} characters "
+            f"[json-pointer:{pointer}/elements/{i}/value]"
+            for i, element in enumerate(block.get("elements", []))
+            if len(str(element.get("value", ""))) > MAX_BUTTON_VALUE_CHARS
+        ]
+    return problems
+
+
+def _message_json(message: SlackMessage) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "type": "message",
+        "user": BOT_USER_ID,
+        "bot_id": BOT_ID,
+        "text": message.text,
+        "ts": message.ts,
+        "blocks": message.blocks,
+    }
+    if message.thread_ts:
+        body["thread_ts"] = message.thread_ts
+    if message.metadata:
+        body["metadata"] = message.metadata
+    return body
+
+
+def _reaction_target(args: Args) -> tuple[str, str]:
+    if not args.get("name"):
+        raise SlackError("invalid_name")
+    if not args.get("channel") or not args.get("timestamp"):
+        raise SlackError("message_not_found")
+    return str(args["channel"]), str(args["timestamp"])
+
+
+def _block_texts(node: Any) -> Iterator[str]:
+    """Every string stored under a ``text`` key anywhere inside Block Kit JSON, in document order."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "text" and isinstance(value, str):
+                yield value
+            else:
+                yield from _block_texts(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _block_texts(item)

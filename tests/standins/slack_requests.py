@@ -1,0 +1,420 @@
+"""Requests as Slack sends them to an app's request URL: payload builders, signing, and a sender.
+
+Builders return the payload as a dict; `encode` turns it into the body Slack would send (JSON for
+Events API callbacks, form fields for slash commands, a form-encoded ``payload`` for interactivity)
+and `SlackSender` signs and posts it, optionally with a bad signature or Slack's retry headers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+from slack_sdk.signature import SignatureVerifier
+
+from tests.standins.slack_api import BOT_ID, BOT_USER_ID, TEAM_ID
+
+Json = dict[str, Any]
+
+DEFAULT_USER = "U1"
+"""The human who sends messages and commands unless a test says otherwise."""
+APP_ID = "A1"
+"""The Slack app id payloads carry."""
+VERIFICATION_TOKEN = "legacy-verification-token"
+"""Slack still puts the deprecated verification token in payloads; nothing should rely on it."""
+UNREACHABLE_RESPONSE_URL = "http://127.0.0.1:9/response-url-not-set"
+"""Default response_url: loopback's discard port refuses at once, so a bot using it fails fast
+and never reaches the internet. Pass SlackApiStandin.response_url() to record responses instead."""
+USER_TS_SECONDS = 1_800_000_000
+"""User message timestamps from `new_ts` start here, apart from the ones the Web API stand-in hands out."""
+EVENT_CALLBACK_TYPES = frozenset({"event_callback", "url_verification", "app_rate_limited"})
+"""Payload types Slack posts as a JSON body; every other non-command payload is interactivity."""
+
+_sequence = itertools.count(1)
+
+
+def _next() -> int:
+    return next(_sequence)
+
+
+def new_ts() -> str:
+    """A fresh, increasing ``ts`` for a user's message."""
+    return f"{USER_TS_SECONDS + _next()}.000000"
+
+
+# ----- Events API -----
+
+
+def event_callback(
+    event: Json, *, team: str = TEAM_ID, event_id: str | None = None, event_time: int | None = None
+) -> Json:
+    """The Events API envelope around `event`; each call gets a new event_id unless one is given."""
+    return {
+        "token": VERIFICATION_TOKEN,
+        "team_id": team,
+        "api_app_id": APP_ID,
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id or f"Ev{_next():010d}",
+        "event_time": event_time or int(time.time()),
+        "authorizations": [
+            {
+                "enterprise_id": None,
+                "team_id": team,
+                "user_id": BOT_USER_ID,
+                "is_bot": True,
+                "is_enterprise_install": False,
+            }
+        ],
+        "is_ext_shared_channel": False,
+    }
+
+
+def url_verification(challenge: str) -> Json:
+    """The handshake Slack sends when an app's request URL is configured."""
+    return {"token": VERIFICATION_TOKEN, "challenge": challenge, "type": "url_verification"}
+
+
+def app_mention(
+    text: str,
+    channel: str,
+    ts: str,
+    thread_ts: str | None = None,
+    user: str = DEFAULT_USER,
+    *,
+    team: str = TEAM_ID,
+) -> Json:
+    """An ``app_mention`` event; the text gets a leading ``<@UBOT>`` unless it mentions the bot already."""
+    mention = f"<@{BOT_USER_ID}>"
+    event: Json = {
+        "type": "app_mention",
+        "user": user,
+        "text": text if mention in text else f"{mention} {text}",
+        "ts": ts,
+        "channel": channel,
+        "event_ts": ts,
+        "team": team,
+        "client_msg_id": str(uuid.uuid4()),
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    return event
+
+
+def message(
+    text: str,
+    channel: str,
+    ts: str,
+    thread_ts: str | None = None,
+    user: str = DEFAULT_USER,
+    *,
+    channel_type: str = "channel",
+    bot_id: str | None = None,
+    subtype: str | None = None,
+    team: str = TEAM_ID,
+) -> Json:
+    """A ``message`` event: from a person by default, from a bot with `bot_id` and/or `subtype`.
+
+    ``subtype="bot_message"`` leaves out the user, as Slack does for integrations' messages.
+    Use `channel_type="im"` for direct messages.
+    """
+    event: Json = {
+        "type": "message",
+        "channel": channel,
+        "user": user,
+        "text": text,
+        "ts": ts,
+        "event_ts": ts,
+        "channel_type": channel_type,
+        "team": team,
+    }
+    if thread_ts:
+        event["thread_ts"] = thread_ts
+    if bot_id:
+        event["bot_id"] = bot_id
+    if subtype:
+        event["subtype"] = subtype
+        if subtype == "bot_message":
+            del event["user"]
+    return event
+
+
+def bot_message(text: str, channel: str, ts: str, thread_ts: str | None = None) -> Json:
+    """The bot's own message coming back as a ``message`` event (the bot must ignore it)."""
+    return message(text, channel, ts, thread_ts, user=BOT_USER_ID, bot_id=BOT_ID)
+
+
+def message_changed(
+    text: str,
+    channel: str,
+    ts: str,
+    thread_ts: str | None = None,
+    user: str = DEFAULT_USER,
+    *,
+    previous_text: str = "",
+    channel_type: str = "channel",
+) -> Json:
+    """The ``message_changed`` event Slack sends when a user edits message `ts` to say `text`."""
+    edit_ts = new_ts()
+    edited: Json = {
+        "type": "message",
+        "user": user,
+        "text": text,
+        "ts": ts,
+        "edited": {"user": user, "ts": edit_ts},
+    }
+    previous: Json = {"type": "message", "user": user, "text": previous_text, "ts": ts}
+    if thread_ts:
+        edited["thread_ts"] = previous["thread_ts"] = thread_ts
+    return {
+        "type": "message",
+        "subtype": "message_changed",
+        "hidden": True,
+        "channel": channel,
+        "channel_type": channel_type,
+        "ts": edit_ts,
+        "event_ts": edit_ts,
+        "message": edited,
+        "previous_message": previous,
+    }
+
+
+# ----- slash commands and interactivity -----
+
+
+def slash_command(
+    text: str,
+    channel: str,
+    user: str = DEFAULT_USER,
+    command: str = "/rubric",
+    response_url: str = UNREACHABLE_RESPONSE_URL,
+    *,
+    team: str = TEAM_ID,
+    trigger_id: str | None = None,
+) -> dict[str, str]:
+    """The form fields of a slash command invocation."""
+    return {
+        "token": VERIFICATION_TOKEN,
+        "team_id": team,
+        "team_domain": "standin",
+        "channel_id": channel,
+        "channel_name": channel.lower(),
+        "user_id": user,
+        "user_name": user.lower(),
+        "command": command,
+        "text": text,
+        "api_app_id": APP_ID,
+        "is_enterprise_install": "false",
+        "response_url": response_url,
+        "trigger_id": trigger_id or _trigger_id(),
+    }
+
+
+def block_actions(
+    action_id: str,
+    value: str,
+    channel: str,
+    message_ts: str,
+    thread_ts: str | None = None,
+    user: str = DEFAULT_USER,
+    trigger_id: str | None = None,
+    *,
+    team: str = TEAM_ID,
+    block_id: str = "actions",
+    response_url: str = UNREACHABLE_RESPONSE_URL,
+) -> Json:
+    """A button click on the bot's message `message_ts` (in thread `thread_ts`, if any)."""
+    container: Json = {
+        "type": "message",
+        "message_ts": message_ts,
+        "channel_id": channel,
+        "is_ephemeral": False,
+    }
+    clicked: Json = {"type": "message", "ts": message_ts, "user": BOT_USER_ID, "bot_id": BOT_ID, "text": ""}
+    if thread_ts:
+        container["thread_ts"] = clicked["thread_ts"] = thread_ts
+    return {
+        "type": "block_actions",
+        "user": _user(user, team),
+        "api_app_id": APP_ID,
+        "token": VERIFICATION_TOKEN,
+        "container": container,
+        "trigger_id": trigger_id or _trigger_id(),
+        "team": {"id": team, "domain": "standin"},
+        "enterprise": None,
+        "is_enterprise_install": False,
+        "channel": {"id": channel, "name": channel.lower()},
+        "message": clicked,
+        "state": {"values": {}},
+        "response_url": response_url,
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": block_id,
+                "value": value,
+                "text": {"type": "plain_text", "text": action_id},
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+
+
+def view_submission(
+    callback_id: str,
+    state_values: Json,
+    private_metadata: str = "",
+    user: str = DEFAULT_USER,
+    *,
+    team: str = TEAM_ID,
+    view_id: str | None = None,
+) -> Json:
+    """A modal's submission; build `state_values` with `text_input` (merge dicts for several inputs)."""
+    return {
+        "type": "view_submission",
+        "team": {"id": team, "domain": "standin"},
+        "user": _user(user, team),
+        "api_app_id": APP_ID,
+        "token": VERIFICATION_TOKEN,
+        "trigger_id": _trigger_id(),
+        "view": {
+            "id": view_id or f"V{_next():010d}",
+            "team_id": team,
+            "type": "modal",
+            "callback_id": callback_id,
+            "private_metadata": private_metadata,
+            "title": {"type": "plain_text", "text": callback_id},
+            "blocks": [],
+            "state": {"values": state_values},
+            "hash": f"{_next()}.standin",
+            "app_id": APP_ID,
+            "bot_id": BOT_ID,
+        },
+        "response_urls": [],
+        "is_enterprise_install": False,
+        "enterprise": None,
+    }
+
+
+def text_input(block_id: str, action_id: str, value: str | None) -> Json:
+    """View state for one plain-text input: ``{block_id: {action_id: {...}}}``."""
+    return {block_id: {action_id: {"type": "plain_text_input", "value": value}}}
+
+
+def _user(user: str, team: str) -> Json:
+    return {"id": user, "username": user.lower(), "name": user.lower(), "team_id": team}
+
+
+def _trigger_id() -> str:
+    return f"{_next()}.{USER_TS_SECONDS}.standin"
+
+
+# ----- encoding, signing, sending -----
+
+
+def encode(payload: Json) -> tuple[bytes, str]:
+    """The body and content type Slack uses for this kind of payload."""
+    if "command" in payload:
+        return urlencode(payload).encode(), "application/x-www-form-urlencoded"
+    if payload.get("type") in EVENT_CALLBACK_TYPES:
+        return json.dumps(payload).encode(), "application/json"
+    return urlencode({"payload": json.dumps(payload)}).encode(), "application/x-www-form-urlencoded"
+
+
+def sign(body: bytes, secret: str, timestamp: int | None = None) -> dict[str, str]:
+    """Slack's signature headers for `body`, signed now (or at `timestamp`) with `secret`."""
+    stamp = str(int(time.time()) if timestamp is None else timestamp)
+    signature = SignatureVerifier(secret).generate_signature(timestamp=stamp, body=body)
+    return {"X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": signature or ""}
+
+
+@dataclass(frozen=True)
+class SlackResponse:
+    """The app's answer to one request, and how long the app took to give it."""
+
+    status: int
+    body: str
+    headers: dict[str, str]
+    seconds: float
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class SlackSender:
+    """Posts signed requests to an app's request URL, as Slack does.
+
+    Options for every send: `bad_signature` (signed with the wrong secret), `timestamp` (e.g. a stale
+    one), `retry_num` / `retry_reason` (Slack's redelivery headers). Call `close()` when done with
+    the synchronous methods; the async ones take an optional shared ``httpx.AsyncClient``.
+    """
+
+    def __init__(self, url: str, secret: str, *, timeout: float = 10.0) -> None:
+        self.url = url
+        self._secret = secret
+        self._timeout = timeout
+        self._client: httpx.Client | None = None
+
+    def send(self, payload: Json, **options: Any) -> SlackResponse:
+        """Encode `payload` as Slack would and post it."""
+        return self.post(*encode(payload), **options)
+
+    def post(self, body: bytes, content_type: str, **options: Any) -> SlackResponse:
+        if self._client is None:
+            self._client = httpx.Client(timeout=self._timeout)
+        headers = self._headers(body, content_type, **options)
+        started = time.perf_counter()
+        response = self._client.post(self.url, content=body, headers=headers)
+        return _response(response, time.perf_counter() - started)
+
+    async def send_async(
+        self, payload: Json, client: httpx.AsyncClient | None = None, **options: Any
+    ) -> SlackResponse:
+        return await self.post_async(*encode(payload), client=client, **options)
+
+    async def post_async(
+        self,
+        body: bytes,
+        content_type: str,
+        client: httpx.AsyncClient | None = None,
+        **options: Any,
+    ) -> SlackResponse:
+        if client is None:
+            async with httpx.AsyncClient(timeout=self._timeout) as own:
+                return await self.post_async(body, content_type, own, **options)
+        headers = self._headers(body, content_type, **options)
+        started = time.perf_counter()
+        response = await client.post(self.url, content=body, headers=headers)
+        return _response(response, time.perf_counter() - started)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _headers(
+        self,
+        body: bytes,
+        content_type: str,
+        *,
+        bad_signature: bool = False,
+        timestamp: int | None = None,
+        retry_num: int | None = None,
+        retry_reason: str = "http_timeout",
+    ) -> dict[str, str]:
+        secret = f"not-{self._secret}" if bad_signature else self._secret
+        headers = {"Content-Type": content_type, **sign(body, secret, timestamp)}
+        if retry_num is not None:
+            headers["X-Slack-Retry-Num"] = str(retry_num)
+            headers["X-Slack-Retry-Reason"] = retry_reason
+        return headers
+
+
+def _response(response: httpx.Response, seconds: float) -> SlackResponse:
+    return SlackResponse(response.status_code, response.text, dict(response.headers), seconds)
