@@ -33,6 +33,9 @@ EXIT_FAILURE = 1
 DEFAULT_PORT = 3000
 """HTTP port of `serve` when `--port` is not given (Bolt's customary default)."""
 
+QUIET_LOGGERS = ("httpx", "httpx2")
+"""HTTP client loggers of the model providers: one INFO line per model call is noise."""
+
 STATUS_WORDS = {
     "satisfied": "rubric satisfied",
     "needs_revision": "needs revision",
@@ -69,7 +72,8 @@ def _run_serve(args: argparse.Namespace) -> int:
     from bot.app import serve  # Bolt and aiohttp are only needed to serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per model call is noise
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     asyncio.run(serve(settings, http=args.http, port=args.port))
     return 0
 

@@ -335,10 +335,10 @@ def _pack(entries: Iterable[str], limit: int = SECTION_TEXT_MAX) -> list[str]:
 
 
 def _score_line(score: float, verdict: str | None) -> str:
-    line = f"*Score {_number(score)}/5*"
+    parts = [f"*Score {_number(score)}/5*"]
     if verdict:
-        line += f" · {VERDICT_EMOJI.get(verdict, '')} *{verdict}*".replace("  ", " ")
-    return line
+        parts.append(" ".join(filter(None, (VERDICT_EMOJI.get(verdict), f"*{verdict}*"))))
+    return " · ".join(parts)
 
 
 def _outcome_words(evaluation: Mapping[str, Any], criteria: Sequence[Mapping[str, Any]]) -> str:
@@ -397,12 +397,11 @@ def final_messages(
 
     preview = truncate(sections[0], FALLBACK_PREVIEW_MAX)
     headline = _status_headline(status, iterations, max_iterations)
-    messages = []
-    for number, blocks in enumerate(groups, start=1):
-        text = f"{headline}: {preview}" if headline else preview
-        if number > 1:
-            text = f"(continued, part {number} of {len(groups)})"
-        messages.append({"text": text, "blocks": _dicts(blocks)})
+    messages = [
+        {"text": f"(continued, part {number} of {len(groups)})", "blocks": _dicts(blocks)}
+        for number, blocks in enumerate(groups, start=1)
+    ]
+    messages[0]["text"] = f"{headline}: {preview}" if headline else preview
     messages[0]["metadata"] = {
         "event_type": FINAL_EVENT,
         "event_payload": {"status": status or PLAIN_STATUS},

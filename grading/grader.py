@@ -93,14 +93,19 @@ is taken from the model; `satisfied`/`needs_revision` are recomputed from the
 criteria."""
 
 
-class RubricGrade(BaseModel):
-    """Structured answer for a list rubric of pass/fail criteria."""
+class _Grade(BaseModel):
+    """What every grader answer carries; subclasses add the per-item grades."""
 
     result: GraderResult = Field(
-        description="satisfied when every criterion passes, needs_revision when any fails, "
-        "failed only when the rubric cannot be evaluated."
+        description="satisfied when every item passes, needs_revision when any falls short, "
+        "failed only when the rubric cannot be evaluated against the transcript."
     )
     explanation: str = Field(description="One or two sentences summing up the verdict.")
+
+
+class RubricGrade(_Grade):
+    """Structured answer for a list rubric of pass/fail criteria."""
+
     criteria: list[CriterionGrade] = Field(
         description="Exactly one entry per rubric criterion, in rubric order."
     )
@@ -117,14 +122,9 @@ class RubricGrade(BaseModel):
         return self
 
 
-class ScoredRubricGrade(BaseModel):
-    """Structured answer for a scored rubric of 1–5 dimensions."""
+class ScoredRubricGrade(_Grade):
+    """Structured answer for a scored rubric of 1–5 dimensions; the verdict comes from the scores."""
 
-    result: GraderResult = Field(
-        description="Use failed only when the rubric cannot be evaluated; otherwise either "
-        "value — the verdict is computed from the scores."
-    )
-    explanation: str = Field(description="One or two sentences summing up the scores.")
     criteria: list[DimensionGrade] = Field(
         description="Exactly one entry per rubric dimension, in rubric order."
     )

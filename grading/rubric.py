@@ -98,7 +98,7 @@ class Dimension(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: Name
-    weight: float | None = Field(default=None, ge=0)
+    weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     fail_below: Score | None = None
     anchors: dict[int, str] = Field(default_factory=dict)
     description: str = ""

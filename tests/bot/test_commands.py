@@ -91,9 +91,7 @@ def test_top_level_message_starts_a_thread_under_itself():
 
 
 def test_reply_belongs_to_its_thread_root():
-    message = user_message(
-        event(ts="6.6", thread_ts="5.5"), team="T1", bot_user_id=BOT, event_id=None
-    )
+    message = user_message(event(ts="6.6", thread_ts="5.5"), team="T1", bot_user_id=BOT, event_id=None)
 
     assert message.thread_id == "T1:C1:5.5"
     assert message.dedupe_keys == ("msg:C1:6.6",)

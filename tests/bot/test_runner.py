@@ -180,9 +180,7 @@ class Harness:
     def message(self, text: str, thread_ts: str | None = None) -> UserMessage:
         self.count += 1
         ts = f"1600000000.{self.count:06d}"
-        return UserMessage(
-            team="T1", channel="C1", ts=ts, thread_ts=thread_ts or ts, user="U1", text=text
-        )
+        return UserMessage(team="T1", channel="C1", ts=ts, thread_ts=thread_ts or ts, user="U1", text=text)
 
     async def settle(self) -> None:
         assert self.runner is not None
@@ -203,9 +201,7 @@ async def harness(tmp_path):
 
 
 async def test_a_run_posts_each_iteration_then_the_revised_answer(harness):
-    runner = harness.use(
-        worker_answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine")
-    )
+    runner = harness.use(worker_answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
     await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
     request = harness.message("What is the capital of France?")
 

@@ -14,6 +14,8 @@ from typing import Literal
 import httpx
 import openai
 import pytest
+from langchain.agents import create_agent
+from langchain.agents.structured_output import ToolStrategy
 from langchain.chat_models import init_chat_model
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import tool
@@ -71,14 +73,16 @@ class RubricGrade(BaseModel):
     criteria: list[CriterionGrade]
 
 
-class ScoredCriterionGrade(CriterionGrade):
+class DimensionGrade(BaseModel):
+    name: str
     score: int
+    gap: str
 
 
 class ScoredRubricGrade(BaseModel):
     result: Literal["satisfied", "needs_revision"]
     explanation: str
-    criteria: list[ScoredCriterionGrade]
+    criteria: list[DimensionGrade]
 
 
 @tool
@@ -373,6 +377,19 @@ def test_grader_requests_get_the_grade_in_the_shape_they_ask_for(model_api, chat
     ]
     [request] = model_api.requests()
     assert (request.role, request.grader_schema) == ("grader", "RubricGrade")
+
+
+@pytest.mark.parametrize("strategy", [RubricGrade, ToolStrategy(RubricGrade)], ids=["auto", "tool strategy"])
+def test_a_grader_agent_with_evidence_tools_gets_its_structured_grade(model_api, chat, strategy):
+    model_api.grader = fixed_grader([CRITERION, OTHER], failing=[OTHER])
+    agent = create_agent(chat, tools=[count_lines], response_format=strategy)
+
+    grade = agent.invoke({"messages": [HumanMessage("grade it")]})["structured_response"]
+
+    assert [(c.name, c.passed) for c in grade.criteria] == [(CRITERION, True), (OTHER, False)]
+    [request] = model_api.requests()
+    assert request.role == "grader"
+    assert "count_lines" in request.tool_names
 
 
 def test_grader_offered_evidence_tools_still_answers_with_its_verdict(model_api, chat):

@@ -100,9 +100,7 @@ def test_per_dimension_passes_only_when_every_dimension_reaches_the_pass_score()
 
 
 def test_grader_spellings_of_dimension_names_are_accepted():
-    result = aggregate(
-        rubric(), {"correctness.": 1, " COMPLETENESS ": 5, "Clarity": 5, "tone!": 5}
-    )
+    result = aggregate(rubric(), {"correctness.": 1, " COMPLETENESS ": 5, "Clarity": 5, "tone!": 5})
     assert result.below_floor == ("Correctness",)
 
 

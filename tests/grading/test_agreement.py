@@ -125,9 +125,7 @@ def test_report_numbers_for_a_seeded_set():
     assert spring.n == 40
     assert spring.weights is None
     assert spring.kappa == pytest.approx(cohen_kappa_score(human, judge))
-    assert spring.percent_agreement == pytest.approx(
-        sum(h == j for h, j in pairs["Mentions spring"]) / 40
-    )
+    assert spring.percent_agreement == pytest.approx(sum(h == j for h, j in pairs["Mentions spring"]) / 40)
     assert spring.baseline == pytest.approx(max(human.count(True), human.count(False)) / 40)
     assert spring.kappa >= KAPPA_TARGET
     assert (spring.enough, spring.flagged, spring.note) == (True, False, "")

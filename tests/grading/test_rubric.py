@@ -207,6 +207,7 @@ def test_all_zero_weights_are_an_error():
         (["name: A\n    fail_below: 6"], "", "dimensions[0] (A).fail_below:"),
         (["name: A\n    fail_below: 0"], "", "dimensions[0] (A).fail_below:"),
         (["name: A\n    weight: -1"], "", "dimensions[0] (A).weight:"),
+        (["name: A\n    weight: .inf", "name: B\n    weight: 1"], "", "dimensions[0] (A).weight:"),
         (["name: A\n    colour: red"], "", "dimensions[0] (A).colour: unknown key"),
         (["weight: 1"], "", "dimensions[0].name:"),
         (["name: '  '"], "", "dimensions[0].name:"),

@@ -406,18 +406,17 @@ def grade(
 ) -> Json:
     """A grade dict that fails the `failing` criteria with `gap` and passes the rest.
 
-    With `scored`, each criterion also gets a 1-5 score (FAILING_SCORE or PASSING_SCORE).
+    Pass/fail criteria get ``passed``; with `scored`, dimensions get a 1-5 ``score`` instead
+    (FAILING_SCORE or PASSING_SCORE), as the grading engine's two grade schemas expect.
     """
     unknown = set(failing) - set(criteria)
     if unknown:
         raise ValueError(f"failing criteria not in the rubric: {sorted(unknown)}")
-    items = []
+    items: list[Json] = []
     for name in criteria:
         passed = name not in failing
-        item: Json = {"name": name, "passed": passed, "gap": "" if passed else gap}
-        if scored:
-            item["score"] = PASSING_SCORE if passed else FAILING_SCORE
-        items.append(item)
+        verdict = {"score": PASSING_SCORE if passed else FAILING_SCORE} if scored else {"passed": passed}
+        items.append({"name": name, **verdict, "gap": "" if passed else gap})
     if explanation is None:
         explanation = f"Not yet met: {', '.join(failing)}." if failing else "Every criterion is met."
     return {
