@@ -31,16 +31,21 @@ MIN_SPLIT_LIMIT = 16
 _FENCE_ROOM = len(FENCE) + 1
 """Characters a fence line takes with its newline; reserved when a cut may close or reopen one."""
 
+# Markdown fences as models write them: backticks or tildes, maybe indented, maybe with a
+# language tag (CommonMark rule: a backtick fence's tag has no backticks); a closing fence is bare.
 _OPEN_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _CLOSE_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})\s*$")
+# Leading blockquote markers, kept raw so Slack still renders the quote.
 _QUOTE_PREFIX = re.compile(r"^\s*(?:>\s?)+")
+# Markdown autolinks, already in the form Slack reads as a link.
 _AUTOLINK = re.compile(r"(<(?:https?://|mailto:)[^\s<>]+>)")
+# An HTML entity cut off at the end of a piece, e.g. "&am".
 _PARTIAL_ENTITY = re.compile(r"&#?\w*$")
 
 # Ranks of candidate cut points, best first when splitting: a paragraph break outside code,
 # then any line break outside code, a line break inside code (costs a fence close/reopen),
-# a space outside a <link>, and finally a hard cut.
-_PARAGRAPH, _LINE, _CODE_LINE, _SPACE, _HARD = 4, 3, 2, 1, 0
+# then a space outside a <link>. With none of them, the cut falls mid-word.
+_PARAGRAPH, _LINE, _CODE_LINE, _SPACE = 4, 3, 2, 1
 
 
 def escape(text: str) -> str:

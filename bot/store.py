@@ -102,7 +102,10 @@ _REVIEW_FIELDS = (
     "team", "channel", "thread_ts", "grading_run_id", "iteration", "criterion",
     "grader_verdict", "reviewer_verdict", "comment", "reviewer", "created_at",
 )  # fmt: skip
+"""Columns of the reviews table, in ReviewRow's field order."""
+
 _RUN_COLUMNS = "run_id, thread_id, team, channel, thread_ts, request_ts, status, started_at, finished_at"
+"""Columns of the runs table read into a RunRecord, in its field order."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from sklearn.metrics import accuracy_score, cohen_kappa_score
 
 MIN_REVIEWS_FOR_KAPPA = 10
 """Fewer reviewed verdicts than this and kappa is too noisy to act on: the report says how many
@@ -49,6 +48,10 @@ def kappa(human: Sequence[Any], judge: Sequence[Any], weights: Weights | None = 
     _check_paired(human, judge)
     if len(human) < 2 or len({*human, *judge}) < 2:
         return None
+    # Imported here: scikit-learn takes seconds to import, and the bot and the
+    # middleware import `grading` at start-up without ever needing kappa there.
+    from sklearn.metrics import cohen_kappa_score
+
     labels = list(SCORE_LABELS) if weights and _all_scores([*human, *judge]) else None
     # The check above is exactly when scikit-learn's denominators vanish, so this is never nan.
     return float(cohen_kappa_score(human, judge, labels=labels, weights=weights))
@@ -57,7 +60,9 @@ def kappa(human: Sequence[Any], judge: Sequence[Any], weights: Weights | None = 
 def percent_agreement(human: Sequence[Any], judge: Sequence[Any]) -> float | None:
     """Share of items on which both raters gave the same label; None with no items."""
     _check_paired(human, judge)
-    return float(accuracy_score(human, judge)) if human else None
+    if not human:
+        return None
+    return float(np.mean([h == j for h, j in zip(human, judge, strict=True)]))
 
 
 def majority_baseline(human: Sequence[Any]) -> float | None:

@@ -38,7 +38,7 @@ async def on_rubric(
     try:
         parsed = parse_command(command.get("text") or "")
     except CommandError as exc:
-        await ack(text=f"{exc}\n\n{render.help_text()}")
+        await _answer(ack, f"{exc}\n\n{render.help_text()}")
         return
     await SUBCOMMANDS[parsed.name](parsed, ack, command, context, client)
 
@@ -79,14 +79,15 @@ async def _set(
     try:
         rubric = parse_rubric(text)
     except RubricError as exc:
-        await ack(**render.rubric_error(str(exc)))
+        await _answer(ack, **render.rubric_error(str(exc)))
         return
     await services_of(context).store.set_channel_rubric(
         _team(command, context), command["channel_id"], text, command["user_id"]
     )
     confirmation = render.rubric_confirmation(rubric)
-    await ack(
-        text=f"Channel default rubric set. {confirmation['text']}",
+    await _answer(
+        ack,
+        f"Channel default rubric set. {confirmation['text']}",
         blocks=[
             _lead("New conversations in this channel will be graded against this rubric."),
             *confirmation["blocks"],
@@ -104,9 +105,9 @@ async def _show(
     store = services_of(context).store
     current = await store.get_channel_rubric(_team(command, context), command["channel_id"])
     if current is None:
-        await ack(text=f"This channel has no default rubric. {render.no_rubric_hint()}")
+        await _answer(ack, f"This channel has no default rubric. {render.no_rubric_hint()}")
         return
-    await ack(text=f"This channel's default rubric for new conversations:\n```{current}```")
+    await _answer(ack, f"This channel's default rubric for new conversations:\n```{current}```")
 
 
 async def _clear(
@@ -118,10 +119,11 @@ async def _clear(
 ) -> None:
     store = services_of(context).store
     cleared = await store.clear_channel_rubric(_team(command, context), command["channel_id"])
-    await ack(
-        text="Cleared this channel's default rubric; threads that already have one keep it."
+    await _answer(
+        ack,
+        "Cleared this channel's default rubric; threads that already have one keep it."
         if cleared
-        else "This channel had no default rubric."
+        else "This channel had no default rubric.",
     )
 
 
@@ -132,7 +134,7 @@ async def _help(
     context: AsyncBoltContext,
     client: AsyncWebClient,
 ) -> None:
-    await ack(text=render.help_text())
+    await _answer(ack, render.help_text())
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {
@@ -143,6 +145,11 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "help": _help,
 }
 """Handler of each subcommand `bot.commands.parse_command` accepts."""
+
+
+async def _answer(ack: AsyncAck, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
+    """Answer the command with a message only the caller sees."""
+    await ack(text=text, blocks=blocks, response_type="ephemeral")
 
 
 def _lead(text: str) -> dict[str, Any]:

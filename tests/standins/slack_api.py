@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ class SlackCall:
     http_method: str
     status: int
     response: Answer
+    received_at: float = field(default_factory=time.perf_counter)  # perf_counter() on arrival
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,321 @@
+"""The real bot process in HTTP mode, driven as Slack drives it.
+
+Signed requests go into `/slack/events`; the Slack Web API and the OpenAI-compatible models are
+local stand-ins that record every call. Most tests share one bot process (each in its own channel,
+so they cannot see each other's threads); restart and shutdown tests start their own.
+
+Checking that something did *not* happen uses a sentinel: after the requests that must not run,
+a later message in the same thread is answered — runs in a thread are serial, so anything that
+wrongly ran would have been answered first.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import BOT_COMMAND, BOT_TOKEN, BotProcess, bot_environment
+from tests.standins import slack_requests as sr
+from tests.standins import wait_for
+from tests.standins.model_api import (
+    DEFAULT_GAP,
+    DRAFT_ANSWER,
+    REVISED_ANSWER,
+    ChatRequest,
+    ModelApiStandin,
+    scripted_revision,
+)
+from tests.standins.slack_api import SlackApiStandin, SlackMessage
+
+CRITERIA = ["Cites a source", "Is polite"]
+RUBRIC = "- Cites a source\n- Is polite"
+RUN_TIMEOUT = 20.0  # bound for one run to show up; the stand-ins answer in milliseconds
+
+
+@dataclass
+class Service:
+    """A bot process with its two stand-ins."""
+
+    slack: SlackApiStandin
+    model: ModelApiStandin
+    bot: BotProcess
+
+    def send(self, payload: dict[str, Any], **options: Any) -> Any:
+        response = self.bot.sender.send(payload, **options)
+        assert response.status == 200, (response.status, response.body)
+        return response
+
+    def mention(self, text: str, channel: str, thread_ts: str | None = None) -> str:
+        ts = sr.new_ts()
+        self.send(sr.event_callback(sr.app_mention(text, channel, ts, thread_ts)))
+        return ts
+
+    def say(self, text: str, channel: str, thread_ts: str | None = None, **fields: Any) -> str:
+        ts = sr.new_ts()
+        self.send(sr.event_callback(sr.message(text, channel, ts, thread_ts, **fields)))
+        return ts
+
+    def thread(self, channel: str, root: str) -> list[SlackMessage]:
+        return self.slack.messages_in_thread(channel, root)
+
+    def finals(self, channel: str, root: str) -> list[SlackMessage]:
+        return [m for m in self.thread(channel, root) if m.event_type == "rubric_final"]
+
+    def wait_finals(self, channel: str, root: str, count: int) -> list[SlackMessage]:
+        def described() -> str:
+            texts = "\n---\n".join(m.all_text for m in self.thread(channel, root))
+            return f"{count} final message(s) in {channel}/{root}; thread so far:\n{texts}\n{self.bot.stderr_text()[-3000:]}"
+
+        return wait_for(lambda: len(self.finals(channel, root)) >= count and self.finals(channel, root),
+                        RUN_TIMEOUT, message=described)
+
+    def wait_text(self, channel: str, root: str, needle: str) -> SlackMessage:
+        def found() -> SlackMessage | None:
+            return next((m for m in self.thread(channel, root) if needle in m.all_text), None)
+
+        return wait_for(found, RUN_TIMEOUT, message=lambda: f"{needle!r} in {channel}/{root}")
+
+    def worker_requests_for(self, text: str) -> list[ChatRequest]:
+        return [r for r in self.model.requests("worker") if text in r.all_text]
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory) -> Iterator[Service]:
+    """One bot process shared by the tests that do not restart it."""
+    with SlackApiStandin(token=BOT_TOKEN) as slack, ModelApiStandin() as model:
+        tmp = tmp_path_factory.mktemp("shared-bot")
+        env = bot_environment(slack, model, tmp / "bot.sqlite")
+        process = BotProcess(BOT_COMMAND, env, tmp / "bot.log", tmp)
+        process.start()
+        try:
+            yield Service(slack, model, process)
+        finally:
+            process.stop()
+            process.sender.close()
+
+
+@pytest.fixture
+def fresh(service: Service) -> Service:
+    """The shared service with the default scripts: the first answer needs one revision."""
+    service.model.latency = 0.0
+    service.model.worker, service.model.grader = scripted_revision(CRITERIA)
+    return service
+
+
+def evaluations(messages: list[SlackMessage]) -> list[SlackMessage]:
+    return [m for m in messages if m.event_type == "rubric_evaluation"]
+
+
+# -- a conversation ------------------------------------------------------------------------------
+
+
+def test_a_thread_is_graded_revised_and_keeps_its_rubric_until_replaced(fresh):
+    s = fresh
+    root = s.mention(f"rubric:\n{RUBRIC}", "C1")
+    confirmation = s.wait_text("C1", root, "Rubric set")
+    assert all(name in confirmation.all_text for name in CRITERIA)
+
+    s.mention("Is coffee healthy?", "C1", thread_ts=root)
+    (final,) = s.wait_finals("C1", root, 1)
+
+    first, second = evaluations(s.thread("C1", root))
+    assert "1/3" in first.all_text and DEFAULT_GAP in first.all_text
+    assert "2/3" in second.all_text
+    assert "Rubric satisfied" in final.all_text and REVISED_ANSWER in final.all_text
+    assert DRAFT_ANSWER not in final.all_text
+
+    # A follow-up without a mention and without a rubric is graded against the same rubric.
+    s.say("And tea?", "C1", thread_ts=root)
+    s.wait_finals("C1", root, 2)
+    latest = evaluations(s.thread("C1", root))[-1]
+    assert all(name in latest.all_text for name in CRITERIA)
+
+    # `rubric:` replaces it.
+    s.model.worker, s.model.grader = scripted_revision(["Mentions caffeine"])
+    s.say("rubric: - Mentions caffeine", "C1", thread_ts=root)
+    s.say("What about mate?", "C1", thread_ts=root)
+    s.wait_finals("C1", root, 3)
+    latest = evaluations(s.thread("C1", root))[-1]
+    assert "Mentions caffeine" in latest.all_text
+    assert not any(name in latest.all_text for name in CRITERIA)
+
+
+def test_a_new_conversation_gets_the_channel_default_and_a_bare_one_a_hint(fresh):
+    s = fresh
+    plain = s.mention("Hello there", "C2")
+    (final,) = s.wait_finals("C2", plain, 1)
+    assert "rubric:" in final.all_text and "/rubric set" in final.all_text
+    assert evaluations(s.thread("C2", plain)) == []
+
+    answer = s.send(sr.slash_command(f"set {RUBRIC}", "C2")).json()
+    assert "Channel default rubric set" in answer["text"]
+    graded = s.mention("Is coffee healthy?", "C2")
+    s.wait_finals("C2", graded, 1)
+    assert len(evaluations(s.thread("C2", graded))) == 2
+
+
+def test_a_direct_message_starts_a_thread_and_replies_continue_it(fresh):
+    s = fresh
+    root = s.say("Hi bot", "D1", channel_type="im")
+    s.wait_finals("D1", root, 1)
+    s.say("More please", "D1", thread_ts=root, channel_type="im")
+    s.wait_finals("D1", root, 2)
+
+
+# -- reliability -----------------------------------------------------------------------------------
+
+
+def test_retried_deliveries_and_the_mention_twin_run_once(fresh):
+    s = fresh
+    ts = sr.new_ts()
+    mention = sr.app_mention("Count me once", "C3", ts)
+    envelope = sr.event_callback(mention)
+    s.send(envelope)
+    s.send(envelope, retry_num=1, retry_reason="http_timeout")  # Slack redelivers: same event_id
+    s.send(sr.event_callback(sr.message(mention["text"], "C3", ts)))  # the `message` twin
+    s.wait_finals("C3", ts, 1)
+
+    s.say("Sentinel", "C3", thread_ts=ts)
+    finals = s.wait_finals("C3", ts, 2)
+
+    assert len(finals) == 2
+    assert len([r for r in s.model.requests("worker") if r.last_user_text == "Count me once"]) == 1
+
+
+def test_a_bad_signature_gets_401_and_runs_nothing(fresh):
+    s = fresh
+    ts = sr.new_ts()
+    forged = s.bot.sender.send(sr.event_callback(sr.app_mention("Forged request", "C4", ts)),
+                               bad_signature=True)
+    forged_command = s.bot.sender.send(sr.slash_command(f"set {RUBRIC}", "C4"), bad_signature=True)
+    assert forged.status == 401 and forged_command.status == 401
+
+    sentinel = s.mention("Sentinel", "C4")
+    (final,) = s.wait_finals("C4", sentinel, 1)
+
+    assert s.thread("C4", ts) == []
+    assert s.worker_requests_for("Forged request") == []
+    assert "rubric:" in final.all_text  # no channel default was set by the forged command
+
+
+def test_bots_edits_deletions_and_oversize_input_do_not_run(fresh):
+    s = fresh
+    root = s.mention("Hello", "C5")
+    s.wait_finals("C5", root, 1)
+
+    s.send(sr.event_callback(sr.bot_message("From myself", "C5", sr.new_ts(), root)))
+    s.say("From another bot", "C5", thread_ts=root, bot_id="BOTHER")
+    s.say("Integration post", "C5", thread_ts=root, subtype="bot_message")
+    s.send(sr.event_callback(sr.message_changed("Edited text", "C5", root, previous_text="Hello")))
+    s.say("x" * 20_001, "C5", thread_ts=root)
+    s.wait_text("C5", root, "too long")
+
+    s.say("Sentinel", "C5", thread_ts=root)
+    s.wait_finals("C5", root, 2)
+
+    asked = [r.last_user_text for r in s.model.requests("worker") if "C5-marker" not in r.all_text]
+    for text in ("From myself", "From another bot", "Integration post", "Edited text", "x" * 20_001):
+        assert text not in asked
+    assert "Sentinel" in asked
+
+
+# -- /rubric and the editor ------------------------------------------------------------------------
+
+
+def test_rubric_command_manages_the_channel_default(fresh):
+    s = fresh
+
+    def command(text: str) -> str:
+        return s.send(sr.slash_command(text, "C6")).json()["text"]
+
+    assert "/rubric set" in command("help")
+    assert "no default rubric" in command("show")
+    assert "Channel default rubric set" in command(f"set {RUBRIC}")
+    assert "- Cites a source" in command("show")
+    assert "didn't parse" in command("set dimensions: [")
+    assert "- Cites a source" in command("show")  # a bad rubric leaves the old one
+    assert "not a /rubric subcommand" in command("frobnicate")
+    assert "Cleared" in command("clear")
+    assert "no default rubric" in command("show")
+
+
+def test_rubric_editor_opens_prefilled_and_validates_inline(fresh):
+    s = fresh
+    s.send(sr.slash_command(f"set {RUBRIC}", "C7"))
+    s.send(sr.slash_command("edit", "C7", trigger_id="trigger-C7"))
+
+    opened = wait_for(
+        lambda: [c for c in s.slack.calls("views.open") if c.args.get("trigger_id") == "trigger-C7"],
+        RUN_TIMEOUT,
+        message="views.open for the rubric editor",
+    )[0]
+    view = opened.args["view"]
+    assert json.dumps(view).count("Cites a source") == 1  # pre-filled
+    metadata = view["private_metadata"]
+
+    def submit(text: str) -> Any:
+        values = sr.text_input("rubric", "rubric_text", text)
+        return s.send(sr.view_submission(view["callback_id"], values, metadata))
+
+    rejected = submit("dimensions: [").json()
+    assert rejected["response_action"] == "errors" and rejected["errors"]["rubric"]
+
+    accepted = submit("- Answers in French")
+    assert accepted.body == ""  # closes the modal
+    shown = s.send(sr.slash_command("show", "C7")).json()["text"]
+    assert "- Answers in French" in shown
+
+
+# -- restarts --------------------------------------------------------------------------------------
+
+
+def wait_until_working(slack: SlackApiStandin, channel: str, ts: str) -> None:
+    wait_for(
+        lambda: any(c.args.get("timestamp") == ts for c in slack.calls("reactions.add")),
+        RUN_TIMEOUT,
+        message="the bot to start working",
+    )
+
+
+def test_after_a_crash_and_restart_the_thread_keeps_its_rubric_and_hears_about_the_lost_run(
+    start_bot: Callable[..., BotProcess], slack_api: SlackApiStandin, model_api: ModelApiStandin
+):
+    s = Service(slack_api, model_api, start_bot())
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    root = s.mention(f"rubric:\n{RUBRIC}", "C8")
+    s.wait_text("C8", root, "Rubric set")
+    model_api.latency = 30.0  # the run below never gets an answer before the crash
+    request = s.mention("Slow question", "C8", thread_ts=root)
+    wait_until_working(slack_api, "C8", request)
+
+    s.bot.stop(signal.SIGKILL)
+    model_api.latency = 0.0
+    s.bot.start()
+    s.say("Still there?", "C8", thread_ts=root)  # no mention: the bot remembers the thread
+    s.wait_finals("C8", root, 1)
+
+    messages = s.thread("C8", root)
+    notices = [m for m in messages if "interrupted" in m.all_text]
+    assert len(notices) == 1
+    latest = evaluations(messages)[-1]
+    assert all(name in latest.all_text for name in CRITERIA)
+
+
+def test_sigterm_stops_taking_work_and_marks_a_run_past_the_grace_interrupted(
+    start_bot: Callable[..., BotProcess], slack_api: SlackApiStandin, model_api: ModelApiStandin
+):
+    s = Service(slack_api, model_api, start_bot(env={"RUBRIC_BOT_SHUTDOWN_GRACE": "0.5"}))
+    model_api.latency = 30.0
+    root = s.mention("Slow question", "C9")
+    wait_until_working(slack_api, "C9", root)
+
+    assert s.bot.stop(signal.SIGTERM) == 0
+
+    (notice,) = s.thread("C9", root)
+    assert "restarting" in notice.all_text
+    assert slack_api.reactions("C9", root) == set()
