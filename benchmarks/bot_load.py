@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
 import sys
 import tempfile
 import time
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -64,6 +65,7 @@ class Phase:
     """One batch of mentions sent at once and the finals they produced."""
 
     ack_seconds: list[float]
+    command_ack_seconds: list[float]
     wall_seconds: float
     statuses: dict[str, int]
 
@@ -85,22 +87,39 @@ def final_times(slack_api: SlackApiStandin) -> dict[Thread, tuple[float, str]]:
     return finals
 
 
-async def send_mentions(bot: BotProcess, threads: list[Thread]) -> tuple[float, list[SlackResponse]]:
-    """Send one mention per thread, all at once; return the start time and the acks."""
-    payloads = [event_callback(app_mention(QUESTION, channel, ts)) for channel, ts in threads]
-    limits = httpx.Limits(max_connections=len(threads) + 10)
-    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
-        started = time.perf_counter()
-        acks = await asyncio.gather(*(bot.sender.send_async(p, client) for p in payloads))
+async def burst(
+    bot: BotProcess, session: aiohttp.ClientSession, payloads: list[dict[str, Any]]
+) -> tuple[float, list[SlackResponse]]:
+    """Send every payload at once; return the start time and the acks, refusing any non-200."""
+    started = time.perf_counter()
+    acks = await asyncio.gather(*(bot.sender.send_async(p, session) for p in payloads))
+    refused = Counter(ack.status for ack in acks if ack.status != 200)
+    if refused:
+        raise RuntimeError(f"the bot refused {sum(refused.values())} of {len(acks)} requests: {refused}")
     return started, list(acks)
 
 
-def run_phase(bot: BotProcess, slack_api: SlackApiStandin, channels: list[str], timeout: float) -> Phase:
+async def run_phase(
+    bot: BotProcess,
+    slack_api: SlackApiStandin,
+    session: aiohttp.ClientSession,
+    channels: list[str],
+    timeout: float,
+    commands_during: int = 0,
+) -> Phase:
+    """Mention the bot once in each channel, all at once, then wait for every thread's final message.
+
+    With `commands_during`, that many ``/rubric show`` commands go out right after the mentions,
+    while the runs are in flight, and their acks are kept too.
+    """
     threads = [(channel, new_ts()) for channel in channels]
-    started, acks = asyncio.run(send_mentions(bot, threads))
-    refused = [ack.status for ack in acks if ack.status != 200]
-    if refused:
-        raise RuntimeError(f"the bot refused {len(refused)} mentions: {Counter(refused)}")
+    mentions = [event_callback(app_mention(QUESTION, channel, ts)) for channel, ts in threads]
+    started, acks = await burst(bot, session, mentions)
+    shows = [
+        slash_command("show", channel, response_url=slack_api.response_url())
+        for channel in channels[:commands_during]
+    ]
+    _, command_acks = await burst(bot, session, shows)
 
     def finished() -> dict[Thread, tuple[float, str]] | None:
         finals = final_times(slack_api)
@@ -110,74 +129,104 @@ def run_phase(bot: BotProcess, slack_api: SlackApiStandin, channels: list[str], 
         done = final_times(slack_api)
         return f"final messages in all {len(threads)} threads ({sum(t not in done for t in threads)} missing)"
 
-    finals = wait_for(finished, timeout, interval=0.01, message=missing)
+    finals = await asyncio.to_thread(wait_for, finished, timeout, interval=0.01, message=missing)
     mine = [finals[thread] for thread in threads]
     return Phase(
         ack_seconds=[ack.seconds for ack in acks],
+        command_ack_seconds=[ack.seconds for ack in command_acks],
         wall_seconds=max(at for at, _ in mine) - started,
         statuses=dict(Counter(status for _, status in mine)),
     )
 
 
-def set_channel_rubrics(bot: BotProcess, slack_api: SlackApiStandin, channels: list[str]) -> None:
-    rubric = "\n".join(f"- {criterion}" for criterion in CRITERIA)
-    for channel in channels:
-        ack = bot.sender.send(slash_command(f"set {rubric}", channel, response_url=slack_api.response_url()))
-        if ack.status != 200:
-            raise RuntimeError(f"/rubric set failed in {channel}: HTTP {ack.status} {ack.body[:200]}")
-
-
-def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+async def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     with SlackApiStandin(token=BOT_TOKEN) as slack_api, ModelApiStandin() as model_api:
         model_api.latency = args.latency
         model_api.worker, model_api.grader = script(args.revisions)
         env = bot_environment(slack_api, model_api, workdir / "bot.sqlite")
+        cpu_before = _cpu_seconds(resource.RUSAGE_CHILDREN)
         bot = BotProcess(BOT_COMMAND, env, workdir / "bot.log", workdir).start()
+        warmup = ["CWARMUP"]
+        ideal_channels = [f"CIDEAL{i:02d}" for i in range(args.ideal_runs)]
+        load_channels = [f"CLOAD{i:03d}" for i in range(args.threads)]
+        rubric = "\n".join(f"- {criterion}" for criterion in CRITERIA)
         try:
-            warmup = ["CWARMUP"]
-            ideal_channels = [f"CIDEAL{i:02d}" for i in range(args.ideal_runs)]
-            load_channels = [f"CLOAD{i:03d}" for i in range(args.threads)]
-            set_channel_rubrics(bot, slack_api, warmup + ideal_channels + load_channels)
-            run_phase(bot, slack_api, warmup, args.timeout)
-            ideal = [run_phase(bot, slack_api, [channel], args.timeout) for channel in ideal_channels]
-            grader_before = len(model_api.requests("grader"))
-            load = run_phase(bot, slack_api, load_channels, args.timeout)
-            grader_calls = len(model_api.requests("grader")) - grader_before
+            # No connection limit: Slack opens as many as it needs. The setup burst leaves them open
+            # (keep-alive) for the load burst, as a long-running sender's would be.
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+                channels = warmup + ideal_channels + load_channels
+                sets = [
+                    slash_command(f"set {rubric}", c, response_url=slack_api.response_url()) for c in channels
+                ]
+                await burst(bot, session, sets)
+                await run_phase(bot, slack_api, session, warmup, args.timeout)
+                ideal = [await run_phase(bot, slack_api, session, [c], args.timeout) for c in ideal_channels]
+                grader_before = len(model_api.requests("grader"))
+                harness_cpu = _cpu_seconds(resource.RUSAGE_SELF)
+                async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as fresh:
+                    load = await run_phase(
+                        bot,
+                        slack_api,
+                        fresh if args.fresh_connections else session,
+                        load_channels,
+                        args.timeout,
+                        commands_during=args.commands,
+                    )
+                grader_calls = len(model_api.requests("grader")) - grader_before
+                harness_cpu = _cpu_seconds(resource.RUSAGE_SELF) - harness_cpu
         except Exception:
             print(bot.stderr_text()[-4000:], file=sys.stderr)
             raise
         finally:
             bot.stop()
             bot.sender.close()
+        bot_cpu = _cpu_seconds(resource.RUSAGE_CHILDREN) - cpu_before
         problems = model_api.handler_errors
+        peak = model_api.peak_concurrency
     best_ideal = min(phase.wall_seconds for phase in ideal)
-    acks_ms = np.array(load.ack_seconds) * 1000
     return {
         "threads": args.threads,
         "model_latency_s": args.latency,
         "grader_iterations_per_thread": 1 + args.revisions,
-        "ack_ms": {
-            "p50": float(np.percentile(acks_ms, 50)),
-            "p99": float(np.percentile(acks_ms, 99)),
-            "max": float(acks_ms.max()),
-        },
+        "fresh_connections": args.fresh_connections,
+        "ack_ms": percentiles(load.ack_seconds),
+        "command_ack_under_load_ms": percentiles(load.command_ack_seconds),
         "ideal_path_s": best_ideal,
         "ideal_runs_s": [phase.wall_seconds for phase in ideal],
         "load_wall_s": load.wall_seconds,
         "ratio": load.wall_seconds / best_ideal,
         "final_statuses": load.statuses,
         "grader_calls_under_load": grader_calls,
+        "peak_concurrent_model_requests": peak,
+        "bot_cpu_s": bot_cpu,
+        "harness_cpu_during_load_s": harness_cpu,
         "model_handler_errors": problems,
         "targets": {"ack_p99_ms": ACK_P99_TARGET_MS, "ratio": RATIO_TARGET},
     }
 
 
+def _cpu_seconds(who: int) -> float:
+    """User + system CPU time of this process (RUSAGE_SELF: the stand-ins and the sender) or of its
+    exited children (RUSAGE_CHILDREN: the bot, once it has stopped)."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def percentiles(seconds: list[float]) -> dict[str, float] | None:
+    """p50, p99 and max in milliseconds (None when nothing was measured)."""
+    if not seconds:
+        return None
+    ms = np.array(seconds) * 1000
+    return {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)), "max": float(ms.max())}
+
+
 def report(summary: dict[str, Any]) -> None:
     ack = summary["ack_ms"]
     verdict = {True: "met", False: "MISSED"}
+    connections = "fresh" if summary["fresh_connections"] else "kept-alive"
     print(
         f"bot load: {summary['threads']} threads at once, model latency {summary['model_latency_s']:g} s, "
-        f"{summary['grader_iterations_per_thread']} grader iteration(s) per thread"
+        f"{summary['grader_iterations_per_thread']} grader iteration(s) per thread, {connections} connections"
     )
     rows = [
         ("ack latency p50", f"{ack['p50']:.1f} ms", ""),
@@ -187,6 +236,7 @@ def report(summary: dict[str, Any]) -> None:
             f"< {ACK_P99_TARGET_MS:g} ms: {verdict[ack['p99'] < ACK_P99_TARGET_MS]}",
         ),
         ("ack latency max", f"{ack['max']:.1f} ms", ""),
+        *_command_rows(summary["command_ack_under_load_ms"]),
         ("ideal path (one thread alone)", f"{summary['ideal_path_s']:.2f} s", ""),
         (f"{summary['threads']} threads, to last final", f"{summary['load_wall_s']:.2f} s", ""),
         (
@@ -200,8 +250,24 @@ def report(summary: dict[str, Any]) -> None:
     expected = summary["threads"] * summary["grader_iterations_per_thread"]
     calls = summary["grader_calls_under_load"]
     print(f"  final statuses: {summary['final_statuses']}; grader calls {calls} (expected {expected})")
+    print(
+        f"  most model requests in flight at once: {summary['peak_concurrent_model_requests']}; "
+        f"bot CPU time over the whole benchmark: {summary['bot_cpu_s']:.1f} s"
+    )
+    print(
+        f"  stand-ins' and sender's CPU time during the load: {summary['harness_cpu_during_load_s']:.1f} s "
+        f"(near the load's wall time would mean the harness, not the bot, is the bottleneck)"
+    )
     if summary["model_handler_errors"]:
         print(f"  model script errors: {summary['model_handler_errors'][:3]}")
+
+
+def _command_rows(command_ms: dict[str, float] | None) -> list[tuple[str, str, str]]:
+    if command_ms is None:
+        return []
+    return [
+        ("/rubric show under load, p99", f"{command_ms['p99']:.1f} ms", "< 3000 ms (Slack's timeout)"),
+    ]
 
 
 def main() -> None:
@@ -215,9 +281,17 @@ def main() -> None:
         "--ideal-runs", type=int, default=3, help="single-thread runs; the best is the ideal path"
     )
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for a phase's finals")
+    parser.add_argument(
+        "--commands", type=int, default=20, help="/rubric show commands sent while the load runs"
+    )
+    parser.add_argument(
+        "--fresh-connections",
+        action="store_true",
+        help="open new connections for the load burst instead of reusing the setup burst's",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bot-load-") as workdir:
-        summary = measure(args, Path(workdir))
+        summary = asyncio.run(measure(args, Path(workdir)))
     report(summary)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(summary, indent=2))

@@ -6,12 +6,12 @@ checkpointer, and turns a finished turn into what the thread should show.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import aiosqlite
 from langchain.agents import create_agent
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
@@ -24,8 +24,6 @@ from langgraph.types import StateSnapshot
 from bot.config import ConfigError, Settings, problem
 from grading import EVIDENCE_TOOLS, RubricMiddleware
 
-logger = logging.getLogger(__name__)
-
 WORKER_SYSTEM_PROMPT = (
     "You are a helpful teammate answering requests in a Slack thread. "
     "Answer directly and completely in Markdown (headings, lists, code blocks and links are fine). "
@@ -37,12 +35,15 @@ WORKER_SYSTEM_PROMPT = (
 EVALUATION_END = "rubric_evaluation_end"
 """The custom stream event `grading` sends after each grader iteration (see the contract)."""
 
+CHECKPOINT_SYNC_PRAGMA = "PRAGMA synchronous = NORMAL"
+"""Durability of checkpoint commits: see `open_agent`."""
+
 EvaluationHandler = Callable[[dict[str, Any]], Awaitable[None]]
 """Called with each grader iteration's evaluation as it happens."""
 
 
 class ConversationAgent(Protocol):
-    """The parts of a compiled langgraph agent the bot uses (lets tests substitute a fake)."""
+    """The parts of a compiled langgraph agent the bot uses."""
 
     def astream(
         self, input: dict[str, Any], config: RunnableConfig, *, stream_mode: str
@@ -54,24 +55,27 @@ class ConversationAgent(Protocol):
 
 
 def init_models(settings: Settings) -> tuple[BaseChatModel, BaseChatModel]:
-    """The worker and grader chat models; a bad model string or missing provider key is a `ConfigError`."""
+    """The worker and grader chat models; a bad model string or missing provider key is a `ConfigError`.
+
+    Without `RUBRIC_BOT_GRADER_MODEL` the grader is the worker's model (a problem is reported once).
+    """
+    specs = {"RUBRIC_BOT_MODEL": settings.worker_model}
+    if settings.grader_model_override:
+        specs["RUBRIC_BOT_GRADER_MODEL"] = settings.grader_model_override
     problems: list[str] = []
-    models: list[BaseChatModel] = []
-    for name, spec in (
-        ("RUBRIC_BOT_MODEL", settings.worker_model),
-        ("RUBRIC_BOT_GRADER_MODEL", settings.grader_model),
-    ):
+    models: dict[str, BaseChatModel] = {}
+    for name, spec in specs.items():
         if spec is None:
             problems.append(problem(name, "is not set"))
             continue
         try:
-            models.append(init_chat_model(spec))
+            models[name] = init_chat_model(spec)
         except Exception as exc:  # provider packages raise many types for a bad name or missing key
             problems.append(problem(name, f"cannot be used ({type(exc).__name__}: {exc})"))
     if problems:
         raise ConfigError(problems)
-    worker, grader = models
-    return worker, grader
+    worker = models["RUBRIC_BOT_MODEL"]
+    return worker, models.get("RUBRIC_BOT_GRADER_MODEL", worker)
 
 
 def build_agent(
@@ -95,7 +99,11 @@ def build_agent(
 async def open_agent(settings: Settings) -> AsyncIterator[ConversationAgent]:
     """The configured agent, checkpointed in `RUBRIC_BOT_DB` for as long as the context is open."""
     worker, grader = init_models(settings)
-    async with AsyncSqliteSaver.from_conn_string(str(settings.db_path)) as checkpointer:
+    async with aiosqlite.connect(str(settings.db_path)) as connection:
+        # With WAL (which the saver turns on), NORMAL survives a crash of the process and only
+        # an OS crash can lose the last commits; it spares an fsync per checkpoint write.
+        await connection.execute(CHECKPOINT_SYNC_PRAGMA)
+        checkpointer = AsyncSqliteSaver(connection)
         yield build_agent(worker, grader, max_iterations=settings.max_iterations, checkpointer=checkpointer)
 
 
@@ -124,9 +132,15 @@ async def run_turn(
     inputs: dict[str, Any],
     config: RunnableConfig,
     on_evaluation: EvaluationHandler,
+    *,
+    before: dict[str, Any] | None = None,
 ) -> TurnOutcome:
-    """Invoke the agent once, calling `on_evaluation` after each grader iteration."""
-    before = (await agent.aget_state(config)).values
+    """Invoke the agent once, calling `on_evaluation` after each grader iteration.
+
+    `before` is the thread's state values just before, when the caller has already read them.
+    """
+    if before is None:
+        before = (await agent.aget_state(config)).values
     seen = {message.id for message in before.get("messages", [])}
     evaluations: list[dict[str, Any]] = []
     async for chunk in agent.astream(inputs, config, stream_mode="custom"):

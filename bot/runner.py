@@ -173,10 +173,10 @@ class ThreadRunner:
         await self.reply(message, render.rubric_confirmation(rubric))
 
     async def _run_request(self, message: UserMessage, run_id: int) -> None:
-        await self._report_interrupted(message)
-        await self._react("reactions_add", message)
         status = "error"
         try:
+            await self._report_interrupted(message)
+            await self._react("reactions_add", message)
             status = await self._answer(message)
         except asyncio.CancelledError:
             status = INTERRUPTED
@@ -194,14 +194,19 @@ class ThreadRunner:
     async def _answer(self, message: UserMessage) -> str:
         config = agent_config(message.thread_id, team=message.team, channel=message.channel)
         inputs: dict[str, Any] = {"messages": [HumanMessage(message.text)]}
-        rubric_text = (await self._agent.aget_state(config)).values.get("rubric")
+        before = (await self._agent.aget_state(config)).values
+        rubric_text = before.get("rubric")
         if not rubric_text:
             # A conversation without its own rubric picks up the channel default.
             rubric_text = await self._store.get_channel_rubric(message.team, message.channel)
             if rubric_text:
                 inputs["rubric"] = rubric_text
         outcome = await run_turn(
-            self._agent, inputs, config, partial(self._post_evaluation, message, rubric_text or "")
+            self._agent,
+            inputs,
+            config,
+            partial(self._post_evaluation, message, rubric_text or ""),
+            before=before,
         )
         await self._post_final(message, outcome)
         return outcome.status or "answered"
@@ -225,7 +230,7 @@ class ThreadRunner:
             usage=outcome.usage,
         )
         if outcome.status is None:
-            messages[-1] = _with_context(messages[-1], render.no_rubric_hint())
+            messages = _with_hint(messages, render.no_rubric_hint())
         for payload in messages:
             await self.reply(message, payload)
 
@@ -275,9 +280,14 @@ class ThreadRunner:
             _log_slack_failure(method, message, exc)
 
 
-def _with_context(payload: dict[str, Any], line: str) -> dict[str, Any]:
-    context = {"type": "context", "elements": [{"type": "mrkdwn", "text": line}]}
-    return {**payload, "blocks": [*payload.get("blocks", []), context]}
+def _with_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
+    """The messages with `hint` on a context line at the end (a message of its own if the last is full)."""
+    *earlier, last = messages
+    blocks = last.get("blocks", [])
+    if len(blocks) >= render.MAX_BLOCKS:
+        return [*messages, {"text": hint}]
+    context = {"type": "context", "elements": [{"type": "mrkdwn", "text": hint}]}
+    return [*earlier, {**last, "blocks": [*blocks, context]}]
 
 
 def _describe(exc: BaseException) -> str:

@@ -1,8 +1,8 @@
 """The real bot process in HTTP mode, driven as Slack drives it.
 
 Signed requests go into `/slack/events`; the Slack Web API and the OpenAI-compatible models are
-local stand-ins that record every call. Most tests share one bot process (each in its own channel,
-so they cannot see each other's threads); restart and shutdown tests start their own.
+local stand-ins that record every call. The tests share one bot process (each in its own channel,
+so they cannot see each other's threads); restart and shutdown tests restart it.
 
 Checking that something did *not* happen uses a sentinel: after the requests that must not run,
 a later message in the same thread is answered — runs in a thread are serial, so anything that
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,8 @@ from tests.standins.slack_api import SlackApiStandin, SlackMessage
 CRITERIA = ["Cites a source", "Is polite"]
 RUBRIC = "- Cites a source\n- Is polite"
 RUN_TIMEOUT = 20.0  # bound for one run to show up; the stand-ins answer in milliseconds
+SHUTDOWN_GRACE = "0.5"  # seconds the shared bot lets runs finish on SIGTERM
+SLOW_MODEL_SECONDS = 3.0  # model latency that outlasts the grace (and a crash right after start)
 
 
 @dataclass
@@ -69,10 +71,14 @@ class Service:
     def wait_finals(self, channel: str, root: str, count: int) -> list[SlackMessage]:
         def described() -> str:
             texts = "\n---\n".join(m.all_text for m in self.thread(channel, root))
-            return f"{count} final message(s) in {channel}/{root}; thread so far:\n{texts}\n{self.bot.stderr_text()[-3000:]}"
+            log = self.bot.stderr_text()[-3000:]
+            return f"{count} final message(s) in {channel}/{root}; thread:\n{texts}\nbot log:\n{log}"
 
-        return wait_for(lambda: len(self.finals(channel, root)) >= count and self.finals(channel, root),
-                        RUN_TIMEOUT, message=described)
+        return wait_for(
+            lambda: len(self.finals(channel, root)) >= count and self.finals(channel, root),
+            RUN_TIMEOUT,
+            message=described,
+        )
 
     def wait_text(self, channel: str, root: str, needle: str) -> SlackMessage:
         def found() -> SlackMessage | None:
@@ -86,10 +92,11 @@ class Service:
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory) -> Iterator[Service]:
-    """One bot process shared by the tests that do not restart it."""
+    """One bot process for the module; tests that restart it leave it running."""
     with SlackApiStandin(token=BOT_TOKEN) as slack, ModelApiStandin() as model:
         tmp = tmp_path_factory.mktemp("shared-bot")
         env = bot_environment(slack, model, tmp / "bot.sqlite")
+        env["RUBRIC_BOT_SHUTDOWN_GRACE"] = SHUTDOWN_GRACE
         process = BotProcess(BOT_COMMAND, env, tmp / "bot.log", tmp)
         process.start()
         try:
@@ -190,8 +197,9 @@ def test_retried_deliveries_and_the_mention_twin_run_once(fresh):
 def test_a_bad_signature_gets_401_and_runs_nothing(fresh):
     s = fresh
     ts = sr.new_ts()
-    forged = s.bot.sender.send(sr.event_callback(sr.app_mention("Forged request", "C4", ts)),
-                               bad_signature=True)
+    forged = s.bot.sender.send(
+        sr.event_callback(sr.app_mention("Forged request", "C4", ts)), bad_signature=True
+    )
     forged_command = s.bot.sender.send(sr.slash_command(f"set {RUBRIC}", "C4"), bad_signature=True)
     assert forged.status == 401 and forged_command.status == 401
 
@@ -218,7 +226,7 @@ def test_bots_edits_deletions_and_oversize_input_do_not_run(fresh):
     s.say("Sentinel", "C5", thread_ts=root)
     s.wait_finals("C5", root, 2)
 
-    asked = [r.last_user_text for r in s.model.requests("worker") if "C5-marker" not in r.all_text]
+    asked = [r.last_user_text for r in s.model.requests("worker")]
     for text in ("From myself", "From another bot", "Integration post", "Edited text", "x" * 20_001):
         assert text not in asked
     assert "Sentinel" in asked
@@ -282,40 +290,40 @@ def wait_until_working(slack: SlackApiStandin, channel: str, ts: str) -> None:
     )
 
 
-def test_after_a_crash_and_restart_the_thread_keeps_its_rubric_and_hears_about_the_lost_run(
-    start_bot: Callable[..., BotProcess], slack_api: SlackApiStandin, model_api: ModelApiStandin
-):
-    s = Service(slack_api, model_api, start_bot())
-    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+def test_after_a_crash_and_restart_the_thread_keeps_its_rubric_and_hears_about_the_lost_run(fresh):
+    s = fresh
     root = s.mention(f"rubric:\n{RUBRIC}", "C8")
     s.wait_text("C8", root, "Rubric set")
-    model_api.latency = 30.0  # the run below never gets an answer before the crash
+    s.model.latency = SLOW_MODEL_SECONDS
     request = s.mention("Slow question", "C8", thread_ts=root)
-    wait_until_working(slack_api, "C8", request)
+    wait_until_working(s.slack, "C8", request)
 
     s.bot.stop(signal.SIGKILL)
-    model_api.latency = 0.0
+    s.model.latency = 0.0
     s.bot.start()
     s.say("Still there?", "C8", thread_ts=root)  # no mention: the bot remembers the thread
     s.wait_finals("C8", root, 1)
 
     messages = s.thread("C8", root)
-    notices = [m for m in messages if "interrupted" in m.all_text]
-    assert len(notices) == 1
+    assert len([m for m in messages if "interrupted" in m.all_text]) == 1
     latest = evaluations(messages)[-1]
     assert all(name in latest.all_text for name in CRITERIA)
 
 
-def test_sigterm_stops_taking_work_and_marks_a_run_past_the_grace_interrupted(
-    start_bot: Callable[..., BotProcess], slack_api: SlackApiStandin, model_api: ModelApiStandin
-):
-    s = Service(slack_api, model_api, start_bot(env={"RUBRIC_BOT_SHUTDOWN_GRACE": "0.5"}))
-    model_api.latency = 30.0
+def test_sigterm_marks_a_run_past_the_grace_interrupted_and_tells_the_thread_once(fresh):
+    s = fresh
+    s.model.latency = SLOW_MODEL_SECONDS
     root = s.mention("Slow question", "C9")
-    wait_until_working(slack_api, "C9", root)
+    wait_until_working(s.slack, "C9", root)
 
     assert s.bot.stop(signal.SIGTERM) == 0
 
     (notice,) = s.thread("C9", root)
     assert "restarting" in notice.all_text
-    assert slack_api.reactions("C9", root) == set()
+    assert s.slack.reactions("C9", root) == set()
+
+    s.model.latency = 0.0
+    s.bot.start()
+    s.say("Back?", "C9", thread_ts=root)
+    s.wait_finals("C9", root, 1)
+    assert not any("interrupted" in m.all_text for m in s.thread("C9", root))

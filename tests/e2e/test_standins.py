@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import urllib.request
 from typing import Literal
 
-import httpx
+import aiohttp
 import openai
 import pytest
 from langchain.agents import create_agent
@@ -57,6 +58,7 @@ from tests.standins.slack_requests import (
     view_submission,
 )
 
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback never via a proxy
 CRITERION = "Cites a source"
 OTHER = "Under 100 words"
 
@@ -302,7 +304,11 @@ async def test_get_methods_and_unknown_methods_are_answered_and_recorded(slack_a
 
 
 def test_response_url_posts_are_recorded(slack_api):
-    httpx.post(slack_api.response_url("cmd"), json={"text": "ephemeral answer"})
+    body = json.dumps({"text": "ephemeral answer"}).encode()
+    request = urllib.request.Request(
+        slack_api.response_url("cmd"), body, {"Content-Type": "application/json"}
+    )
+    DIRECT.open(request, timeout=5).close()
 
     [call] = slack_api.calls("response_url")
     assert (call.args["name"], call.args["text"]) == ("cmd", "ephemeral answer")
@@ -636,9 +642,11 @@ def test_a_view_submission_gets_the_listeners_inline_errors(sender):
 
 
 async def test_async_sends_are_signed_too(receiver, sender):
-    answers = await asyncio.gather(
-        *(sender.send_async(event_callback(app_mention(f"m{i}", f"C{i}", new_ts()))) for i in range(5))
-    )
+    mentions = [event_callback(app_mention(f"m{i}", f"C{i}", new_ts())) for i in range(5)]
+
+    async with aiohttp.ClientSession() as session:
+        answers = await asyncio.gather(*(sender.send_async(m, session) for m in mentions[1:]))
+    answers.append(await sender.send_async(mentions[0]))
 
     assert [a.status for a in answers] == [200] * 5
     assert sorted(event["text"] for _, event in receiver.seen) == [f"<@UBOT> m{i}" for i in range(5)]
@@ -649,14 +657,19 @@ async def test_async_sends_are_signed_too(receiver, sender):
 SERVE = (sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "{port}")
 
 
+def serves(port: int) -> bool:
+    with DIRECT.open(f"http://127.0.0.1:{port}/", timeout=5) as response:
+        return response.status == 200
+
+
 def test_start_bot_waits_for_the_port_and_restarts_on_the_same_one(start_bot):
     process = start_bot(command=SERVE)
     port = process.port
 
-    assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 200
+    assert serves(port)
     process.restart()
     assert process.port == port
-    assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 200
+    assert serves(port)
     assert process.stop() is not None
     assert process.stderr_text().count("bot start #") == 2
 

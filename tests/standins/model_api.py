@@ -171,7 +171,8 @@ class ModelApiStandin(BackgroundServer):
     """OpenAI chat completions on 127.0.0.1 at ``/v1/chat/completions``.
 
     Set `worker` and `grader` handlers and `latency` (seconds slept per request, concurrently) from
-    the test; they may change at any time.
+    the test; they may change at any time. Handlers run on the server's event loop, so they must be
+    quick: slow answers come from `latency`, not from sleeping in a handler.
     """
 
     def __init__(self) -> None:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import itertools
 import json
 import time
+import urllib.error
+import urllib.request
 import uuid
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-import httpx
+import aiohttp
 from slack_sdk.signature import SignatureVerifier
 
 from tests.standins.slack_api import BOT_ID, BOT_USER_ID, TEAM_ID
@@ -351,52 +353,61 @@ class SlackSender:
     """Posts signed requests to an app's request URL, as Slack does.
 
     Options for every send: `bad_signature` (signed with the wrong secret), `timestamp` (e.g. a stale
-    one), `retry_num` / `retry_reason` (Slack's redelivery headers). Call `close()` when done with
-    the synchronous methods; the async ones take an optional shared ``httpx.AsyncClient``.
+    one), `retry_num` / `retry_reason` (Slack's redelivery headers). The async methods take an optional
+    shared ``aiohttp.ClientSession`` so many requests can go out at once over pooled connections.
     """
 
     def __init__(self, url: str, secret: str, *, timeout: float = 10.0) -> None:
         self.url = url
         self._secret = secret
         self._timeout = timeout
-        self._client: httpx.Client | None = None
+        # No proxies: the app under test is on loopback, whatever the developer's shell says.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def send(self, payload: Json, **options: Any) -> SlackResponse:
         """Encode `payload` as Slack would and post it."""
         return self.post(*encode(payload), **options)
 
     def post(self, body: bytes, content_type: str, **options: Any) -> SlackResponse:
-        if self._client is None:
-            self._client = httpx.Client(timeout=self._timeout)
         headers = self._headers(body, content_type, **options)
+        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         started = time.perf_counter()
-        response = self._client.post(self.url, content=body, headers=headers)
-        return _response(response, time.perf_counter() - started)
+        try:
+            with self._opener.open(request, timeout=self._timeout) as response:
+                text = response.read().decode()
+                return SlackResponse(
+                    response.status, text, dict(response.headers), time.perf_counter() - started
+                )
+        except urllib.error.HTTPError as error:  # 4xx/5xx are answers too, e.g. 401 for a bad signature
+            text = error.read().decode()
+            return SlackResponse(error.code, text, dict(error.headers), time.perf_counter() - started)
 
     async def send_async(
-        self, payload: Json, client: httpx.AsyncClient | None = None, **options: Any
+        self, payload: Json, session: aiohttp.ClientSession | None = None, **options: Any
     ) -> SlackResponse:
-        return await self.post_async(*encode(payload), client=client, **options)
+        return await self.post_async(*encode(payload), session=session, **options)
 
     async def post_async(
         self,
         body: bytes,
         content_type: str,
-        client: httpx.AsyncClient | None = None,
+        session: aiohttp.ClientSession | None = None,
         **options: Any,
     ) -> SlackResponse:
-        if client is None:
-            async with httpx.AsyncClient(timeout=self._timeout) as own:
+        if session is None:
+            async with aiohttp.ClientSession() as own:
                 return await self.post_async(body, content_type, own, **options)
         headers = self._headers(body, content_type, **options)
         started = time.perf_counter()
-        response = await client.post(self.url, content=body, headers=headers)
-        return _response(response, time.perf_counter() - started)
+        async with session.post(
+            self.url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=self._timeout)
+        ) as response:
+            text = await response.text()
+            return SlackResponse(response.status, text, dict(response.headers), time.perf_counter() - started)
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        """Release the synchronous opener's handlers (the async side uses the caller's session)."""
+        self._opener.close()
 
     def _headers(
         self,
@@ -414,7 +425,3 @@ class SlackSender:
             headers["X-Slack-Retry-Num"] = str(retry_num)
             headers["X-Slack-Retry-Reason"] = retry_reason
         return headers
-
-
-def _response(response: httpx.Response, seconds: float) -> SlackResponse:
-    return SlackResponse(response.status_code, response.text, dict(response.headers), seconds)

@@ -1,0 +1,450 @@
+"""The agreement report: how far a channel's grader can be trusted, per criterion.
+
+From the team's stored reviews it gives, per criterion, the number of reviewed verdicts, the
+share on which reviewer and grader agreed, Cohen's κ (quadratic-weighted for 1–5 scores,
+unweighted for pass/fail) and the agreement of a constant majority-label grader, so agreement
+can be told from luck; and, from the grader's own scores, dimension pairs so correlated they
+likely measure one thing. The numbers come from :mod:`grading.agreement`; this module groups
+the reviews and presents the result three ways: Block Kit, a terminal table and a PNG chart.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from os import PathLike
+from typing import IO, Any
+
+from bot.mrkdwn import escape, split_mrkdwn, truncate
+from bot.review import grader_verdicts, verdict_label
+from bot.store import ReviewRow
+from grading.agreement import (
+    CORRELATION_THRESHOLD,
+    KAPPA_TARGET,
+    MIN_REVIEWS_FOR_KAPPA,
+    CriterionAgreement,
+    agreement_report,
+    correlated_dimensions,
+)
+from grading.rubric import normalize_name
+
+__all__ = [
+    "CorrelatedPair",
+    "Report",
+    "build_report",
+    "render_chart",
+    "report_blocks",
+    "report_table",
+]
+
+ANCHOR_ADVICE = (
+    f"κ under {KAPPA_TARGET} means the grader and the team read the criterion differently: "
+    "rewrite its anchors (what a 1, 3 and 5 look like) or its wording, then review again."
+)
+"""The seed's advice for a criterion whose agreement is too low, said once per report."""
+
+MERGE_ADVICE = "likely the same dimension — merge or drop one"
+"""What a pair of dimensions whose grader scores correlate too strongly is flagged with."""
+
+SLACK_NAME_MAX = 60
+"""Longest criterion name in the Slack report; 30 criteria must share one message."""
+
+SLACK_PAIRS_MAX = 10
+"""Most correlated pairs listed in Slack (strongest first); the rest are counted."""
+
+TABLE_NAME_MAX = 40
+"""Width of the criterion column in the terminal table."""
+
+CHART_NAME_MAX = 38
+"""Longest criterion label on the chart's axis."""
+
+SCORED_KIND, LIST_KIND = "1–5", "pass/fail"
+"""How a criterion's kind of verdict reads in the report."""
+
+KAPPA_COLOURS = {"ok": "#2e7d32", "flagged": "#c62828"}
+"""Bar colours for a κ at or above the target and one below it."""
+
+AGREEMENT_COLOURS = {"agreement with reviewers": "#1565c0", "always-majority baseline": "#b0bec5"}
+"""Bar colours for percent agreement and the majority baseline."""
+
+Label = bool | int
+"""A verdict as agreement is computed on it: pass/fail as a bool, a score as an int."""
+
+
+@dataclass(frozen=True)
+class CorrelatedPair:
+    """Two dimensions whose grader scores correlate above the threshold over ``answers`` answers."""
+
+    first: str
+    second: str
+    r: float
+    answers: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """A channel's agreement report; build it with :func:`build_report`."""
+
+    criteria: list[CriterionAgreement]
+    correlated: list[CorrelatedPair]
+    reviews: int
+    reviewers: int
+    days: int | None
+    min_reviews: int
+
+    @property
+    def flagged(self) -> list[CriterionAgreement]:
+        """Criteria with enough reviews and κ under the target."""
+        return [c for c in self.criteria if c.flagged]
+
+    @property
+    def period(self) -> str:
+        """E.g. ``last 7 days`` or ``all time``."""
+        if self.days is None:
+            return "all time"
+        return "last day" if self.days == 1 else f"last {self.days} days"
+
+    def summary(self) -> str:
+        """E.g. ``14 reviews by 3 reviewers``."""
+        return f"{_plural(self.reviews, 'review')} by {_plural(self.reviewers, 'reviewer')}"
+
+
+def build_report(
+    reviews: Sequence[ReviewRow],
+    evaluations: Iterable[Mapping[str, Any]],
+    *,
+    days: int | None,
+    min_reviews: int = MIN_REVIEWS_FOR_KAPPA,
+) -> Report:
+    """The report over the given reviews and grader evaluations of one channel.
+
+    The caller picks the period (``days`` only names it): ``reviews`` are the stored review
+    rows, ``evaluations`` the grader's evaluation dicts, whose scores feed the correlation
+    check. A criterion is identified by its name (ignoring case and trailing punctuation), and
+    by its kind when two rubrics use one name for a pass/fail criterion and a scored dimension.
+    """
+    criteria = agreement_report(_pairs_by_criterion(reviews), min_reviews=min_reviews)
+    return Report(
+        criteria=criteria,
+        correlated=_correlated(evaluations),
+        reviews=len({(r.reviewer, r.grading_run_id, r.iteration) for r in reviews}),
+        reviewers=len({r.reviewer for r in reviews}),
+        days=days,
+        min_reviews=min_reviews,
+    )
+
+
+def _pairs_by_criterion(reviews: Iterable[ReviewRow]) -> dict[str, list[tuple[Label, Label]]]:
+    """(reviewer, grader) label pairs per criterion, named as first reviewed, in that order.
+
+    A name used for both a pass/fail criterion and a scored dimension gets its kind added.
+    """
+    pairs: dict[tuple[str, str], list[tuple[Label, Label]]] = {}
+    spelling: dict[tuple[str, str], str] = {}
+    for row in reviews:
+        judge = verdict_label(row.grader_verdict)
+        key = (normalize_name(row.criterion), LIST_KIND if isinstance(judge, bool) else SCORED_KIND)
+        spelling.setdefault(key, row.criterion)
+        pairs.setdefault(key, []).append((verdict_label(row.reviewer_verdict), judge))
+    kinds = Counter(name for name, _ in pairs)
+    return {
+        spelling[key] + (f" ({key[1]})" if kinds[key[0]] > 1 else ""): rows for key, rows in pairs.items()
+    }
+
+
+def _correlated(evaluations: Iterable[Mapping[str, Any]]) -> list[CorrelatedPair]:
+    """Dimension pairs whose scores, paired within each graded answer, correlate too strongly.
+
+    Each pair is checked over the answers that scored both, so dimensions of different rubrics
+    in one channel are compared only where they met.
+    """
+    answers: list[dict[str, int]] = []
+    spelling: dict[str, str] = {}
+    for evaluation in evaluations:
+        if evaluation.get("kind") != "scored":
+            continue
+        scores = {}
+        for name, verdict in grader_verdicts(evaluation).items():
+            spelling.setdefault(normalize_name(name), name)
+            scores[normalize_name(name)] = int(verdict)
+        answers.append(scores)
+    found = []
+    for a, b in itertools.combinations(spelling, 2):
+        both = [(scores[a], scores[b]) for scores in answers if a in scores and b in scores]
+        series = {spelling[a]: [x for x, _ in both], spelling[b]: [y for _, y in both]}
+        found += [CorrelatedPair(x, y, r, len(both)) for x, y, r in correlated_dimensions(series)]
+    return sorted(found, key=lambda pair: pair.r, reverse=True)
+
+
+# --- Shared wording ---------------------------------------------------------------------------
+
+
+def _shown_kappa(criterion: CriterionAgreement) -> float | None:
+    """κ as reported: only once there are enough reviews, so a noisy number is never shown."""
+    return criterion.kappa if criterion.enough else None
+
+
+def _criterion_kind(criterion: CriterionAgreement) -> str:
+    return LIST_KIND if criterion.weights is None else SCORED_KIND
+
+
+def _status_words(criterion: CriterionAgreement) -> str:
+    """Why a criterion has no κ or is flagged ('' when its κ is fine)."""
+    if criterion.flagged:
+        return f"κ under {KAPPA_TARGET}: rewrite its anchors"
+    return criterion.note
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def _kappa_words(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _plural(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else plural or word + 's'}"
+
+
+def _plain(name: str, width: int) -> str:
+    """A name on one line, at most ``width`` characters, cut at a space when one is near the end."""
+    flat = " ".join(name.split())
+    if len(flat) <= width:
+        return flat
+    head = flat[: width - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > width // 2 else head).rstrip() + "…"
+
+
+# --- Slack -------------------------------------------------------------------------------------
+
+
+def report_blocks(report: Report, *, channel: str) -> dict:
+    """The report as one compact Block Kit message: ``{"text", "blocks"}``.
+
+    Names are shortened and correlated pairs capped so even 30 criteria fit Slack's limits.
+    """
+    title = f"Grader agreement · {report.period}"
+    blocks = [_header(title)]
+    if report.criteria:
+        blocks.append(
+            _context(
+                f"<#{channel}> · {report.summary()} · κ is measured once a criterion has "
+                f"{report.min_reviews} reviews; {KAPPA_TARGET} is the bar"
+            )
+        )
+        lines = "\n".join(_slack_line(c) for c in report.criteria)
+        blocks += [_section(piece) for piece in split_mrkdwn(lines)]
+    else:
+        blocks.append(
+            _section(
+                f"No reviews in <#{channel}> ({report.period}) yet. Review the grader with *Agree* "
+                "or *Disagree…* on its messages in a thread."
+            )
+        )
+    if report.flagged:
+        blocks.append(_section(f"⚠️ {ANCHOR_ADVICE}"))
+    if report.correlated:
+        blocks.append(_section(_slack_pairs(report.correlated)))
+    if report.criteria:
+        blocks.append(
+            _context(
+                "Agreement: share of verdicts where reviewer and grader matched. Baseline: what "
+                "always giving the reviewers' most common verdict would score. κ: agreement beyond "
+                "chance (quadratic-weighted for 1–5 scores)."
+            )
+        )
+    return {"text": f"{title}: {_headline(report)}", "blocks": blocks}
+
+
+def _headline(report: Report) -> str:
+    """E.g. ``5 criteria, 1 below κ 0.6`` (the notification text)."""
+    if not report.criteria:
+        return "no reviews yet"
+    flagged = len(report.flagged)
+    text = _plural(len(report.criteria), "criterion", "criteria")
+    return text + (f", {flagged} below κ {KAPPA_TARGET}" if flagged else "")
+
+
+def _slack_line(criterion: CriterionAgreement) -> str:
+    """E.g. ``⚠️ *Tone* (1–5) — 28 reviews · agree 25% (baseline 25%) · *κ 0.33*``."""
+    value = _shown_kappa(criterion)
+    agree = f"agree {_percent(criterion.percent_agreement)} (baseline {_percent(criterion.baseline)})"
+    if value is not None:
+        mark = "⚠️" if criterion.flagged else "✅"
+        facts = [_plural(criterion.n, "review"), agree, f"*κ {_kappa_words(value)}*"]
+    elif not criterion.enough:
+        mark, facts = "⏳", [f"_{criterion.note}_", agree]
+    else:
+        mark, facts = "➖", [_plural(criterion.n, "review"), agree, f"_{criterion.note}_"]
+    name = truncate(escape(criterion.criterion), SLACK_NAME_MAX)
+    return f"{mark} *{name}* ({_criterion_kind(criterion)}) — {' · '.join(facts)}"
+
+
+def _slack_pairs(pairs: Sequence[CorrelatedPair]) -> str:
+    lines = [
+        f"🔗 *{MERGE_ADVICE.capitalize()}* — their grader scores correlate above {CORRELATION_THRESHOLD}:"
+    ]
+    for pair in pairs[:SLACK_PAIRS_MAX]:
+        first = truncate(escape(pair.first), SLACK_NAME_MAX)
+        second = truncate(escape(pair.second), SLACK_NAME_MAX)
+        lines.append(f"• *{first}* & *{second}* (r = {pair.r:.2f} over {pair.answers} answers)")
+    if len(pairs) > SLACK_PAIRS_MAX:
+        lines.append(f"…and {_plural(len(pairs) - SLACK_PAIRS_MAX, 'more pair')}")
+    return "\n".join(lines)
+
+
+def _header(text: str) -> dict:
+    return {"type": "header", "text": {"type": "plain_text", "text": text}}
+
+
+def _section(text: str) -> dict:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def _context(text: str) -> dict:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+
+
+# --- Terminal --------------------------------------------------------------------------------
+
+
+def report_table(report: Report) -> str:
+    """The report as plain text for a terminal: a table, then the advice and correlated pairs."""
+    lines = [f"Grader agreement, {report.period}: {report.summary()}"]
+    lines += _table(report) if report.criteria else ["No reviews yet."]
+    if report.flagged:
+        names = ", ".join(c.criterion for c in report.flagged)
+        lines += ["", f"Flagged: {names}", ANCHOR_ADVICE]
+    if report.correlated:
+        lines += [
+            "",
+            f"Dimension pairs whose grader scores correlate above {CORRELATION_THRESHOLD} ({MERGE_ADVICE}):",
+        ]
+        lines += [
+            f"  {p.first} & {p.second}: r = {p.r:.2f} over {p.answers} answers" for p in report.correlated
+        ]
+    return "\n".join(lines)
+
+
+def _table(report: Report) -> list[str]:
+    """One aligned line per criterion under a header line, and a note on when κ is shown."""
+    header = ("Criterion", "Kind", "n", "Agree", "Baseline", "κ", "Flag")
+    rows = [
+        (
+            _plain(c.criterion, TABLE_NAME_MAX),
+            _criterion_kind(c),
+            str(c.n),
+            _percent(c.percent_agreement),
+            _percent(c.baseline),
+            _kappa_words(_shown_kappa(c)),
+            ("⚠ " if c.flagged else "") + _status_words(c),
+        )
+        for c in report.criteria
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    numeric = {2, 3, 4, 5}
+    lines = [
+        "  ".join(
+            cell.rjust(w) if i in numeric else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in [header, *rows]
+    ]
+    lines.append(
+        f"κ is shown once a criterion has {report.min_reviews} reviews; quadratic-weighted for 1–5 scores."
+    )
+    return lines
+
+
+# --- Chart -----------------------------------------------------------------------------------
+
+
+def render_chart(report: Report, path_or_buffer: str | PathLike[str] | IO[bytes]) -> None:
+    """Write the report as a PNG: κ per criterion against the 0.6 line, and agreement vs baseline.
+
+    Criteria without a κ (too few reviews, one label only) get a hatched band saying why,
+    never a bar at 0. Rendered with matplotlib's Agg canvas: no display is needed.
+    """
+    # Imported here: matplotlib takes a while to import and only reports draw charts.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    count = len(report.criteria)
+    figure = Figure(figsize=(13, max(3.5, 2 + 0.42 * count)), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    figure.suptitle(f"Grader agreement, {report.period} — {report.summary()}", fontsize=13)
+    if not report.criteria:
+        axes = figure.subplots()
+        axes.set_axis_off()
+        axes.text(0.5, 0.5, "No reviews yet", ha="center", va="center", fontsize=14)
+    else:
+        kappa_axes, agreement_axes = figure.subplots(1, 2, sharey=True)
+        _draw_kappa(kappa_axes, report)
+        _draw_agreement(agreement_axes, report)
+        legend = {}
+        for axes in (kappa_axes, agreement_axes):
+            handles, labels = axes.get_legend_handles_labels()
+            legend.update(zip(labels, handles, strict=True))
+        figure.legend(legend.values(), legend.keys(), loc="outside lower center", ncols=len(legend))
+    figure.savefig(path_or_buffer, format="png")
+
+
+def _draw_kappa(axes: Any, report: Report) -> None:
+    rows = range(len(report.criteria))
+    values = [_shown_kappa(c) for c in report.criteria]
+    left = min([-0.2, *[v - 0.3 for v in values if v is not None]])
+    for row, criterion, value in zip(rows, report.criteria, values, strict=True):
+        if value is None:
+            axes.barh(
+                row,
+                1.1 - left,
+                left=left,
+                height=0.6,
+                fill=False,
+                hatch="//",
+                edgecolor="#bdbdbd",
+                label="no κ (why is written in the band)",
+            )
+            axes.text(
+                0.02,
+                row,
+                _status_words(criterion),
+                va="center",
+                fontsize=9,
+                color="#424242",
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+            )
+            continue
+        colour = KAPPA_COLOURS["flagged" if criterion.flagged else "ok"]
+        bars = axes.barh(row, value, height=0.6, color=colour)
+        axes.bar_label(bars, fmt="%.2f", padding=3, fontsize=9)
+    axes.axvline(KAPPA_TARGET, linestyle="--", color="#616161", label=f"κ target {KAPPA_TARGET}")
+    axes.axvline(0, color="black", linewidth=0.8)
+    axes.set_xlim(left, 1.1)
+    axes.set_yticks(list(rows), [_plain(c.criterion, CHART_NAME_MAX) for c in report.criteria])
+    axes.invert_yaxis()
+    axes.set_title("Cohen's κ per criterion (red: under the target)")
+    axes.set_xlabel("κ, quadratic-weighted for 1–5 scores")
+
+
+def _draw_agreement(axes: Any, report: Report) -> None:
+    from matplotlib.ticker import PercentFormatter
+
+    rows = range(len(report.criteria))
+    series = (
+        ("agreement with reviewers", [c.percent_agreement for c in report.criteria], -0.2),
+        ("always-majority baseline", [c.baseline for c in report.criteria], 0.2),
+    )
+    for label, values, offset in series:
+        bars = axes.barh(
+            [r + offset for r in rows], values, height=0.38, color=AGREEMENT_COLOURS[label], label=label
+        )
+        axes.bar_label(bars, fmt=lambda v: f"{v:.0%}", padding=2, fontsize=8)
+    axes.set_xlim(0, 1.12)
+    axes.xaxis.set_major_formatter(PercentFormatter(1.0))
+    axes.set_title("Agreement vs. a grader always giving the majority verdict")
+    axes.set_xlabel("share of reviewed verdicts")

@@ -1,0 +1,271 @@
+"""Team review of one grader iteration: verdict strings, the review modal and reading it back.
+
+A reviewer's verdict on a criterion is stored as a string: ``"pass"``/``"fail"`` for a list
+rubric's criteria, ``"1"``..``"5"`` for a scored rubric's dimensions (see
+:class:`bot.store.ReviewVerdict`). Everything here is pure: the listeners fetch the evaluation,
+open the modal built here and store what :func:`parse_review_submission` returns.
+
+The modal's inputs are keyed by the criterion's position among the evaluation's reviewable
+criteria, not by its name: names may be longer than a block_id allows. Reading a submission
+back therefore takes the same evaluation, which is also where the grader's verdicts come from,
+so a stored review row always pairs the reviewer's verdict with what the grader really said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass
+from slack_sdk.models.blocks import (
+    Block,
+    InputBlock,
+    MarkdownTextObject,
+    Option,
+    PlainTextInputElement,
+    PlainTextObject,
+    SectionBlock,
+    StaticSelectElement,
+)
+from slack_sdk.models.views import View
+
+from bot.mrkdwn import truncate
+from bot.store import ReviewRow, ReviewVerdict
+
+__all__ = [
+    "COMMENT_MAX",
+    "REVIEW_CALLBACK_ID",
+    "ReviewContext",
+    "agree_verdicts",
+    "grader_verdicts",
+    "parse_review_submission",
+    "review_context",
+    "review_modal",
+    "verdict_label",
+]
+
+REVIEW_CALLBACK_ID = "review_submit"
+"""callback_id of the review modal; its private_metadata is a :class:`ReviewContext` as JSON."""
+
+PASS, FAIL = "pass", "fail"
+"""Verdict strings of a list rubric's criteria."""
+
+SCORES = tuple(str(score) for score in range(1, 6))
+"""Verdict strings of a scored rubric's dimensions, worst first."""
+
+VERDICT_WORDS: Mapping[str, str] = {PASS: "✅ Pass", FAIL: "❌ Fail", "1": "1 (worst)", "5": "5 (best)"}
+"""How a verdict reads in the modal's menus; scores 2–4 read as themselves."""
+
+COMMENT_MAX = 1000
+"""Longest comment a reviewer may give per criterion. Comments reach the grader's prompt as
+calibration examples, so they are kept to a few sentences."""
+
+MAX_MODAL_BLOCKS = View.blocks_max_length
+"""Most blocks Slack accepts in a modal (100): one intro plus two inputs per criterion."""
+
+LABEL_MAX = InputBlock.label_max_length
+"""Longest input label (and hint) Slack accepts: a criterion's name is shortened to it."""
+
+_VERDICT_BLOCK, _COMMENT_BLOCK = "verdict-{}", "comment-{}"
+"""block_id patterns of one criterion's inputs, filled with its position."""
+
+_VERDICT_ACTION, _COMMENT_ACTION = "verdict", "comment"
+"""action_ids of the inputs inside their blocks."""
+
+_Text = Annotated[str, Field(min_length=1)]
+"""A non-empty string field of the metadata: an empty id could never match a stored row."""
+
+
+@dataclass(frozen=True, config=ConfigDict(strict=True, extra="forbid"))
+class ReviewContext:
+    """Which iteration a review modal is about and where its evaluation message is."""
+
+    grading_run_id: _Text
+    iteration: Annotated[int, Field(ge=0)]
+    channel: _Text
+    message_ts: _Text
+    thread_ts: _Text
+
+
+_CONTEXT = TypeAdapter(ReviewContext)
+"""Reads and writes a ReviewContext as the modal's private_metadata."""
+
+
+def grader_verdicts(evaluation: Mapping[str, Any]) -> dict[str, str]:
+    """The grader's verdict per criterion name, in the evaluation's order.
+
+    A scored dimension's verdict is its score; a criterion the grader gave no score is left
+    out (nothing to agree or disagree with). A name repeated in a list rubric counts once: the
+    grader's verdicts on the copies cannot be told apart.
+    """
+    scored = evaluation.get("kind") == "scored"
+    verdicts: dict[str, str] = {}
+    for criterion in evaluation.get("criteria") or []:
+        name = str(criterion.get("name", ""))
+        if scored:
+            score = criterion.get("score")
+            verdict = str(score) if score is not None else None
+        else:
+            verdict = PASS if criterion.get("passed") else FAIL
+        if name and verdict is not None:
+            verdicts.setdefault(name, verdict)
+    return verdicts
+
+
+def agree_verdicts(evaluation: Mapping[str, Any]) -> list[ReviewVerdict]:
+    """The review recorded by Agree: the reviewer accepts every verdict of the iteration."""
+    return [ReviewVerdict(name, verdict, verdict) for name, verdict in grader_verdicts(evaluation).items()]
+
+
+def verdict_label(verdict: str) -> bool | int:
+    """A stored verdict string as the label agreement is computed on: pass → True, "3" → 3."""
+    if verdict in (PASS, FAIL):
+        return verdict == PASS
+    if verdict in SCORES:
+        return int(verdict)
+    raise ValueError(f"{verdict!r} is not a verdict; expected pass, fail or 1–5")
+
+
+# --- The modal --------------------------------------------------------------------------------
+
+
+def review_modal(
+    evaluation: Mapping[str, Any],
+    *,
+    channel: str,
+    message_ts: str,
+    thread_ts: str,
+    previous: Sequence[ReviewRow] | None = None,
+) -> dict:
+    """The Disagree… modal: one menu per criterion, pre-set, plus an optional comment each.
+
+    Each menu starts at the grader's verdict, or at this reviewer's ``previous`` verdict when
+    they reviewed the iteration before (their earlier comments are kept too). Raises ValueError
+    when the evaluation has nothing to review or more criteria than one modal can hold.
+    """
+    verdicts = grader_verdicts(evaluation)
+    if not verdicts:
+        raise ValueError("this evaluation has no graded criteria to review")
+    if 1 + 2 * len(verdicts) > MAX_MODAL_BLOCKS:
+        raise ValueError(f"{len(verdicts)} criteria are more than one review form can hold")
+    earlier = {row.criterion: row for row in previous or ()}
+    gaps = {str(c.get("name", "")): (c.get("gap") or "").strip() for c in evaluation.get("criteria") or []}
+    context = ReviewContext(
+        grading_run_id=str(evaluation["grading_run_id"]),
+        iteration=int(evaluation["iteration"]),
+        channel=channel,
+        message_ts=message_ts,
+        thread_ts=thread_ts,
+    )
+    choices = SCORES[::-1] if evaluation.get("kind") == "scored" else (PASS, FAIL)
+    blocks: list[Block] = [_intro(evaluation, revisiting=bool(earlier))]
+    for index, (name, grader) in enumerate(verdicts.items()):
+        before = earlier.get(name)
+        blocks += _criterion_inputs(index, name, grader, gaps.get(name, ""), choices, before)
+    view = View(
+        type="modal",
+        callback_id=REVIEW_CALLBACK_ID,
+        title="Review the grader",
+        submit="Save review",
+        close="Cancel",
+        private_metadata=_CONTEXT.dump_json(context).decode(),
+        blocks=blocks,
+    )
+    return view.to_dict()
+
+
+def _intro(evaluation: Mapping[str, Any], *, revisiting: bool) -> SectionBlock:
+    position = f"{int(evaluation['iteration']) + 1}/{evaluation.get('max_iterations', '?')}"
+    preset = "your earlier review" if revisiting else "the grader's verdicts"
+    text = (
+        f"*Iteration {position}* — the menus start at {preset}. Change the ones you disagree "
+        "with; a comment saying why helps the grader learn the team's judgement."
+    )
+    return SectionBlock(text=MarkdownTextObject(text=text))
+
+
+def _criterion_inputs(
+    index: int,
+    name: str,
+    grader: str,
+    gap: str,
+    choices: Sequence[str],
+    before: ReviewRow | None,
+) -> list[Block]:
+    options = {value: Option(value=value, label=VERDICT_WORDS.get(value, value)) for value in choices}
+    initial = before.reviewer_verdict if before and before.reviewer_verdict in options else grader
+    said = f"{grader}/5" if grader in SCORES else VERDICT_WORDS[grader]
+    hint = f"Grader: {said}" + (f" — {gap}" if gap else "")
+    return [
+        InputBlock(
+            block_id=_VERDICT_BLOCK.format(index),
+            label=PlainTextObject(text=truncate(name, LABEL_MAX)),
+            hint=PlainTextObject(text=truncate(hint, LABEL_MAX)),
+            element=StaticSelectElement(
+                action_id=_VERDICT_ACTION,
+                options=list(options.values()),
+                initial_option=options[initial],
+            ),
+        ),
+        InputBlock(
+            block_id=_COMMENT_BLOCK.format(index),
+            label="Why? (optional)",
+            optional=True,
+            element=PlainTextInputElement(
+                action_id=_COMMENT_ACTION,
+                multiline=True,
+                max_length=COMMENT_MAX,
+                initial_value=before.comment if before and before.comment else None,
+            ),
+        ),
+    ]
+
+
+# --- Reading a submission back ------------------------------------------------------------------
+
+
+def review_context(view: Mapping[str, Any]) -> ReviewContext:
+    """Which iteration a submitted review modal is about; ValueError if the view is not one."""
+    if view.get("callback_id") != REVIEW_CALLBACK_ID:
+        raise ValueError(f"not a review form (callback_id {view.get('callback_id')!r})")
+    try:
+        return _CONTEXT.validate_json(view.get("private_metadata") or "")
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'metadata'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ValueError(f"the review form's metadata is invalid: {problems}") from None
+
+
+def parse_review_submission(
+    view: Mapping[str, Any], evaluation: Mapping[str, Any]
+) -> tuple[ReviewContext, list[ReviewVerdict]]:
+    """The reviewer's verdicts from a submitted review modal of ``evaluation``.
+
+    ``evaluation`` is the stored evaluation the modal was built from (look it up with
+    :func:`review_context`'s run id and iteration): it supplies the criterion names and the
+    grader's verdicts. Raises ValueError when the view is not a review of that evaluation or
+    an answer is missing or not one of the offered verdicts.
+    """
+    context = review_context(view)
+    about = (str(evaluation.get("grading_run_id")), evaluation.get("iteration"))
+    if about != (context.grading_run_id, context.iteration):
+        raise ValueError("the review form is about a different iteration than the evaluation given")
+    values = (view.get("state") or {}).get("values") or {}
+    allowed = set(SCORES) if evaluation.get("kind") == "scored" else {PASS, FAIL}
+    verdicts = []
+    for index, (name, grader) in enumerate(grader_verdicts(evaluation).items()):
+        chosen = _input(values, _VERDICT_BLOCK.format(index), _VERDICT_ACTION).get("selected_option")
+        reviewer = chosen.get("value") if isinstance(chosen, Mapping) else None
+        if reviewer not in allowed:
+            raise ValueError(f"no valid verdict was given for {name!r}")
+        comment = _input(values, _COMMENT_BLOCK.format(index), _COMMENT_ACTION).get("value") or ""
+        verdicts.append(ReviewVerdict(name, grader, reviewer, str(comment).strip()[:COMMENT_MAX]))
+    return context, verdicts
+
+
+def _input(values: Mapping[str, Any], block_id: str, action_id: str) -> Mapping[str, Any]:
+    """One input's state; empty when Slack left it out (it does for untouched optional inputs)."""
+    state = (values.get(block_id) or {}).get(action_id)
+    return state if isinstance(state, Mapping) else {}
