@@ -22,7 +22,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import StateSnapshot
 
 from bot.config import ConfigError, Settings, problem
-from grading import EVIDENCE_TOOLS, RubricMiddleware
+from grading import EVIDENCE_TOOLS, CalibrationExample, Rubric, RubricMiddleware
 
 WORKER_SYSTEM_PROMPT = (
     "You are a helpful teammate answering requests in a Slack thread. "
@@ -37,6 +37,10 @@ EVALUATION_END = "rubric_evaluation_end"
 
 CHECKPOINT_SYNC_PRAGMA = "PRAGMA synchronous = NORMAL"
 """Durability of checkpoint commits: see `open_agent`."""
+
+CALIBRATION_KEY = "calibration_examples"
+"""Config key (under ``configurable``) holding the team's worked examples for this run's grader.
+The runner fetches them from the store before the run, since the grader's hook cannot await."""
 
 EvaluationHandler = Callable[[dict[str, Any]], Awaitable[None]]
 """Called with each grader iteration's evaluation as it happens."""
@@ -85,8 +89,16 @@ def build_agent(
     max_iterations: int,
     checkpointer: BaseCheckpointSaver,
 ) -> ConversationAgent:
-    """The worker agent whose answers are graded against the thread's rubric and revised."""
-    rubric = RubricMiddleware(model=grader, max_iterations=max_iterations, tools=EVIDENCE_TOOLS)
+    """The worker agent whose answers are graded against the thread's rubric and revised.
+
+    The grader is shown whatever calibration examples the run's config carries (see `agent_config`).
+    """
+    rubric = RubricMiddleware(
+        model=grader,
+        max_iterations=max_iterations,
+        tools=EVIDENCE_TOOLS,
+        calibration=configured_calibration,
+    )
     return create_agent(
         worker,
         system_prompt=WORKER_SYSTEM_PROMPT,
@@ -107,9 +119,27 @@ async def open_agent(settings: Settings) -> AsyncIterator[ConversationAgent]:
         yield build_agent(worker, grader, max_iterations=settings.max_iterations, checkpointer=checkpointer)
 
 
-def agent_config(thread_id: str, *, team: str | None = None, channel: str | None = None) -> RunnableConfig:
-    """The invocation config of one conversation (team and channel let the grader find calibration)."""
-    return {"configurable": {"thread_id": thread_id, "team": team, "channel": channel}}
+def agent_config(
+    thread_id: str,
+    *,
+    team: str | None = None,
+    channel: str | None = None,
+    calibration: Sequence[CalibrationExample] = (),
+) -> RunnableConfig:
+    """The invocation config of one conversation, with the team's examples for its grader, if any."""
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "team": team,
+            "channel": channel,
+            CALIBRATION_KEY: list(calibration),
+        }
+    }
+
+
+def configured_calibration(rubric: Rubric, config: RunnableConfig) -> Sequence[CalibrationExample]:
+    """The grader's calibration source: the examples the run's config carries (none by default)."""
+    return (config.get("configurable") or {}).get(CALIBRATION_KEY) or []
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""`rubric-bot` (also `python -m bot`): serve the Slack bot, print its manifest, try a rubric locally.
+"""`rubric-bot` (also `python -m bot`): serve the Slack bot, print its manifest, try a rubric locally,
+report how far the grader agrees with the team's reviews.
 
 Configuration problems end the program with one message and exit code 2, never a traceback.
 """
@@ -21,7 +22,10 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from bot.agent import TurnOutcome, agent_config, build_agent, init_models, run_turn
+from bot.commands import CommandError, report_days
 from bot.config import ENV_FILE, ConfigError, load_settings, provided_names
+from bot.report import Report, load_report, render_chart, report_table
+from bot.store import Store
 from grading import RubricError, parse_rubric
 
 EXIT_CONFIG = 2
@@ -190,6 +194,52 @@ def format_outcome(outcome: TurnOutcome) -> str:
     return "\n".join([*lines, "", outcome.answer])
 
 
+# -- report ------------------------------------------------------------------------------------
+
+
+def _configure_report(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--channel", help="a Slack channel id, e.g. C0123ABCD (default: every channel)")
+    parser.add_argument("--days", type=_days, help="only reviews of the last N days (default: all time)")
+    parser.add_argument("--chart", type=Path, metavar="FILE", help="also write the chart to FILE (PNG)")
+    parser.add_argument(
+        "--db", type=Path, metavar="PATH", help="the bot's SQLite file (default: RUBRIC_BOT_DB)"
+    )
+
+
+def _days(text: str) -> int | None:
+    try:
+        return report_days(text)
+    except CommandError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("`", "")) from None
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    # Only the database is needed: no Slack tokens or models, so nothing else is required.
+    db = args.db or load_settings().db_path
+    if not db.is_file():
+        print(f"rubric-bot: no database at {db} (set RUBRIC_BOT_DB or pass --db)", file=sys.stderr)
+        return EXIT_CONFIG
+    report = asyncio.run(_load_report(db, channel=args.channel, days=args.days))
+    print(f"Channel {args.channel}" if args.channel else "All channels")
+    print(report_table(report))
+    if args.chart:
+        try:
+            render_chart(report, args.chart)
+        except OSError as exc:
+            print(f"rubric-bot: cannot write {args.chart}: {exc.strerror}", file=sys.stderr)
+            return EXIT_FAILURE
+        print(f"\nChart written to {args.chart}")
+    return 0
+
+
+async def _load_report(db: Path, *, channel: str | None, days: int | None) -> Report:
+    store = await Store.open(str(db))
+    try:
+        return await load_report(store, team=None, channel=channel, days=days)
+    finally:
+        await store.close()
+
+
 # -- entry point -------------------------------------------------------------------------------
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
@@ -203,8 +253,14 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "grade", "answer a task and grade it against a rubric, in the terminal", _configure_grade, _run_grade
     ),
+    Subcommand(
+        "report",
+        "how far the grader agrees with the team's reviews, per criterion (reads the database only)",
+        _configure_report,
+        _run_report,
+    ),
 )
-"""Every `rubric-bot` subcommand; a new one (e.g. the review `report`) is one more entry."""
+"""Every `rubric-bot` subcommand; a new one is one more entry."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,20 +6,24 @@ unweighted for pass/fail) and the agreement of a constant majority-label grader,
 can be told from luck; and, from the grader's own scores, dimension pairs so correlated they
 likely measure one thing. The numbers come from :mod:`grading.agreement`; this module groups
 the reviews and presents the result three ways: Block Kit, a terminal table and a PNG chart.
+:func:`load_report` builds it from the bot's store.
 """
 
 from __future__ import annotations
 
+import asyncio
+import io
 import itertools
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from os import PathLike
 from typing import IO, Any
 
 from bot.mrkdwn import escape, split_mrkdwn, truncate
 from bot.review import grader_verdicts, verdict_label
-from bot.store import ReviewRow
+from bot.store import ReviewRow, Store
 from grading.agreement import (
     CORRELATION_THRESHOLD,
     KAPPA_TARGET,
@@ -34,6 +38,8 @@ __all__ = [
     "CorrelatedPair",
     "Report",
     "build_report",
+    "chart_png",
+    "load_report",
     "render_chart",
     "report_blocks",
     "report_table",
@@ -134,6 +140,18 @@ def build_report(
         days=days,
         min_reviews=min_reviews,
     )
+
+
+async def load_report(store: Store, *, team: str | None, channel: str | None, days: int | None) -> Report:
+    """The report over the reviews and evaluations of a channel's last ``days`` days (None: all).
+
+    ``None`` for ``team`` or ``channel`` spans every one. The numbers are worked out in a thread:
+    scikit-learn's import and κ would otherwise hold up the event loop that answers Slack.
+    """
+    since = datetime.now(UTC) - timedelta(days=days) if days is not None else None
+    reviews = await store.reviews_in_channel(team, channel, since)
+    evaluations = await store.evaluations_in_channel(team, channel, since)
+    return await asyncio.to_thread(build_report, reviews, evaluations, days=days)
 
 
 def _pairs_by_criterion(reviews: Iterable[ReviewRow]) -> dict[str, list[tuple[Label, Label]]]:
@@ -391,6 +409,13 @@ def render_chart(report: Report, path_or_buffer: str | PathLike[str] | IO[bytes]
             legend.update(zip(labels, handles, strict=True))
         figure.legend(legend.values(), legend.keys(), loc="outside lower center", ncols=len(legend))
     figure.savefig(path_or_buffer, format="png")
+
+
+def chart_png(report: Report) -> bytes:
+    """The chart of :func:`render_chart` as PNG bytes, e.g. for an upload."""
+    buffer = io.BytesIO()
+    render_chart(report, buffer)
+    return buffer.getvalue()
 
 
 def _draw_kappa(axes: Any, report: Report) -> None:

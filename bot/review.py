@@ -1,4 +1,5 @@
-"""Team review of one grader iteration: verdict strings, the review modal and reading it back.
+"""Team review of one grader iteration: verdict strings, the review modal, reading it back, and
+the team's disagreements as worked examples for the grader (calibration).
 
 A reviewer's verdict on a criterion is stored as a string: ``"pass"``/``"fail"`` for a list
 rubric's criteria, ``"1"``..``"5"`` for a scored rubric's dimensions (see
@@ -30,18 +31,23 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from bot.mrkdwn import truncate
+from bot.mrkdwn import SECTION_TEXT_MAX, escape, truncate
 from bot.store import ReviewRow, ReviewVerdict
+from grading import CalibrationExample
 
 __all__ = [
+    "CALIBRATION_EXAMPLES",
     "COMMENT_MAX",
     "REVIEW_CALLBACK_ID",
     "ReviewContext",
+    "ReviewInputError",
     "agree_verdicts",
+    "calibration_examples",
     "grader_verdicts",
     "parse_review_submission",
     "review_context",
     "review_modal",
+    "review_notice",
     "verdict_label",
 ]
 
@@ -61,11 +67,21 @@ COMMENT_MAX = 1000
 """Longest comment a reviewer may give per criterion. Comments reach the grader's prompt as
 calibration examples, so they are kept to a few sentences."""
 
+CALIBRATION_EXAMPLES = 5
+"""Most team disagreements shown to the grader as worked examples, newest first. A few recent
+cases steer the grader; many would crowd its prompt and weigh old judgements as much as new."""
+
+MODAL_TITLE = "Review the grader"
+"""Title of the review modal and of the notice that replaces it when a review cannot be saved."""
+
 MAX_MODAL_BLOCKS = View.blocks_max_length
 """Most blocks Slack accepts in a modal (100): one intro plus two inputs per criterion."""
 
 LABEL_MAX = InputBlock.label_max_length
 """Longest input label (and hint) Slack accepts: a criterion's name is shortened to it."""
+
+ERROR_NAME_MAX = 100
+"""Longest criterion name quoted in an error shown under a form input (its label names it too)."""
 
 _VERDICT_BLOCK, _COMMENT_BLOCK = "verdict-{}", "comment-{}"
 """block_id patterns of one criterion's inputs, filled with its position."""
@@ -75,6 +91,14 @@ _VERDICT_ACTION, _COMMENT_ACTION = "verdict", "comment"
 
 _Text = Annotated[str, Field(min_length=1)]
 """A non-empty string field of the metadata: an empty id could never match a stored row."""
+
+
+class ReviewInputError(ValueError):
+    """A submitted review form has an unusable answer; ``block_id`` is the input at fault."""
+
+    def __init__(self, message: str, block_id: str) -> None:
+        super().__init__(message)
+        self.block_id = block_id
 
 
 @dataclass(frozen=True, config=ConfigDict(strict=True, extra="forbid"))
@@ -127,6 +151,23 @@ def verdict_label(verdict: str) -> bool | int:
     raise ValueError(f"{verdict!r} is not a verdict; expected pass, fail or 1–5")
 
 
+def calibration_examples(rows: Sequence[ReviewRow]) -> list[CalibrationExample]:
+    """The team's disagreements as the grader's worked examples; scores read as ``2/5``."""
+    return [
+        CalibrationExample(
+            criterion=row.criterion,
+            grader_verdict=_verdict_words(row.grader_verdict),
+            team_verdict=_verdict_words(row.reviewer_verdict),
+            comment=row.comment,
+        )
+        for row in rows
+    ]
+
+
+def _verdict_words(verdict: str) -> str:
+    return f"{verdict}/5" if verdict in SCORES else verdict
+
+
 # --- The modal --------------------------------------------------------------------------------
 
 
@@ -166,11 +207,22 @@ def review_modal(
     view = View(
         type="modal",
         callback_id=REVIEW_CALLBACK_ID,
-        title="Review the grader",
+        title=MODAL_TITLE,
         submit="Save review",
         close="Cancel",
         private_metadata=_CONTEXT.dump_json(context).decode(),
         blocks=blocks,
+    )
+    return view.to_dict()
+
+
+def review_notice(text: str) -> dict:
+    """A modal that only says ``text``: shown in place of a review form that cannot be saved."""
+    view = View(
+        type="modal",
+        title=MODAL_TITLE,
+        close="Close",
+        blocks=[SectionBlock(text=MarkdownTextObject(text=truncate(escape(text), SECTION_TEXT_MAX)))],
     )
     return view.to_dict()
 
@@ -246,7 +298,8 @@ def parse_review_submission(
     ``evaluation`` is the stored evaluation the modal was built from (look it up with
     :func:`review_context`'s run id and iteration): it supplies the criterion names and the
     grader's verdicts. Raises ValueError when the view is not a review of that evaluation or
-    an answer is missing or not one of the offered verdicts.
+    an answer is missing or not one of the offered verdicts (then a :class:`ReviewInputError`
+    naming the input's block).
     """
     context = review_context(view)
     about = (str(evaluation.get("grading_run_id")), evaluation.get("iteration"))
@@ -256,10 +309,12 @@ def parse_review_submission(
     allowed = set(SCORES) if evaluation.get("kind") == "scored" else {PASS, FAIL}
     verdicts = []
     for index, (name, grader) in enumerate(grader_verdicts(evaluation).items()):
-        chosen = _input(values, _VERDICT_BLOCK.format(index), _VERDICT_ACTION).get("selected_option")
+        block_id = _VERDICT_BLOCK.format(index)
+        chosen = _input(values, block_id, _VERDICT_ACTION).get("selected_option")
         reviewer = chosen.get("value") if isinstance(chosen, Mapping) else None
         if reviewer not in allowed:
-            raise ValueError(f"no valid verdict was given for {name!r}")
+            shown = truncate(name, ERROR_NAME_MAX)
+            raise ReviewInputError(f"Choose one of the offered verdicts for “{shown}”.", block_id)
         comment = _input(values, _COMMENT_BLOCK.format(index), _COMMENT_ACTION).get("value") or ""
         verdicts.append(ReviewVerdict(name, grader, reviewer, str(comment).strip()[:COMMENT_MAX]))
     return context, verdicts

@@ -24,8 +24,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import render
 from bot.agent import ConversationAgent, TurnOutcome, agent_config, run_turn
 from bot.conversation import UserMessage
+from bot.review import CALIBRATION_EXAMPLES, calibration_examples
 from bot.store import INTERRUPTED, Store
-from grading import RubricError, parse_rubric
+from grading import CalibrationExample, RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)
 
@@ -201,6 +202,13 @@ class ThreadRunner:
             rubric_text = await self._store.get_channel_rubric(message.team, message.channel)
             if rubric_text:
                 inputs["rubric"] = rubric_text
+        if rubric_text:
+            config = agent_config(
+                message.thread_id,
+                team=message.team,
+                channel=message.channel,
+                calibration=await self._calibration(message, rubric_text),
+            )
         outcome = await run_turn(
             self._agent,
             inputs,
@@ -210,6 +218,15 @@ class ThreadRunner:
         )
         await self._post_final(message, outcome)
         return outcome.status or "answered"
+
+    async def _calibration(self, message: UserMessage, rubric_text: str) -> list[CalibrationExample]:
+        """The channel's latest disagreements with this rubric's grader, unless calibration is off."""
+        if not await self._store.calibration_enabled(message.team, message.channel):
+            return []
+        rows = await self._store.recent_disagreements(
+            message.team, message.channel, rubric_text, limit=CALIBRATION_EXAMPLES
+        )
+        return calibration_examples(rows)
 
     async def _post_evaluation(
         self, message: UserMessage, rubric_text: str, evaluation: dict[str, Any]

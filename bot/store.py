@@ -376,6 +376,20 @@ class Store:
             created_at=datetime.fromisoformat(created_at),
         )
 
+    async def evaluations_in_channel(
+        self, team: str | None, channel: str | None, since: datetime | None = None
+    ) -> list[dict[str, Any]]:
+        """The evaluations posted in a channel, oldest first; only those from ``since`` on if given.
+
+        ``None`` for ``team`` or ``channel`` matches every one (the terminal report may span them).
+        """
+        clause, params = _scope(team, channel, since)
+        rows = await self._fetch_all(
+            f"SELECT evaluation FROM evaluations {clause} ORDER BY created_at, grading_run_id, iteration",
+            params,
+        )
+        return [json.loads(row[0]) for row in rows]
+
     # -- reviews ---------------------------------------------------------------------------------
 
     async def save_review(
@@ -414,13 +428,13 @@ class Store:
         )
 
     async def reviews_in_channel(
-        self, team: str, channel: str, since: datetime | None = None
+        self, team: str | None, channel: str | None, since: datetime | None = None
     ) -> list[ReviewRow]:
-        """The channel's reviews, oldest first; only those made at or after ``since`` if given."""
-        clause, params = "WHERE team = ? AND channel = ?", [team, channel]
-        if since is not None:
-            clause += " AND created_at >= ?"
-            params.append(_iso(since))
+        """The channel's reviews, oldest first; only those made at or after ``since`` if given.
+
+        ``None`` for ``team`` or ``channel`` matches every one (the terminal report may span them).
+        """
+        clause, params = _scope(team, channel, since)
         return await self._reviews(f"{clause} ORDER BY created_at, reviewer, criterion", params)
 
     async def recent_disagreements(
@@ -490,6 +504,22 @@ def _run(row: Sequence[Any]) -> RunRecord:
         started_at=datetime.fromisoformat(started_at),
         finished_at=datetime.fromisoformat(finished_at) if finished_at else None,
     )
+
+
+def _scope(team: str | None, channel: str | None, since: datetime | None) -> tuple[str, list[Any]]:
+    """A WHERE clause (and its parameters) for rows of a team and channel created from ``since`` on.
+
+    A ``None`` filter is left out. Both the reviews and the evaluations table have these columns.
+    """
+    conditions, params = [], []
+    for column, value in (("team", team), ("channel", channel)):
+        if value is not None:
+            conditions.append(f"{column} = ?")
+            params.append(value)
+    if since is not None:
+        conditions.append("created_at >= ?")
+        params.append(_iso(since))
+    return ("WHERE " + " AND ".join(conditions) if conditions else ""), params
 
 
 def _iso(moment: datetime) -> str:

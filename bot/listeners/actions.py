@@ -1,22 +1,148 @@
-"""Button clicks on the bot's messages.
+"""The review buttons on evaluation messages: Agree records a review, Disagree… opens the form.
 
-The review buttons (Agree / Disagree…) on evaluation messages belong to the team-review feature;
-until it is in place a click is acknowledged so Slack does not show the user an error.
+A review is saved before its message is touched, and the message then shows the tally of every
+review stored for that iteration. Refreshes of one message take turns, so whichever runs last
+has read every review saved before it: concurrent reviewers never leave a stale tally behind.
+The form's submission is handled in :mod:`bot.listeners.views`.
 """
 
 from __future__ import annotations
 
-from slack_bolt.async_app import AsyncAck, AsyncApp
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+from weakref import WeakValueDictionary
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
+from bot.listeners.context import services_of
+from bot.review import agree_verdicts, review_modal
+from bot.runner import SLACK_ERRORS
+from bot.store import EvaluationRecord, ReviewVerdict, Store
+
+logger = logging.getLogger(__name__)
+
+UNKNOWN_EVALUATION = (
+    "I have no record of that grader iteration (it may be older than the bot's database), "
+    "so it can't be reviewed."
+)
+"""Told to someone who clicks a review button of an iteration the store does not know."""
+
+NOTHING_TO_REVIEW = "That grader iteration has no graded criteria, so there is nothing to review."
+"""Told to someone who reviews an iteration whose grader gave no verdicts (e.g. a grader error)."""
+
+_TALLY_LOCKS: WeakValueDictionary[tuple[str, int], asyncio.Lock] = WeakValueDictionary()
+"""One lock per evaluation message being refreshed; an entry lives only while someone holds it."""
 
 
 def register(app: AsyncApp) -> None:
     """Listen to the review buttons."""
-    for action_id in (render.AGREE_ACTION_ID, render.DISAGREE_ACTION_ID):
-        app.action(action_id)(acknowledge)
+    app.action(render.AGREE_ACTION_ID)(on_agree)
+    app.action(render.DISAGREE_ACTION_ID)(on_disagree)
 
 
-async def acknowledge(ack: AsyncAck) -> None:
-    """Answer Slack within its 3-second window."""
+async def on_agree(
+    ack: AsyncAck,
+    body: dict[str, Any],
+    action: dict[str, Any],
+    context: AsyncBoltContext,
+    client: AsyncWebClient,
+) -> None:
+    """Record that the clicker accepts every verdict of the iteration, then show the new tally."""
     await ack()
+    store = services_of(context).store
+    record = await clicked_evaluation(store, action)
+    if record is None:
+        await tell_clicker(client, body, UNKNOWN_EVALUATION)
+        return
+    verdicts = agree_verdicts(record.evaluation)
+    if not verdicts:
+        await tell_clicker(client, body, NOTHING_TO_REVIEW)
+        return
+    await save_review(store, record, body["user"]["id"], verdicts)
+    await show_tally(store, client, record)
+
+
+async def on_disagree(
+    ack: AsyncAck,
+    body: dict[str, Any],
+    action: dict[str, Any],
+    context: AsyncBoltContext,
+    client: AsyncWebClient,
+) -> None:
+    """Open the review form, set to the clicker's earlier review or else to the grader's verdicts."""
+    await ack()
+    store = services_of(context).store
+    record = await clicked_evaluation(store, action)
+    if record is None:
+        await tell_clicker(client, body, UNKNOWN_EVALUATION)
+        return
+    reviewer = body["user"]["id"]
+    reviews = await store.reviews_for_iteration(record.grading_run_id, record.iteration)
+    try:
+        view = review_modal(
+            record.evaluation,
+            channel=record.channel,
+            message_ts=record.message_ts,
+            thread_ts=record.thread_ts,
+            previous=[row for row in reviews if row.reviewer == reviewer],
+        )
+    except ValueError as exc:
+        await tell_clicker(client, body, f"This iteration can't be reviewed: {exc}.")
+        return
+    try:
+        await client.views_open(trigger_id=body["trigger_id"], view=view)
+    except SLACK_ERRORS as exc:
+        logger.warning("could not open the review form: %s", exc)
+
+
+async def clicked_evaluation(store: Store, action: dict[str, Any]) -> EvaluationRecord | None:
+    """The evaluation a review button belongs to; None if its value is unreadable or unknown."""
+    try:
+        grading_run_id, iteration = render.parse_review_value(action.get("value") or "")
+    except (ValueError, KeyError, TypeError):
+        return None
+    return await store.get_evaluation(grading_run_id, iteration)
+
+
+async def save_review(
+    store: Store, record: EvaluationRecord, reviewer: str, verdicts: Sequence[ReviewVerdict]
+) -> None:
+    """Store ``reviewer``'s verdicts on the iteration, replacing their earlier review of it."""
+    await store.save_review(
+        record.team,
+        record.channel,
+        record.thread_ts,
+        record.grading_run_id,
+        record.iteration,
+        reviewer,
+        verdicts,
+    )
+
+
+async def show_tally(store: Store, client: AsyncWebClient, record: EvaluationRecord) -> None:
+    """Re-render the iteration's message with the tally of its stored reviews."""
+    key = (record.grading_run_id, record.iteration)
+    lock = _TALLY_LOCKS.setdefault(key, asyncio.Lock())
+    async with lock:
+        tally = render.ReviewTally.from_rows(await store.reviews_for_iteration(*key))
+        message = render.evaluation_message(record.evaluation, tally=tally)
+        try:
+            await client.chat_update(channel=record.channel, ts=record.message_ts, **message)
+        except SLACK_ERRORS as exc:
+            logger.warning("could not show the review tally in %s: %s", record.channel, exc)
+
+
+async def tell_clicker(client: AsyncWebClient, body: dict[str, Any], text: str) -> None:
+    """Answer a button click with a message only the clicker sees, in the message's thread."""
+    container = body.get("container") or {}
+    channel = (body.get("channel") or {}).get("id") or container.get("channel_id")
+    try:
+        await client.chat_postEphemeral(
+            channel=channel, user=body["user"]["id"], thread_ts=container.get("thread_ts"), text=text
+        )
+    except SLACK_ERRORS as exc:
+        logger.warning("could not answer a review click in %s: %s", channel, exc)

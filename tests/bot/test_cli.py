@@ -33,6 +33,7 @@ def test_manifest_is_the_repos_manifest_and_a_complete_socket_mode_app(capsys):
         "groups:history",
         "im:history",
         "reactions:write",
+        "files:write",
     }
     assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {
         "app_mention",
