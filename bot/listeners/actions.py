@@ -52,11 +52,9 @@ async def on_agree(
     client: AsyncWebClient,
 ) -> None:
     """Record that the clicker accepts every verdict of the iteration, then show the new tally."""
-    await ack()
     store = services_of(context).store
-    record = await clicked_evaluation(store, action)
+    record = await _acknowledge_click(ack, store, client, body, action)
     if record is None:
-        await tell_clicker(client, body, UNKNOWN_EVALUATION)
         return
     verdicts = agree_verdicts(record.evaluation)
     if not verdicts:
@@ -74,11 +72,9 @@ async def on_disagree(
     client: AsyncWebClient,
 ) -> None:
     """Open the review form, set to the clicker's earlier review or else to the grader's verdicts."""
-    await ack()
     store = services_of(context).store
-    record = await clicked_evaluation(store, action)
+    record = await _acknowledge_click(ack, store, client, body, action)
     if record is None:
-        await tell_clicker(client, body, UNKNOWN_EVALUATION)
         return
     reviewer = body["user"]["id"]
     reviews = await store.reviews_for_iteration(record.grading_run_id, record.iteration)
@@ -97,6 +93,21 @@ async def on_disagree(
         await client.views_open(trigger_id=body["trigger_id"], view=view)
     except SLACK_ERRORS as exc:
         logger.warning("could not open the review form: %s", exc)
+
+
+async def _acknowledge_click(
+    ack: AsyncAck,
+    store: Store,
+    client: AsyncWebClient,
+    body: dict[str, Any],
+    action: dict[str, Any],
+) -> EvaluationRecord | None:
+    """Ack the click and find its evaluation; an unknown one is explained to the clicker."""
+    await ack()
+    record = await clicked_evaluation(store, action)
+    if record is None:
+        await tell_clicker(client, body, UNKNOWN_EVALUATION)
+    return record
 
 
 async def clicked_evaluation(store: Store, action: dict[str, Any]) -> EvaluationRecord | None:

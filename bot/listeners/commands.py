@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
@@ -29,6 +30,7 @@ from bot.listeners.context import services_of
 from bot.report import Report, chart_png, load_report, report_blocks
 from bot.review import CALIBRATION_EXAMPLES
 from bot.runner import SLACK_ERRORS
+from bot.store import Store
 from grading import RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)
@@ -60,56 +62,62 @@ async def on_rubric(
     """Route `/rubric …` to its subcommand; a malformed one gets the help text."""
     try:
         parsed = parse_command(command.get("text") or "")
-        await SUBCOMMANDS[parsed.name](parsed, ack, command, context, client)
+        await SUBCOMMANDS[parsed.name](Invocation(parsed, ack, command, context, client))
     except CommandError as exc:
         await _answer(ack, f"{exc}\n\n{render.help_text(include_reviews=True)}")
 
 
-Subcommand = Callable[
-    [RubricCommand, AsyncAck, dict[str, Any], AsyncBoltContext, AsyncWebClient], Awaitable[None]
-]
+@dataclass(frozen=True)
+class Invocation:
+    """One `/rubric …` call: the parsed subcommand and what Bolt passed with it."""
+
+    parsed: RubricCommand
+    ack: AsyncAck
+    command: dict[str, Any]
+    context: AsyncBoltContext
+    client: AsyncWebClient
+
+    @property
+    def team(self) -> str:
+        return self.command.get("team_id") or self.context.team_id or ""
+
+    @property
+    def channel(self) -> str:
+        return self.command["channel_id"]
+
+    @property
+    def store(self) -> Store:
+        return services_of(self.context).store
+
+
+Subcommand = Callable[[Invocation], Awaitable[None]]
 """A `/rubric` subcommand's handler; each must call `ack` (that is its answer). It may raise
 `CommandError` for a bad argument, but only before it acks."""
 
 
-async def _edit(
-    parsed: RubricCommand,
-    ack: AsyncAck,
-    command: dict[str, Any],
-    context: AsyncBoltContext,
-    client: AsyncWebClient,
-) -> None:
-    store = services_of(context).store
-    current = await store.get_channel_rubric(_team(command, context), command["channel_id"])
-    await ack()
+async def _edit(call: Invocation) -> None:
+    current = await call.store.get_channel_rubric(call.team, call.channel)
+    await call.ack()
     try:
-        await client.views_open(
-            trigger_id=command["trigger_id"],
-            view=render.rubric_modal(current, channel_id=command["channel_id"]),
+        await call.client.views_open(
+            trigger_id=call.command["trigger_id"],
+            view=render.rubric_modal(current, channel_id=call.channel),
         )
     except SLACK_ERRORS as exc:
         logger.warning("could not open the rubric editor: %s", exc)
 
 
-async def _set(
-    parsed: RubricCommand,
-    ack: AsyncAck,
-    command: dict[str, Any],
-    context: AsyncBoltContext,
-    client: AsyncWebClient,
-) -> None:
-    text = slack_unescape(parsed.argument)
+async def _set(call: Invocation) -> None:
+    text = slack_unescape(call.parsed.argument)
     try:
         rubric = parse_rubric(text)
     except RubricError as exc:
-        await _answer(ack, **render.rubric_error(str(exc)))
+        await _answer(call.ack, **render.rubric_error(str(exc)))
         return
-    await services_of(context).store.set_channel_rubric(
-        _team(command, context), command["channel_id"], text, command["user_id"]
-    )
+    await call.store.set_channel_rubric(call.team, call.channel, text, call.command["user_id"])
     confirmation = render.rubric_confirmation(rubric)
     await _answer(
-        ack,
+        call.ack,
         f"Channel default rubric set. {confirmation['text']}",
         blocks=[
             _lead("New conversations in this channel will be graded against this rubric."),
@@ -118,63 +126,42 @@ async def _set(
     )
 
 
-async def _show(
-    parsed: RubricCommand,
-    ack: AsyncAck,
-    command: dict[str, Any],
-    context: AsyncBoltContext,
-    client: AsyncWebClient,
-) -> None:
-    store = services_of(context).store
-    current = await store.get_channel_rubric(_team(command, context), command["channel_id"])
+async def _show(call: Invocation) -> None:
+    current = await call.store.get_channel_rubric(call.team, call.channel)
     if current is None:
-        await _answer(ack, f"This channel has no default rubric. {render.no_rubric_hint()}")
+        await _answer(call.ack, f"This channel has no default rubric. {render.no_rubric_hint()}")
         return
-    await _answer(ack, f"This channel's default rubric for new conversations:\n```{current}```")
+    await _answer(call.ack, f"This channel's default rubric for new conversations:\n```{current}```")
 
 
-async def _clear(
-    parsed: RubricCommand,
-    ack: AsyncAck,
-    command: dict[str, Any],
-    context: AsyncBoltContext,
-    client: AsyncWebClient,
-) -> None:
-    store = services_of(context).store
-    cleared = await store.clear_channel_rubric(_team(command, context), command["channel_id"])
+async def _clear(call: Invocation) -> None:
+    cleared = await call.store.clear_channel_rubric(call.team, call.channel)
     await _answer(
-        ack,
+        call.ack,
         "Cleared this channel's default rubric; threads that already have one keep it."
         if cleared
         else "This channel had no default rubric.",
     )
 
 
-async def _report(
-    parsed: RubricCommand,
-    ack: AsyncAck,
-    command: dict[str, Any],
-    context: AsyncBoltContext,
-    client: AsyncWebClient,
-) -> None:
+async def _report(call: Invocation) -> None:
     """Post the channel's agreement report and its chart; ack first, since κ and the chart take a while.
 
     With no reviews yet only the caller is told so, not the whole channel.
     """
-    days = report_days(parsed.argument)
-    await _answer(ack, "Working out how far the grader agrees with this channel's reviews…")
-    channel = command["channel_id"]
-    store = services_of(context).store
-    report = await load_report(store, team=_team(command, context), channel=channel, days=days)
+    days = report_days(call.parsed.argument)
+    await _answer(call.ack, "Working out how far the grader agrees with this channel's reviews…")
+    channel = call.channel
+    report = await load_report(call.store, team=call.team, channel=channel, days=days)
     if report.reviews == 0:
-        await _respond(context, **report_blocks(report, channel=channel))
+        await _respond(call.context, **report_blocks(report, channel=channel))
         return
     try:
-        await _post_report(client, report, channel)
+        await _post_report(call.client, report, channel)
     except UPLOAD_ERRORS as exc:
         logger.warning("could not post the agreement report in %s: %s", channel, exc)
         await _respond(
-            context,
+            call.context,
             text=f"I couldn't post the report or its chart here ({_slack_error(exc)}). If I'm not in this "
             "channel, invite me with `/invite @rubric-bot` and try again.",
         )
@@ -207,21 +194,14 @@ def _slack_error(exc: Exception) -> str:
     return exc.response.get("error") if isinstance(exc, SlackApiError) else type(exc).__name__
 
 
-async def _calibration(
-    parsed: RubricCommand,
-    ack: AsyncAck,
-    command: dict[str, Any],
-    context: AsyncBoltContext,
-    client: AsyncWebClient,
-) -> None:
+async def _calibration(call: Invocation) -> None:
     """Show, or switch on or off, whether the grader learns from the channel's disagreements."""
-    switch = calibration_switch(parsed.argument)
-    store = services_of(context).store
-    team, channel = _team(command, context), command["channel_id"]
+    switch = calibration_switch(call.parsed.argument)
+    team, channel = call.team, call.channel
     if switch is not None:
-        await store.set_calibration(team, channel, switch)
-    enabled = switch if switch is not None else await store.calibration_enabled(team, channel)
-    await _answer(ack, _calibration_words(enabled))
+        await call.store.set_calibration(team, channel, switch)
+    enabled = switch if switch is not None else await call.store.calibration_enabled(team, channel)
+    await _answer(call.ack, _calibration_words(enabled))
 
 
 def _calibration_words(enabled: bool) -> str:
@@ -237,14 +217,8 @@ def _calibration_words(enabled: bool) -> str:
     )
 
 
-async def _help(
-    parsed: RubricCommand,
-    ack: AsyncAck,
-    command: dict[str, Any],
-    context: AsyncBoltContext,
-    client: AsyncWebClient,
-) -> None:
-    await _answer(ack, render.help_text(include_reviews=True))
+async def _help(call: Invocation) -> None:
+    await _answer(call.ack, render.help_text(include_reviews=True))
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {
@@ -266,7 +240,3 @@ async def _answer(ack: AsyncAck, text: str, blocks: list[dict[str, Any]] | None 
 
 def _lead(text: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
-
-
-def _team(command: dict[str, Any], context: AsyncBoltContext) -> str:
-    return command.get("team_id") or context.team_id or ""
