@@ -250,8 +250,14 @@ def evaluation_message(evaluation: Mapping[str, Any], *, tally: ReviewTally | No
     if explanation:
         text = truncate(markdown_to_mrkdwn(explanation), EXPLANATION_MAX)
         tail.append(_section(f"*Grader's explanation*\n{text}"))
+    notes = []
     if evaluation.get("usage"):
-        tail.append(_context(f"Grader tokens: {_usage_words(evaluation['usage'])}"))
+        notes.append(f"Grader tokens: {_usage_words(evaluation['usage'])}")
+    if evaluation.get("calibration"):
+        count = len(evaluation["calibration"])
+        notes.append(f"Calibrated with {count} team review example{'s' if count != 1 else ''}")
+    if notes:
+        tail.append(_context(" · ".join(notes)))
     if tally is not None:
         tail.append(_context(tally.summary()))
     if criteria:

@@ -234,6 +234,14 @@ def test_evaluation_message_shows_iteration_verdict_criteria_and_gaps():
     assert_within_slack_limits(message)
 
 
+def test_evaluation_message_says_when_team_examples_calibrated_the_grader():
+    example = {"criterion": "Cites a source", "grader_verdict": "pass", "team_verdict": "fail", "comment": ""}
+    assert "Calibrated with 2 team review examples" in all_text(
+        evaluation_message(evaluation(calibration=[example, example]))
+    )
+    assert "Calibrated" not in all_text(evaluation_message(evaluation(calibration=[])))
+
+
 def test_evaluation_message_shows_scores_and_aggregate_for_scored_rubrics():
     message = evaluation_message(
         evaluation(
