@@ -38,9 +38,7 @@ def aggregate(rubric: Rubric, scores: Mapping[str, int]) -> Aggregate:
     """
     resolved = resolve_scores(rubric, scores)
     below_floor = tuple(
-        d.name
-        for d in rubric.dimensions
-        if d.fail_below is not None and resolved[d.name] < d.fail_below
+        d.name for d in rubric.dimensions if d.fail_below is not None and resolved[d.name] < d.fail_below
     )
     weights = rubric.weights()
     mean = round(sum(weights[name] * resolved[name] for name in rubric.names), 2)

@@ -105,9 +105,7 @@ def agreement_report(
     return [_criterion_agreement(name, list(rows), min_reviews) for name, rows in pairs.items()]
 
 
-def _criterion_agreement(
-    criterion: str, rows: list[tuple[Any, Any]], min_reviews: int
-) -> CriterionAgreement:
+def _criterion_agreement(criterion: str, rows: list[tuple[Any, Any]], min_reviews: int) -> CriterionAgreement:
     human = [h for h, _ in rows]
     judge = [j for _, j in rows]
     weights = _weights_for(criterion, [*human, *judge])
@@ -133,15 +131,12 @@ def _weights_for(criterion: str, labels: Sequence[Any]) -> Weights | None:
         return None
     if _all_scores(labels):
         return "quadratic"
-    raise ValueError(
-        f"criterion {criterion!r}: labels must all be pass/fail booleans or all 1–5 scores"
-    )
+    raise ValueError(f"criterion {criterion!r}: labels must all be pass/fail booleans or all 1–5 scores")
 
 
 def _all_scores(labels: Sequence[Any]) -> bool:
     return all(
-        isinstance(label, int) and not isinstance(label, bool) and label in SCORE_LABELS
-        for label in labels
+        isinstance(label, int) and not isinstance(label, bool) and label in SCORE_LABELS for label in labels
     )
 
 

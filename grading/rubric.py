@@ -190,9 +190,7 @@ def parse_rubric(text: str) -> Rubric:
     """Parse a rubric string (see the module docstring) or raise :class:`RubricError`."""
     stripped = text.strip()
     if len(stripped) > MAX_RUBRIC_CHARS:
-        raise RubricError(
-            f"rubric is {len(stripped):,} characters; the limit is {MAX_RUBRIC_CHARS:,}"
-        )
+        raise RubricError(f"rubric is {len(stripped):,} characters; the limit is {MAX_RUBRIC_CHARS:,}")
     data = _yaml_mapping(text)
     rubric = _parse_scored(stripped, data) if data is not None else _parse_list(text, stripped)
     return rubric.model_copy(update={"warnings": tuple(_lint(rubric))})
@@ -268,8 +266,7 @@ def _parse_scored(stripped: str, data: Mapping[Any, Any]) -> Rubric:
     unknown = [str(k) for k in data if k not in TOP_LEVEL_KEYS]
     if unknown:
         raise RubricError(
-            f"unknown key {', '.join(map(repr, unknown))}; a YAML rubric may have "
-            f"{', '.join(TOP_LEVEL_KEYS)}"
+            f"unknown key {', '.join(map(repr, unknown))}; a YAML rubric may have {', '.join(TOP_LEVEL_KEYS)}"
         )
     dimensions = data["dimensions"]
     if not isinstance(dimensions, list):
