@@ -1,5 +1,7 @@
-"""`rubric-bot` (also `python -m bot`): serve the Slack bot, print its manifest, try a rubric locally,
-report how far the grader agrees with the team's reviews.
+"""`rubric-bot` (also `python -m bot`): the Slack bot that grades its work against a rubric.
+
+Subcommands serve the bot, print its manifest, try a rubric in the terminal, and report how far
+the grader agrees with the team's reviews.
 
 Configuration problems end the program with one message and exit code 2, never a traceback.
 """
