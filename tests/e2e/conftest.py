@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import IO, Self
 
@@ -51,8 +52,17 @@ EnvOverrides = Mapping[str, str | None]
 class BotProcess:
     """The bot running as a subprocess, with its output collected in a log file."""
 
-    def __init__(self, command: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path) -> None:
+    def __init__(
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str],
+        log_path: Path,
+        cwd: Path,
+        ready: Callable[[], bool] | None = None,
+    ) -> None:
         self.port = _free_port()
+        # A bot in Socket Mode opens no port: its readiness is its websocket connection instead.
+        self._ready = ready or partial(_accepts_connections, self.port)
         self.env = dict(env)
         self.log_path = log_path
         self.sender = SlackSender(self.url, SIGNING_SECRET)
@@ -73,7 +83,7 @@ class BotProcess:
         return None if self._process is None else self._process.poll()
 
     def start(self) -> Self:
-        """Start the process and wait until it accepts connections on its port."""
+        """Start the process and wait until it is ready (by default: accepts connections on its port)."""
         if self.returncode is None and self._process is not None:
             raise RuntimeError("the bot is already running")
         self._runs += 1
@@ -83,7 +93,7 @@ class BotProcess:
         self._process = subprocess.Popen(
             self._command, env=self.env, cwd=self._cwd, stdout=self._log, stderr=subprocess.STDOUT
         )
-        self._wait_until_listening()
+        self._wait_until_ready()
         return self
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = BOT_STOP_TIMEOUT) -> int | None:
@@ -110,20 +120,18 @@ class BotProcess:
         """Everything the bot wrote to stdout and stderr so far, across restarts."""
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def _wait_until_listening(self) -> None:
+    def _wait_until_ready(self) -> None:
         deadline = time.monotonic() + BOT_START_TIMEOUT
-        while not _accepts_connections(self.port):
+        while not self._ready():
             code = self.returncode
             if code is not None:
                 raise RuntimeError(
-                    f"the bot exited with code {code} before listening on port {self.port}; "
-                    f"its output:\n{self.stderr_text()}"
+                    f"the bot exited with code {code} before it was ready; its output:\n{self.stderr_text()}"
                 )
             if time.monotonic() > deadline:
                 self.stop(signal.SIGKILL)
                 raise RuntimeError(
-                    f"the bot did not listen on port {self.port} within {BOT_START_TIMEOUT:g}s; "
-                    f"its output:\n{self.stderr_text()}"
+                    f"the bot was not ready within {BOT_START_TIMEOUT:g}s; its output:\n{self.stderr_text()}"
                 )
             time.sleep(0.05)
 
@@ -183,14 +191,19 @@ def start_bot(
     """
     started: list[BotProcess] = []
 
-    def start(*, env: EnvOverrides | None = None, command: Sequence[str] = BOT_COMMAND) -> BotProcess:
+    def start(
+        *,
+        env: EnvOverrides | None = None,
+        command: Sequence[str] = BOT_COMMAND,
+        ready: Callable[[], bool] | None = None,
+    ) -> BotProcess:
         settings = bot_environment(slack_api, model_api, tmp_path / "bot.sqlite")
         for key, value in (env or {}).items():
             if value is None:
                 settings.pop(key, None)
             else:
                 settings[key] = value
-        process = BotProcess(command, settings, tmp_path / f"bot-{len(started) + 1}.log", tmp_path)
+        process = BotProcess(command, settings, tmp_path / f"bot-{len(started) + 1}.log", tmp_path, ready)
         started.append(process)
         return process.start()
 

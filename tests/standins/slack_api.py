@@ -4,25 +4,32 @@ Point a slack_sdk client at ``SlackApiStandin.api_url`` (the bot reads it from `
 Every method is accepted and recorded; the methods the bot relies on get realistic answers, including
 Slack's own validation of Block Kit size limits, so a message real Slack would reject fails here too.
 Tests can make the next calls of a method fail (HTTP errors such as 429, or ``ok: false`` errors).
+
+Socket Mode is served too: ``apps.connections.open`` hands out a ``ws://`` URL on this server (real
+Slack's is ``wss://``), the websocket greets the client with ``hello``, and the test pushes envelopes
+with `send_envelope` and reads the client's acks with `wait_for_ack`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import threading
 import time
+import uuid
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from aiohttp import web
+from aiohttp import WSMsgType, web
 
-from tests.standins import BackgroundServer
+from tests.standins import HOST, BackgroundServer, wait_for
 
 Args = dict[str, Any]
 Answer = dict[str, Any]
+EnvelopeType = Literal["events_api", "slash_commands", "interactive"]
 
 BOT_USER_ID = "UBOT"
 """The bot's user id as auth.test reports it; events that mention the bot use ``<@UBOT>``."""
@@ -58,6 +65,19 @@ JSON_FORM_FIELDS = frozenset({"blocks", "attachments", "files", "metadata", "vie
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 """Largest request body accepted (file uploads); aiohttp's 1 MiB default is too small for files."""
+
+APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
+"""Methods Slack accepts only with the app-level (``xapp-``) token; every other one takes the bot token."""
+SOCKET_PATH = "/link/"
+"""Where Socket Mode clients connect, with ``?ticket=``, as in Slack's ``wss://…slack.com/link/`` URLs."""
+SOCKET_HELLO = {
+    "type": "hello",
+    "num_connections": 1,
+    "debug_info": {"host": "standin", "approximate_connection_time": 3600},
+}
+"""The first frame Slack sends on a new Socket Mode connection."""
+SOCKET_SEND_TIMEOUT = 5.0
+"""Seconds pushing one envelope may take; the client is on loopback, so only a dead server is slower."""
 
 
 class SlackError(Exception):
@@ -124,6 +144,23 @@ class Upload:
 
 
 @dataclass(frozen=True)
+class SocketConnection:
+    """A Socket Mode websocket a client opened with a ticket from ``apps.connections.open``."""
+
+    ticket: str
+    open: bool
+
+
+@dataclass(frozen=True)
+class SocketAck:
+    """A client's acknowledgement of one envelope, with the response payload it carried, if any."""
+
+    envelope_id: str
+    payload: dict[str, Any] | None
+    received_at: float = field(default_factory=time.perf_counter)  # perf_counter() on arrival
+
+
+@dataclass(frozen=True)
 class _Fault:
     status: int
     error: str
@@ -140,17 +177,25 @@ class _State:
     uploads: dict[str, Upload] = field(default_factory=dict)
     faults: defaultdict[str, deque[_Fault]] = field(default_factory=lambda: defaultdict(deque))
     counter: int = 0
+    tickets: set[str] = field(default_factory=set)  # issued by apps.connections.open
+    connections: list[str] = field(default_factory=list)  # tickets of websockets opened, in order
+    live: dict[str, web.WebSocketResponse] = field(default_factory=dict)  # open websockets by ticket
+    acks: dict[str, SocketAck] = field(default_factory=dict)
 
 
 class SlackApiStandin(BackgroundServer):
-    """Slack Web API on 127.0.0.1: ``POST|GET /api/{method}`` plus the external file upload URL.
+    """Slack Web API on 127.0.0.1: ``POST|GET /api/{method}``, the external file upload URL and the
+    Socket Mode websocket.
 
-    With `token` set, calls whose bearer token differs are refused like Slack does (``invalid_auth``).
+    With `token` set, calls whose bearer token differs are refused like Slack does (``invalid_auth``);
+    `app_token` does the same for ``apps.connections.open``. Either token used where the other
+    belongs gets ``not_allowed_token_type``.
     """
 
-    def __init__(self, token: str | None = None) -> None:
+    def __init__(self, token: str | None = None, app_token: str | None = None) -> None:
         super().__init__()
         self.token = token
+        self.app_token = app_token
         self._lock = threading.Lock()
         self._state = _State()
         self._answers: dict[str, Callable[[Args], Answer]] = {
@@ -168,6 +213,7 @@ class SlackApiStandin(BackgroundServer):
             "conversations.replies": self._no_messages,
             "files.getUploadURLExternal": self._get_upload_url,
             "files.completeUploadExternal": self._complete_upload,
+            "apps.connections.open": self._open_connection,
         }
 
     @property
@@ -180,6 +226,8 @@ class SlackApiStandin(BackgroundServer):
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_post("/upload/{file_id}", self._handle_upload)
         app.router.add_post("/respond/{name}", self._handle_response_url)
+        app.router.add_get(SOCKET_PATH, self._handle_socket)
+        app.on_shutdown.append(self._close_sockets)
         return app
 
     def response_url(self, name: str = "1") -> str:
@@ -202,6 +250,50 @@ class SlackApiStandin(BackgroundServer):
         """Answer the next `times` calls of `method` with HTTP 200 ``{"ok": false, "error": error}``."""
         with self._lock:
             self._state.faults[method].extend([_Fault(200, error)] * times)
+
+    # ----- Socket Mode (safe from any thread) -----
+
+    def send_envelope(self, kind: EnvelopeType, payload: dict[str, Any]) -> str:
+        """Push `payload` in an envelope to the newest open Socket Mode connection; its envelope_id.
+
+        Build `payload` with tests.standins.slack_requests (``event_callback``, ``slash_command``, …).
+        """
+        envelope_id = str(uuid.uuid4())
+        envelope: dict[str, Any] = {
+            "envelope_id": envelope_id,
+            "type": kind,
+            "payload": payload,
+            # Events are acked empty; commands and interactions may answer in their ack.
+            "accepts_response_payload": kind != "events_api",
+        }
+        if kind == "events_api":
+            envelope |= {"retry_attempt": 0, "retry_reason": ""}
+        with self._lock:
+            socket = next(reversed(self._state.live.values()), None)
+        if socket is None or self._loop is None:
+            raise RuntimeError("no Socket Mode client is connected")
+        sent = asyncio.run_coroutine_threadsafe(socket.send_json(envelope), self._loop)
+        sent.result(timeout=SOCKET_SEND_TIMEOUT)
+        return envelope_id
+
+    def wait_for_ack(self, envelope_id: str, timeout: float = 10.0) -> SocketAck:
+        """The client's ack of envelope `envelope_id`, once it arrives (AssertionError after `timeout`)."""
+
+        def ack() -> SocketAck | None:
+            with self._lock:
+                return self._state.acks.get(envelope_id)
+
+        return wait_for(ack, timeout, message=f"the ack of Socket Mode envelope {envelope_id}")
+
+    def socket_connections(self) -> list[SocketConnection]:
+        """Every Socket Mode websocket opened so far, oldest first, and whether it is still open."""
+        with self._lock:
+            return [SocketConnection(t, t in self._state.live) for t in self._state.connections]
+
+    def socket_connected(self) -> bool:
+        """Whether a Socket Mode client is connected now (a bot in Socket Mode is ready once it is)."""
+        with self._lock:
+            return bool(self._state.live)
 
     # ----- queries (safe from any thread; they return copies) -----
 
@@ -268,6 +360,38 @@ class SlackApiStandin(BackgroundServer):
             )
         return web.json_response(answer)
 
+    async def _handle_socket(self, request: web.Request) -> web.StreamResponse:
+        ticket = request.query.get("ticket", "")
+        with self._lock:
+            issued = ticket in self._state.tickets
+        if not issued:
+            return web.Response(status=401, text="unknown Socket Mode ticket")
+        socket = web.WebSocketResponse()  # answers the client's pings, as Slack does
+        await socket.prepare(request)
+        with self._lock:
+            self._state.connections.append(ticket)
+            self._state.live[ticket] = socket
+        try:
+            await socket.send_json(SOCKET_HELLO)
+            async for frame in socket:
+                if frame.type == WSMsgType.TEXT:
+                    self._record_ack(frame.json())
+        finally:
+            with self._lock:
+                del self._state.live[ticket]
+        return socket
+
+    def _record_ack(self, ack: dict[str, Any]) -> None:
+        with self._lock:
+            self._state.acks[ack["envelope_id"]] = SocketAck(ack["envelope_id"], ack.get("payload"))
+
+    async def _close_sockets(self, app: web.Application) -> None:
+        # A websocket handler runs until its connection ends; close them so stopping never waits.
+        with self._lock:
+            sockets = list(self._state.live.values())
+        for socket in sockets:
+            await socket.close()
+
     def _answer(self, method: str, args: Args, token: str | None) -> tuple[int, Answer, dict[str, str]]:
         """Status, body and extra headers for one call. Caller holds the lock."""
         faults = self._state.faults.get(method)
@@ -276,18 +400,23 @@ class SlackApiStandin(BackgroundServer):
             headers = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
             return fault.status, {"ok": False, "error": fault.error}, headers
         try:
-            self._check_token(token)
+            self._check_token(method, token)
             answer = self._answers.get(method, _plain_ok)(args)
         except SlackError as error:
             return 200, {"ok": False, "error": error.error, **error.extra}, {}
         return 200, {"ok": True, **answer}, {}
 
-    def _check_token(self, token: str | None) -> None:
-        if self.token is None:
+    def _check_token(self, method: str, token: str | None) -> None:
+        expected, other = self.token, self.app_token
+        if method in APP_TOKEN_METHODS:
+            expected, other = other, expected
+        if expected is None:
             return
         if not token:
             raise SlackError("not_authed")
-        if token != self.token:
+        if token == other:
+            raise SlackError("not_allowed_token_type")
+        if token != expected:
             raise SlackError("invalid_auth")
 
     def _next_ts(self) -> str:
@@ -380,6 +509,11 @@ class SlackApiStandin(BackgroundServer):
         if not isinstance(view, dict):
             raise SlackError("invalid_arguments")
         return {**view, "id": view_id, "hash": self._next_ts(), "team_id": TEAM_ID}
+
+    def _open_connection(self, args: Args) -> Answer:
+        ticket = uuid.uuid4().hex
+        self._state.tickets.add(ticket)
+        return {"url": f"ws://{HOST}:{self.port}{SOCKET_PATH}?ticket={ticket}"}
 
     def _no_messages(self, args: Args) -> Answer:
         return {"messages": [], "has_more": False, "response_metadata": {"next_cursor": ""}}
