@@ -7,14 +7,11 @@ import re
 from datetime import UTC, datetime
 
 import pytest
-from slack_sdk.models.blocks import Block
 
 from bot.mrkdwn import markdown_to_mrkdwn, truncate
 from bot.render import (
     AGREE_ACTION_ID,
     DISAGREE_ACTION_ID,
-    MAX_BLOCKS,
-    MESSAGE_TEXT_BUDGET,
     ReviewTally,
     error_message,
     evaluation_message,
@@ -29,6 +26,7 @@ from bot.render import (
 )
 from bot.store import ReviewRow
 from grading.rubric import parse_rubric
+from tests.bot.blocks import all_text, assert_within_slack_limits
 
 SCORED_RUBRIC = """\
 dimensions:
@@ -68,44 +66,8 @@ def evaluation(**overrides):
     return base | overrides
 
 
-def texts(message):
-    """Every text string in a message's blocks, in order."""
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "text" and isinstance(value, str):
-                    found.append(value)
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(message["blocks"])
-    return found
-
-
-def all_text(message):
-    return "\n".join(texts(message))
-
-
 def section_texts(message):
     return [b["text"]["text"] for b in message["blocks"] if b["type"] == "section"]
-
-
-def assert_within_slack_limits(message):
-    blocks = message["blocks"]
-    assert 0 < len(blocks) <= MAX_BLOCKS
-    assert sum(len(t) for t in texts(message)) <= MESSAGE_TEXT_BUDGET
-    for block in blocks:
-        # Parsing back through slack_sdk's models and serialising re-runs its limit checks.
-        assert Block.parse(block).to_dict() == block
-        if block["type"] == "section":
-            assert len(block["text"]["text"]) <= 3000
-        if block["type"] == "header":
-            assert len(block["text"]["text"]) <= 150
 
 
 def visible(text):

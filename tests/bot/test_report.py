@@ -9,12 +9,11 @@ from datetime import UTC, datetime
 import pytest
 from PIL import Image
 from sklearn.metrics import cohen_kappa_score
-from slack_sdk.models.blocks import Block
 
-from bot.render import MAX_BLOCKS, MESSAGE_TEXT_BUDGET
 from bot.report import build_report, render_chart, report_blocks, report_table
 from bot.store import ReviewRow
 from grading.rubric import MAX_CRITERIA
+from tests.bot.blocks import assert_within_slack_limits, texts
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -184,36 +183,6 @@ def test_no_reviews_reads_plainly_everywhere():
 
 
 # --- Slack limits and the chart -------------------------------------------------------------------
-
-
-def texts(message):
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key == "text" and isinstance(value, str):
-                    found.append(value)
-                else:
-                    walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk(message["blocks"])
-    return found
-
-
-def assert_within_slack_limits(message):
-    blocks = message["blocks"]
-    assert 0 < len(blocks) <= MAX_BLOCKS
-    assert sum(len(t) for t in texts(message)) <= MESSAGE_TEXT_BUDGET
-    for block in blocks:
-        assert Block.parse(block).to_dict() == block  # slack_sdk re-checks its field limits
-        if block["type"] == "section":
-            assert len(block["text"]["text"]) <= 3000
-        if block["type"] == "header":
-            assert len(block["text"]["text"]) <= 150
 
 
 def big_report():

@@ -126,7 +126,7 @@ class SlackMessage:
     @property
     def all_text(self) -> str:
         """The fallback text plus every text inside the blocks, one per line, for assertions."""
-        return "\n".join([self.text, *_block_texts(self.blocks)])
+        return "\n".join([self.text, *block_texts(self.blocks)])
 
 
 @dataclass
@@ -646,14 +646,14 @@ def _reaction_target(args: Args) -> tuple[str, str]:
     return str(args["channel"]), str(args["timestamp"])
 
 
-def _block_texts(node: Any) -> Iterator[str]:
+def block_texts(node: Any) -> Iterator[str]:
     """Every string stored under a ``text`` key anywhere inside Block Kit JSON, in document order."""
     if isinstance(node, dict):
         for key, value in node.items():
             if key == "text" and isinstance(value, str):
                 yield value
             else:
-                yield from _block_texts(value)
+                yield from block_texts(value)
     elif isinstance(node, list):
         for item in node:
-            yield from _block_texts(item)
+            yield from block_texts(item)
