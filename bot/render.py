@@ -263,11 +263,12 @@ def evaluation_message(evaluation: Mapping[str, Any], *, tally: ReviewTally | No
     if criteria:
         tail.append(_review_buttons(evaluation["grading_run_id"], evaluation["iteration"]))
 
-    room = MESSAGE_TEXT_BUDGET - _text_length(head + tail)
+    head_dicts, tail_dicts = _dicts(head), _dicts(tail)
+    room = MESSAGE_TEXT_BUDGET - _strings_length(head_dicts + tail_dicts)
     body = [_section(text) for text in _pack(_criterion_entries(criteria, scored, room))]
     return {
         "text": f"Iteration {position}: {words} — {_outcome_words(evaluation, criteria)}",
-        "blocks": _dicts(head + body + tail),
+        "blocks": head_dicts + _dicts(body) + tail_dicts,
         "metadata": {
             "event_type": EVALUATION_EVENT,
             "event_payload": {
@@ -392,12 +393,15 @@ def final_messages(
 
     reserve = _text_length([closing]) if closing else 0
     groups: list[list[Block]] = [[_section(lead)] if lead else []]
+    used = len(lead)  # text in the current group: a section's text is all it counts
     for text in sections:
         current = groups[-1]
         blocks_left = MAX_BLOCKS - len(current) - (1 if closing else 0)
-        if current and (blocks_left < 1 or _text_length(current) + len(text) + reserve > MESSAGE_TEXT_BUDGET):
+        if current and (blocks_left < 1 or used + len(text) + reserve > MESSAGE_TEXT_BUDGET):
             groups.append(current := [])
+            used = 0
         current.append(_section(text))
+        used += len(text)
     if closing:
         groups[-1].append(closing)
 
