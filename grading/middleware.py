@@ -36,7 +36,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
-from grading.aggregation import aggregate
+from grading.aggregation import aggregate, weakest_first
 from grading.grader import (
     GRADE_SCHEMAS,
     GRADER_SOURCE,
@@ -493,7 +493,8 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             "_rubric_best_iteration": evaluation["best_iteration"],
         }
         if status == "needs_revision":
-            update["messages"] = [_feedback_message(evaluation)]
+            assert rubric is not None  # an unparsed rubric ends as `failed`, never needing revision
+            update["messages"] = [_feedback_message(evaluation, rubric)]
             update["jump_to"] = "model"
         return update
 
@@ -563,12 +564,17 @@ def _best_iteration(run: Sequence[RubricEvaluation]) -> int:
     return max(reversed(graded), key=_merit)["iteration"]
 
 
-def _feedback_message(evaluation: RubricEvaluation) -> HumanMessage:
+def _weakest_first(evaluation: RubricEvaluation, rubric: Rubric) -> list[CriterionResult]:
+    """The evaluation's criteria, weakest dimension first for scored rubrics, else in rubric order."""
+    if not rubric.is_scored:
+        return evaluation["criteria"]
+    by_name = {c["name"]: c for c in evaluation["criteria"]}
+    return [by_name[name] for name in weakest_first(rubric, {n: c["score"] for n, c in by_name.items()})]
+
+
+def _feedback_message(evaluation: RubricEvaluation, rubric: Rubric) -> HumanMessage:
     """The grader's feedback, marked as the grader's (not the user's)."""
-    failing = sorted(
-        (c for c in evaluation["criteria"] if not c["passed"] or c["gap"]),
-        key=lambda c: c["score"] or 0,  # weakest dimensions first; list criteria keep rubric order
-    )
+    failing = [c for c in _weakest_first(evaluation, rubric) if not c["passed"] or c["gap"]]
     lines = [
         f"Grader feedback (iteration {evaluation['iteration'] + 1} of "
         f"{evaluation['max_iterations']}): your answer does not meet the rubric yet.",
