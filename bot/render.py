@@ -201,7 +201,7 @@ class ReviewTally:
         """E.g. ``2 reviews · 1 disagreement on Clarity`` (mrkdwn, names escaped)."""
         if self.reviews == 0:
             return "No reviews yet"
-        reviews = _plural(self.reviews, "review")
+        reviews = plural(self.reviews, "review")
         disputed = sorted(
             ((n, name) for name, n in self.disagreements.items() if n > 0),
             key=lambda item: (-item[0], item[1]),
@@ -209,7 +209,7 @@ class ReviewTally:
         if not disputed:
             return f"{reviews} · no disagreements"
         (first_count, first), *others = disputed
-        parts = [f"{_plural(first_count, 'disagreement')} on {escape(first)}"]
+        parts = [f"{plural(first_count, 'disagreement')} on {escape(first)}"]
         parts += [f"{n} on {escape(name)}" for n, name in others]
         return truncate(f"{reviews} · {', '.join(parts)}", TALLY_MAX)
 
@@ -242,14 +242,14 @@ def evaluation_message(evaluation: Mapping[str, Any], *, tally: ReviewTally | No
     criteria = list(evaluation.get("criteria") or [])
     scored = evaluation.get("kind") == "scored"
 
-    head: list[Block] = [_header(f"{emoji} Iteration {position} · {words}")]
+    head: list[Block] = [header_block(f"{emoji} Iteration {position} · {words}")]
     if scored and evaluation.get("score") is not None:
-        head.append(_section(_score_line(evaluation["score"], evaluation.get("verdict"))))
+        head.append(section_block(_score_line(evaluation["score"], evaluation.get("verdict"))))
     tail: list[Block] = []
     explanation = (evaluation.get("explanation") or "").strip()
     if explanation:
         text = truncate(markdown_to_mrkdwn(explanation), EXPLANATION_MAX)
-        tail.append(_section(f"*Grader's explanation*\n{text}"))
+        tail.append(section_block(f"*Grader's explanation*\n{text}"))
     notes = []
     if evaluation.get("usage"):
         notes.append(f"Grader tokens: {_usage_words(evaluation['usage'])}")
@@ -257,18 +257,18 @@ def evaluation_message(evaluation: Mapping[str, Any], *, tally: ReviewTally | No
         count = len(evaluation["calibration"])
         notes.append(f"Calibrated with {count} team review example{'s' if count != 1 else ''}")
     if notes:
-        tail.append(_context(" · ".join(notes)))
+        tail.append(context_block(" · ".join(notes)))
     if tally is not None:
-        tail.append(_context(tally.summary()))
+        tail.append(context_block(tally.summary()))
     if criteria:
         tail.append(_review_buttons(evaluation["grading_run_id"], evaluation["iteration"]))
 
-    head_dicts, tail_dicts = _dicts(head), _dicts(tail)
+    head_dicts, tail_dicts = block_dicts(head), block_dicts(tail)
     room = MESSAGE_TEXT_BUDGET - _strings_length(head_dicts + tail_dicts)
-    body = [_section(text) for text in _pack(_criterion_entries(criteria, scored, room))]
+    body = [section_block(text) for text in _pack(_criterion_entries(criteria, scored, room))]
     return {
         "text": f"Iteration {position}: {words} — {_outcome_words(evaluation, criteria)}",
-        "blocks": head_dicts + _dicts(body) + tail_dicts,
+        "blocks": head_dicts + block_dicts(body) + tail_dicts,
         "metadata": {
             "event_type": EVALUATION_EVENT,
             "event_payload": {
@@ -389,10 +389,10 @@ def final_messages(
     lead = _status_lines(status, iterations, max_iterations, best_iteration)
     answer = markdown_to_mrkdwn(answer_markdown)
     sections = split_mrkdwn(answer) or ["_The answer was empty._"]
-    closing = _context(f"Tokens this run: {_usage_words(usage)}") if usage else None
+    closing = context_block(f"Tokens this run: {_usage_words(usage)}") if usage else None
 
     reserve = _text_length([closing]) if closing else 0
-    groups: list[list[Block]] = [[_section(lead)] if lead else []]
+    groups: list[list[Block]] = [[section_block(lead)] if lead else []]
     used = len(lead)  # text in the current group: a section's text is all it counts
     for text in sections:
         current = groups[-1]
@@ -400,7 +400,7 @@ def final_messages(
         if current and (blocks_left < 1 or used + len(text) + reserve > MESSAGE_TEXT_BUDGET):
             groups.append(current := [])
             used = 0
-        current.append(_section(text))
+        current.append(section_block(text))
         used += len(text)
     if closing:
         groups[-1].append(closing)
@@ -408,7 +408,7 @@ def final_messages(
     preview = truncate(sections[0], FALLBACK_PREVIEW_MAX)
     headline = _status_headline(status, iterations, max_iterations)
     messages = [
-        {"text": f"(continued, part {number} of {len(groups)})", "blocks": _dicts(blocks)}
+        {"text": f"(continued, part {number} of {len(groups)})", "blocks": block_dicts(blocks)}
         for number, blocks in enumerate(groups, start=1)
     ]
     messages[0]["text"] = f"{headline}: {preview}" if headline else preview
@@ -452,20 +452,20 @@ def _status_lines(
 def rubric_confirmation(rubric: Rubric) -> dict:
     """Confirms a new rubric by listing what was parsed, plus any lint warnings."""
     if rubric.is_scored:
-        count = _plural(len(rubric.dimensions), "scored dimension")
+        count = plural(len(rubric.dimensions), "scored dimension")
         aggregation = AGGREGATION_WORDS.get(rubric.aggregation, rubric.aggregation)
         summary = f"{count} (1–5), {aggregation}; passes at {_number(rubric.pass_score)}/5"
         weights = rubric.weights()
         items = [_dimension_lines(d, weights.get(d.name)) for d in rubric.dimensions]
     else:
-        count = _plural(len(rubric.criteria), "criterion", "criteria")
+        count = plural(len(rubric.criteria), "criterion", "criteria")
         summary = f"{count}, each pass/fail"
         items = [f"• {escape(c.name)}" for c in rubric.criteria]
     warnings = [f"⚠️ {escape(w)}" for w in rubric.warnings]
     text = "\n".join([f"*Rubric set* — {summary}:", *items, *warnings])
     return {
         "text": f"Rubric set: {count}",
-        "blocks": _dicts(_sections(truncate(text, MESSAGE_TEXT_BUDGET))),
+        "blocks": block_dicts(_sections(truncate(text, MESSAGE_TEXT_BUDGET))),
     }
 
 
@@ -490,7 +490,7 @@ def rubric_error(error: str) -> dict:
     lead = "⚠️ That rubric didn't parse, so the previous rubric is still in place:"
     return {
         "text": f"That rubric didn't parse: {truncate(escape(error), FALLBACK_PREVIEW_MAX)}",
-        "blocks": _dicts([_section(f"{lead}\n{_code(error)}"), _context(RUBRIC_FORMAT_HINT)]),
+        "blocks": block_dicts([section_block(f"{lead}\n{_code(error)}"), context_block(RUBRIC_FORMAT_HINT)]),
     }
 
 
@@ -509,10 +509,10 @@ def error_message(summary: str, detail: str | None) -> dict:
         text += f"\n{_code(detail)}"
     return {
         "text": summary,
-        "blocks": _dicts(
+        "blocks": block_dicts(
             [
-                _section(truncate(text, SECTION_TEXT_MAX)),
-                _context("The thread's rubric and history are kept; reply here to try again."),
+                section_block(truncate(text, SECTION_TEXT_MAX)),
+                context_block("The thread's rubric and history are kept; reply here to try again."),
             ]
         ),
     }
@@ -541,7 +541,7 @@ def rubric_modal(current: str | None, *, channel_id: str) -> dict:
     blocks: list[Block] = []
     if current is not None and not fits:
         blocks.append(
-            _section(
+            section_block(
                 f"The current rubric is {len(current):,} characters, more than this form holds "
                 f"({limit:,}); replace it here, or use `/rubric set` for a longer one."
             )
@@ -571,28 +571,31 @@ def rubric_modal(current: str | None, *, channel_id: str) -> dict:
     return view.to_dict()
 
 
-# --- Small builders -----------------------------------------------------------------------------
+# --- Block builders (also used by the report and the slash command) ------------------------------
 
 
 def _status(status: str) -> tuple[str, str]:
     return STATUS_WORDS.get(status, ("ℹ️", status.replace("_", " ").capitalize()))
 
 
-def _header(text: str) -> HeaderBlock:
+def header_block(text: str) -> HeaderBlock:
+    """A header, shortened to Slack's limit."""
     if len(text) > HEADER_TEXT_MAX:
         text = text[: HEADER_TEXT_MAX - len(ELLIPSIS)] + ELLIPSIS
     return HeaderBlock(text=text)
 
 
-def _section(text: str) -> SectionBlock:
+def section_block(text: str) -> SectionBlock:
+    """A mrkdwn section (the caller keeps ``text`` within SECTION_TEXT_MAX)."""
     return SectionBlock(text=MarkdownTextObject(text=text))
 
 
 def _sections(text: str) -> list[Block]:
-    return [_section(piece) for piece in split_mrkdwn(text)]
+    return [section_block(piece) for piece in split_mrkdwn(text)]
 
 
-def _context(text: str) -> ContextBlock:
+def context_block(text: str) -> ContextBlock:
+    """A one-line mrkdwn context, shortened to Slack's limit."""
     return ContextBlock(elements=[MarkdownTextObject(text=truncate(text, CONTEXT_TEXT_MAX))])
 
 
@@ -606,7 +609,7 @@ def _code(text: str) -> str:
     return f"```{body}```"
 
 
-def _dicts(blocks: Iterable[Block]) -> list[dict]:
+def block_dicts(blocks: Iterable[Block]) -> list[dict]:
     """Serialise blocks; slack_sdk validates each against Slack's field limits on the way."""
     return [block.to_dict() for block in blocks]
 
@@ -635,5 +638,6 @@ def _number(value: float) -> str:
     return f"{round(value, 2):g}"
 
 
-def _plural(count: int, singular: str, plural: str | None = None) -> str:
-    return f"{count} {singular if count == 1 else plural or singular + 's'}"
+def plural(count: int, singular: str, many: str | None = None) -> str:
+    """``1 review``, ``2 reviews``; ``many`` for irregular plurals (``criteria``)."""
+    return f"{count} {singular if count == 1 else many or singular + 's'}"

@@ -22,6 +22,7 @@ from os import PathLike
 from typing import IO, Any
 
 from bot.mrkdwn import escape, split_mrkdwn, truncate
+from bot.render import block_dicts, context_block, header_block, plural, section_block
 from bot.review import grader_verdicts, verdict_label
 from bot.store import ReviewRow, Store
 from grading.agreement import (
@@ -114,7 +115,7 @@ class Report:
 
     def summary(self) -> str:
         """E.g. ``14 reviews by 3 reviewers``."""
-        return f"{_plural(self.reviews, 'review')} by {_plural(self.reviewers, 'reviewer')}"
+        return f"{plural(self.reviews, 'review')} by {plural(self.reviewers, 'reviewer')}"
 
 
 def build_report(
@@ -223,10 +224,6 @@ def _kappa_words(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
-def _plural(count: int, word: str, plural: str | None = None) -> str:
-    return f"{count} {word if count == 1 else plural or word + 's'}"
-
-
 def _plain(name: str, width: int) -> str:
     """A name on one line, at most ``width`` characters, cut at a space when one is near the end."""
     flat = " ".join(name.split())
@@ -246,36 +243,36 @@ def report_blocks(report: Report, *, channel: str) -> dict:
     Names are shortened and correlated pairs capped so even 30 criteria fit Slack's limits.
     """
     title = f"Grader agreement · {report.period}"
-    blocks = [_header(title)]
+    blocks = [header_block(title)]
     if report.criteria:
         blocks.append(
-            _context(
+            context_block(
                 f"<#{channel}> · {report.summary()} · κ is measured once a criterion has "
                 f"{report.min_reviews} reviews; {KAPPA_TARGET} is the bar"
             )
         )
         lines = "\n".join(_slack_line(c) for c in report.criteria)
-        blocks += [_section(piece) for piece in split_mrkdwn(lines)]
+        blocks += [section_block(piece) for piece in split_mrkdwn(lines)]
     else:
         blocks.append(
-            _section(
+            section_block(
                 f"No reviews in <#{channel}> ({report.period}) yet. Review the grader with *Agree* "
                 "or *Disagree…* on its messages in a thread."
             )
         )
     if report.flagged:
-        blocks.append(_section(f"⚠️ {ANCHOR_ADVICE}"))
+        blocks.append(section_block(f"⚠️ {ANCHOR_ADVICE}"))
     if report.correlated:
-        blocks.append(_section(_slack_pairs(report.correlated)))
+        blocks.append(section_block(_slack_pairs(report.correlated)))
     if report.criteria:
         blocks.append(
-            _context(
+            context_block(
                 "Agreement: share of verdicts where reviewer and grader matched. Baseline: what "
                 "always giving the reviewers' most common verdict would score. κ: agreement beyond "
                 "chance (quadratic-weighted for 1–5 scores)."
             )
         )
-    return {"text": f"{title}: {_headline(report)}", "blocks": blocks}
+    return {"text": f"{title}: {_headline(report)}", "blocks": block_dicts(blocks)}
 
 
 def _headline(report: Report) -> str:
@@ -283,7 +280,7 @@ def _headline(report: Report) -> str:
     if not report.criteria:
         return "no reviews yet"
     flagged = len(report.flagged)
-    text = _plural(len(report.criteria), "criterion", "criteria")
+    text = plural(len(report.criteria), "criterion", "criteria")
     return text + (f", {flagged} below κ {KAPPA_TARGET}" if flagged else "")
 
 
@@ -293,11 +290,11 @@ def _slack_line(criterion: CriterionAgreement) -> str:
     agree = f"agree {_percent(criterion.percent_agreement)} (baseline {_percent(criterion.baseline)})"
     if value is not None:
         mark = "⚠️" if criterion.flagged else "✅"
-        facts = [_plural(criterion.n, "review"), agree, f"*κ {_kappa_words(value)}*"]
+        facts = [plural(criterion.n, "review"), agree, f"*κ {_kappa_words(value)}*"]
     elif not criterion.enough:
         mark, facts = "⏳", [f"_{criterion.note}_", agree]
     else:
-        mark, facts = "➖", [_plural(criterion.n, "review"), agree, f"_{criterion.note}_"]
+        mark, facts = "➖", [plural(criterion.n, "review"), agree, f"_{criterion.note}_"]
     name = truncate(escape(criterion.criterion), SLACK_NAME_MAX)
     return f"{mark} *{name}* ({_criterion_kind(criterion)}) — {' · '.join(facts)}"
 
@@ -311,20 +308,8 @@ def _slack_pairs(pairs: Sequence[CorrelatedPair]) -> str:
         second = truncate(escape(pair.second), SLACK_NAME_MAX)
         lines.append(f"• *{first}* & *{second}* (r = {pair.r:.2f} over {pair.answers} answers)")
     if len(pairs) > SLACK_PAIRS_MAX:
-        lines.append(f"…and {_plural(len(pairs) - SLACK_PAIRS_MAX, 'more pair')}")
+        lines.append(f"…and {plural(len(pairs) - SLACK_PAIRS_MAX, 'more pair')}")
     return "\n".join(lines)
-
-
-def _header(text: str) -> dict:
-    return {"type": "header", "text": {"type": "plain_text", "text": text}}
-
-
-def _section(text: str) -> dict:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
-
-
-def _context(text: str) -> dict:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
 
 
 # --- Terminal --------------------------------------------------------------------------------

@@ -120,7 +120,9 @@ async def _set(call: Invocation) -> None:
         call.ack,
         f"Channel default rubric set. {confirmation['text']}",
         blocks=[
-            _lead("New conversations in this channel will be graded against this rubric."),
+            render.section_block(
+                "New conversations in this channel will be graded against this rubric."
+            ).to_dict(),
             *confirmation["blocks"],
         ],
     )
@@ -236,7 +238,3 @@ SUBCOMMANDS: dict[str, Subcommand] = {
 async def _answer(ack: AsyncAck, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
     """Answer the command with a message only the caller sees."""
     await ack(text=text, blocks=blocks, response_type="ephemeral")
-
-
-def _lead(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
