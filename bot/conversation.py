@@ -5,6 +5,7 @@ Pure functions over Slack event payloads: no I/O, no Slack client.
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -20,21 +21,18 @@ message_deleted, channel_join, …) is not a request."""
 _RUBRIC_DIRECTIVE = re.compile(r"\s*rubric\s*:\s*(.*)", re.IGNORECASE | re.DOTALL)
 """`rubric:` at the start of a message (after any mention): the rest replaces the thread's rubric."""
 
-_SLACK_ESCAPES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
-"""The only three entities Slack escapes in message and command text; `&amp;` goes last so
-`&amp;lt;` becomes `&lt;`, as written."""
-
-
 def thread_id(team: str, channel: str, root_ts: str) -> str:
     """The checkpoint key of one Slack thread: one thread is one conversation."""
     return f"{team}:{channel}:{root_ts}"
 
 
 def slack_unescape(text: str) -> str:
-    """Undo Slack's escaping of `<`, `>` and `&` (rubrics and tasks are read as typed)."""
-    for entity, char in _SLACK_ESCAPES:
-        text = text.replace(entity, char)
-    return text
+    """Undo Slack's escaping of `<`, `>` and `&` (rubrics and tasks are read as typed).
+
+    Slack escapes every `&` it sends, so one pass of HTML unescaping restores exactly what was
+    typed (`&amp;lt;` becomes `&lt;`).
+    """
+    return html.unescape(text)
 
 
 def mention_pattern(bot_user_id: str) -> re.Pattern[str]:
