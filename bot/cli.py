@@ -23,6 +23,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from bot import render
 from bot.agent import TurnOutcome, agent_config, build_agent, init_models, run_turn
 from bot.commands import CommandError, report_days
 from bot.config import ENV_FILE, ConfigError, load_settings, provided_names
@@ -41,15 +42,6 @@ DEFAULT_PORT = 3000
 
 QUIET_LOGGERS = ("httpx", "httpx2")
 """HTTP client loggers of the model providers: one INFO line per model call is noise."""
-
-STATUS_WORDS = {
-    "satisfied": "rubric satisfied",
-    "needs_revision": "needs revision",
-    "max_iterations_reached": "max iterations reached",
-    "failed": "failed",
-    "grader_error": "grader error",
-}
-"""Terminal wording of each grading status (iteration results use the same words)."""
 
 
 @dataclass(frozen=True)
@@ -162,7 +154,7 @@ async def grade(
 def format_evaluation(evaluation: dict[str, Any]) -> str:
     """One grader iteration as a plain-text table: result, criterion, gap."""
     position = f"{evaluation['iteration'] + 1}/{evaluation['max_iterations']}"
-    title = f"Iteration {position}: {STATUS_WORDS.get(evaluation['result'], evaluation['result'])}"
+    title = f"Iteration {position}: {_status_words(evaluation['result'])}"
     if evaluation.get("score") is not None:
         title += f" (score {evaluation['score']:g}/5, {evaluation.get('verdict')})"
     rows = [("result", "criterion", "gap")]
@@ -182,17 +174,21 @@ def format_evaluation(evaluation: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _status_words(status: str) -> str:
+    """A status in the same words the thread shows, for the terminal."""
+    return render.STATUS_WORDS[status][1].lower() if status in render.STATUS_WORDS else status
+
+
 def format_outcome(outcome: TurnOutcome) -> str:
     """The final status line(s) and the answer."""
-    status = STATUS_WORDS.get(outcome.status or "", "no rubric")
+    status = _status_words(outcome.status) if outcome.status else "no rubric"
     if outcome.iterations is not None and outcome.max_iterations is not None:
         status += f" ({outcome.iterations}/{outcome.max_iterations})"
     lines = [f"Final status: {status}"]
     if outcome.best_iteration is not None:
         lines.append(f"Showing the best answer (iteration {outcome.best_iteration + 1}).")
     if outcome.usage:
-        usage = outcome.usage
-        lines.append(f"Tokens: {usage['input_tokens']:,} in · {usage['output_tokens']:,} out")
+        lines.append(f"Tokens: {render.usage_words(outcome.usage)}")
     return "\n".join([*lines, "", outcome.answer])
 
 

@@ -21,6 +21,7 @@ message_deleted, channel_join, …) is not a request."""
 _RUBRIC_DIRECTIVE = re.compile(r"\s*rubric\s*:\s*(.*)", re.IGNORECASE | re.DOTALL)
 """`rubric:` at the start of a message (after any mention): the rest replaces the thread's rubric."""
 
+
 def thread_id(team: str, channel: str, root_ts: str) -> str:
     """The checkpoint key of one Slack thread: one thread is one conversation."""
     return f"{team}:{channel}:{root_ts}"

@@ -252,7 +252,7 @@ def evaluation_message(evaluation: Mapping[str, Any], *, tally: ReviewTally | No
         tail.append(section_block(f"*Grader's explanation*\n{text}"))
     notes = []
     if evaluation.get("usage"):
-        notes.append(f"Grader tokens: {_usage_words(evaluation['usage'])}")
+        notes.append(f"Grader tokens: {usage_words(evaluation['usage'])}")
     if evaluation.get("calibration"):
         count = len(evaluation["calibration"])
         notes.append(f"Calibrated with {count} team review example{'s' if count != 1 else ''}")
@@ -389,7 +389,7 @@ def final_messages(
     lead = _status_lines(status, iterations, max_iterations, best_iteration)
     answer = markdown_to_mrkdwn(answer_markdown)
     sections = split_mrkdwn(answer) or ["_The answer was empty._"]
-    closing = context_block(f"Tokens this run: {_usage_words(usage)}") if usage else None
+    closing = context_block(f"Tokens this run: {usage_words(usage)}") if usage else None
 
     reserve = _text_length([closing]) if closing else 0
     groups: list[list[Block]] = [[section_block(lead)] if lead else []]
@@ -629,7 +629,8 @@ def _strings_length(node: object) -> int:
     return 0
 
 
-def _usage_words(usage: Mapping[str, int]) -> str:
+def usage_words(usage: Mapping[str, int]) -> str:
+    """Token usage as ``1,234 in · 56 out``."""
     return f"{usage.get('input_tokens', 0):,} in · {usage.get('output_tokens', 0):,} out"
 
 
