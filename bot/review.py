@@ -22,7 +22,6 @@ from pydantic.dataclasses import dataclass
 from slack_sdk.models.blocks import (
     Block,
     InputBlock,
-    MarkdownTextObject,
     Option,
     PlainTextInputElement,
     PlainTextObject,
@@ -32,6 +31,7 @@ from slack_sdk.models.blocks import (
 from slack_sdk.models.views import View
 
 from bot.mrkdwn import SECTION_TEXT_MAX, escape, truncate
+from bot.render import section_block
 from bot.store import ReviewRow, ReviewVerdict
 from grading import CalibrationExample
 
@@ -222,7 +222,7 @@ def review_notice(text: str) -> dict:
         type="modal",
         title=MODAL_TITLE,
         close="Close",
-        blocks=[SectionBlock(text=MarkdownTextObject(text=truncate(escape(text), SECTION_TEXT_MAX)))],
+        blocks=[section_block(truncate(escape(text), SECTION_TEXT_MAX))],
     )
     return view.to_dict()
 
@@ -234,7 +234,7 @@ def _intro(evaluation: Mapping[str, Any], *, revisiting: bool) -> SectionBlock:
         f"*Iteration {position}* — the menus start at {preset}. Change the ones you disagree "
         "with; a comment saying why helps the grader learn the team's judgement."
     )
-    return SectionBlock(text=MarkdownTextObject(text=text))
+    return section_block(text)
 
 
 def _criterion_inputs(
