@@ -6,6 +6,7 @@ checkpointer, and turns a finished turn into what the thread should show.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from langchain.agents import create_agent
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.messages.ai import add_usage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -218,7 +220,5 @@ def _turn_usage(
     parts += [e["usage"] for e in evaluations if e.get("usage")]
     if not parts:
         return None
-    return {
-        "input_tokens": sum(part["input_tokens"] for part in parts),
-        "output_tokens": sum(part["output_tokens"] for part in parts),
-    }
+    total = functools.reduce(add_usage, parts)
+    return {"input_tokens": total["input_tokens"], "output_tokens": total["output_tokens"]}

@@ -29,6 +29,7 @@ from langchain.agents.middleware.types import (
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages.ai import add_usage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
@@ -152,10 +153,19 @@ class _GraderCall:
 
 @dataclass(frozen=True)
 class _GraderReply:
-    """The grader's validated answer and what it cost."""
+    """The grader's validated answer and the messages it took to get it."""
 
     grade: BaseModel
-    usage: Usage | None
+    messages: Sequence[AnyMessage]
+
+    @property
+    def usage(self) -> Usage | None:
+        """Tokens over all of the grader's model calls, when the provider reported them."""
+        reported = [m.usage_metadata for m in self.messages if getattr(m, "usage_metadata", None)]
+        if not reported:
+            return None
+        total = functools.reduce(add_usage, reported)
+        return {"input_tokens": total["input_tokens"], "output_tokens": total["output_tokens"]}
 
 
 _Steps = Generator[_GraderCall, _GraderReply, dict[str, Any] | None]
@@ -166,27 +176,6 @@ _Steps = Generator[_GraderCall, _GraderReply, dict[str, Any] | None]
 def _parse_cached(text: str) -> Rubric:
     # Rubrics are immutable and the same text is graded every iteration.
     return parse_rubric(text)
-
-
-def _add_usage(first: Usage | None, second: Usage | None) -> Usage | None:
-    if first is None or second is None:
-        return first or second
-    return {
-        "input_tokens": first["input_tokens"] + second["input_tokens"],
-        "output_tokens": first["output_tokens"] + second["output_tokens"],
-    }
-
-
-def _usage_of(messages: Sequence[AnyMessage]) -> Usage | None:
-    total: Usage | None = None
-    for message in messages:
-        meta = getattr(message, "usage_metadata", None)
-        if meta:
-            total = _add_usage(
-                total,
-                {"input_tokens": meta["input_tokens"], "output_tokens": meta["output_tokens"]},
-            )
-    return total
 
 
 def _last_answer_id(messages: Sequence[AnyMessage]) -> str | None:
@@ -378,7 +367,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         still_missing = self._missing(rubric, retry.grade)
         if still_missing:
             raise GraderError(f"the grader did not grade {len(still_missing)} item(s): {still_missing}")
-        return _GraderReply(retry.grade, _add_usage(reply.usage, retry.usage))
+        return _GraderReply(retry.grade, [*reply.messages, *retry.messages])
 
     @staticmethod
     def _missing(rubric: Rubric, grade: Any) -> list[str]:
@@ -419,7 +408,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         grade = result.get("structured_response")
         if grade is None:
             raise GraderError("the grader finished without a structured answer")
-        return _GraderReply(grade, _usage_of(result.get("messages", [])))
+        return _GraderReply(grade, result.get("messages", []))
 
     # -- verdicts, computed in code ----------------------------------------------
 
