@@ -74,6 +74,8 @@ async def serve(settings: Settings, *, http: bool, port: int) -> None:
     stop = _stop_event()
     async with AsyncExitStack() as stack:
         store = await Store.open(str(settings.db_path))
+        # Dedupe keys only matter while Slack may still retry; don't let them pile up forever.
+        await store.prune_claims()
         stack.push_async_callback(store.close)
         agent = await stack.enter_async_context(open_agent(settings))
         session = await stack.enter_async_context(aiohttp.ClientSession())
