@@ -1,9 +1,8 @@
-"""Block Kit rendering: pure functions from evaluations, answers and rubrics to Slack payloads.
+"""Thread messages and the rubric UI: pure functions from evaluations, answers and rubrics to Slack payloads.
 
 A *message* here is a dict ready to splat into ``chat.postMessage``/``chat.update``:
 ``{"text": <notification fallback>, "blocks": [...]}`` and, where noted, ``"metadata"``.
-Blocks are built with slack_sdk's Block Kit models, whose ``to_dict()`` also validates Slack's
-per-field limits. Nothing here does I/O.
+The builders and Slack's limits come from :mod:`bot.blocks`. Nothing here does I/O.
 
 Every model- or user-written string is escaped (see :mod:`bot.mrkdwn`), so an answer, a gap or a
 criterion cannot mention ``@channel`` or forge links.
@@ -20,24 +19,26 @@ from slack_sdk.models.blocks import (
     ActionsBlock,
     Block,
     ButtonElement,
-    ContextBlock,
-    HeaderBlock,
     InputBlock,
-    MarkdownTextObject,
     PlainTextInputElement,
-    SectionBlock,
 )
 from slack_sdk.models.views import View
 
-from bot.mrkdwn import (
-    ELLIPSIS,
-    FENCE,
-    SECTION_TEXT_MAX,
-    escape,
-    markdown_to_mrkdwn,
-    split_mrkdwn,
-    truncate,
+from bot.blocks import (
+    BUTTON_VALUE_MAX,
+    MAX_BLOCKS,
+    MESSAGE_TEXT_BUDGET,
+    PLAIN_TEXT_INPUT_MAX,
+    block_dicts,
+    code,
+    context_block,
+    header_block,
+    plural,
+    section_block,
+    sections,
+    text_length,
 )
+from bot.mrkdwn import SECTION_TEXT_MAX, escape, markdown_to_mrkdwn, split_mrkdwn, truncate
 from grading.rubric import MAX_RUBRIC_CHARS, Dimension, Rubric
 
 if TYPE_CHECKING:
@@ -60,31 +61,7 @@ __all__ = [
     "rubric_confirmation",
     "rubric_error",
     "rubric_modal",
-    "split_mrkdwn",
 ]
-
-# --- Slack's limits (Block Kit reference, docs.slack.dev) -----------------------------------
-
-MAX_BLOCKS = 50
-"""Most blocks Slack accepts in one message."""
-
-HEADER_TEXT_MAX = 150
-"""Longest text a header block takes."""
-
-CONTEXT_TEXT_MAX = 3000
-"""Longest text object in a context block (the general text-object limit; context blocks
-have no lower one of their own, only a cap of 10 elements)."""
-
-BUTTON_VALUE_MAX = 2000
-"""Longest value a button may carry back in its block_actions payload."""
-
-PLAIN_TEXT_INPUT_MAX = 3000
-"""Slack caps a plain_text_input's max_length at 3,000, below grading's MAX_RUBRIC_CHARS."""
-
-MESSAGE_TEXT_BUDGET = 10_000
-"""Most text (summed over all blocks) put in one message. Slack rejects messages whose blocks
-hold roughly 12,000–13,000 characters with ``msg_blocks_too_long``, a limit it does not
-document exactly; staying at 10,000 leaves room for the block containers."""
 
 # --- Sizes this renderer chooses ------------------------------------------------------------
 
@@ -94,9 +71,6 @@ CRITERION_NAME_MAX = 500
 EXPLANATION_MAX = 2500
 """Longest grader explanation shown on an evaluation; it must share the message with every
 criterion, so it gets at most one section."""
-
-DETAIL_MAX = 2000
-"""Longest error detail (parse errors, exception text) shown in a code block."""
 
 ANCHOR_PREVIEW_MAX = 160
 """Longest anchor or description text quoted back when confirming a scored rubric."""
@@ -264,7 +238,7 @@ def evaluation_message(evaluation: Mapping[str, Any], *, tally: ReviewTally | No
         tail.append(_review_buttons(evaluation["grading_run_id"], evaluation["iteration"]))
 
     head_dicts, tail_dicts = block_dicts(head), block_dicts(tail)
-    room = MESSAGE_TEXT_BUDGET - _strings_length(head_dicts + tail_dicts)
+    room = MESSAGE_TEXT_BUDGET - text_length(head_dicts + tail_dicts)
     body = [section_block(text) for text in _pack(_criterion_entries(criteria, scored, room))]
     return {
         "text": f"Iteration {position}: {words} — {_outcome_words(evaluation, criteria)}",
@@ -388,13 +362,13 @@ def final_messages(
     """
     lead = _status_lines(status, iterations, max_iterations, best_iteration)
     answer = markdown_to_mrkdwn(answer_markdown)
-    sections = split_mrkdwn(answer) or ["_The answer was empty._"]
+    pieces = split_mrkdwn(answer) or ["_The answer was empty._"]
     closing = context_block(f"Tokens this run: {usage_words(usage)}") if usage else None
 
-    reserve = _text_length([closing]) if closing else 0
+    reserve = text_length(closing.to_dict()) if closing else 0
     groups: list[list[Block]] = [[section_block(lead)] if lead else []]
     used = len(lead)  # text in the current group: a section's text is all it counts
-    for text in sections:
+    for text in pieces:
         current = groups[-1]
         blocks_left = MAX_BLOCKS - len(current) - (1 if closing else 0)
         if current and (blocks_left < 1 or used + len(text) + reserve > MESSAGE_TEXT_BUDGET):
@@ -405,7 +379,7 @@ def final_messages(
     if closing:
         groups[-1].append(closing)
 
-    preview = truncate(sections[0], FALLBACK_PREVIEW_MAX)
+    preview = truncate(pieces[0], FALLBACK_PREVIEW_MAX)
     headline = _status_headline(status, iterations, max_iterations)
     messages = [
         {"text": f"(continued, part {number} of {len(groups)})", "blocks": block_dicts(blocks)}
@@ -465,7 +439,7 @@ def rubric_confirmation(rubric: Rubric) -> dict:
     text = "\n".join([f"*Rubric set* — {summary}:", *items, *warnings])
     return {
         "text": f"Rubric set: {count}",
-        "blocks": block_dicts(_sections(truncate(text, MESSAGE_TEXT_BUDGET))),
+        "blocks": block_dicts(sections(truncate(text, MESSAGE_TEXT_BUDGET))),
     }
 
 
@@ -490,7 +464,7 @@ def rubric_error(error: str) -> dict:
     lead = "⚠️ That rubric didn't parse, so the previous rubric is still in place:"
     return {
         "text": f"That rubric didn't parse: {truncate(escape(error), FALLBACK_PREVIEW_MAX)}",
-        "blocks": block_dicts([section_block(f"{lead}\n{_code(error)}"), context_block(RUBRIC_FORMAT_HINT)]),
+        "blocks": block_dicts([section_block(f"{lead}\n{code(error)}"), context_block(RUBRIC_FORMAT_HINT)]),
     }
 
 
@@ -506,7 +480,7 @@ def error_message(summary: str, detail: str | None) -> dict:
     """A model or grader failure in a thread, e.g. summary ``The grader failed: timed out``."""
     text = f"⚠️ *{escape(summary)}*"
     if detail:
-        text += f"\n{_code(detail)}"
+        text += f"\n{code(detail)}"
     return {
         "text": summary,
         "blocks": block_dicts(
@@ -571,62 +545,11 @@ def rubric_modal(current: str | None, *, channel_id: str) -> dict:
     return view.to_dict()
 
 
-# --- Block builders (also used by the report and the slash command) ------------------------------
+# --- Words shared with the terminal -----------------------------------------------------------
 
 
 def _status(status: str) -> tuple[str, str]:
     return STATUS_WORDS.get(status, ("ℹ️", status.replace("_", " ").capitalize()))
-
-
-def header_block(text: str) -> HeaderBlock:
-    """A header, shortened to Slack's limit."""
-    if len(text) > HEADER_TEXT_MAX:
-        text = text[: HEADER_TEXT_MAX - len(ELLIPSIS)] + ELLIPSIS
-    return HeaderBlock(text=text)
-
-
-def section_block(text: str) -> SectionBlock:
-    """A mrkdwn section (the caller keeps ``text`` within SECTION_TEXT_MAX)."""
-    return SectionBlock(text=MarkdownTextObject(text=text))
-
-
-def _sections(text: str) -> list[Block]:
-    return [section_block(piece) for piece in split_mrkdwn(text)]
-
-
-def context_block(text: str) -> ContextBlock:
-    """A one-line mrkdwn context, shortened to Slack's limit."""
-    return ContextBlock(elements=[MarkdownTextObject(text=truncate(text, CONTEXT_TEXT_MAX))])
-
-
-def _code(text: str) -> str:
-    """Text shown verbatim in a code block.
-
-    A zero-width space breaks up any fence inside the text, which would otherwise end the
-    block early and let the rest be read as formatting.
-    """
-    body = truncate(escape(text.strip()).replace(FENCE, "`\u200b``"), DETAIL_MAX)
-    return f"```{body}```"
-
-
-def block_dicts(blocks: Iterable[Block]) -> list[dict]:
-    """Serialise blocks; slack_sdk validates each against Slack's field limits on the way."""
-    return [block.to_dict() for block in blocks]
-
-
-def _text_length(blocks: Iterable[Block]) -> int:
-    """Characters of text the blocks hold, as counted against MESSAGE_TEXT_BUDGET."""
-    return sum(_strings_length(block.to_dict()) for block in blocks)
-
-
-def _strings_length(node: object) -> int:
-    if isinstance(node, Mapping):
-        return sum(
-            len(v) if k == "text" and isinstance(v, str) else _strings_length(v) for k, v in node.items()
-        )
-    if isinstance(node, list):
-        return sum(_strings_length(item) for item in node)
-    return 0
 
 
 def usage_words(usage: Mapping[str, int]) -> str:
@@ -637,8 +560,3 @@ def usage_words(usage: Mapping[str, int]) -> str:
 def _number(value: float) -> str:
     """2 decimals at most, no trailing zeros: 3.85, 4, 4.5."""
     return f"{round(value, 2):g}"
-
-
-def plural(count: int, singular: str, many: str | None = None) -> str:
-    """``1 review``, ``2 reviews``; ``many`` for irregular plurals (``criteria``)."""
-    return f"{count} {singular if count == 1 else many or singular + 's'}"

@@ -21,8 +21,8 @@ from datetime import UTC, datetime, timedelta
 from os import PathLike
 from typing import IO, Any
 
-from bot.mrkdwn import escape, split_mrkdwn, truncate
-from bot.render import block_dicts, context_block, header_block, plural, section_block
+from bot.blocks import block_dicts, context_block, header_block, plural, section_block, sections
+from bot.mrkdwn import escape, truncate
 from bot.review import grader_verdicts, verdict_label
 from bot.store import ReviewRow, Store
 from grading.agreement import (
@@ -252,7 +252,7 @@ def report_blocks(report: Report, *, channel: str) -> dict:
             )
         )
         lines = "\n".join(_slack_line(c) for c in report.criteria)
-        blocks += [section_block(piece) for piece in split_mrkdwn(lines)]
+        blocks += sections(lines)
     else:
         blocks.append(
             section_block(

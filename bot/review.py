@@ -30,8 +30,8 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from bot.mrkdwn import SECTION_TEXT_MAX, escape, truncate
-from bot.render import section_block
+from bot.blocks import MAX_VIEW_BLOCKS, SECTION_TEXT_MAX, section_block
+from bot.mrkdwn import escape, truncate
 from bot.store import ReviewRow, ReviewVerdict
 from grading import CalibrationExample
 
@@ -73,9 +73,6 @@ cases steer the grader; many would crowd its prompt and weigh old judgements as 
 
 MODAL_TITLE = "Review the grader"
 """Title of the review modal and of the notice that replaces it when a review cannot be saved."""
-
-MAX_MODAL_BLOCKS = View.blocks_max_length
-"""Most blocks Slack accepts in a modal (100): one intro plus two inputs per criterion."""
 
 LABEL_MAX = InputBlock.label_max_length
 """Longest input label (and hint) Slack accepts: a criterion's name is shortened to it."""
@@ -188,7 +185,7 @@ def review_modal(
     verdicts = grader_verdicts(evaluation)
     if not verdicts:
         raise ValueError("this evaluation has no graded criteria to review")
-    if 1 + 2 * len(verdicts) > MAX_MODAL_BLOCKS:
+    if 1 + 2 * len(verdicts) > MAX_VIEW_BLOCKS:
         raise ValueError(f"{len(verdicts)} criteria are more than one review form can hold")
     earlier = {row.criterion: row for row in previous or ()}
     gaps = {str(c.get("name", "")): (c.get("gap") or "").strip() for c in evaluation.get("criteria") or []}

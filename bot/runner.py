@@ -23,6 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
 from bot.agent import ConversationAgent, TurnOutcome, agent_config, run_turn
+from bot.blocks import MAX_BLOCKS, context_block
 from bot.conversation import UserMessage
 from bot.review import CALIBRATION_EXAMPLES, calibration_examples
 from bot.store import INTERRUPTED, Store
@@ -301,10 +302,9 @@ def _with_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]
     """The messages with `hint` on a context line at the end (a message of its own if the last is full)."""
     *earlier, last = messages
     blocks = last.get("blocks", [])
-    if len(blocks) >= render.MAX_BLOCKS:
+    if len(blocks) >= MAX_BLOCKS:
         return [*messages, {"text": hint}]
-    context = {"type": "context", "elements": [{"type": "mrkdwn", "text": hint}]}
-    return [*earlier, {**last, "blocks": [*blocks, context]}]
+    return [*earlier, {**last, "blocks": [*blocks, context_block(hint).to_dict()]}]
 
 
 def _describe(exc: BaseException) -> str:

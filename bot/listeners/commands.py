@@ -18,6 +18,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
+from bot.blocks import section_block
 from bot.commands import (
     CommandError,
     RubricCommand,
@@ -120,9 +121,7 @@ async def _set(call: Invocation) -> None:
         call.ack,
         f"Channel default rubric set. {confirmation['text']}",
         blocks=[
-            render.section_block(
-                "New conversations in this channel will be graded against this rubric."
-            ).to_dict(),
+            section_block("New conversations in this channel will be graded against this rubric.").to_dict(),
             *confirmation["blocks"],
         ],
     )

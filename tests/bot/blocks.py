@@ -2,7 +2,7 @@
 
 from slack_sdk.models.blocks import Block
 
-from bot.render import MAX_BLOCKS, MESSAGE_TEXT_BUDGET
+from bot.blocks import MAX_BLOCKS, MESSAGE_TEXT_BUDGET
 from tests.standins.slack_api import block_texts
 
 

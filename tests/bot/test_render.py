@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.mrkdwn import markdown_to_mrkdwn, truncate
+from bot.mrkdwn import markdown_to_mrkdwn, split_mrkdwn, truncate
 from bot.render import (
     AGREE_ACTION_ID,
     DISAGREE_ACTION_ID,
@@ -22,7 +22,6 @@ from bot.render import (
     rubric_confirmation,
     rubric_error,
     rubric_modal,
-    split_mrkdwn,
 )
 from bot.store import ReviewRow
 from grading.rubric import parse_rubric
