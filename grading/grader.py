@@ -191,7 +191,7 @@ def _render(message: AnyMessage) -> str:
     return f"[{_role(message)}]\n{_clip(_message_text(message))}"
 
 
-def _request_index(messages: Sequence[AnyMessage]) -> int | None:
+def request_index(messages: Sequence[AnyMessage]) -> int | None:
     """Index of the latest user message that is not grader feedback: the current task."""
     for i in range(len(messages) - 1, -1, -1):
         if isinstance(messages[i], HumanMessage) and not is_grader_message(messages[i]):
@@ -208,7 +208,7 @@ def build_transcript(messages: Sequence[AnyMessage]) -> str:
     if not messages:
         return "(empty transcript)"
     rendered: dict[int, str] = {}
-    request = _request_index(messages)
+    request = request_index(messages)
     if request is not None:
         rendered[request] = _render(messages[request])
     budget = MAX_TRANSCRIPT_CHARS - sum(map(len, rendered.values()))

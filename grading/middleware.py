@@ -45,6 +45,7 @@ from grading.grader import (
     CalibrationExample,
     build_payload,
     missing_names_correction,
+    request_index,
 )
 from grading.rubric import Rubric, RubricError, parse_rubric
 
@@ -58,7 +59,7 @@ TERMINAL_STATUSES: frozenset[str] = frozenset(
     {"satisfied", "max_iterations_reached", "failed", "grader_error"}
 )
 """Statuses that end a grading run; the next invocation starts a new run
-(new `grading_run_id`, iteration 0) even with the same rubric."""
+(new `grading_run_id`, iteration 0) even with the same rubric and no new request."""
 
 RUBRIC_KEY = "rubric"
 """The public state key that carries the rubric text."""
@@ -133,6 +134,10 @@ class RubricState(AgentState):
     _rubric_active: NotRequired[Annotated[str, PrivateStateAttr]]
     """The rubric text the current run grades against; a different `rubric` starts a new run."""
 
+    _rubric_request: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    """Message id of the user request the current run grades answers to; a newer request starts
+    a new run however the current one ended (an error, a cancellation, an interrupt)."""
+
 
 CalibrationSource = Callable[[Rubric, RunnableConfig], Sequence[CalibrationExample]]
 """Returns team-reviewed examples to show the grader for this rubric and
@@ -176,6 +181,11 @@ _Steps = Generator[_GraderCall, _GraderReply, dict[str, Any] | None]
 def _parse_cached(text: str) -> Rubric:
     # Rubrics are immutable and the same text is graded every iteration.
     return parse_rubric(text)
+
+
+def _request_id(messages: Sequence[AnyMessage]) -> str | None:
+    index = request_index(messages)
+    return messages[index].id if index is not None else None
 
 
 def _last_answer_id(messages: Sequence[AnyMessage]) -> str | None:
@@ -271,15 +281,25 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
 
     @staticmethod
     def _start_run_if_needed(state: RubricState) -> dict[str, Any] | None:
+        """A fresh run for each new user request; the current run otherwise.
+
+        Resuming from a checkpoint (`astream(None, config)`) adds no request, so it continues
+        the run it resumes. A new request starts over whatever state the last run was left in.
+        """
         rubric = state.get(RUBRIC_KEY)
         if not rubric:
             return None
-        same_rubric = state.get("_rubric_active") == rubric
-        if same_rubric and state.get("_rubric_status") not in TERMINAL_STATUSES:
-            return None  # an interrupted run resumes where it was
+        request = _request_id(state["messages"])
+        if (
+            state.get("_rubric_active") == rubric
+            and state.get("_rubric_request") == request
+            and state.get("_rubric_status") not in TERMINAL_STATUSES
+        ):
+            return None
         return {
             "_rubric_run_id": str(uuid.uuid4()),
             "_rubric_active": rubric,
+            "_rubric_request": request,
             "_rubric_iterations": 0,
             "_rubric_status": None,
             "_rubric_best_iteration": None,

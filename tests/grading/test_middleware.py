@@ -19,94 +19,19 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from grading.grader import GRADER_SOURCE, MAX_TRANSCRIPT_CHARS
 from grading.middleware import RubricMiddleware
 from grading.tools import count_lines
+from tests.grading.agents import (
+    HAIKU_RUBRIC,
+    SEED_YAML,
+    arun,
+    ask,
+    build,
+    criteria,
+    grader_that_wants,
+    invoke_sync,
+    list_grade,
+    thread,
+)
 from tests.grading.scripted import ScriptedChatModel, answers, grade_call, payload_of, tool_call
-
-HAIKU_RUBRIC = "- The poem has three lines\n- The theme is spring\n- No rhyme"
-SEED_YAML = """
-dimensions:
-  - name: Correctness
-    weight: 0.5
-    fail_below: 3
-    anchors: {5: All facts correct., 3: Minor inaccuracies., 1: Contains false information.}
-  - name: Completeness
-    weight: 0.2
-    anchors: {5: Complete., 3: Some gaps., 1: More than half missing.}
-  - name: Clarity
-    weight: 0.15
-    anchors: {5: Understood on first read., 3: Needs a re-read., 1: Incomprehensible.}
-  - name: Tone
-    weight: 0.15
-    anchors: {5: Polite and professional., 3: A bit off., 1: Rude.}
-"""
-
-
-def criteria(*verdicts: tuple[str, bool], gap: str = "fix it") -> list[dict[str, Any]]:
-    return [{"name": n, "passed": p, **({} if p else {"gap": f"{gap}: {n}"})} for n, p in verdicts]
-
-
-def list_grade(*verdicts: tuple[str, bool], explanation: str = "Checked.") -> AIMessage:
-    failing = any(not p for _, p in verdicts)
-    result = "needs_revision" if failing else "satisfied"
-    return grade_call(
-        "RubricGrade", {"result": result, "explanation": explanation, "criteria": criteria(*verdicts)}
-    )
-
-
-def grader_that_wants(marker: str) -> Any:
-    """Fails 'The theme is spring' until the latest answer contains `marker`."""
-
-    def script(messages: list[Any]) -> AIMessage:
-        payload = payload_of(messages)
-        transcript = payload.split("<transcript-")[-1]
-        answers_seen = re.findall(r"\[assistant\]\n(.*)", transcript)
-        ok = bool(answers_seen) and marker in answers_seen[-1]
-        return list_grade(("The poem has three lines", True), ("The theme is spring", ok), ("No rhyme", True))
-
-    return script
-
-
-def build(
-    worker_script: Any, grader_script: Any, **kwargs: Any
-) -> tuple[Any, ScriptedChatModel, ScriptedChatModel]:
-    worker = ScriptedChatModel(script=worker_script)
-    grader = ScriptedChatModel(script=grader_script)
-    checkpointer = kwargs.pop("checkpointer", None) or InMemorySaver()
-    agent = create_agent(
-        model=worker, middleware=[RubricMiddleware(model=grader, **kwargs)], checkpointer=checkpointer
-    )
-    return agent, worker, grader
-
-
-def ask(text: str, rubric: str | None = None) -> dict[str, Any]:
-    inputs: dict[str, Any] = {"messages": [HumanMessage(text)]}
-    if rubric is not None:
-        inputs["rubric"] = rubric
-    return inputs
-
-
-def thread(tid: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": tid}}
-
-
-def invoke_sync(agent: Any, inputs: dict[str, Any], tid: str = "t") -> dict[str, Any]:
-    """Invoke, then read the whole state (private keys are not part of the output schema)."""
-    agent.invoke(inputs, thread(tid))
-    return agent.get_state(thread(tid)).values
-
-
-def invoke_async(agent: Any, inputs: dict[str, Any], tid: str = "t") -> dict[str, Any]:
-    """The same through `ainvoke`/`aget_state`, so every behaviour is checked on both paths."""
-    return asyncio.run(arun(agent, inputs, tid))
-
-
-@pytest.fixture(params=["sync", "async"])
-def run(request: pytest.FixtureRequest) -> Any:
-    return invoke_sync if request.param == "sync" else invoke_async
-
-
-async def arun(agent: Any, inputs: dict[str, Any], tid: str = "t") -> dict[str, Any]:
-    await agent.ainvoke(inputs, thread(tid))
-    return (await agent.aget_state(thread(tid))).values
 
 
 def test_without_rubric_the_agent_runs_untouched_and_no_grader_is_called(run):
