@@ -75,7 +75,8 @@ def init_models(settings: Settings) -> tuple[BaseChatModel, BaseChatModel]:
             problems.append(problem(name, "is not set"))
             continue
         try:
-            models[name] = init_chat_model(spec)
+            # Without a timeout, a provider that accepts a call and never answers holds the thread.
+            models[name] = init_chat_model(spec, timeout=settings.model_timeout)
         except Exception as exc:  # provider packages raise many types for a bad name or missing key
             problems.append(problem(name, f"cannot be used ({type(exc).__name__}: {exc})"))
     if problems:

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import signal
 from contextlib import AsyncExitStack
+from datetime import UTC, datetime
 
 import aiohttp
 from aiohttp import web
@@ -72,6 +73,8 @@ def create_app(settings: Settings, services: Services, client: AsyncWebClient) -
 async def serve(settings: Settings, *, http: bool, port: int) -> None:
     """Run the bot until SIGTERM/SIGINT, then let running requests finish (or mark them interrupted)."""
     stop = _stop_event()
+    # Runs started before this moment belong to earlier processes; unfinished, they were cut short.
+    started = datetime.now(UTC)
     async with AsyncExitStack() as stack:
         store = await Store.open(str(settings.db_path))
         # Dedupe keys only matter while Slack may still retry; don't let them pile up forever.
@@ -80,7 +83,16 @@ async def serve(settings: Settings, *, http: bool, port: int) -> None:
         agent = await stack.enter_async_context(open_agent(settings))
         session = await stack.enter_async_context(aiohttp.ClientSession())
         client = build_client(settings, session)
-        runner = ThreadRunner(agent=agent, store=store, client=client)
+        runner = ThreadRunner(
+            agent=agent,
+            store=store,
+            client=client,
+            model_timeout=settings.model_timeout,
+            run_timeout=settings.run_timeout,
+        )
+        abandoned = await runner.report_abandoned_runs(started)
+        if abandoned:
+            logger.info("telling %d thread(s) that a restart interrupted their request", abandoned)
         app = create_app(settings, Services(settings, store, runner), client)
         if settings.socket_mode and not http:
             await _serve_socket_mode(app, settings, stop)

@@ -31,6 +31,16 @@ ENV_FILE = ".env"
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 """Slack's own Web API base URL; tests point `SLACK_API_URL` at a local stand-in instead."""
 
+DEFAULT_MODEL_TIMEOUT = 120.0
+"""Seconds one model call (worker or grader) may wait for the provider's answer."""
+
+RUN_TIMEOUT_FACTOR = 10
+"""Without `RUBRIC_BOT_RUN_TIMEOUT`, a whole run may take this many model timeouts: room for the
+worker's and the grader's calls over several iterations, yet a bound on how long a thread waits."""
+
+DEFAULT_RUN_TIMEOUT = DEFAULT_MODEL_TIMEOUT * RUN_TIMEOUT_FACTOR
+"""Seconds a whole run may take when neither timeout is set."""
+
 HINTS: dict[str, str] = {
     "SLACK_BOT_TOKEN": (
         "set it to the app's Bot User OAuth Token (starts with xoxb-; "
@@ -57,6 +67,13 @@ HINTS: dict[str, str] = {
     "RUBRIC_BOT_SHUTDOWN_GRACE": (
         "set it to the seconds a stopping bot lets running requests finish (default 25)"
     ),
+    "RUBRIC_BOT_MODEL_TIMEOUT": (
+        f"set it to the seconds one model call may take, more than 0 (default {DEFAULT_MODEL_TIMEOUT:g})"
+    ),
+    "RUBRIC_BOT_RUN_TIMEOUT": (
+        "set it to the seconds one whole request may take, more than 0 "
+        f"(default {RUN_TIMEOUT_FACTOR} times RUBRIC_BOT_MODEL_TIMEOUT)"
+    ),
 }
 """How to fix each setting, shown next to any problem with it."""
 
@@ -81,6 +98,8 @@ class Settings(BaseSettings):
     max_iterations: PositiveInt = Field(3, validation_alias="RUBRIC_BOT_MAX_ITERATIONS")
     db_path: Path = Field(Path("rubric-bot.sqlite"), validation_alias="RUBRIC_BOT_DB")
     shutdown_grace: PositiveFloat = Field(25.0, validation_alias="RUBRIC_BOT_SHUTDOWN_GRACE")
+    model_timeout: PositiveFloat = Field(DEFAULT_MODEL_TIMEOUT, validation_alias="RUBRIC_BOT_MODEL_TIMEOUT")
+    run_timeout_override: PositiveFloat | None = Field(None, validation_alias="RUBRIC_BOT_RUN_TIMEOUT")
 
     @field_validator("slack_bot_token")
     @classmethod
@@ -104,6 +123,11 @@ class Settings(BaseSettings):
     def grader_model(self) -> str | None:
         """The grader's model string: its own setting, else the worker's."""
         return self.grader_model_override or self.worker_model
+
+    @property
+    def run_timeout(self) -> float:
+        """Seconds one run may take: its own setting, else `RUN_TIMEOUT_FACTOR` model timeouts."""
+        return self.run_timeout_override or self.model_timeout * RUN_TIMEOUT_FACTOR
 
     @property
     def socket_mode(self) -> bool:

@@ -3,7 +3,8 @@
 Listeners ack at once and hand requests here. `ThreadScheduler` keeps each thread's jobs in arrival
 order while different threads run concurrently; `ThreadRunner` does the work of a job — runs the
 agent, posts each evaluation and the final answer into the thread — and records runs so that a
-restart or crash in the middle is reported in the thread instead of passing silently.
+restart or crash in the middle is reported in the thread instead of passing silently, a run that
+takes too long ends with a notice, and an answer Slack never took is recorded as undelivered.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -24,9 +26,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import render
 from bot.agent import ConversationAgent, TurnOutcome, agent_config, run_turn
 from bot.blocks import MAX_BLOCKS, context_block
+from bot.config import DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
 from bot.conversation import UserMessage
 from bot.review import CALIBRATION_EXAMPLES, calibration_examples
-from bot.store import INTERRUPTED, Store
+from bot.store import FAILED, INTERRUPTED, TIMED_OUT, RunRecord, Store
 from grading import CalibrationExample, RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)
@@ -36,6 +39,13 @@ WORKING_REACTION = "hourglass_flowing_sand"
 
 SLACK_ERRORS: tuple[type[Exception], ...] = (SlackApiError, aiohttp.ClientError, TimeoutError)
 """What a Slack Web API call raises once the client's own retries are used up."""
+
+ANSWERED = "answered"
+"""Run status of a run answered without a rubric (nothing was graded)."""
+
+
+class RunTimeout(Exception):
+    """A whole run took longer than the runner allows (`RUBRIC_BOT_RUN_TIMEOUT`)."""
 
 
 @dataclass(frozen=True)
@@ -112,12 +122,16 @@ class ThreadRunner:
         store: Store,
         client: AsyncWebClient,
         scheduler: ThreadScheduler | None = None,
+        model_timeout: float = DEFAULT_MODEL_TIMEOUT,
+        run_timeout: float = DEFAULT_RUN_TIMEOUT,
     ) -> None:
+        """`model_timeout` is what the models were built with (for the notice); `run_timeout` is enforced."""
         self._agent = agent
         self._store = store
         self._client = client
         self._scheduler = scheduler or ThreadScheduler()
-        self._live_runs: set[int] = set()
+        self._model_timeout = model_timeout
+        self._run_timeout = run_timeout
 
     @property
     def busy_threads(self) -> int:
@@ -129,7 +143,6 @@ class ThreadRunner:
         run_id = await self._store.start_run(
             message.thread_id, message.team, message.channel, message.thread_ts, message.ts
         )
-        self._live_runs.add(run_id)
         job = Job(
             run=partial(self._run_request, message, run_id),
             abandon=partial(self._abandon, message, run_id),
@@ -145,6 +158,23 @@ class ThreadRunner:
         )
         if not self._scheduler.submit(message.thread_id, job):
             await job.abandon()
+
+    async def report_abandoned_runs(self, started_before: datetime) -> int:
+        """Tell each thread whose run an earlier process left unfinished, once; how many there were.
+
+        The runs are claimed at once (another process starting now gets none of them); each notice
+        is queued in its thread, so it comes before any new request's answer there.
+        """
+        runs = await self._store.claim_abandoned_runs(started_before)
+        for run in runs:
+            request = _request_of(run)
+            job = Job(
+                run=partial(self._tell_abandoned, request, run.run_id),
+                abandon=partial(self._store.release_interrupted, run.run_id),
+            )
+            if not self._scheduler.submit(request.thread_id, job):
+                await job.abandon()
+        return len(runs)
 
     async def reply(self, message: UserMessage, payload: dict[str, Any]) -> str | None:
         """Post a message in `message`'s thread; its ts, or None if Slack failed (logged)."""
@@ -175,25 +205,31 @@ class ThreadRunner:
         await self.reply(message, render.rubric_confirmation(rubric))
 
     async def _run_request(self, message: UserMessage, run_id: int) -> None:
-        status = "error"
+        status, delivered = FAILED, False
         try:
             await self._report_interrupted(message)
             await self._react("reactions_add", message)
-            status = await self._answer(message)
+            try:
+                outcome = await self._answer(message)
+            except Exception as exc:
+                status, notice = self._failure(message, exc)
+                delivered = await self.reply(message, notice) is not None
+            else:
+                status = outcome.status or ANSWERED
+                delivered = await self._post_final(message, outcome)
         except asyncio.CancelledError:
             status = INTERRUPTED
             await self._tell_interrupted(message, run_id, started=True)
             raise
-        except Exception as exc:
-            logger.exception("run in thread %s failed", message.thread_id)
-            await self.reply(message, render.error_message("The model failed", _describe(exc)))
         finally:
-            self._live_runs.discard(run_id)
             await self._react("reactions_remove", message)
             if status != INTERRUPTED:
                 await self._store.finish_run(run_id, status)
+                if not delivered:
+                    await self._record_undelivered(message, run_id, status)
 
-    async def _answer(self, message: UserMessage) -> str:
+    async def _answer(self, message: UserMessage) -> TurnOutcome:
+        """Run the agent on the request, posting each evaluation; `RunTimeout` past the run's limit."""
         config = agent_config(message.thread_id, team=message.team, channel=message.channel)
         inputs: dict[str, Any] = {"messages": [HumanMessage(message.text)]}
         before = (await self._agent.aget_state(config)).values
@@ -210,15 +246,37 @@ class ThreadRunner:
                 channel=message.channel,
                 calibration=await self._calibration(message, rubric_text),
             )
-        outcome = await run_turn(
-            self._agent,
-            inputs,
-            config,
-            partial(self._post_evaluation, message, rubric_text or ""),
-            before=before,
-        )
-        await self._post_final(message, outcome)
-        return outcome.status or "answered"
+        guard = asyncio.timeout(self._run_timeout)
+        try:
+            async with guard:
+                return await run_turn(
+                    self._agent,
+                    inputs,
+                    config,
+                    partial(self._post_evaluation, message, rubric_text or ""),
+                    before=before,
+                )
+        except TimeoutError as exc:
+            if guard.expired():
+                raise RunTimeout from exc
+            raise
+
+    def _failure(self, message: UserMessage, exc: Exception) -> tuple[str, dict[str, Any]]:
+        """The run status and the thread's notice for a run that failed with `exc` (logged here)."""
+        if isinstance(exc, RunTimeout):
+            logger.warning("run in thread %s took longer than %gs", message.thread_id, self._run_timeout)
+            return TIMED_OUT, render.error_message(
+                f"The model did not finish this request within {self._run_timeout:g} s",
+                "Each request may take that long at most, so one slow provider cannot hold the thread.",
+            )
+        if _is_timeout(exc):
+            logger.warning("model call in thread %s timed out: %s", message.thread_id, _describe(exc))
+            return TIMED_OUT, render.error_message(
+                f"The model did not answer within {self._model_timeout:g} s",
+                "The model provider accepted the request but sent no answer in time.",
+            )
+        logger.exception("run in thread %s failed", message.thread_id)
+        return FAILED, render.error_message("The model failed", _describe(exc))
 
     async def _calibration(self, message: UserMessage, rubric_text: str) -> list[CalibrationExample]:
         """The channel's latest disagreements with this rubric's grader, unless calibration is off."""
@@ -238,7 +296,8 @@ class ThreadRunner:
                 message.team, message.channel, message.thread_ts, ts, evaluation, rubric_text
             )
 
-    async def _post_final(self, message: UserMessage, outcome: TurnOutcome) -> None:
+    async def _post_final(self, message: UserMessage, outcome: TurnOutcome) -> bool:
+        """Post the run's status and answer; whether every part of it reached the thread."""
         messages = render.final_messages(
             outcome.status,
             outcome.answer,
@@ -249,19 +308,27 @@ class ThreadRunner:
         )
         if outcome.status is None:
             messages = _with_hint(messages, render.no_rubric_hint())
-        for payload in messages:
-            await self.reply(message, payload)
+        posted = [await self.reply(message, payload) for payload in messages]
+        return None not in posted
+
+    async def _record_undelivered(self, message: UserMessage, run_id: int, status: str) -> None:
+        # The grading status says how the answer did; this says nobody saw it, for the operator.
+        logger.error(
+            "run %d in thread %s ended %s, but its answer never reached the thread",
+            run_id,
+            message.thread_id,
+            status,
+        )
+        await self._store.mark_undelivered(run_id)
 
     # -- interruptions ---------------------------------------------------------
 
     async def _abandon(self, message: UserMessage, run_id: int | None) -> None:
-        if run_id is not None:
-            self._live_runs.discard(run_id)
         await self._tell_interrupted(message, run_id, started=False)
 
     async def _tell_interrupted(self, message: UserMessage, run_id: int | None, *, started: bool) -> None:
         what = "stopped before finishing" if started else "didn't get to"
-        await self.reply(
+        told = await self.reply(
             message,
             render.error_message(
                 f"The bot is restarting and {what} this request",
@@ -270,22 +337,26 @@ class ThreadRunner:
         )
         if run_id is not None:
             await self._store.mark_interrupted(run_id)
-            await self._store.acknowledge_interrupted(run_id)
+            if told is not None:  # otherwise the next start-up tells the thread
+                await self._store.acknowledge_interrupted(run_id)
+
+    async def _tell_abandoned(self, request: UserMessage, run_id: int) -> None:
+        """Tell the thread a run was lost with the process that ran it, and take its ⏳ off."""
+        told = await self.reply(
+            request,
+            render.error_message(
+                "Your request was interrupted by a restart",
+                "The bot stopped before it finished, so it has no answer. Reply in this thread to try again.",
+            ),
+        )
+        await self._react("reactions_remove", request)
+        if told is None:
+            await self._store.release_interrupted(run_id)
 
     async def _report_interrupted(self, message: UserMessage) -> None:
-        """Tell the thread about runs a crash cut short (runs of this process are not crashed)."""
-        for run in await self._store.unfinished_runs(message.thread_id):
-            if run.run_id in self._live_runs:
-                continue
-            await self.reply(
-                message,
-                render.error_message(
-                    "An earlier request in this thread was interrupted",
-                    "The bot stopped before it finished, so that request has no final answer. "
-                    "Send it again if you still need it.",
-                ),
-            )
-            await self._store.acknowledge_interrupted(run.run_id)
+        """Tell the thread about interrupted runs whose notice could not be posted before."""
+        for run in await self._store.claim_interrupted_runs(message.thread_id):
+            await self._tell_abandoned(_request_of(run), run.run_id)
 
     # -- Slack helpers -----------------------------------------------------------
 
@@ -305,6 +376,30 @@ def _with_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]
     if len(blocks) >= MAX_BLOCKS:
         return [*messages, {"text": hint}]
     return [*earlier, {**last, "blocks": [*blocks, context_block(hint).to_dict()]}]
+
+
+def _request_of(run: RunRecord) -> UserMessage:
+    """The request a recorded run was answered for, enough to reply to it (its text is not kept)."""
+    return UserMessage(
+        team=run.team, channel=run.channel, ts=run.request_ts, thread_ts=run.thread_ts, user="", text=""
+    )
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it came from, is a call that gave up waiting.
+
+    Provider SDKs raise their own types for a call that timed out (openai's and anthropic's
+    `APITimeoutError`, httpx's `TimeoutException`, …) rather than `TimeoutError`, so they are
+    recognised by name, along the chain of causes.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, TimeoutError) or any("Timeout" in t.__name__ for t in type(current).__mro__):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _describe(exc: BaseException) -> str:

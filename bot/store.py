@@ -28,6 +28,12 @@ BUSY_TIMEOUT_MS = 5_000
 INTERRUPTED = "interrupted"
 """Run status of a run stopped before it finished (shutdown, or found after a crash)."""
 
+TIMED_OUT = "timed_out"
+"""Run status of a run ended because a model call or the whole run took longer than allowed."""
+
+FAILED = "error"
+"""Run status of a run ended by any other failure of the models or the agent."""
+
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS claims (
         key TEXT NOT NULL PRIMARY KEY,
@@ -65,7 +71,8 @@ SCHEMA = (
         status TEXT,
         started_at TEXT NOT NULL,
         finished_at TEXT,
-        acknowledged INTEGER NOT NULL DEFAULT 0
+        acknowledged INTEGER NOT NULL DEFAULT 0,
+        undelivered INTEGER NOT NULL DEFAULT 0
     )""",
     "CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (thread_id, finished_at)",
     """CREATE TABLE IF NOT EXISTS evaluations (
@@ -96,7 +103,13 @@ SCHEMA = (
     )""",
     "CREATE INDEX IF NOT EXISTS reviews_by_channel ON reviews (team, channel, created_at)",
 )
-"""The bot's tables, created when absent."""
+"""The bot's tables, created when absent. In ``runs``, ``acknowledged`` is 1 once the thread was
+told that the run was interrupted, and ``undelivered`` is 1 when the run's closing message (its
+answer, or the notice of its failure) never reached Slack, whatever the grading status says."""
+
+ADDED_COLUMNS = (("runs", "undelivered", "INTEGER NOT NULL DEFAULT 0"),)
+"""Columns added to tables after their first release: (table, column, declaration). Files created
+before then get them on open. A stopgap until the schema has versioned migrations."""
 
 _REVIEW_FIELDS = (
     "team", "channel", "thread_ts", "grading_run_id", "iteration", "criterion",
@@ -104,7 +117,9 @@ _REVIEW_FIELDS = (
 )  # fmt: skip
 """Columns of the reviews table, in ReviewRow's field order."""
 
-_RUN_COLUMNS = "run_id, thread_id, team, channel, thread_ts, request_ts, status, started_at, finished_at"
+_RUN_COLUMNS = (
+    "run_id, thread_id, team, channel, thread_ts, request_ts, status, undelivered, started_at, finished_at"
+)
 """Columns of the runs table read into a RunRecord, in its field order."""
 
 
@@ -119,6 +134,8 @@ class RunRecord:
     thread_ts: str
     request_ts: str
     status: str | None
+    undelivered: bool
+    """Whether the run's closing message never reached the thread."""
     started_at: datetime
     finished_at: datetime | None
 
@@ -186,6 +203,7 @@ class Store:
             await connection.execute("PRAGMA journal_mode = WAL")
             for statement in SCHEMA:
                 await connection.execute(statement)
+            await _add_missing_columns(connection)
         except BaseException:
             await connection.close()
             raise
@@ -307,18 +325,6 @@ class Store:
         """Record that a run was stopped before finishing; it is reported until acknowledged."""
         await self.finish_run(run_id, INTERRUPTED)
 
-    async def unfinished_runs(self, thread_id: str) -> list[RunRecord]:
-        """Runs of the thread that never finished (or were interrupted) and were not yet reported.
-
-        A run still in progress in this process is listed too; callers skip their own live runs.
-        """
-        rows = await self._fetch_all(
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE thread_id = ? AND acknowledged = 0 "
-            "AND (finished_at IS NULL OR status = ?) ORDER BY run_id",
-            (thread_id, INTERRUPTED),
-        )
-        return [_run(row) for row in rows]
-
     async def acknowledge_interrupted(self, run_id: int) -> None:
         """Mark an interrupted run as reported (and as interrupted, if it never finished)."""
         await self._execute(
@@ -326,6 +332,50 @@ class Store:
             "finished_at = COALESCE(finished_at, ?) WHERE run_id = ?",
             (INTERRUPTED, _now(), run_id),
         )
+
+    async def claim_abandoned_runs(self, started_before: datetime) -> list[RunRecord]:
+        """Take the unreported runs an earlier process left behind, marking them interrupted and reported.
+
+        Those are runs that never finished and started before ``started_before`` (this process's
+        start), and interrupted runs whose thread was not told. One UPDATE … RETURNING claims them,
+        so processes starting together each get different runs and every run is reported once.
+        """
+        return await self._claim_interrupted(
+            "(finished_at IS NULL AND started_at < ?) OR status = ?", (_iso(started_before), INTERRUPTED)
+        )
+
+    async def claim_interrupted_runs(self, thread_id: str) -> list[RunRecord]:
+        """Take the thread's interrupted runs nobody has reported yet, marking them reported."""
+        return await self._claim_interrupted("thread_id = ? AND status = ?", (thread_id, INTERRUPTED))
+
+    async def release_interrupted(self, run_id: int) -> None:
+        """Undo a claim whose report could not be posted, so that a later attempt reports the run."""
+        await self._execute("UPDATE runs SET acknowledged = 0 WHERE run_id = ?", (run_id,))
+
+    async def _claim_interrupted(self, condition: str, params: Sequence[Any]) -> list[RunRecord]:
+        rows = await self._fetch_all(
+            "UPDATE runs SET acknowledged = 1, status = COALESCE(status, ?), "
+            f"finished_at = COALESCE(finished_at, ?) WHERE acknowledged = 0 AND ({condition}) "
+            f"RETURNING {_RUN_COLUMNS}",
+            (INTERRUPTED, _now(), *params),
+        )
+        return sorted((_run(row) for row in rows), key=lambda run: run.run_id)
+
+    async def mark_undelivered(self, run_id: int) -> None:
+        """Record that the run's closing message could not be posted in its thread."""
+        await self._execute("UPDATE runs SET undelivered = 1 WHERE run_id = ?", (run_id,))
+
+    async def undelivered_runs(
+        self, team: str | None, channel: str | None, since: datetime | None = None
+    ) -> list[RunRecord]:
+        """Runs whose closing message never reached Slack, oldest first; from ``since`` on if given.
+
+        ``None`` for ``team`` or ``channel`` matches every one, as in the other channel queries.
+        """
+        clause, params = _scope(team, channel, since, time_column="started_at")
+        clause = f"{clause} AND undelivered = 1" if clause else "WHERE undelivered = 1"
+        rows = await self._fetch_all(f"SELECT {_RUN_COLUMNS} FROM runs {clause} ORDER BY run_id", params)
+        return [_run(row) for row in rows]
 
     # -- evaluations -----------------------------------------------------------------------------
 
@@ -498,18 +548,22 @@ class Store:
 
 
 def _run(row: Sequence[Any]) -> RunRecord:
-    *head, started_at, finished_at = row
+    *head, undelivered, started_at, finished_at = row
     return RunRecord(
         *head,
+        undelivered=bool(undelivered),
         started_at=datetime.fromisoformat(started_at),
         finished_at=datetime.fromisoformat(finished_at) if finished_at else None,
     )
 
 
-def _scope(team: str | None, channel: str | None, since: datetime | None) -> tuple[str, list[Any]]:
+def _scope(
+    team: str | None, channel: str | None, since: datetime | None, time_column: str = "created_at"
+) -> tuple[str, list[Any]]:
     """A WHERE clause (and its parameters) for rows of a team and channel created from ``since`` on.
 
-    A ``None`` filter is left out. Both the reviews and the evaluations table have these columns.
+    A ``None`` filter is left out. The reviews and evaluations tables have these columns; runs
+    have ``started_at`` for ``time_column``.
     """
     conditions, params = [], []
     for column, value in (("team", team), ("channel", channel)):
@@ -517,9 +571,18 @@ def _scope(team: str | None, channel: str | None, since: datetime | None) -> tup
             conditions.append(f"{column} = ?")
             params.append(value)
     if since is not None:
-        conditions.append("created_at >= ?")
+        conditions.append(f"{time_column} >= ?")
         params.append(_iso(since))
     return ("WHERE " + " AND ".join(conditions) if conditions else ""), params
+
+
+async def _add_missing_columns(connection: aiosqlite.Connection) -> None:
+    """Add the `ADDED_COLUMNS` a database file created by an older release lacks."""
+    for table, column, declaration in ADDED_COLUMNS:
+        async with connection.execute(f"PRAGMA table_info({table})") as cursor:
+            present = {row[1] for row in await cursor.fetchall()}
+        if column not in present:
+            await connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
 
 def _iso(moment: datetime) -> str:

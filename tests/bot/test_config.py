@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import DEFAULT_SLACK_API_URL, ConfigError, load_settings
+from bot.agent import init_models
+from bot.config import (
+    DEFAULT_MODEL_TIMEOUT,
+    DEFAULT_RUN_TIMEOUT,
+    DEFAULT_SLACK_API_URL,
+    RUN_TIMEOUT_FACTOR,
+    ConfigError,
+    load_settings,
+)
 
 ALL_SETTINGS = (
     "SLACK_BOT_TOKEN",
@@ -20,6 +28,8 @@ ALL_SETTINGS = (
     "RUBRIC_BOT_MAX_ITERATIONS",
     "RUBRIC_BOT_DB",
     "RUBRIC_BOT_SHUTDOWN_GRACE",
+    "RUBRIC_BOT_MODEL_TIMEOUT",
+    "RUBRIC_BOT_RUN_TIMEOUT",
 )
 
 
@@ -43,6 +53,7 @@ def test_defaults_when_only_the_required_settings_are_given(monkeypatch):
     assert settings.db_path == Path("rubric-bot.sqlite")
     assert settings.grader_model == "openai:gpt-4o-mini"  # the worker's, unless set
     assert not settings.socket_mode
+    assert (settings.model_timeout, settings.run_timeout) == (DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT)
 
 
 def test_grader_model_and_socket_mode_follow_their_settings(monkeypatch):
@@ -54,6 +65,37 @@ def test_grader_model_and_socket_mode_follow_their_settings(monkeypatch):
 
     assert settings.grader_model == "anthropic:claude-sonnet-4-5"
     assert settings.socket_mode
+
+
+def test_the_run_timeout_follows_the_model_timeout_unless_set(monkeypatch):
+    monkeypatch.setenv("RUBRIC_BOT_MODEL_TIMEOUT", "30")
+    assert load_settings().run_timeout == 30 * RUN_TIMEOUT_FACTOR
+
+    monkeypatch.setenv("RUBRIC_BOT_RUN_TIMEOUT", "45.5")
+    assert (load_settings().model_timeout, load_settings().run_timeout) == (30, 45.5)
+
+
+def test_timeouts_must_be_positive_numbers(monkeypatch):
+    monkeypatch.setenv("RUBRIC_BOT_MODEL_TIMEOUT", "0")
+    monkeypatch.setenv("RUBRIC_BOT_RUN_TIMEOUT", "soon")
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+
+    message = str(caught.value)
+    assert "RUBRIC_BOT_MODEL_TIMEOUT is invalid" in message and "seconds one model call" in message
+    assert "RUBRIC_BOT_RUN_TIMEOUT is invalid" in message and "seconds one whole request" in message
+
+
+def test_both_models_are_given_the_model_timeout(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    monkeypatch.setenv("RUBRIC_BOT_MODEL", "openai:gpt-4o-mini")
+    monkeypatch.setenv("RUBRIC_BOT_GRADER_MODEL", "openai:gpt-4o")
+    monkeypatch.setenv("RUBRIC_BOT_MODEL_TIMEOUT", "7.5")
+
+    worker, grader = init_models(load_settings())
+
+    assert worker.request_timeout == grader.request_timeout == 7.5
 
 
 def test_api_url_gets_the_trailing_slash_slack_sdk_needs(monkeypatch):

@@ -9,8 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import sqlite3
+from contextlib import closing
+from datetime import UTC, datetime
 from typing import Any
 
+import httpx
+import openai
 import pytest
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -156,16 +161,19 @@ def worker_answers(*texts: str) -> Any:
 class Harness:
     """A ThreadRunner wired to scripted models, a temp database and the Slack stand-in."""
 
-    def __init__(self, slack: SlackApiStandin, store: Store, checkpointer: AsyncSqliteSaver) -> None:
+    def __init__(
+        self, slack: SlackApiStandin, store: Store, checkpointer: AsyncSqliteSaver, db_path: str
+    ) -> None:
         self.slack = slack
         self.store = store
+        self.db_path = db_path
         self.checkpointer = checkpointer
         self.client = build_client(Settings(slack_bot_token=TOKEN, slack_api_url=slack.api_url))
         self.runner: ThreadRunner | None = None
         self.grader: ScriptedChatModel | None = None
         self.count = 0
 
-    def use(self, worker: Any, grader: Any, max_iterations: int = 3) -> ThreadRunner:
+    def use(self, worker: Any, grader: Any, max_iterations: int = 3, **timeouts: float) -> ThreadRunner:
         self.grader = ScriptedChatModel(script=grader)
         agent = build_agent(
             ScriptedChatModel(script=worker),
@@ -174,7 +182,7 @@ class Harness:
             checkpointer=self.checkpointer,
         )
         self.agent = agent
-        self.runner = ThreadRunner(agent=agent, store=self.store, client=self.client)
+        self.runner = ThreadRunner(agent=agent, store=self.store, client=self.client, **timeouts)
         return self.runner
 
     def message(self, text: str, thread_ts: str | None = None) -> UserMessage:
@@ -190,13 +198,19 @@ class Harness:
     def thread(self, thread_ts: str) -> list[Any]:
         return self.slack.messages_in_thread("C1", thread_ts)
 
+    def runs(self) -> list[tuple[str, str | None, int]]:
+        """(request ts, status, undelivered) of every recorded run, as an operator would query them."""
+        with closing(sqlite3.connect(self.db_path)) as db:
+            return db.execute("SELECT request_ts, status, undelivered FROM runs ORDER BY run_id").fetchall()
+
 
 @pytest.fixture
 async def harness(tmp_path):
     with SlackApiStandin(token=TOKEN) as slack:
-        store = await Store.open(str(tmp_path / "bot.sqlite"))
-        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "bot.sqlite")) as checkpointer:
-            yield Harness(slack, store, checkpointer)
+        path = str(tmp_path / "bot.sqlite")
+        store = await Store.open(path)
+        async with AsyncSqliteSaver.from_conn_string(path) as checkpointer:
+            yield Harness(slack, store, checkpointer, path)
         await store.close()
 
 
@@ -330,7 +344,79 @@ async def test_a_model_failure_is_reported_and_the_thread_keeps_working(harness,
     error, answer = harness.thread(first.ts)
     assert "The model failed" in error.all_text and "model exploded" in error.all_text
     assert "Second time lucky." in answer.all_text
-    assert await harness.store.unfinished_runs(first.thread_id) == []
+    assert [status for _, status, _ in harness.runs()] == ["error", "answered"]
+
+
+def hung_call() -> openai.APITimeoutError:
+    """What langchain-openai raises when the provider sends nothing within the client's timeout."""
+    return openai.APITimeoutError(request=httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions"))
+
+
+async def test_a_model_call_that_times_out_ends_the_run_in_words_and_the_next_request_runs(harness, caplog):
+    replies: list[Any] = [hung_call(), "Second time lucky."]
+
+    def worker(messages: list[Any]) -> str:
+        reply = replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    runner = harness.use(worker, grader_wanting("x"), model_timeout=7.5)
+    first = harness.message("Capital?")
+    await runner.submit_request(first)
+    await runner.submit_request(harness.message("Try again", thread_ts=first.ts))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    notice, answer = harness.thread(first.ts)
+    assert "The model did not answer within 7.5 s" in notice.all_text
+    assert "Traceback" not in caplog.text  # an expected outcome, not a crash
+    assert "Second time lucky." in answer.all_text
+    assert harness.slack.reactions("C1", first.ts) == set()
+    assert [status for _, status, _ in harness.runs()] == ["timed_out", "answered"]
+
+
+async def test_a_run_longer_than_the_run_timeout_is_ended_and_the_next_request_runs(harness):
+    release = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    replies = ["Too slow.", "Quick answer."]
+
+    def worker(messages: list[Any]) -> str:
+        reply = replies.pop(0)
+        if reply == "Too slow.":  # a provider that answers each call in time, but the run drags on
+            asyncio.run_coroutine_threadsafe(release.wait(), loop).result(timeout=EVENT_TIMEOUT)
+        return reply
+
+    runner = harness.use(worker, grader_wanting("x"), run_timeout=0.3)
+    first = harness.message("Slow one")
+    await runner.submit_request(first)
+    await runner.submit_request(harness.message("Quick one", thread_ts=first.ts))
+    try:
+        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+    finally:
+        release.set()
+
+    notice, answer = harness.thread(first.ts)
+    assert "The model did not finish this request within 0.3 s" in notice.all_text
+    assert "Quick answer." in answer.all_text and "Too slow." not in answer.all_text
+    assert harness.slack.reactions("C1", first.ts) == set()
+    assert [status for _, status, _ in harness.runs()] == ["timed_out", "answered"]
+
+
+async def test_an_answer_slack_never_took_is_recorded_and_logged_as_undelivered(harness, caplog):
+    runner = harness.use(worker_answers("Paris on the Seine."), grader_wanting("Seine"))
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    request = harness.message("Capital?")
+    harness.slack.error_next("chat.postMessage", "channel_not_found", times=2)  # evaluation and answer
+
+    with caplog.at_level(logging.WARNING):
+        await runner.submit_request(request)
+        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    assert harness.thread(request.ts) == []
+    assert harness.runs() == [(request.ts, "satisfied", 1)]  # graded fine, never seen
+    (lost,) = await harness.store.undelivered_runs("T1", "C1")
+    assert lost.request_ts == request.ts
+    assert f"thread {request.thread_id} ended satisfied, but its answer never reached" in caplog.text
 
 
 async def test_slack_failures_are_retried_or_logged_without_losing_the_run(harness, caplog):
@@ -349,11 +435,39 @@ async def test_slack_failures_are_retried_or_logged_without_losing_the_run(harne
     assert TOKEN not in caplog.text
 
 
-async def test_a_run_cut_short_by_a_crash_is_reported_once_when_the_thread_is_next_used(harness):
+async def crashed_run(harness: Harness, request: UserMessage) -> None:
+    """What a process that died mid-run leaves: a recorded run, and ⏳ on the request."""
+    await harness.store.start_run(request.thread_id, "T1", "C1", request.thread_ts, request.ts)
+    await harness.client.reactions_add(channel="C1", timestamp=request.ts, name=WORKING_REACTION)
+
+
+async def test_at_start_up_each_run_a_crash_cut_short_is_reported_at_once(harness):
+    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    lost = [harness.message("Capital?"), harness.message("River?")]
+    for request in lost:
+        await crashed_run(harness, request)
+    started = datetime.now(UTC)
+
+    assert await runner.report_abandoned_runs(started) == 2
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+    assert await runner.report_abandoned_runs(started) == 0  # once
+
+    for request in lost:
+        (notice,) = harness.thread(request.ts)
+        assert "interrupted by a restart" in notice.all_text and "Reply in this thread" in notice.all_text
+        assert harness.slack.reactions("C1", request.ts) == set()
+    assert [status for _, status, _ in harness.runs()] == ["interrupted", "interrupted"]
+
+
+async def test_a_start_up_notice_slack_refused_is_given_when_the_thread_is_next_used(harness):
     runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
     root = harness.message("Capital?")
-    # An earlier process recorded the run and died before finishing it.
-    await harness.store.start_run(root.thread_id, "T1", "C1", root.ts, root.ts)
+    await crashed_run(harness, root)
+    harness.slack.error_next("chat.postMessage", "service_unavailable")
+
+    await runner.report_abandoned_runs(datetime.now(UTC))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+    assert harness.thread(root.ts) == []
 
     await runner.submit_request(harness.message("Hello?", thread_ts=root.ts))
     await runner.submit_request(harness.message("Again?", thread_ts=root.ts))
@@ -362,7 +476,6 @@ async def test_a_run_cut_short_by_a_crash_is_reported_once_when_the_thread_is_ne
     texts = [m.all_text for m in harness.thread(root.ts)]
     assert sum("interrupted" in t for t in texts) == 1
     assert "interrupted" in texts[0]
-    assert await harness.store.unfinished_runs(root.thread_id) == []
 
 
 async def test_drain_marks_a_run_that_outlives_the_grace_as_interrupted(harness):
@@ -387,4 +500,4 @@ async def test_drain_marks_a_run_that_outlives_the_grace_as_interrupted(harness)
     texts = [m.all_text for m in harness.thread(running.ts)]
     assert sum("restarting" in t for t in texts) == 2  # one for each request
     assert all("Too late." not in t for t in texts)
-    assert await harness.store.unfinished_runs(running.thread_id) == []  # told already
+    assert await runner.report_abandoned_runs(datetime.now(UTC)) == 0  # told already

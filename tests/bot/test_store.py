@@ -134,34 +134,94 @@ async def test_calibration_is_on_until_switched_off(store, db_path):
 # --- runs -----------------------------------------------------------------------------------------
 
 
-async def test_a_run_cut_short_by_a_crash_is_reported_once(store, db_path):
+async def test_runs_an_earlier_process_left_unfinished_are_claimed_once(store, db_path):
     finished = await store.start_run(THREAD, "T1", "C1", "1700000000.000100", "1700000001.0")
     crashed = await store.start_run(THREAD, "T1", "C1", "1700000000.000100", "1700000002.0")
     elsewhere = await store.start_run("T1:C9:1.0", "T1", "C9", "1.0", "1.0")
-    assert len({finished, crashed, elsewhere}) == 3
     await store.finish_run(finished, "satisfied")
 
     store = await reopen(store, db_path)  # the process died and came back
     try:
-        (run,) = await store.unfinished_runs(THREAD)
-        assert run.run_id == crashed
+        booted = datetime.now(UTC)
+        mine = await store.start_run(THREAD, "T1", "C1", "1700000000.000100", "1700000003.0")
+        claimed = await store.claim_abandoned_runs(booted)
+        assert [r.run_id for r in claimed] == [crashed, elsewhere]  # not the finished one, nor mine
+        run = claimed[0]
         assert (run.channel, run.thread_ts, run.request_ts) == ("C1", "1700000000.000100", "1700000002.0")
-        assert run.status is None and run.finished_at is None
-        await store.acknowledge_interrupted(crashed)
-        assert await store.unfinished_runs(THREAD) == []
-        assert [r.run_id for r in await store.unfinished_runs("T1:C9:1.0")] == [elsewhere]
+        assert run.status == "interrupted" and run.finished_at is not None
+        assert await store.claim_abandoned_runs(booted) == []
+        assert await store.claim_interrupted_runs(THREAD) == []
+        assert mine not in [r.run_id for r in await store.claim_abandoned_runs(booted)]
     finally:
         await store.close()
 
 
-async def test_interrupted_runs_are_listed_until_acknowledged(store):
+async def test_processes_starting_together_claim_each_abandoned_run_once(store, db_path):
+    runs = {await store.start_run(f"T1:C1:{n}.0", "T1", "C1", f"{n}.0", f"{n}.0") for n in range(20)}
+    booted = datetime.now(UTC)
+    others = [await Store.open(db_path) for _ in range(3)]
+    try:
+        claims = await asyncio.gather(*(s.claim_abandoned_runs(booted) for s in [store, *others]))
+    finally:
+        for other in others:
+            await other.close()
+    claimed = [run.run_id for batch in claims for run in batch]
+    assert sorted(claimed) == sorted(runs)
+
+
+async def test_an_interrupted_run_whose_report_failed_is_claimed_again(store):
     run_id = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
     await store.mark_interrupted(run_id)
-    (run,) = await store.unfinished_runs(THREAD)
-    assert run.status == "interrupted"
-    assert run.finished_at is not None
+    (run,) = await store.claim_interrupted_runs(THREAD)
+    assert run.status == "interrupted" and run.finished_at is not None
+    assert await store.claim_interrupted_runs(THREAD) == []
+
+    await store.release_interrupted(run_id)  # the notice could not be posted
+    assert [r.run_id for r in await store.claim_abandoned_runs(datetime.now(UTC))] == [run_id]
+    await store.release_interrupted(run_id)
+    assert [r.run_id for r in await store.claim_interrupted_runs(THREAD)] == [run_id]
+
+
+async def test_a_reported_interruption_is_not_claimed(store):
+    run_id = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
+    await store.mark_interrupted(run_id)
     await store.acknowledge_interrupted(run_id)
-    assert await store.unfinished_runs(THREAD) == []
+    assert await store.claim_interrupted_runs(THREAD) == []
+    assert await store.claim_abandoned_runs(datetime.now(UTC)) == []
+
+
+async def test_undelivered_runs_are_listed_by_channel(store):
+    delivered = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
+    lost = await store.start_run(THREAD, "T1", "C1", "1.0", "3.0")
+    lost_elsewhere = await store.start_run("T1:C9:1.0", "T1", "C9", "1.0", "1.0")
+    for run_id in (delivered, lost, lost_elsewhere):
+        await store.finish_run(run_id, "satisfied")
+    await store.mark_undelivered(lost)
+    await store.mark_undelivered(lost_elsewhere)
+
+    (run,) = await store.undelivered_runs("T1", "C1")
+    assert (run.run_id, run.status, run.undelivered) == (lost, "satisfied", True)
+    assert [r.run_id for r in await store.undelivered_runs(None, None)] == [lost, lost_elsewhere]
+    assert await store.undelivered_runs(None, None, since=datetime.now(UTC) + timedelta(days=1)) == []
+
+
+async def test_a_database_from_before_delivery_tracking_gets_the_column(tmp_path):
+    old = str(tmp_path / "old.sqlite")
+    with closing(sqlite3.connect(old)) as connection:
+        connection.execute(
+            "CREATE TABLE runs (run_id INTEGER NOT NULL PRIMARY KEY, thread_id TEXT NOT NULL, "
+            "team TEXT NOT NULL, channel TEXT NOT NULL, thread_ts TEXT NOT NULL, request_ts TEXT NOT NULL, "
+            "status TEXT, started_at TEXT NOT NULL, finished_at TEXT, "
+            "acknowledged INTEGER NOT NULL DEFAULT 0)"
+        )
+        connection.commit()
+    store = await Store.open(old)
+    try:
+        run_id = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
+        await store.mark_undelivered(run_id)
+        assert [r.run_id for r in await store.undelivered_runs(None, None)] == [run_id]
+    finally:
+        await store.close()
 
 
 # --- evaluations ------------------------------------------------------------------------------------
