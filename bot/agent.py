@@ -7,7 +7,8 @@ checkpointer, and turns a finished turn into what the thread should show.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -44,6 +45,29 @@ CALIBRATION_KEY = "calibration_examples"
 """Config key (under ``configurable``) holding the team's worked examples for this run's grader.
 The runner fetches them from the store before the run, since the grader's hook cannot await."""
 
+
+@dataclass(frozen=True)
+class Provider:
+    """A langchain model provider as the bot's error messages and install extras know it."""
+
+    package: str
+    """The langchain integration package on PyPI."""
+    extra: str | None
+    """The rubric-bot extra that installs it (`pip install 'rubric-bot[extra]'`); None: always installed."""
+    key: str | None
+    """The environment variable holding its API key, if it takes one."""
+
+
+PROVIDERS: Mapping[str, Provider] = {
+    "openai": Provider("langchain-openai", None, "OPENAI_API_KEY"),
+    "anthropic": Provider("langchain-anthropic", "anthropic", "ANTHROPIC_API_KEY"),
+    "google_genai": Provider("langchain-google-genai", "google", "GOOGLE_API_KEY"),
+    "mistralai": Provider("langchain-mistralai", "mistral", "MISTRAL_API_KEY"),
+    "groq": Provider("langchain-groq", "groq", "GROQ_API_KEY"),
+    "ollama": Provider("langchain-ollama", "ollama", None),
+}
+"""Providers by their `provider:` prefix in a model string; each extra is declared in pyproject.toml."""
+
 EvaluationHandler = Callable[[dict[str, Any]], Awaitable[None]]
 """Called with each grader iteration's evaluation as it happens."""
 
@@ -78,11 +102,32 @@ def init_models(settings: Settings) -> tuple[BaseChatModel, BaseChatModel]:
             # Without a timeout, a provider that accepts a call and never answers holds the thread.
             models[name] = init_chat_model(spec, timeout=settings.model_timeout)
         except Exception as exc:  # provider packages raise many types for a bad name or missing key
-            problems.append(problem(name, f"cannot be used ({type(exc).__name__}: {exc})"))
+            problems.append(model_problem(name, spec, exc))
     if problems:
         raise ConfigError(problems)
     worker = models["RUBRIC_BOT_MODEL"]
     return worker, models.get("RUBRIC_BOT_GRADER_MODEL", worker)
+
+
+def model_problem(name: str, spec: str, exc: Exception) -> str:
+    """What to do about model setting `name` (holding `spec`) whose model failed to load with `exc`.
+
+    A missing integration package or API key is named as such, not blamed on the model string.
+    """
+    provider = PROVIDERS.get(spec.partition(":")[0]) if ":" in spec else None
+    if isinstance(exc, ImportError) and provider is not None and provider.extra is not None:
+        return (
+            f"{name} ({spec}) needs the {provider.package} package, which is not installed: "
+            f"pip install 'rubric-bot[{provider.extra}]' (or pip install {provider.package})."
+        )
+    # Without a prefix langchain guesses the provider; then only a key its error names is blamed.
+    keys = [provider.key] if provider is not None else [p.key for p in PROVIDERS.values() if p.key]
+    named = [key for key in keys if key and (provider is not None or key in str(exc))]
+    missing = next((key for key in named if not os.environ.get(key)), None)
+    if missing is not None:
+        return f"{missing} is not set: {name} ({spec}) needs it; set it in the environment or .env."
+    reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return problem(name, f"cannot be used ({reason})")
 
 
 def build_agent(

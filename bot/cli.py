@@ -3,7 +3,7 @@
 Subcommands serve the bot, print its manifest, try a rubric in the terminal, and report how far
 the grader agrees with the team's reviews.
 
-Configuration problems end the program with one message and exit code 2, never a traceback.
+Every error is one line on stderr, never a traceback; configuration and usage problems exit with 2.
 """
 
 from __future__ import annotations
@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
-from collections.abc import Callable, Sequence
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.metadata import version
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from dotenv import load_dotenv
 from langchain_core.language_models import BaseChatModel
@@ -26,7 +29,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from bot import render
 from bot.agent import TurnOutcome, agent_config, build_agent, init_models, run_turn
 from bot.commands import CommandError, report_days
-from bot.config import ENV_FILE, ConfigError, load_settings, provided_names
+from bot.config import ENV_FILE, SLACK_CONNECTION, ConfigError, load_settings, problem
 from bot.report import Report, load_report, render_chart, report_table
 from bot.store import Store
 from grading import RubricError, parse_rubric
@@ -36,6 +39,21 @@ EXIT_CONFIG = 2
 
 EXIT_FAILURE = 1
 """Exit code when a run itself failed (a model error in `grade`)."""
+
+GRADE_EXIT_CODES: Mapping[str, int] = {
+    "satisfied": 0,
+    "max_iterations_reached": 3,
+    "grader_error": 4,
+    "failed": 5,
+}
+"""`grade`'s exit code per final grading status, so a script or CI job can gate on the outcome."""
+
+EXIT_BROKEN_PIPE = 141
+"""Exit code when the reader of our output went away (`| head -1`): 128 + SIGPIPE, as the shell
+reports for tools that SIGPIPE ended."""
+
+STDIN_ARGUMENT = "-"
+"""The `grade` request argument that means "read the request from standard input"."""
 
 DEFAULT_PORT = 3000
 """HTTP port of `serve` when `--port` is not given (Bolt's customary default)."""
@@ -52,6 +70,27 @@ class Subcommand:
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    description: str
+    """The paragraph `--help` shows: what it does and which settings it reads."""
+    epilog: str | None = None
+    """Shown after the options in `--help` (e.g. a table of exit codes), verbatim."""
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (exit 2), pointing at `--help`."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_CONFIG, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def fail(message: str) -> None:
+    """Print one error line for the user on stderr."""
+    print(f"rubric-bot: {one_line(message)}", file=sys.stderr)
+
+
+def one_line(text: str) -> str:
+    """`text` with its whitespace (newlines included) collapsed, for a one-line message."""
+    return " ".join(text.split())
 
 
 # -- serve -------------------------------------------------------------------------------------
@@ -63,10 +102,12 @@ def _configure_serve(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    required = ["SLACK_BOT_TOKEN", "RUBRIC_BOT_MODEL"]
-    if args.http or "SLACK_APP_TOKEN" not in provided_names():
-        required.append("SLACK_SIGNING_SECRET")  # HTTP mode verifies every request with it
-    settings = load_settings(required)
+    # HTTP mode verifies every request with the signing secret; without --http either way will do.
+    connection = "SLACK_SIGNING_SECRET" if args.http else SLACK_CONNECTION
+    settings = load_settings(["SLACK_BOT_TOKEN", "RUBRIC_BOT_MODEL", connection])
+    if not settings.db_path.parent.is_dir():
+        parent = settings.db_path.parent
+        raise ConfigError([problem("RUBRIC_BOT_DB", f"is in a directory that does not exist ({parent})")])
     from bot.app import serve  # Bolt and aiohttp are only needed to serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -94,40 +135,53 @@ def _run_manifest(args: argparse.Namespace) -> int:
 
 def _configure_grade(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rubric", type=Path, required=True, help="file holding the rubric")
-    parser.add_argument("task", help="the request to answer and grade")
+    request = parser.add_mutually_exclusive_group(required=True)
+    request.add_argument(
+        "request", nargs="?", help=f"the request to answer and grade; {STDIN_ARGUMENT} reads it from stdin"
+    )
+    request.add_argument("--file", type=Path, metavar="PATH", help="read the request from PATH")
 
 
 def _run_grade(args: argparse.Namespace) -> int:
-    settings = load_settings(["RUBRIC_BOT_MODEL"])
     try:
         rubric_text = args.rubric.read_text(encoding="utf-8")
         parse_rubric(rubric_text)
+        request = _request_text(args)
     except OSError as exc:
-        print(f"rubric-bot: cannot read {args.rubric}: {exc.strerror}", file=sys.stderr)
+        fail(f"cannot read {exc.filename}: {exc.strerror}")
         return EXIT_CONFIG
     except RubricError as exc:
-        print(f"rubric-bot: {args.rubric} is not a valid rubric: {exc}", file=sys.stderr)
+        fail(f"{args.rubric} is not a valid rubric: {exc}")
         return EXIT_CONFIG
+    if not request.strip():
+        fail("the request is empty: give it as an argument, with --file PATH, or on stdin with -")
+        return EXIT_CONFIG
+    settings = load_settings(["RUBRIC_BOT_MODEL"])
     worker, grader = init_models(settings)
     try:
-        asyncio.run(
-            grade(
-                rubric_text,
-                args.task,
-                worker=worker,
-                grader=grader,
-                max_iterations=settings.max_iterations,
-            )
+        outcome = asyncio.run(
+            grade(rubric_text, request, worker=worker, grader=grader, max_iterations=settings.max_iterations)
         )
+    except BrokenPipeError:
+        raise  # main() ends quietly
     except Exception as exc:  # a model failure is reported, not dumped
-        print(f"rubric-bot: the run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        fail(f"the run failed: {type(exc).__name__}: {exc}")
         return EXIT_FAILURE
-    return 0
+    return GRADE_EXIT_CODES.get(outcome.status or "", EXIT_FAILURE)
+
+
+def _request_text(args: argparse.Namespace) -> str:
+    """The request from the argument, standard input (`-`) or `--file` (OSError if unreadable)."""
+    if args.file is not None:
+        return args.file.read_text(encoding="utf-8")
+    if args.request == STDIN_ARGUMENT:
+        return sys.stdin.read()
+    return str(args.request)
 
 
 async def grade(
     rubric_text: str,
-    task: str,
+    request: str,
     *,
     worker: BaseChatModel,
     grader: BaseChatModel,
@@ -143,7 +197,7 @@ async def grade(
 
     outcome = await run_turn(
         agent,
-        {"messages": [HumanMessage(task)], "rubric": rubric_text},
+        {"messages": [HumanMessage(request)], "rubric": rubric_text},
         agent_config("cli"),
         show,
     )
@@ -215,7 +269,7 @@ def _run_report(args: argparse.Namespace) -> int:
     # Only the database is needed: no Slack tokens or models, so nothing else is required.
     db = args.db or load_settings().db_path
     if not db.is_file():
-        print(f"rubric-bot: no database at {db} (set RUBRIC_BOT_DB or pass --db)", file=sys.stderr)
+        fail(f"no database at {db} (set RUBRIC_BOT_DB or pass --db)")
         return EXIT_CONFIG
     report = asyncio.run(_load_report(db, channel=args.channel, days=args.days))
     print(f"Channel {args.channel}" if args.channel else "All channels")
@@ -224,7 +278,7 @@ def _run_report(args: argparse.Namespace) -> int:
         try:
             render_chart(report, args.chart)
         except OSError as exc:
-            print(f"rubric-bot: cannot write {args.chart}: {exc.strerror}", file=sys.stderr)
+            fail(f"cannot write {args.chart}: {exc.strerror}")
             return EXIT_FAILURE
         print(f"\nChart written to {args.chart}")
     return 0
@@ -240,33 +294,94 @@ async def _load_report(db: Path, *, channel: str | None, days: int | None) -> Re
 
 # -- entry point -------------------------------------------------------------------------------
 
+SETTINGS_SOURCE = "from the environment or a .env file in the working directory"
+"""Where every subcommand's settings come from, as its --help says."""
+
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "serve",
         "run the Slack bot (Socket Mode if SLACK_APP_TOKEN is set, else HTTP)",
         _configure_serve,
         _run_serve,
+        description=(
+            "Run the Slack bot until SIGTERM or Ctrl-C. With SLACK_APP_TOKEN set it connects to Slack "
+            "in Socket Mode (no public URL needed); otherwise, or with --http, it answers Slack's HTTP "
+            "requests on /slack/events and needs SLACK_SIGNING_SECRET. It reads SLACK_BOT_TOKEN, "
+            "RUBRIC_BOT_MODEL and the model provider's API key (e.g. OPENAI_API_KEY), "
+            "RUBRIC_BOT_DB and the optional settings listed in the README "
+            f"(RUBRIC_BOT_GRADER_MODEL, RUBRIC_BOT_MAX_ITERATIONS, ...), {SETTINGS_SOURCE}."
+        ),
     ),
-    Subcommand("manifest", "print the Slack app manifest", lambda parser: None, _run_manifest),
     Subcommand(
-        "grade", "answer a task and grade it against a rubric, in the terminal", _configure_grade, _run_grade
+        "manifest",
+        "print the Slack app manifest",
+        lambda parser: None,
+        _run_manifest,
+        description=(
+            "Print the Slack app manifest (the repository's manifest.yml) to paste into "
+            "api.slack.com/apps → Create New App → From a manifest. Reads no settings."
+        ),
+    ),
+    Subcommand(
+        "grade",
+        "answer a request and grade it against a rubric, in the terminal",
+        _configure_grade,
+        _run_grade,
+        description=(
+            "Answer one request with the worker model and grade the answer against a rubric file, "
+            "revising until the rubric is satisfied or RUBRIC_BOT_MAX_ITERATIONS (default 3) is "
+            "reached; each iteration's criteria and the final answer are printed. The rubric is a list "
+            "of pass/fail criteria, one per line (-, * or 1. bullets), or YAML with scored dimensions "
+            "(see the README). The request is the argument, standard input with -, or --file PATH. "
+            "It reads RUBRIC_BOT_MODEL with the provider's API key (e.g. OPENAI_API_KEY), "
+            f"RUBRIC_BOT_GRADER_MODEL and RUBRIC_BOT_MAX_ITERATIONS, {SETTINGS_SOURCE}; "
+            "no Slack settings."
+        ),
+        epilog="exit status:\n"
+        + "".join(
+            f"  {code}  {meaning}\n"
+            for code, meaning in (
+                (GRADE_EXIT_CODES["satisfied"], "the rubric is satisfied"),
+                (EXIT_FAILURE, "the run failed (e.g. a model API error)"),
+                (EXIT_CONFIG, "bad arguments, settings, rubric or request"),
+                (GRADE_EXIT_CODES["max_iterations_reached"], "not satisfied within the iterations"),
+                (GRADE_EXIT_CODES["grader_error"], "grader error: the answer could not be graded"),
+                (GRADE_EXIT_CODES["failed"], "the grading failed (the rubric could not be used)"),
+            )
+        ),
     ),
     Subcommand(
         "report",
         "how far the grader agrees with the team's reviews, per criterion (reads the database only)",
         _configure_report,
         _run_report,
+        description=(
+            "Print how far the grader agrees with the team's reviews, per criterion (agreement, "
+            "baseline and Cohen's kappa), and optionally write the chart. It only reads the database "
+            f"(--db, else RUBRIC_BOT_DB {SETTINGS_SOURCE}; default rubric-bot.sqlite) and needs no "
+            "Slack tokens or model keys."
+        ),
     ),
 )
 """Every `rubric-bot` subcommand; a new one is one more entry."""
 
+HELP_WIDTH = 100
+"""Column at which --help descriptions are wrapped (they are given as one long paragraph)."""
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The `rubric-bot` argument parser."""
-    parser = argparse.ArgumentParser(prog="rubric-bot", description=__doc__.splitlines()[0])
+    parser = OneLineErrorParser(prog="rubric-bot", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version('rubric-bot')}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for subcommand in SUBCOMMANDS:
-        sub = commands.add_parser(subcommand.name, help=subcommand.help)
+        sub = commands.add_parser(
+            subcommand.name,
+            help=subcommand.help,
+            description=textwrap.fill(subcommand.description, HELP_WIDTH),
+            epilog=subcommand.epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         subcommand.configure(sub)
         sub.set_defaults(run=subcommand.run)
     return parser
@@ -282,3 +397,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return EXIT_CONFIG
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _reader_went_away() -> int:
+    """Exit quietly once stdout's reader has gone, as Unix tools do (see Python's signal docs)."""
+    # Python flushes stdout again at exit; pointing it at /dev/null keeps that from failing too.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE

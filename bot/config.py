@@ -41,7 +41,16 @@ worker's and the grader's calls over several iterations, yet a bound on how long
 DEFAULT_RUN_TIMEOUT = DEFAULT_MODEL_TIMEOUT * RUN_TIMEOUT_FACTOR
 """Seconds a whole run may take when neither timeout is set."""
 
+SLACK_CONNECTION = "SLACK_APP_TOKEN or SLACK_SIGNING_SECRET"
+"""A requirement met by either setting: `serve` needs one of them to hear from Slack at all."""
+
 HINTS: dict[str, str] = {
+    SLACK_CONNECTION: (
+        "set SLACK_APP_TOKEN to an app-level token (starts with xapp-; api.slack.com/apps → Basic "
+        "Information → App-Level Tokens, scope connections:write) to connect in Socket Mode with no "
+        "public URL, or set SLACK_SIGNING_SECRET (Basic Information → App Credentials) to serve "
+        "Slack's HTTP requests with rubric-bot serve --http"
+    ),
     "SLACK_BOT_TOKEN": (
         "set it to the app's Bot User OAuth Token (starts with xoxb-; "
         "api.slack.com/apps → OAuth & Permissions)"
@@ -142,15 +151,15 @@ def _require_prefix(value: SecretStr | None, prefix: str) -> SecretStr | None:
 
 
 class ConfigError(Exception):
-    """One or more settings are missing or invalid; `str()` is the whole message for the user."""
+    """One or more settings are missing or invalid; `str()` is the whole message for the user:
+    one line per problem, each naming the setting and how to fix it."""
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__(problems)
         self.problems = problems
 
     def __str__(self) -> str:
-        lines = [f"  - {problem}" for problem in self.problems]
-        return "\n".join(["rubric-bot cannot start; fix these settings (environment or .env):", *lines])
+        return "\n".join(f"rubric-bot: {problem}" for problem in self.problems)
 
 
 def problem(name: str, issue: str) -> str:
@@ -161,7 +170,8 @@ def problem(name: str, issue: str) -> str:
 def load_settings(require: Collection[str] = ()) -> Settings:
     """Read the settings; raise `ConfigError` naming every problem, including unset `require` names.
 
-    `require` holds environment names (e.g. "SLACK_BOT_TOKEN") the caller cannot work without.
+    `require` holds environment names (e.g. "SLACK_BOT_TOKEN") the caller cannot work without; an
+    entry "A or B" (such as `SLACK_CONNECTION`) is met by either.
     """
     problems: list[str] = []
     try:
@@ -169,7 +179,7 @@ def load_settings(require: Collection[str] = ()) -> Settings:
     except ValidationError as exc:
         problems = [_describe(error) for error in exc.errors(include_input=False, include_url=False)]
     provided = provided_names()
-    problems += [problem(name, "is not set") for name in require if name not in provided]
+    problems += [problem(name, "is not set") for name in require if provided.isdisjoint(name.split(" or "))]
     if problems:
         raise ConfigError(problems)
     return settings

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +15,10 @@ import pytest
 import yaml
 from langchain_core.messages import AIMessage
 
-from bot.cli import grade, main
+from bot.cli import SUBCOMMANDS, grade, main
+from tests.e2e.conftest import SCRUBBED_ENV_PREFIXES
 from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
+from tests.standins.model_api import REVISED_ANSWER, ModelApiStandin, fixed_grader, scripted_revision
 
 ROOT = Path(__file__).resolve().parents[2]
 RUBRIC = "- Names the capital\n- Mentions the river"
@@ -124,13 +129,18 @@ def test_grade_with_an_unusable_model_exits_2_naming_the_setting(tmp_path, monke
     assert "RUBRIC_BOT_GRADER_MODEL" not in err  # unset: the grader is the worker's model
 
 
-@pytest.mark.parametrize("argv", [[], ["serve", "--port", "not-a-number"], ["grade", "task"]])
-def test_usage_errors_exit_2(argv, capsys):
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["serve", "--port", "not-a-number"], ["grade", "task"], ["grade", "--rubric", "r.txt"]],
+)
+def test_usage_errors_exit_2_with_one_line_pointing_at_help(argv, capsys):
     with pytest.raises(SystemExit) as caught:
         main(argv)
 
     assert caught.value.code == 2
-    assert "usage: rubric-bot" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert err.startswith("rubric-bot") and "--help)" in err
 
 
 def test_an_unusable_grader_model_is_named_separately(tmp_path, monkeypatch, capsys):
@@ -145,3 +155,146 @@ def test_an_unusable_grader_model_is_named_separately(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert "RUBRIC_BOT_GRADER_MODEL cannot be used" in err
     assert "RUBRIC_BOT_MODEL cannot" not in err
+
+
+# -- `grade` as scripts use it: the models are the OpenAI stand-in, reached through the real client ----
+
+CRITERIA = ["Names the capital", "Mentions the river"]
+
+
+@pytest.fixture
+def model_api(tmp_path, monkeypatch) -> Iterator[ModelApiStandin]:
+    """The model stand-in as the configured provider; runs in an empty directory (no stray .env)."""
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.startswith(SCRUBBED_ENV_PREFIXES):
+            monkeypatch.delenv(name)
+    with ModelApiStandin() as api:
+        monkeypatch.setenv("RUBRIC_BOT_MODEL", "openai:gpt-4o-mini")
+        monkeypatch.setenv("OPENAI_BASE_URL", api.base_url)
+        # langchain-openai caches its HTTP client per OPENAI_API_BASE and the client keeps the event
+        # loop of its first use; a per-test URL keeps each test's `asyncio.run` to its own client.
+        monkeypatch.setenv("OPENAI_API_BASE", api.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        monkeypatch.setenv("RUBRIC_BOT_MAX_ITERATIONS", "2")
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        api.worker, api.grader = scripted_revision(CRITERIA)
+        yield api
+
+
+@pytest.fixture
+def rubric_file(tmp_path) -> Path:
+    path = tmp_path / "rubric.txt"
+    path.write_text(RUBRIC)
+    return path
+
+
+def test_grade_exits_0_when_the_rubric_is_satisfied(model_api, rubric_file, capsys):
+    assert main(["grade", "--rubric", str(rubric_file), "Capital of France?"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(REVISED_ANSWER)
+
+
+def test_grade_exits_3_when_the_iterations_run_out(model_api, rubric_file, capsys):
+    model_api.grader = fixed_grader(CRITERIA, failing=["Mentions the river"])
+
+    assert main(["grade", "--rubric", str(rubric_file), "Capital of France?"]) == 3
+    assert "Final status: max iterations reached (2/2)" in capsys.readouterr().out
+
+
+def test_grade_exits_4_when_the_grader_fails(model_api, rubric_file, capsys):
+    model_api.fail_next(400, times=2, role="grader")  # 400s are not retried by the client
+
+    assert main(["grade", "--rubric", str(rubric_file), "Capital of France?"]) == 4
+    assert "Final status: grader error" in capsys.readouterr().out
+
+
+def test_grade_exits_1_with_one_line_when_the_worker_model_fails(model_api, rubric_file, capsys):
+    model_api.fail_next(400, role="worker")
+
+    assert main(["grade", "--rubric", str(rubric_file), "Capital of France?"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("rubric-bot: the run failed: ") and "400" in err and len(err.splitlines()) == 1
+
+
+def test_every_grade_exit_code_is_documented_in_help_and_readme(capsys):
+    with pytest.raises(SystemExit):
+        main(["grade", "--help"])
+    help_text = capsys.readouterr().out
+    readme = (ROOT / "README.md").read_text()
+
+    for code in ("0", "1", "2", "3", "4", "5"):
+        assert f"\n  {code}  " in help_text
+        assert f"| `{code}` |" in readme
+
+
+def test_grade_reads_a_dash_request_from_stdin(model_api, rubric_file, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Capital of France, from a pipe?\n"))
+
+    assert main(["grade", "--rubric", str(rubric_file), "-"]) == 0
+    assert model_api.requests("worker")[0].last_user_text.startswith("Capital of France, from a pipe?")
+
+
+def test_grade_reads_a_request_too_long_for_the_command_line_from_a_file(model_api, rubric_file, tmp_path):
+    request = tmp_path / "request.txt"
+    # Linux caps one argument at 128 KiB (MAX_ARG_STRLEN); this one is 320 KB.
+    request.write_text("Capital of France? " + "context " * 40_000)
+
+    assert main(["grade", "--rubric", str(rubric_file), "--file", str(request)]) == 0
+    assert model_api.requests("worker")[0].last_user_text == request.read_text()
+
+
+@pytest.mark.parametrize("request_text", ["", "  \n\t "])
+def test_an_empty_request_is_refused_before_any_model_call(model_api, rubric_file, capsys, request_text):
+    assert main(["grade", "--rubric", str(rubric_file), request_text]) == 2
+    assert "the request is empty" in capsys.readouterr().err
+    assert model_api.requests() == []
+
+
+def test_grade_exits_quietly_when_its_reader_goes_away(model_api, rubric_file):
+    """`rubric-bot grade … | head -1`: the reader closes the pipe while the run still writes."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bot", "grade", "--rubric", str(rubric_file), "Capital of France?"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # before the first iteration is printed, so every write finds it closed
+    err = process.stderr.read().decode()
+
+    assert process.wait(timeout=60) == 141  # what the shell reports for a tool ended by SIGPIPE
+    assert err == ""
+
+
+HELP_MUST_NAME = {
+    "serve": ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "RUBRIC_BOT_MODEL", ".env"),
+    "manifest": ("manifest.yml", "Reads no settings"),
+    "grade": (
+        "RUBRIC_BOT_MODEL",
+        "OPENAI_API_KEY",
+        "RUBRIC_BOT_MAX_ITERATIONS",
+        ".env",
+        "one per line",
+        "YAML",
+    ),
+    "report": ("RUBRIC_BOT_DB", ".env", "only reads"),
+}
+
+
+@pytest.mark.parametrize("name", [subcommand.name for subcommand in SUBCOMMANDS])
+def test_every_subcommand_help_describes_it_and_names_the_settings_it_reads(name, capsys):
+    with pytest.raises(SystemExit) as caught:
+        main([name, "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # unwrapped
+
+    assert caught.value.code == 0
+    for words in HELP_MUST_NAME[name]:
+        assert words in text
+
+
+def test_version_prints_the_installed_version(capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(["--version"])
+
+    assert caught.value.code == 0
+    assert capsys.readouterr().out.strip() == f"rubric-bot {version('rubric-bot')}"

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from bot.agent import init_models
+from bot.agent import PROVIDERS, init_models
+from bot.cli import main
 from bot.config import (
     DEFAULT_MODEL_TIMEOUT,
     DEFAULT_RUN_TIMEOUT,
@@ -17,6 +19,8 @@ from bot.config import (
     ConfigError,
     load_settings,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ALL_SETTINGS = (
     "SLACK_BOT_TOKEN",
@@ -30,6 +34,8 @@ ALL_SETTINGS = (
     "RUBRIC_BOT_SHUTDOWN_GRACE",
     "RUBRIC_BOT_MODEL_TIMEOUT",
     "RUBRIC_BOT_RUN_TIMEOUT",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
 )
 
 
@@ -183,3 +189,92 @@ def test_serve_with_bad_settings_exits_2_with_one_message_and_no_traceback(tmp_p
     assert "hunter2" not in result.stderr + result.stdout
     for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "RUBRIC_BOT_MODEL", "RUBRIC_BOT_MAX_ITERATIONS"):
         assert name in result.stderr
+
+
+def test_serve_with_only_a_bot_token_names_both_ways_to_hear_from_slack(monkeypatch, capsys):
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    monkeypatch.setenv("RUBRIC_BOT_MODEL", "openai:gpt-4o-mini")
+
+    assert main(["serve"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "SLACK_APP_TOKEN or SLACK_SIGNING_SECRET is not set" in line
+    assert "Socket Mode" in line and "xapp-" in line  # the README's way
+    assert "rubric-bot serve --http" in line  # the other way
+
+
+def test_serve_http_still_needs_the_signing_secret_alone(monkeypatch, capsys):
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    monkeypatch.setenv("SLACK_APP_TOKEN", "xapp-1")
+    monkeypatch.setenv("RUBRIC_BOT_MODEL", "openai:gpt-4o-mini")
+
+    assert main(["serve", "--http"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("rubric-bot: SLACK_SIGNING_SECRET is not set")
+
+
+@pytest.fixture
+def rubric(tmp_path) -> Path:
+    path = tmp_path / "rubric.txt"
+    path.write_text("- Cites a source\n")
+    return path
+
+
+def test_a_missing_provider_key_is_named_instead_of_the_model(monkeypatch, capsys, rubric):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("RUBRIC_BOT_MODEL", "openai:gpt-4o-mini")
+
+    assert main(["grade", "--rubric", str(rubric), "A request"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("rubric-bot: OPENAI_API_KEY is not set")
+    assert "RUBRIC_BOT_MODEL (openai:gpt-4o-mini) needs it" in line
+    assert "cannot be used" not in line
+
+
+def test_a_provider_whose_package_is_missing_says_what_to_install(monkeypatch, capsys, rubric):
+    monkeypatch.setenv("RUBRIC_BOT_MODEL", "openai:gpt-4o-mini")
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    monkeypatch.setenv("RUBRIC_BOT_GRADER_MODEL", "anthropic:claude-sonnet-4-5")
+    monkeypatch.setitem(sys.modules, "langchain_anthropic", None)  # not installed, even if it is here
+
+    assert main(["grade", "--rubric", str(rubric), "A request"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    grader = "RUBRIC_BOT_GRADER_MODEL (anthropic:claude-sonnet-4-5)"
+    assert f"{grader} needs the langchain-anthropic package" in line
+    assert "pip install 'rubric-bot[anthropic]'" in line
+
+
+def test_each_providers_extra_installs_its_package():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+
+    for provider in PROVIDERS.values():
+        if provider.extra is not None:
+            (requirement,) = extras[provider.extra]
+            assert requirement.startswith(provider.package + ">=")
+    readme = (ROOT / "README.md").read_text()
+    assert "Only the OpenAI integration is installed by default" in readme
+    assert "pip install -e '.[anthropic]'" in readme
+
+
+def test_a_database_in_a_missing_directory_is_one_line_and_exit_2(tmp_path):
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "SLACK_BOT_TOKEN": "xoxb-1",
+        "SLACK_SIGNING_SECRET": "s3cret",
+        "RUBRIC_BOT_MODEL": "openai:gpt-4o-mini",
+        "OPENAI_API_KEY": "test",
+        "RUBRIC_BOT_DB": str(tmp_path / "nonexistent" / "dir" / "x.sqlite"),
+    }
+
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "serve", "--http", "--port", "9"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("rubric-bot: RUBRIC_BOT_DB is in a directory that does not exist")
+    assert str(tmp_path / "nonexistent" / "dir") in line
