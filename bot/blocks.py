@@ -27,6 +27,7 @@ __all__ = [
     "BUTTON_VALUE_MAX",
     "CONTEXT_TEXT_MAX",
     "HEADER_TEXT_MAX",
+    "MARKDOWN_MESSAGE_BUDGET",
     "MARKDOWN_TEXT_MAX",
     "MAX_BLOCKS",
     "MAX_VIEW_BLOCKS",
@@ -37,6 +38,7 @@ __all__ = [
     "code",
     "context_block",
     "header_block",
+    "markdown_block",
     "plural",
     "section_block",
     "sections",
@@ -72,6 +74,11 @@ MESSAGE_TEXT_BUDGET = 10_000
 messages whose blocks hold roughly 12,000–13,000 characters with ``msg_blocks_too_long``, a
 limit it does not document exactly; staying at 10,000 leaves room for the block containers."""
 
+MARKDOWN_MESSAGE_BUDGET = MARKDOWN_TEXT_MAX
+"""Most text (summed over all blocks) put in one message that carries model Markdown. Slack
+refuses messages whose blocks total over about 13,000 characters with ``msg_blocks_too_long``;
+one full markdown block is what fits below that, so longer Markdown goes on in another message."""
+
 DETAIL_MAX = 2000
 """Longest text (parse errors, exception text) shown verbatim in a code block."""
 
@@ -91,6 +98,11 @@ def section_block(text: str) -> SectionBlock:
 def sections(text: str) -> list[Block]:
     """mrkdwn of any length as as many sections as Slack needs, split on paragraph and line breaks."""
     return [section_block(piece) for piece in split_mrkdwn(text)]
+
+
+def markdown_block(markdown: str) -> MarkdownBlock:
+    """Standard Markdown for Slack to render (the caller keeps it within MARKDOWN_TEXT_MAX)."""
+    return MarkdownBlock(text=markdown)
 
 
 def context_block(text: str) -> ContextBlock:

@@ -1,20 +1,15 @@
-"""Slack mrkdwn text: Markdown conversion, escaping, truncation and splitting to Slack's limits.
+"""Slack mrkdwn text, the format of the bot's own messages: escaping, truncation and splitting.
 
-Markdown is converted with the ``markdown_to_mrkdwn`` package. Around it this module adds what
-the package leaves out and a Slack bot must not: ``&``, ``<`` and ``>`` are escaped, so model
-text can never turn into ``<!channel>`` pings or forged links; code fences are normalised
-(tildes, indented fences and language tags become a bare ````` ``` `````, the only fence Slack
-knows) and an unclosed fence is closed. Splitting and truncating cut on paragraph, line and
-word boundaries, never inside an entity such as ``&amp;`` or a ``<url|link>``, and close and
-reopen a code fence that a cut falls inside, so every piece renders on its own.
+``&``, ``<`` and ``>`` in user- or model-written text are escaped, so it can never turn into
+``<!channel>`` pings or forged links. Splitting and truncating cut on paragraph, line and word
+boundaries, never inside an entity such as ``&amp;`` or a ``<url|link>``, and close and reopen a
+code fence that a cut falls inside, so every piece renders on its own.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
-
-from markdown_to_mrkdwn import SlackMarkdownConverter
+from collections.abc import Iterator
 
 FENCE = "```"
 """The only code-block fence Slack's mrkdwn understands."""
@@ -31,14 +26,6 @@ MIN_SPLIT_LIMIT = 16
 _FENCE_ROOM = len(FENCE) + 1
 """Characters a fence line takes with its newline; reserved when a cut may close or reopen one."""
 
-# Markdown fences as models write them: backticks or tildes, maybe indented, maybe with a
-# language tag (CommonMark rule: a backtick fence's tag has no backticks); a closing fence is bare.
-_OPEN_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-_CLOSE_FENCE = re.compile(r"^\s*(?P<fence>`{3,}|~{3,})\s*$")
-# Leading blockquote markers, kept raw so Slack still renders the quote.
-_QUOTE_PREFIX = re.compile(r"^\s*(?:>\s?)+")
-# Markdown autolinks, already in the form Slack reads as a link.
-_AUTOLINK = re.compile(r"(<(?:https?://|mailto:)[^\s<>]+>)")
 # An HTML entity cut off at the end of a piece, e.g. "&am".
 _PARTIAL_ENTITY = re.compile(r"&#?\w*$")
 
@@ -51,48 +38,6 @@ _PARAGRAPH, _LINE, _CODE_LINE, _SPACE = 4, 3, 2, 1
 def escape(text: str) -> str:
     """Escape the three characters Slack reads as control characters in mrkdwn."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def markdown_to_mrkdwn(markdown: str) -> str:
-    """Convert Markdown (as models write it) to safe Slack mrkdwn.
-
-    Headings become bold lines, ``**bold**`` becomes ``*bold*``, ``[text](url)`` becomes
-    ``<url|text>``, lists become bullets and code blocks keep their content untouched.
-    """
-    prepared = "\n".join(_prepare_lines(markdown.splitlines()))
-    # A fresh converter per call: the package keeps per-conversion state on the instance.
-    return SlackMarkdownConverter().convert(prepared)
-
-
-def _prepare_lines(lines: Iterable[str]) -> Iterator[str]:
-    """Escape control characters and normalise fences ahead of the package's conversion."""
-    open_fence: str | None = None
-    for line in lines:
-        if open_fence is None:
-            opening = _OPEN_FENCE.match(line)
-            if opening and not (opening["fence"][0] == "`" and "`" in opening["info"]):
-                open_fence = opening["fence"]
-                yield FENCE
-            else:
-                yield _escape_prose(line)
-            continue
-        closing = _CLOSE_FENCE.match(line)
-        if closing and closing["fence"][0] == open_fence[0] and len(closing["fence"]) >= len(open_fence):
-            open_fence = None
-            yield FENCE
-        else:
-            yield escape(line)
-    if open_fence is not None:
-        yield FENCE
-
-
-def _escape_prose(line: str) -> str:
-    """Escape a line outside code, keeping its blockquote markers and <https://…> autolinks."""
-    quote = _QUOTE_PREFIX.match(line)
-    prefix = quote.group(0) if quote else ""
-    parts = _AUTOLINK.split(line[len(prefix) :])
-    # re.split with one capture group puts the autolinks at the odd indexes.
-    return prefix + "".join(part if i % 2 else escape(part) for i, part in enumerate(parts))
 
 
 def truncate(text: str, limit: int) -> str:

@@ -4,8 +4,10 @@ A *message* here is a dict ready to splat into ``chat.postMessage``/``chat.updat
 ``{"text": <notification fallback>, "blocks": [...]}`` and, where noted, ``"metadata"``.
 The builders and Slack's limits come from :mod:`bot.blocks`. Nothing here does I/O.
 
-Every model- or user-written string is escaped (see :mod:`bot.mrkdwn`), so an answer, a gap or a
-criterion cannot mention ``@channel`` or forge links.
+The bot's own texts are mrkdwn, with every user- or model-written string in them escaped (see
+:mod:`bot.mrkdwn`), so a gap or a criterion cannot mention ``@channel`` or forge links. The
+worker's answer and the grader's explanation are model-written Markdown: they go into ``markdown``
+blocks as written, with their mentions made inert (see :mod:`bot.markdown`).
 """
 
 from __future__ import annotations
@@ -26,19 +28,21 @@ from slack_sdk.models.views import View
 
 from bot.blocks import (
     BUTTON_VALUE_MAX,
-    MAX_BLOCKS,
+    MARKDOWN_MESSAGE_BUDGET,
     MESSAGE_TEXT_BUDGET,
     PLAIN_TEXT_INPUT_MAX,
     block_dicts,
     code,
     context_block,
     header_block,
+    markdown_block,
     plural,
     section_block,
     sections,
     text_length,
 )
-from bot.mrkdwn import SECTION_TEXT_MAX, escape, markdown_to_mrkdwn, split_mrkdwn, truncate
+from bot.markdown import inert_mentions, split_markdown, truncate_markdown
+from bot.mrkdwn import SECTION_TEXT_MAX, escape, truncate
 from grading.rubric import MAX_RUBRIC_CHARS, Dimension, Rubric
 
 if TYPE_CHECKING:
@@ -70,10 +74,13 @@ CRITERION_NAME_MAX = 500
 
 EXPLANATION_MAX = 2500
 """Longest grader explanation shown on an evaluation; it must share the message with every
-criterion, so it gets at most one section."""
+criterion, so it is kept to a few paragraphs."""
 
 ANCHOR_PREVIEW_MAX = 160
 """Longest anchor or description text quoted back when confirming a scored rubric."""
+
+EMPTY_ANSWER = "_The answer was empty._"
+"""Shown in place of an answer the worker left empty (Slack refuses an empty markdown block)."""
 
 FALLBACK_PREVIEW_MAX = 300
 """How much of an answer goes into a final message's notification text."""
@@ -222,8 +229,8 @@ def evaluation_message(evaluation: Mapping[str, Any], *, tally: ReviewTally | No
     tail: list[Block] = []
     explanation = (evaluation.get("explanation") or "").strip()
     if explanation:
-        text = truncate(markdown_to_mrkdwn(explanation), EXPLANATION_MAX)
-        tail.append(section_block(f"*Grader's explanation*\n{text}"))
+        text = truncate_markdown(inert_mentions(explanation), EXPLANATION_MAX)
+        tail.append(markdown_block(f"**Grader's explanation**\n\n{text}"))
     notes = []
     if evaluation.get("usage"):
         notes.append(f"Grader tokens: {usage_words(evaluation['usage'])}")
@@ -285,7 +292,7 @@ def _quoted_gap(criterion: Mapping[str, Any]) -> str:
     gap = (criterion.get("gap") or "").strip()
     if criterion.get("passed") or not gap:
         return ""
-    return "\n".join(f"> {line}" for line in markdown_to_mrkdwn(gap).splitlines() if line.strip())
+    return "\n".join(f"> {escape(line)}" for line in gap.splitlines() if line.strip())
 
 
 def _fair_cap(lengths: Sequence[int], room: int) -> int | None:
@@ -357,34 +364,27 @@ def final_messages(
 
     ``status`` is the run's final status (None when the thread has no rubric: the answer
     alone). ``iterations`` counts grader iterations run; ``best_iteration`` is 0-based like an
-    evaluation's ``iteration``. Nothing of the answer is cut: it is split into sections of at
-    most 3,000 characters, and messages of at most 50 blocks and MESSAGE_TEXT_BUDGET.
+    evaluation's ``iteration``. The answer goes into ``markdown`` blocks as the worker wrote it,
+    mentions made inert; nothing of it is cut: each message holds one markdown block and at most
+    MARKDOWN_MESSAGE_BUDGET characters in all, and the answer goes on in as many as it needs.
     """
     lead = _status_lines(status, iterations, max_iterations, best_iteration)
-    answer = markdown_to_mrkdwn(answer_markdown)
-    pieces = split_mrkdwn(answer) or ["_The answer was empty._"]
     closing = context_block(f"Tokens this run: {usage_words(usage)}") if usage else None
+    room = MARKDOWN_MESSAGE_BUDGET - len(lead) - (text_length(closing.to_dict()) if closing else 0)
+    pieces = split_markdown(inert_mentions(answer_markdown), room) or [EMPTY_ANSWER]
 
-    reserve = text_length(closing.to_dict()) if closing else 0
-    groups: list[list[Block]] = [[section_block(lead)] if lead else []]
-    used = len(lead)  # text in the current group: a section's text is all it counts
-    for text in pieces:
-        current = groups[-1]
-        blocks_left = MAX_BLOCKS - len(current) - (1 if closing else 0)
-        if current and (blocks_left < 1 or used + len(text) + reserve > MESSAGE_TEXT_BUDGET):
-            groups.append(current := [])
-            used = 0
-        current.append(section_block(text))
-        used += len(text)
-    if closing:
-        groups[-1].append(closing)
+    messages = []
+    for number, piece in enumerate(pieces, start=1):
+        blocks: list[Block] = [markdown_block(piece)]
+        if number == 1 and lead:
+            blocks.insert(0, section_block(lead))
+        if number == len(pieces) and closing:
+            blocks.append(closing)
+        text = f"(continued, part {number} of {len(pieces)})"
+        messages.append({"text": text, "blocks": block_dicts(blocks)})
 
-    preview = truncate(pieces[0], FALLBACK_PREVIEW_MAX)
+    preview = truncate(escape(pieces[0]), FALLBACK_PREVIEW_MAX)
     headline = _status_headline(status, iterations, max_iterations)
-    messages = [
-        {"text": f"(continued, part {number} of {len(groups)})", "blocks": block_dicts(blocks)}
-        for number, blocks in enumerate(groups, start=1)
-    ]
     messages[0]["text"] = f"{headline}: {preview}" if headline else preview
     messages[0]["metadata"] = {
         "event_type": FINAL_EVENT,

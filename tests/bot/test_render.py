@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.mrkdwn import markdown_to_mrkdwn, split_mrkdwn, truncate
+from bot.blocks import MARKDOWN_MESSAGE_BUDGET
+from bot.mrkdwn import split_mrkdwn, truncate
 from bot.render import (
     AGREE_ACTION_ID,
     DISAGREE_ACTION_ID,
@@ -67,6 +68,10 @@ def evaluation(**overrides):
 
 def section_texts(message):
     return [b["text"]["text"] for b in message["blocks"] if b["type"] == "section"]
+
+
+def markdown_texts(message):
+    return [b["text"] for b in message["blocks"] if b["type"] == "markdown"]
 
 
 def visible(text):
@@ -148,35 +153,6 @@ def test_truncate_marks_the_cut_and_closes_code():
     assert cut.count("```") == 2
 
 
-# --- Markdown to mrkdwn --------------------------------------------------------------------------
-
-
-def test_markdown_becomes_slack_mrkdwn():
-    converted = markdown_to_mrkdwn(
-        "# Plan\n\nUse **bold** and [the docs](https://example.com/a?b=1&c=2).\n\n"
-        "```python\nx = a ** 2  # **not bold**\n```"
-    )
-    assert converted.splitlines()[0] == "*Plan*"
-    assert "*bold*" in converted
-    assert "<https://example.com/a?b=1&amp;c=2|the docs>" in converted
-    # Slack shows a fence's language tag as code, so it is dropped; code stays verbatim.
-    assert "```\nx = a ** 2  # **not bold**\n```" in converted
-
-
-def test_markdown_cannot_ping_or_forge_links():
-    converted = markdown_to_mrkdwn("Hey <!channel> and <@U123>, 1 < 2 & 3 > 2")
-    assert "<!channel>" not in converted
-    assert "<@U123>" not in converted
-    assert "&lt;!channel&gt;" in converted
-    assert "1 &lt; 2 &amp; 3 &gt; 2" in converted
-
-
-def test_markdown_keeps_quotes_and_closes_an_unclosed_fence():
-    converted = markdown_to_mrkdwn("> quoted\n\n~~~\nprint('<b>')")
-    assert converted.startswith("> quoted")
-    assert converted.endswith("```\nprint('&lt;b&gt;')\n```")
-
-
 # --- Evaluation messages ---------------------------------------------------------------------------
 
 
@@ -189,7 +165,7 @@ def test_evaluation_message_shows_iteration_verdict_criteria_and_gaps():
     body = all_text(message)
     assert "✅ States the deadline" in body
     assert "❌ Cites a source\n> No source is given." in body
-    assert "The answer is *mostly* right." in body
+    assert "The answer is **mostly** right." in markdown_texts(message)[0]
     assert "1,234 in · 56 out" in body
     assert "Needs revision" in message["text"]
     assert_within_slack_limits(message)
@@ -323,43 +299,55 @@ def long_answer(chars=20_000):
 
 
 def test_a_long_answer_is_split_without_losing_anything():
-    answer = long_answer()
-    assert len(answer) >= 20_000
+    answer = long_answer(30_000)
     messages = final_messages(
         "satisfied", answer, iterations=2, max_iterations=3, usage={"input_tokens": 9, "output_tokens": 8}
     )
-    assert len(messages) > 1
+    assert len(messages) == 3  # 30,000 characters take three messages of one markdown block each
     for message in messages:
-        assert_within_slack_limits(message)
-    answer_sections = [t for m in messages for t in section_texts(m)][1:]  # after the status line
-    assert visible("".join(answer_sections)) == visible(answer)
+        assert_within_slack_limits(message, budget=MARKDOWN_MESSAGE_BUDGET)
+        assert len(markdown_texts(message)) == 1
+    assert visible("".join(t for m in messages for t in markdown_texts(m))) == visible(answer)
     assert "Rubric satisfied (2/3)" in section_texts(messages[0])[0]
     assert messages[0]["metadata"] == {"event_type": "rubric_final", "event_payload": {"status": "satisfied"}}
     assert all("metadata" not in m for m in messages[1:])
+    assert messages[1]["text"] == "(continued, part 2 of 3)"
     # Usage closes the last message only.
     assert "9 in · 8 out" in all_text(messages[-1])
     assert all("9 in · 8 out" not in all_text(m) for m in messages[:-1])
 
 
-def test_a_huge_answer_never_exceeds_fifty_blocks_a_message():
-    answer = "\n\n".join(f"p{i} " + "y" * 2990 for i in range(120))
-    messages = final_messages(None, answer, iterations=None, max_iterations=None)
-    for message in messages:
-        assert_within_slack_limits(message)
-    assert sum(len(section_texts(m)) for m in messages) == 120
+def test_an_answer_that_fits_one_markdown_block_is_one_message_in_markdown_as_written():
+    answer = "# Plan\n\n" + "Use **bold**, `2 * 3 * 4` and [the docs](https://example.com/a?b=1&c=2). " * 140
+    assert 10_000 < len(answer) < 11_500
+    (message,) = final_messages("satisfied", answer, iterations=1, max_iterations=3)
+    assert markdown_texts(message) == [answer]
+    assert_within_slack_limits(message, budget=MARKDOWN_MESSAGE_BUDGET)
 
 
 def test_code_blocks_survive_splitting_across_messages():
     code_lines = [f"result_{i} = transform(data[{i}])  # step {i}" for i in range(600)]
     answer = "Here is the script:\n\n```python\n" + "\n".join(code_lines) + "\n```\n\nRun it."
     messages = final_messages(None, answer, iterations=None, max_iterations=None)
-    sections = [t for m in messages for t in section_texts(m)]
+    pieces = [t for m in messages for t in markdown_texts(m)]
     assert len(messages) > 1
-    for text in sections:
-        assert text.count("```") % 2 == 0
-    joined = "\n".join(sections)
+    for piece in pieces:
+        assert piece.count("```") % 2 == 0
+    code_pieces = [p for p in pieces if "result_" in p]
+    assert all(p.startswith("```python\n") for p in code_pieces[1:])
+    assert all(p.endswith("\n```") for p in code_pieces[:-1])
+    joined = "\n".join(pieces)
     assert all(line in joined for line in code_lines)
-    assert "```python" not in joined
+
+
+def test_mentions_in_an_answer_stay_inert():
+    answer = "Hey <!channel>, <!here> and <!everyone>: ask <@U123> or @here. `<!DOCTYPE html>` stays."
+    (message,) = final_messages(None, answer, iterations=None, max_iterations=None)
+    shown = markdown_texts(message)[0]
+    for mention in ("<!channel>", "<!here>", "<!everyone>", "<@U123>", "@here"):
+        assert mention not in shown and mention not in message["text"]
+        assert mention in shown.replace("\u200b", "").replace("\u2060", "")  # still reads the same
+    assert "<!DOCTYPE html>" in shown
 
 
 def test_max_iterations_shows_the_best_answer_label():
@@ -369,7 +357,7 @@ def test_max_iterations_shows_the_best_answer_label():
     status = section_texts(message)[0]
     assert "Max iterations reached (3/3)" in status
     assert "Showing the best answer (iteration 2 of 3)" in status
-    assert "Best draft." in section_texts(message)[1]
+    assert markdown_texts(message) == ["Best draft."]
     assert message["text"].startswith("Max iterations reached (3/3)")
 
 
@@ -388,8 +376,9 @@ def test_final_status_in_words(status, words):
 
 def test_no_rubric_means_just_the_answer():
     (message,) = final_messages(None, "Just **this**.", iterations=None, max_iterations=None)
-    assert section_texts(message) == ["Just *this*."]
-    assert message["text"] == "Just *this*."
+    assert section_texts(message) == []
+    assert markdown_texts(message) == ["Just **this**."]
+    assert message["text"] == "Just **this**."
     assert message["metadata"]["event_payload"] == {"status": "plain"}
 
 

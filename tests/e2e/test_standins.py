@@ -249,8 +249,10 @@ def test_error_next_fails_only_the_next_call(slack_api, web):
         [{"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3001}}],
         [{"type": "header", "text": {"type": "plain_text", "text": "x" * 151}}],
         [{"type": "actions", "elements": [{"type": "button", "value": "v" * 2001}]}],
+        [{"type": "markdown", "text": "m" * 12_001}],
+        [{"type": "markdown", "text": ""}],
     ],
-    ids=["51 blocks", "section text", "header text", "button value"],
+    ids=["51 blocks", "section text", "header text", "button value", "markdown text", "empty markdown"],
 )
 def test_blocks_slack_would_reject_are_rejected(slack_api, web, blocks):
     with pytest.raises(SlackApiError) as raised:
@@ -261,11 +263,25 @@ def test_blocks_slack_would_reject_are_rejected(slack_api, web, blocks):
 
 
 def test_blocks_at_the_limits_are_accepted(slack_api, web):
-    section = {"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3000}}
+    section = {"type": "section", "text": {"type": "mrkdwn", "text": "x" * 200}}
+    long_section = {"type": "section", "text": {"type": "mrkdwn", "text": "x" * 3000}}
+    markdown = {"type": "markdown", "text": "m" * 12_000}
 
     web.chat_postMessage(channel="C1", text="fallback", blocks=[section] * MAX_BLOCKS)
+    web.chat_postMessage(channel="C1", text="fallback", blocks=[long_section])
+    web.chat_postMessage(channel="C1", text="fallback", blocks=[markdown])
 
-    assert len(slack_api.messages()[0].blocks) == MAX_BLOCKS
+    assert [len(m.blocks) for m in slack_api.messages()] == [MAX_BLOCKS, 1, 1]
+
+
+def test_a_message_whose_blocks_hold_too_much_text_is_refused(slack_api, web):
+    half = {"type": "markdown", "text": "m" * 7000}
+
+    with pytest.raises(SlackApiError) as raised:
+        web.chat_postMessage(channel="C1", text="fallback", blocks=[half, half])
+
+    assert raised.value.response["error"] == "msg_blocks_too_long"
+    assert slack_api.messages() == []
 
 
 def test_reactions_are_tracked_like_slack_does(slack_api, web):

@@ -51,6 +51,10 @@ MAX_TEXT_CHARS = 40_000
 """Slack rejects message ``text`` longer than this (``msg_too_long``)."""
 BLOCK_TEXT_LIMITS = {"section": 3_000, "header": 150}
 """Longest ``text.text`` Slack accepts per block type."""
+MARKDOWN_TEXT_LIMIT = 12_000
+"""Longest ``text`` of a ``markdown`` block (standard Markdown, a plain string)."""
+MAX_BLOCKS_TEXT_CHARS = 13_000
+"""Slack refuses a message whose blocks hold more text than about this (``msg_blocks_too_long``)."""
 MAX_SECTION_FIELDS = 10
 """Most ``fields`` a section block may have."""
 MAX_FIELD_CHARS = 2_000
@@ -585,6 +589,8 @@ def _validated_message(args: Args) -> str:
     problems = block_problems(blocks)
     if problems:
         raise SlackError("invalid_blocks", errors=problems)
+    if sum(len(text) for text in block_texts(blocks)) > MAX_BLOCKS_TEXT_CHARS:
+        raise SlackError("msg_blocks_too_long")
     return str(channel)
 
 
@@ -595,6 +601,12 @@ def block_problems(blocks: list[dict[str, Any]]) -> list[str]:
         problems.append(f"no more than {MAX_BLOCKS} items allowed [json-pointer:/blocks]")
     for index, block in enumerate(blocks):
         pointer = f"/blocks/{index}"
+        if block.get("type") == "markdown":
+            if not 0 < len(block.get("text") or "") <= MARKDOWN_TEXT_LIMIT:
+                problems.append(
+                    f"must be 1 to {MARKDOWN_TEXT_LIMIT} characters [json-pointer:{pointer}/text]"
+                )
+            continue
         limit = BLOCK_TEXT_LIMITS.get(block.get("type", ""))
         text = (block.get("text") or {}).get("text", "")
         if limit is not None and len(text) > limit:
