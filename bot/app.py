@@ -7,20 +7,25 @@ One asyncio process serves every thread: Bolt's async app acks on the event loop
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
+from urllib.parse import parse_qsl
 
 import aiohttp
 from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import open_agent
@@ -41,6 +46,10 @@ SLACK_RETRIES = 3
 
 HTTP_SHUTDOWN_SECONDS = 5.0
 """How long a stopping HTTP server waits for requests already being answered (acks are fast)."""
+
+FORM_FIELDS_NEEDED = frozenset({"payload", "command", "ssl_check"})
+"""A form Slack posts carries one of these: interactivity's JSON ``payload``, a slash command's
+fields, or the ``ssl_check`` Slack sends when a command's URL is configured."""
 
 
 def build_client(settings: Settings, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
@@ -97,7 +106,7 @@ async def serve(settings: Settings, *, http: bool, port: int) -> None:
         if settings.socket_mode and not http:
             await _serve_socket_mode(app, settings, stop)
         else:
-            await _serve_http(app, port, stop)
+            await _serve_http(app, settings, port, stop)
         logger.info("stopping: letting %d busy thread(s) finish", runner.busy_threads)
         await runner.drain(settings.shutdown_grace)
     logger.info("stopped")
@@ -111,8 +120,15 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
-async def _serve_http(app: AsyncApp, port: int, stop: asyncio.Event) -> None:
-    web_runner = web.AppRunner(app.web_app(path=EVENTS_PATH), shutdown_timeout=HTTP_SHUTDOWN_SECONDS)
+async def _serve_http(app: AsyncApp, settings: Settings, port: int, stop: asyncio.Event) -> None:
+    secret = settings.slack_signing_secret
+    assert secret is not None  # `serve` requires it in HTTP mode
+    # No access log: refused requests get one line of their own below, and the rest are Slack's.
+    web_runner = web.AppRunner(
+        slack_web_app(app, secret.get_secret_value()),
+        shutdown_timeout=HTTP_SHUTDOWN_SECONDS,
+        access_log=None,
+    )
     await web_runner.setup()
     await web.TCPSite(web_runner, port=port).start()
     logger.info("rubric-bot listening for Slack on http://0.0.0.0:%d%s", port, EVENTS_PATH)
@@ -121,6 +137,90 @@ async def _serve_http(app: AsyncApp, port: int, stop: asyncio.Event) -> None:
     finally:
         # Closing the port first means Slack's retries of anything new reach the next process.
         await web_runner.cleanup()
+
+
+def slack_web_app(app: AsyncApp, signing_secret: str) -> web.Application:
+    """The aiohttp application Slack posts to: each request is verified, then parsed, then Bolt's.
+
+    Bolt's own adapter parses a body before checking its signature, so anyone who can reach the
+    port could make it fail on garbage (a 500 and a traceback per request). Here a request without
+    Slack's valid signature is a 401 before its body is looked at, and a signed body that is not
+    what Slack sends is a 400; either is one log line, without the body. A body over aiohttp's
+    ``client_max_size`` is still refused with 413 while it is read. Bolt verifies the signature
+    again: that check stays on in case this application is ever bypassed.
+    """
+    verifier = SignatureVerifier(signing_secret)
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        if not _signed_by_slack(verifier, body, request):
+            logger.info("refused a request from %s: no valid Slack signature", request.remote)
+            return web.json_response({"error": "invalid signature"}, status=401)
+        try:
+            bolt_request = _bolt_request(body, request)
+        except MalformedRequest as exc:
+            logger.warning("refused a signed request from %s: %s", request.remote, exc)
+            return web.json_response({"error": str(exc)}, status=400)
+        return await to_aiohttp_response(await app.async_dispatch(bolt_request))
+
+    web_app = web.Application()
+    web_app.router.add_post(EVENTS_PATH, answer)
+    return web_app
+
+
+class MalformedRequest(ValueError):
+    """A signed request whose body is not one Slack would send; the message says what is wrong."""
+
+
+def _signed_by_slack(verifier: SignatureVerifier, body: bytes, request: web.Request) -> bool:
+    """Whether the request carries Slack's signature of ``body``, made within the last 5 minutes."""
+    try:
+        return verifier.is_valid(
+            body,
+            request.headers.get("X-Slack-Request-Timestamp"),
+            request.headers.get("X-Slack-Signature"),
+        )
+    except ValueError:  # a timestamp that is not a whole number, or a body that is not UTF-8
+        return False
+
+
+def _bolt_request(body: bytes, request: web.Request) -> AsyncBoltRequest:
+    """The verified request as Bolt's; MalformedRequest if Bolt could not make sense of it."""
+    text = body.decode()  # the signature check has read it as UTF-8 already
+    _check_body(text, request.headers.get("Content-Type", ""))
+    try:
+        return AsyncBoltRequest(body=text, query=request.query_string, headers=request.headers)
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError):
+        # Bolt reads ids out of fields such as team, user and channel as it builds the request.
+        raise MalformedRequest("its fields are not shaped the way Slack shapes them") from None
+
+
+def _check_body(text: str, content_type: str) -> None:
+    """Raise MalformedRequest unless ``text`` parses the way Bolt will parse it.
+
+    Bolt reads JSON when the content type says so or the body starts with ``{``, and a form
+    otherwise, taking a form's ``payload`` field as JSON when there is one.
+    """
+    if content_type.split(";")[0] == "application/json" or text.startswith("{"):
+        _check_json_object(text, "the body")
+        return
+    try:
+        form = dict(parse_qsl(text, keep_blank_values=True, strict_parsing=True, errors="strict"))
+    except ValueError:
+        raise MalformedRequest("the body is neither JSON nor a form") from None
+    if not FORM_FIELDS_NEEDED & form.keys():
+        raise MalformedRequest("the form has no payload, command or ssl_check field")
+    if "payload" in form:
+        _check_json_object(form["payload"], "the payload field")
+
+
+def _check_json_object(text: str, what: str) -> None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise MalformedRequest(f"{what} is not JSON") from None
+    if not isinstance(value, dict):
+        raise MalformedRequest(f"{what} is JSON but not an object")
 
 
 async def _serve_socket_mode(app: AsyncApp, settings: Settings, stop: asyncio.Event) -> None:

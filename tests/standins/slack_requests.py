@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -353,7 +354,8 @@ class SlackSender:
     """Posts signed requests to an app's request URL, as Slack does.
 
     Options for every send: `bad_signature` (signed with the wrong secret), `timestamp` (e.g. a stale
-    one), `retry_num` / `retry_reason` (Slack's redelivery headers). The async methods take an optional
+    one), `retry_num` / `retry_reason` (Slack's redelivery headers), `headers` (set or, with None,
+    remove any header after signing: ``{"X-Slack-Signature": None}``). The async methods take an optional
     shared ``aiohttp.ClientSession`` so many requests can go out at once over pooled connections.
     """
 
@@ -418,10 +420,15 @@ class SlackSender:
         timestamp: int | None = None,
         retry_num: int | None = None,
         retry_reason: str = "http_timeout",
+        headers: Mapping[str, str | None] | None = None,
     ) -> dict[str, str]:
         secret = f"not-{self._secret}" if bad_signature else self._secret
-        headers = {"Content-Type": content_type, **sign(body, secret, timestamp)}
+        sent = {"Content-Type": content_type, **sign(body, secret, timestamp)}
         if retry_num is not None:
-            headers["X-Slack-Retry-Num"] = str(retry_num)
-            headers["X-Slack-Retry-Reason"] = retry_reason
-        return headers
+            sent["X-Slack-Retry-Num"] = str(retry_num)
+            sent["X-Slack-Retry-Reason"] = retry_reason
+        for name, value in (headers or {}).items():
+            sent.pop(name, None)
+            if value is not None:
+                sent[name] = value
+        return sent
