@@ -35,6 +35,9 @@ WORKER_SYSTEM_PROMPT = (
 )
 """The worker's instructions: a Slack teammate that answers in Markdown and takes grader feedback."""
 
+EVALUATION_START = "rubric_evaluation_start"
+"""The custom stream event `grading` sends before each grader call, with its iteration."""
+
 EVALUATION_END = "rubric_evaluation_end"
 """The custom stream event `grading` sends after each grader iteration (see the contract)."""
 
@@ -70,6 +73,9 @@ PROVIDERS: Mapping[str, Provider] = {
 
 EvaluationHandler = Callable[[dict[str, Any]], Awaitable[None]]
 """Called with each grader iteration's evaluation as it happens."""
+
+GradingHandler = Callable[[int, int], Awaitable[None]]
+"""Called as each grader iteration starts, with its 0-based iteration and the run's iteration cap."""
 
 
 class ConversationAgent(Protocol):
@@ -211,9 +217,11 @@ async def run_turn(
     config: RunnableConfig,
     on_evaluation: EvaluationHandler,
     *,
+    on_grading: GradingHandler | None = None,
     before: dict[str, Any] | None = None,
 ) -> TurnOutcome:
-    """Invoke the agent once, calling `on_evaluation` after each grader iteration.
+    """Invoke the agent once, calling `on_grading` as each grader iteration starts and
+    `on_evaluation` after it.
 
     `before` is the thread's state values just before, when the caller has already read them.
     """
@@ -222,7 +230,11 @@ async def run_turn(
     seen = {message.id for message in before.get("messages", [])}
     evaluations: list[dict[str, Any]] = []
     async for chunk in agent.astream(inputs, config, stream_mode="custom"):
-        if isinstance(chunk, dict) and chunk.get("type") == EVALUATION_END:
+        if not isinstance(chunk, dict):
+            continue
+        if chunk.get("type") == EVALUATION_START and on_grading is not None:
+            await on_grading(chunk["iteration"], chunk["max_iterations"])
+        elif chunk.get("type") == EVALUATION_END:
             evaluation = {key: value for key, value in chunk.items() if key != "type"}
             evaluations.append(evaluation)
             await on_evaluation(evaluation)

@@ -18,7 +18,6 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-import aiohttp
 from langchain_core.messages import HumanMessage
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -28,17 +27,13 @@ from bot.agent import ConversationAgent, TurnOutcome, agent_config, run_turn
 from bot.blocks import MAX_BLOCKS, context_block
 from bot.config import DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
 from bot.conversation import UserMessage
+from bot.progress import WorkingIndicator, react
 from bot.review import CALIBRATION_EXAMPLES, calibration_examples
+from bot.slack import SLACK_ERRORS
 from bot.store import FAILED, INTERRUPTED, TIMED_OUT, RunRecord, Store
 from grading import CalibrationExample, RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)
-
-WORKING_REACTION = "hourglass_flowing_sand"
-"""Reaction put on a request while the bot works on it, removed when the run ends."""
-
-SLACK_ERRORS: tuple[type[Exception], ...] = (SlackApiError, aiohttp.ClientError, TimeoutError)
-"""What a Slack Web API call raises once the client's own retries are used up."""
 
 ANSWERED = "answered"
 """Run status of a run answered without a rubric (nothing was graded)."""
@@ -206,11 +201,12 @@ class ThreadRunner:
 
     async def _run_request(self, message: UserMessage, run_id: int) -> None:
         status, delivered = FAILED, False
+        progress = WorkingIndicator(self._client, message)
         try:
             await self._report_interrupted(message)
-            await self._react("reactions_add", message)
+            await progress.start()
             try:
-                outcome = await self._answer(message)
+                outcome = await self._answer(message, progress)
             except Exception as exc:
                 status, notice = self._failure(message, exc)
                 delivered = await self.reply(message, notice) is not None
@@ -222,13 +218,13 @@ class ThreadRunner:
             await self._tell_interrupted(message, run_id, started=True)
             raise
         finally:
-            await self._react("reactions_remove", message)
+            await progress.stop()
             if status != INTERRUPTED:
                 await self._store.finish_run(run_id, status)
                 if not delivered:
                     await self._record_undelivered(message, run_id, status)
 
-    async def _answer(self, message: UserMessage) -> TurnOutcome:
+    async def _answer(self, message: UserMessage, progress: WorkingIndicator) -> TurnOutcome:
         """Run the agent on the request, posting each evaluation; `RunTimeout` past the run's limit."""
         config = agent_config(message.thread_id, team=message.team, channel=message.channel)
         inputs: dict[str, Any] = {"messages": [HumanMessage(message.text)]}
@@ -253,7 +249,8 @@ class ThreadRunner:
                     self._agent,
                     inputs,
                     config,
-                    partial(self._post_evaluation, message, rubric_text or ""),
+                    partial(self._post_evaluation, message, rubric_text or "", progress),
+                    on_grading=progress.grading,
                     before=before,
                 )
         except TimeoutError as exc:
@@ -288,13 +285,18 @@ class ThreadRunner:
         return calibration_examples(rows)
 
     async def _post_evaluation(
-        self, message: UserMessage, rubric_text: str, evaluation: dict[str, Any]
+        self, message: UserMessage, rubric_text: str, progress: WorkingIndicator, evaluation: dict[str, Any]
     ) -> None:
         ts = await self.reply(message, render.evaluation_message(evaluation))
         if ts is not None:
             await self._store.save_evaluation(
                 message.team, message.channel, message.thread_ts, ts, evaluation, rubric_text
             )
+        if (
+            evaluation["result"] == "needs_revision"
+            and evaluation["iteration"] + 1 < evaluation["max_iterations"]
+        ):
+            await progress.revising()
 
     async def _post_final(self, message: UserMessage, outcome: TurnOutcome) -> bool:
         """Post the run's status and answer; whether every part of it reached the thread."""
@@ -349,7 +351,7 @@ class ThreadRunner:
                 "The bot stopped before it finished, so it has no answer. Reply in this thread to try again.",
             ),
         )
-        await self._react("reactions_remove", request)
+        await react(self._client, "reactions_remove", request)
         if told is None:
             await self._store.release_interrupted(run_id)
 
@@ -357,16 +359,6 @@ class ThreadRunner:
         """Tell the thread about interrupted runs whose notice could not be posted before."""
         for run in await self._store.claim_interrupted_runs(message.thread_id):
             await self._tell_abandoned(_request_of(run), run.run_id)
-
-    # -- Slack helpers -----------------------------------------------------------
-
-    async def _react(self, method: str, message: UserMessage) -> None:
-        try:
-            await getattr(self._client, method)(
-                channel=message.channel, timestamp=message.ts, name=WORKING_REACTION
-            )
-        except SLACK_ERRORS as exc:
-            _log_slack_failure(method, message, exc)
 
 
 def _with_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:

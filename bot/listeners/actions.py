@@ -20,7 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import render
 from bot.listeners.context import services_of
 from bot.review import agree_verdicts, review_modal
-from bot.runner import SLACK_ERRORS
+from bot.slack import SLACK_ERRORS
 from bot.store import EvaluationRecord, ReviewVerdict, Store
 
 logger = logging.getLogger(__name__)

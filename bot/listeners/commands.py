@@ -30,7 +30,7 @@ from bot.conversation import slack_unescape
 from bot.listeners.context import services_of
 from bot.report import Report, chart_png, load_report, report_blocks
 from bot.review import CALIBRATION_EXAMPLES
-from bot.runner import SLACK_ERRORS
+from bot.slack import SLACK_ERRORS
 from bot.store import Store
 from grading import RubricError, parse_rubric
 

@@ -19,7 +19,7 @@ from bot.review import (
     review_context,
     review_notice,
 )
-from bot.runner import SLACK_ERRORS
+from bot.slack import SLACK_ERRORS
 from grading import RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)

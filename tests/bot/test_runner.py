@@ -24,7 +24,8 @@ from bot.agent import agent_config, build_agent
 from bot.app import build_client
 from bot.config import Settings
 from bot.conversation import UserMessage
-from bot.runner import WORKING_REACTION, Job, ThreadRunner, ThreadScheduler
+from bot.progress import WORKING_REACTION
+from bot.runner import Job, ThreadRunner, ThreadScheduler
 from bot.store import Store
 from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
 from tests.standins.slack_api import SlackApiStandin
@@ -234,13 +235,41 @@ async def test_a_run_posts_each_iteration_then_the_revised_answer(harness):
     run_id = first.metadata["event_payload"]["grading_run_id"]
     record = await harness.store.get_evaluation(run_id, 0)
     assert record is not None and record.message_ts == first.ts and record.rubric_text == RUBRIC
-    # The work-in-progress reaction was shown and is gone.
-    assert [c.method for c in harness.slack.calls() if c.method.startswith("reactions.")] == [
-        "reactions.add",
-        "reactions.remove",
+    # The thread's status said what was happening at each step, and is gone.
+    assert statuses(harness) == [
+        "is writing a draft…",
+        "is grading iteration 1/3…",
+        "is revising…",
+        "is grading iteration 2/3…",
+        "",
+    ]
+    assert {c.args["thread_ts"] for c in harness.slack.calls("assistant.threads.setStatus")} == {request.ts}
+    assert harness.slack.thread_status("C1", request.ts) == ""
+    assert not [c for c in harness.slack.calls() if c.method.startswith("reactions.")]
+
+
+def statuses(harness: Harness) -> list[str]:
+    return [c.args["status"] for c in harness.slack.calls("assistant.threads.setStatus")]
+
+
+async def test_where_the_thread_status_is_refused_the_request_gets_the_reaction_instead(harness):
+    runner = harness.use(worker_answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    request = harness.message("What is the capital of France?")
+    harness.slack.error_next("assistant.threads.setStatus", "missing_scope")
+
+    await runner.submit_request(request)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    assert [m.event_type for m in harness.thread(request.ts)][-1] == "rubric_final"
+    assert statuses(harness) == ["is writing a draft…"]  # refused once, not asked again this run
+    assert [
+        (c.method, c.args["name"]) for c in harness.slack.calls() if c.method.startswith("reactions.")
+    ] == [
+        ("reactions.add", WORKING_REACTION),
+        ("reactions.remove", WORKING_REACTION),
     ]
     assert harness.slack.reactions("C1", request.ts) == set()
-    assert harness.slack.calls("reactions.add")[0].args["name"] == WORKING_REACTION
 
 
 async def test_follow_up_is_graded_against_the_threads_rubric_not_a_newer_channel_default(harness):
@@ -423,7 +452,8 @@ async def test_slack_failures_are_retried_or_logged_without_losing_the_run(harne
     runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
     request = harness.message("Capital?")
     harness.slack.fail_next("chat.postMessage", status=503)  # retried by the client
-    harness.slack.error_next("reactions.add", "missing_scope")  # not retryable: logged
+    harness.slack.error_next("assistant.threads.setStatus", "not_allowed")  # ⏳ instead …
+    harness.slack.error_next("reactions.add", "missing_scope")  # … which fails too: logged
 
     with caplog.at_level(logging.WARNING):
         await runner.submit_request(request)

@@ -178,6 +178,7 @@ class _State:
     calls: list[SlackCall] = field(default_factory=list)
     messages: dict[tuple[str, str], SlackMessage] = field(default_factory=dict)
     reactions: defaultdict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
+    statuses: dict[tuple[str, str], str] = field(default_factory=dict)  # thread status by thread
     uploads: dict[str, Upload] = field(default_factory=dict)
     faults: defaultdict[str, deque[_Fault]] = field(default_factory=lambda: defaultdict(deque))
     counter: int = 0
@@ -210,6 +211,7 @@ class SlackApiStandin(BackgroundServer):
             "chat.delete": self._delete,
             "reactions.add": self._add_reaction,
             "reactions.remove": self._remove_reaction,
+            "assistant.threads.setStatus": self._set_status,
             "views.open": self._open_view,
             "views.push": self._open_view,
             "views.update": self._update_view,
@@ -320,6 +322,11 @@ class SlackApiStandin(BackgroundServer):
         """Names of the reactions the bot currently has on a message."""
         with self._lock:
             return set(self._state.reactions.get((channel, ts), set()))
+
+    def thread_status(self, channel: str, thread_ts: str) -> str:
+        """The bot's status shown in a thread now ('' when none): Slack clears it when the bot posts there."""
+        with self._lock:
+            return self._state.statuses.get((channel, thread_ts), "")
 
     def uploads(self) -> list[Upload]:
         """Files announced for upload, in order, with their bytes once uploaded."""
@@ -452,6 +459,8 @@ class SlackApiStandin(BackgroundServer):
             metadata=args.get("metadata"),
         )
         self._state.messages[(channel, message.ts)] = message
+        if message.thread_ts:
+            self._state.statuses.pop((channel, message.thread_ts), None)
         return {"channel": channel, "ts": message.ts, "message": _message_json(message)}
 
     def _post_ephemeral(self, args: Args) -> Answer:
@@ -498,6 +507,20 @@ class SlackApiStandin(BackgroundServer):
         if args["name"] not in names:
             raise SlackError("no_reaction")
         names.remove(args["name"])
+        return {}
+
+    def _set_status(self, args: Args) -> Answer:
+        if not args.get("channel_id"):
+            raise SlackError("channel_not_found")
+        if not args.get("thread_ts"):
+            raise SlackError("invalid_thread_ts")
+        if "status" not in args:
+            raise SlackError("invalid_arguments")
+        thread = (str(args["channel_id"]), str(args["thread_ts"]))
+        if args["status"]:
+            self._state.statuses[thread] = str(args["status"])
+        else:
+            self._state.statuses.pop(thread, None)
         return {}
 
     def _open_view(self, args: Args) -> Answer:
