@@ -25,7 +25,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import StateSnapshot
 
 from bot.config import ConfigError, Settings, problem
-from grading import EVIDENCE_TOOLS, CalibrationExample, Rubric, RubricMiddleware
+from grading import DEFAULT_MAX_GRADER_CALLS, EVIDENCE_TOOLS, CalibrationExample, Rubric, RubricMiddleware
 
 WORKER_SYSTEM_PROMPT = (
     "You are a helpful teammate answering requests in a Slack thread. "
@@ -141,6 +141,7 @@ def build_agent(
     grader: BaseChatModel,
     *,
     max_iterations: int,
+    max_grader_calls: int = DEFAULT_MAX_GRADER_CALLS,
     checkpointer: BaseCheckpointSaver,
 ) -> ConversationAgent:
     """The worker agent whose answers are graded against the thread's rubric and revised.
@@ -150,6 +151,7 @@ def build_agent(
     rubric = RubricMiddleware(
         model=grader,
         max_iterations=max_iterations,
+        max_grader_calls=max_grader_calls,
         tools=EVIDENCE_TOOLS,
         calibration=configured_calibration,
     )
@@ -170,7 +172,13 @@ async def open_agent(settings: Settings) -> AsyncIterator[ConversationAgent]:
         # an OS crash can lose the last commits; it spares an fsync per checkpoint write.
         await connection.execute(CHECKPOINT_SYNC_PRAGMA)
         checkpointer = AsyncSqliteSaver(connection)
-        yield build_agent(worker, grader, max_iterations=settings.max_iterations, checkpointer=checkpointer)
+        yield build_agent(
+            worker,
+            grader,
+            max_iterations=settings.max_iterations,
+            max_grader_calls=settings.max_grader_calls,
+            checkpointer=checkpointer,
+        )
 
 
 def agent_config(

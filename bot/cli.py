@@ -32,7 +32,7 @@ from bot.commands import CommandError, report_days
 from bot.config import ENV_FILE, SLACK_CONNECTION, ConfigError, load_settings, problem
 from bot.report import Report, load_report, render_chart, report_table
 from bot.store import Store
-from grading import RubricError, parse_rubric
+from grading import DEFAULT_MAX_GRADER_CALLS, RubricError, parse_rubric
 
 EXIT_CONFIG = 2
 """Exit code for unusable configuration or arguments (argparse uses 2 for usage errors too)."""
@@ -160,7 +160,14 @@ def _run_grade(args: argparse.Namespace) -> int:
     worker, grader = init_models(settings)
     try:
         outcome = asyncio.run(
-            grade(rubric_text, request, worker=worker, grader=grader, max_iterations=settings.max_iterations)
+            grade(
+                rubric_text,
+                request,
+                worker=worker,
+                grader=grader,
+                max_iterations=settings.max_iterations,
+                max_grader_calls=settings.max_grader_calls,
+            )
         )
     except BrokenPipeError:
         raise  # main() ends quietly
@@ -186,11 +193,18 @@ async def grade(
     worker: BaseChatModel,
     grader: BaseChatModel,
     max_iterations: int,
+    max_grader_calls: int = DEFAULT_MAX_GRADER_CALLS,
     out: TextIO | None = None,
 ) -> TurnOutcome:
     """Run the revise-and-grade loop once in the terminal, printing each iteration's criteria."""
     stream = out or sys.stdout
-    agent = build_agent(worker, grader, max_iterations=max_iterations, checkpointer=InMemorySaver())
+    agent = build_agent(
+        worker,
+        grader,
+        max_iterations=max_iterations,
+        max_grader_calls=max_grader_calls,
+        checkpointer=InMemorySaver(),
+    )
 
     async def show(evaluation: dict[str, Any]) -> None:
         print(format_evaluation(evaluation), file=stream, flush=True)
@@ -225,6 +239,8 @@ def format_evaluation(evaluation: dict[str, Any]) -> str:
             lines.append(f"  {'-' * widths[0]}  {'-' * widths[1]}  ---")
     if evaluation.get("explanation"):
         lines.append(f"  explanation: {evaluation['explanation']}")
+    if evaluation.get("grader_calls") or evaluation.get("usage"):
+        lines.append(f"  {render.grader_effort_words(evaluation).lower()}")
     return "\n".join(lines) + "\n"
 
 

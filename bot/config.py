@@ -25,6 +25,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from grading import DEFAULT_MAX_GRADER_CALLS
+
 ENV_FILE = ".env"
 """The optional settings file, read from the working directory."""
 
@@ -72,6 +74,10 @@ HINTS: dict[str, str] = {
         'set it to a langchain "provider:model" string, or unset it to grade with the worker model'
     ),
     "RUBRIC_BOT_MAX_ITERATIONS": "set it to a whole number of grader iterations, at least 1 (default 3)",
+    "RUBRIC_BOT_MAX_GRADER_CALLS": (
+        "set it to a whole number of grader model calls per iteration, evidence-tool rounds and "
+        f"re-asks included, at least 1 (default {DEFAULT_MAX_GRADER_CALLS})"
+    ),
     "RUBRIC_BOT_DB": "set it to the path of the bot's SQLite file (default rubric-bot.sqlite)",
     "RUBRIC_BOT_SHUTDOWN_GRACE": (
         "set it to the seconds a stopping bot lets running requests finish (default 25)"
@@ -105,6 +111,9 @@ class Settings(BaseSettings):
     worker_model: str | None = Field(None, validation_alias="RUBRIC_BOT_MODEL")
     grader_model_override: str | None = Field(None, validation_alias="RUBRIC_BOT_GRADER_MODEL")
     max_iterations: PositiveInt = Field(3, validation_alias="RUBRIC_BOT_MAX_ITERATIONS")
+    max_grader_calls: PositiveInt = Field(
+        DEFAULT_MAX_GRADER_CALLS, validation_alias="RUBRIC_BOT_MAX_GRADER_CALLS"
+    )
     db_path: Path = Field(Path("rubric-bot.sqlite"), validation_alias="RUBRIC_BOT_DB")
     shutdown_grace: PositiveFloat = Field(25.0, validation_alias="RUBRIC_BOT_SHUTDOWN_GRACE")
     model_timeout: PositiveFloat = Field(DEFAULT_MODEL_TIMEOUT, validation_alias="RUBRIC_BOT_MODEL_TIMEOUT")

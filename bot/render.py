@@ -231,9 +231,9 @@ def evaluation_message(evaluation: Mapping[str, Any], *, tally: ReviewTally | No
     if explanation:
         text = truncate_markdown(inert_mentions(explanation), EXPLANATION_MAX)
         tail.append(markdown_block(f"**Grader's explanation**\n\n{text}"))
-    notes = []
-    if evaluation.get("usage"):
-        notes.append(f"Grader tokens: {usage_words(evaluation['usage'])}")
+    notes = (
+        [grader_effort_words(evaluation)] if evaluation.get("grader_calls") or evaluation.get("usage") else []
+    )
     if evaluation.get("calibration"):
         count = len(evaluation["calibration"])
         notes.append(f"Calibrated with {count} team review example{'s' if count != 1 else ''}")
@@ -550,6 +550,15 @@ def rubric_modal(current: str | None, *, channel_id: str) -> dict:
 
 def _status(status: str) -> tuple[str, str]:
     return STATUS_WORDS.get(status, ("ℹ️", status.replace("_", " ").capitalize()))
+
+
+def grader_effort_words(evaluation: Mapping[str, Any]) -> str:
+    """What grading the iteration took: ``Grader: 2 calls · 1,234 in · 56 out``."""
+    calls = evaluation.get("grader_calls")
+    parts = [f"{calls} call{'s' if calls != 1 else ''}"] if calls else []
+    if evaluation.get("usage"):
+        parts.append(usage_words(evaluation["usage"]))
+    return "Grader: " + " · ".join(parts)
 
 
 def usage_words(usage: Mapping[str, int]) -> str:

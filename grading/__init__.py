@@ -5,7 +5,8 @@ No Slack here: put `RubricMiddleware` in any `create_agent(...)` (or deepagents'
 
 Public API:
 
-- `RubricMiddleware`, `RubricEvaluation`, `RubricState` — the revise-and-grade loop.
+- `RubricMiddleware`, `RubricEvaluation`, `RubricState`, `Status`, `DEFAULT_MAX_GRADER_CALLS` — the
+  revise-and-grade loop.
 - `parse_rubric`, `Rubric`, `Criterion`, `Dimension`, `RubricError` — list and scored rubrics.
 - `aggregate`, `Aggregate` — verdicts from 1–5 scores that one strong dimension cannot mask.
 - `kappa`, `percent_agreement`, `majority_baseline`, `agreement_report`, `CriterionAgreement`,
@@ -26,7 +27,13 @@ from grading.agreement import (
     percent_agreement,
 )
 from grading.grader import CalibrationExample
-from grading.middleware import RubricEvaluation, RubricMiddleware, RubricState, Status
+from grading.middleware import (
+    DEFAULT_MAX_GRADER_CALLS,
+    RubricEvaluation,
+    RubricMiddleware,
+    RubricState,
+    Status,
+)
 from grading.rubric import Criterion, Dimension, Rubric, RubricError, parse_rubric
 from grading.tools import (
     EVIDENCE_TOOLS,
@@ -39,6 +46,7 @@ from grading.tools import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_GRADER_CALLS",
     "EVIDENCE_TOOLS",
     "KAPPA_TARGET",
     "MIN_REVIEWS_FOR_KAPPA",

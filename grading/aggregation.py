@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, NamedTuple
 
-from grading.rubric import Rubric
+from grading.rubric import Rubric, quoted
 
 Verdict = Literal["PASS", "REVIEW", "FAIL"]
 
@@ -74,13 +74,15 @@ def resolve_scores(rubric: Rubric, scores: Mapping[str, int]) -> dict[str, int]:
     for key, value in scores.items():
         name = rubric.match_name(key)
         if name is None:
-            raise ValueError(f"unknown dimension {key!r}; the rubric has {', '.join(rubric.names)}")
+            raise ValueError(
+                f"unknown dimension {quoted(key)}; the rubric has {', '.join(map(quoted, rubric.names))}"
+            )
         if name in resolved:
-            raise ValueError(f"dimension {name!r} is scored twice")
+            raise ValueError(f"dimension {quoted(name)} is scored twice")
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 5:
-            raise ValueError(f"score for {name!r} must be a whole number from 1 to 5, not {value!r}")
+            raise ValueError(f"score for {quoted(name)} must be a whole number from 1 to 5, not {value!r}")
         resolved[name] = value
     missing = [name for name in rubric.names if name not in resolved]
     if missing:
-        raise ValueError(f"no score for {', '.join(map(repr, missing))}")
+        raise ValueError(f"no score for {', '.join(map(quoted, missing))}")
     return resolved

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from grading.rubric import quoted
+
 MIN_REVIEWS_FOR_KAPPA = 10
 """Fewer reviewed verdicts than this and kappa is too noisy to act on: the report says how many
 more are needed instead of flagging the criterion."""
@@ -131,7 +133,9 @@ def _weights_for(criterion: str, labels: Sequence[Any]) -> Weights | None:
         return None
     if _all_scores(labels):
         return "quadratic"
-    raise ValueError(f"criterion {criterion!r}: labels must all be pass/fail booleans or all 1–5 scores")
+    raise ValueError(
+        f"criterion {quoted(criterion)}: labels must all be pass/fail booleans or all 1–5 scores"
+    )
 
 
 def _all_scores(labels: Sequence[Any]) -> bool:

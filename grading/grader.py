@@ -8,15 +8,16 @@ from the criteria (see `grading.middleware`), never taken on the model's word.
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 from collections.abc import Sequence
 from typing import Literal, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, create_model, model_validator
 
-from grading.rubric import Rubric
+from grading.rubric import Rubric, quoted
 
 GRADER_SOURCE = "rubric_grader"
 """Marks the feedback messages the middleware injects (as `name` and as
@@ -53,6 +54,13 @@ replaces them. The answer format itself is taught by the payload and the
 structured-output schema, so a custom prompt cannot break it."""
 
 
+STRUCTURED_REMINDER = (
+    "Your previous reply was not a structured answer. Answer again, this time with the "
+    "structured answer format (the answer tool), grading the items asked for above."
+)
+"""Added to the payload when the grader replied outside the answer schema and is asked again."""
+
+
 class CriterionGrade(BaseModel):
     """The grader's verdict on one pass/fail criterion."""
 
@@ -66,7 +74,7 @@ class CriterionGrade(BaseModel):
     @model_validator(mode="after")
     def _failing_needs_gap(self) -> CriterionGrade:
         if not self.passed and not self.gap.strip():
-            raise ValueError(f"criterion {self.name!r} failed without a gap; explain what is missing")
+            raise ValueError(f"criterion {quoted(self.name)} failed without a gap; explain what is missing")
         return self
 
 
@@ -83,14 +91,14 @@ class DimensionGrade(BaseModel):
     @model_validator(mode="after")
     def _imperfect_needs_gap(self) -> DimensionGrade:
         if self.score < 5 and not self.gap.strip():
-            raise ValueError(f"dimension {self.name!r} scored {self.score} without a gap")
+            raise ValueError(f"dimension {quoted(self.name)} scored {self.score} without a gap")
         return self
 
 
 GraderResult = Literal["satisfied", "needs_revision", "failed"]
 """What the grader may claim. Only `failed` (the rubric cannot be evaluated)
 is taken from the model; `satisfied`/`needs_revision` are recomputed from the
-criteria."""
+criteria, and a claim that contradicts them is logged and overruled."""
 
 
 class _Grade(BaseModel):
@@ -104,22 +112,15 @@ class _Grade(BaseModel):
 
 
 class RubricGrade(_Grade):
-    """Structured answer for a list rubric of pass/fail criteria."""
+    """Structured answer for a list rubric of pass/fail criteria.
+
+    Its `result` may contradict its criteria; the criteria win (see `grading.middleware`), so a
+    contradiction is logged, never re-asked.
+    """
 
     criteria: list[CriterionGrade] = Field(
         description="Exactly one entry per rubric criterion, in rubric order."
     )
-
-    @model_validator(mode="after")
-    def _consistent(self) -> RubricGrade:
-        # A self-contradicting answer is rejected so it is re-asked (tool
-        # strategy) or becomes a grader error, never a verdict.
-        failing = [c.name for c in self.criteria if not c.passed]
-        if self.result == "satisfied" and failing:
-            raise ValueError(f"result is 'satisfied' but these criteria failed: {failing}")
-        if self.result == "needs_revision" and self.criteria and not failing:
-            raise ValueError("result is 'needs_revision' but every criterion passed")
-        return self
 
 
 class ScoredRubricGrade(_Grade):
@@ -133,6 +134,37 @@ class ScoredRubricGrade(_Grade):
 GRADE_SCHEMAS: dict[str, type[BaseModel]] = {"list": RubricGrade, "scored": ScoredRubricGrade}
 """The answer schema per rubric kind; their class names are what a provider
 sees as the structured-output (or tool) name."""
+
+MAX_CACHED_SCHEMAS = 128
+"""Per-rubric answer schemas kept built; a thread grades the same rubric every iteration."""
+
+
+@functools.lru_cache(maxsize=MAX_CACHED_SCHEMAS)
+def grade_schema(kind: Literal["list", "scored"], names: tuple[str, ...]) -> type[BaseModel]:
+    """The answer schema for one rubric: each item's `name` is one of the rubric's own `names`.
+
+    The names are an `enum` in the JSON schema the provider sees, so a provider that enforces
+    structured output cannot drift from them; validation still accepts any name, so a grader
+    without such enforcement is matched leniently (see `grading.matching`) instead of re-asked.
+    """
+    answer = GRADE_SCHEMAS[kind]
+    item = CriterionGrade if kind == "list" else DimensionGrade
+    name_field = item.model_fields["name"]
+    named_item = create_model(
+        item.__name__,
+        __base__=item,
+        name=(
+            str,
+            Field(description=name_field.description, json_schema_extra={"enum": list(dict.fromkeys(names))}),
+        ),
+    )
+    criteria_field = answer.model_fields["criteria"]
+    return create_model(
+        answer.__name__,
+        __base__=answer,
+        __doc__=answer.__doc__,
+        criteria=(list[named_item], Field(description=criteria_field.description)),
+    )
 
 
 class CalibrationExample(TypedDict):
@@ -254,7 +286,7 @@ def _calibration_section(examples: Sequence[CalibrationExample]) -> str:
     for ex in examples:
         because = f", because: {ex['comment'].strip()}" if ex["comment"].strip() else ""
         lines.append(
-            f"- For criterion {ex['criterion']!r} the team judged {ex['team_verdict']} "
+            f"- For criterion {quoted(ex['criterion'])} the team judged {ex['team_verdict']} "
             f"where the grader said {ex['grader_verdict']}{because}"
         )
     return "\n".join(lines)
@@ -266,9 +298,12 @@ def build_payload(
     *,
     iteration: int,
     calibration: Sequence[CalibrationExample] = (),
-    correction: str | None = None,
+    only: Sequence[str] = (),
 ) -> str:
-    """The grader's user message: rubric, optional team examples and transcript, delimited."""
+    """The grader's user message: rubric, optional team examples and transcript, delimited.
+
+    `only` names the items a re-ask is about: the ones an earlier answer left ungraded.
+    """
     nonce = secrets.token_hex(8)
     unit = "dimension" if rubric.is_scored else "criterion"
     blocks = [
@@ -282,19 +317,16 @@ def build_payload(
             f"<calibration-{nonce}>\n{_defuse(_calibration_section(calibration))}\n</calibration-{nonce}>"
         )
     blocks.append(f"<transcript-{nonce}>\n{_defuse(build_transcript(messages))}\n</transcript-{nonce}>")
-    blocks.append(
-        f"Return exactly one entry per {unit} ({len(rubric.names)} in all), each named exactly "
-        f"as the rubric writes it, in rubric order."
-    )
-    if correction:
-        blocks.append(correction)
+    if only:
+        listed = "; ".join(quoted(name) for name in only)
+        blocks.append(
+            f"Your previous answer did not grade these items of the rubric: {listed}. "
+            f"Grade only these now, one entry each ({len(only)} in all), each named exactly as "
+            f"the rubric writes it."
+        )
+    else:
+        blocks.append(
+            f"Return exactly one entry per {unit} ({len(rubric.names)} in all), each named exactly "
+            f"as the rubric writes it, in rubric order."
+        )
     return "\n\n".join(blocks)
-
-
-def missing_names_correction(missing: Sequence[str]) -> str:
-    """The re-ask sent when the grader's answer skipped criteria."""
-    listed = "; ".join(repr(name) for name in missing)
-    return (
-        f"Your previous answer did not grade these items of the rubric: {listed}. "
-        f"Answer again, grading every item, each named exactly as written."
-    )

@@ -7,7 +7,9 @@ word; failing criteria are injected back as feedback and the worker runs
 again, until the rubric is satisfied or the iteration cap is reached.
 
 The grading step is written once, as a generator that yields each grader
-request; the sync and async hooks only differ in how they answer it.
+request; the sync and async hooks only differ in how they answer it. Each
+iteration's grader model calls are bounded (`max_grader_calls`); a grader that
+contradicts itself is overruled by its own criteria, never re-asked.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
-from langchain.agents import create_agent
 from langchain.agents.middleware.types import (
     AgentMiddleware,
     AgentState,
@@ -28,8 +30,7 @@ from langchain.agents.middleware.types import (
 )
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langchain_core.messages.ai import add_usage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, UsageMetadata
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
@@ -39,15 +40,17 @@ from pydantic import BaseModel
 
 from grading.aggregation import aggregate, weakest_first
 from grading.grader import (
-    GRADE_SCHEMAS,
     GRADER_SOURCE,
     GRADER_SYSTEM_PROMPT,
+    STRUCTURED_REMINDER,
     CalibrationExample,
     build_payload,
-    missing_names_correction,
+    grade_schema,
     request_index,
 )
-from grading.rubric import Rubric, RubricError, parse_rubric
+from grading.grader_agent import GraderAgent, GraderError, GraderMeter, NoStructuredAnswer
+from grading.matching import match_names
+from grading.rubric import Rubric, RubricError, parse_rubric, quoted
 
 logger = logging.getLogger(__name__)
 
@@ -64,10 +67,13 @@ TERMINAL_STATUSES: frozenset[str] = frozenset(
 RUBRIC_KEY = "rubric"
 """The public state key that carries the rubric text."""
 
-GRADER_RECURSION_LIMIT = 16
-"""Step budget for one grader call: room for a few evidence-tool calls and a
-re-ask of an invalid structured answer, but a grader that keeps answering
-invalidly ends as `grader_error` instead of looping."""
+DEFAULT_MAX_GRADER_CALLS = 6
+"""Grader model calls one iteration may take by default (evidence-tool rounds and re-asks of an
+unusable answer included): room for a few tool rounds and a re-ask, while a grader that keeps
+answering unusably ends as `grader_error` after a bounded cost."""
+
+MAX_CACHED_GRADERS = 64
+"""Grader sub-agents kept built, one per rubric (their schemas list the rubric's names)."""
 
 START_EVENT = "rubric_evaluation_start"
 """Custom stream event sent before each grader call."""
@@ -85,13 +91,6 @@ class CriterionResult(TypedDict):
     score: int | None
 
 
-class Usage(TypedDict):
-    """Grader tokens for one evaluation, summed over its model calls."""
-
-    input_tokens: int
-    output_tokens: int
-
-
 class RubricEvaluation(TypedDict):
     """One grader iteration, as recorded in state, passed to `on_evaluation` and streamed."""
 
@@ -102,9 +101,15 @@ class RubricEvaluation(TypedDict):
     result: Literal["satisfied", "needs_revision", "failed", "grader_error"]
     explanation: str
     criteria: list[CriterionResult]
+    unmatched: list[CriterionResult]
+    """Items the grader returned that grade no rubric criterion, named as it wrote them; they
+    do not change the verdict but are always shown."""
     score: float | None
     verdict: Literal["PASS", "REVIEW", "FAIL"] | None
-    usage: Usage | None
+    usage: UsageMetadata | None
+    """Grader tokens over all of the iteration's model calls, when the provider reported them."""
+    grader_calls: int
+    """Grader model calls the iteration took (evidence-tool rounds and re-asks included)."""
     answer_message_id: str | None
     best_iteration: int | None
     calibration: list[CalibrationExample]
@@ -144,37 +149,37 @@ CalibrationSource = Callable[[Rubric, RunnableConfig], Sequence[CalibrationExamp
 invocation (the config carries e.g. the thread id); `[]` for none."""
 
 
-class GraderError(RuntimeError):
-    """The grader's answer was unusable (no structured answer, criteria missing)."""
+class CriteriaMissing(GraderError):
+    """The grader left rubric criteria ungraded, even when asked again for just those."""
+
+    def __init__(self, missing: Sequence[str], unmatched: list[CriterionResult]) -> None:
+        names = "; ".join(quoted(name) for name in missing)
+        super().__init__(f"it did not grade {len(missing)} item(s) of the rubric: {names}")
+        self.unmatched = unmatched
 
 
 @dataclass(frozen=True)
 class _GraderCall:
-    """One request to the grader sub-agent."""
+    """One request to the grader sub-agent: answer `payload`, naming items among `names`."""
 
     kind: Literal["list", "scored"]
+    names: tuple[str, ...]
     payload: str
+    meter: GraderMeter
 
 
 @dataclass(frozen=True)
-class _GraderReply:
-    """The grader's validated answer and the messages it took to get it."""
+class _Graded:
+    """The grader's usable answer: an item per criterion (by rubric position) and what is left."""
 
-    grade: BaseModel
-    messages: Sequence[AnyMessage]
-
-    @property
-    def usage(self) -> Usage | None:
-        """Tokens over all of the grader's model calls, when the provider reported them."""
-        reported = [m.usage_metadata for m in self.messages if getattr(m, "usage_metadata", None)]
-        if not reported:
-            return None
-        total = functools.reduce(add_usage, reported)
-        return {"input_tokens": total["input_tokens"], "output_tokens": total["output_tokens"]}
+    claimed: str
+    explanation: str
+    items: dict[int, Any]
+    unmatched: list[Any]
 
 
-_Steps = Generator[_GraderCall, _GraderReply, dict[str, Any] | None]
-"""The grading step: yields grader calls, receives replies, returns the state update."""
+_Steps = Generator[_GraderCall, BaseModel, dict[str, Any] | None]
+"""The grading step: yields grader calls, receives their answers, returns the state update."""
 
 
 @functools.lru_cache(maxsize=256)
@@ -209,6 +214,10 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         tools: Evidence tools the grader may call before answering
             (see `grading.EVIDENCE_TOOLS`).
         max_iterations: Grader iterations per run; a positive int.
+        max_grader_calls: Grader model calls per iteration, evidence-tool rounds
+            and re-asks of an unusable answer included; a positive int (default
+            `DEFAULT_MAX_GRADER_CALLS`, 6). An iteration that spends them all
+            without a usable answer ends as `grader_error`.
         on_evaluation: Called with each `RubricEvaluation`; its exceptions are
             logged and swallowed.
         calibration: Supplies team-reviewed examples shown to the grader; the
@@ -224,6 +233,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         system_prompt: str | None = None,
         tools: Sequence[BaseTool] | None = None,
         max_iterations: int = 3,
+        max_grader_calls: int = DEFAULT_MAX_GRADER_CALLS,
         on_evaluation: Callable[[RubricEvaluation], None] | None = None,
         calibration: CalibrationSource | None = None,
     ) -> None:
@@ -232,22 +242,19 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             raise ValueError(
                 "RubricMiddleware: `model` is required (a 'provider:model' string or a chat model)."
             )
-        if not isinstance(max_iterations, int) or isinstance(max_iterations, bool):
-            raise TypeError(
-                f"RubricMiddleware: `max_iterations` must be an int, got {type(max_iterations).__name__}."
-            )
-        if max_iterations < 1:
-            raise ValueError(f"RubricMiddleware: `max_iterations` must be at least 1, got {max_iterations}.")
+        _check_positive_int("max_iterations", max_iterations)
+        _check_positive_int("max_grader_calls", max_grader_calls)
         for name, callback in (("on_evaluation", on_evaluation), ("calibration", calibration)):
             if callback is not None and not callable(callback):
                 raise TypeError(f"RubricMiddleware: `{name}` must be callable.")
         self.max_iterations = max_iterations
+        self.max_grader_calls = max_grader_calls
         self._model = model
         self._system_prompt = system_prompt or GRADER_SYSTEM_PROMPT
         self._tools = list(tools or ())
         self._on_evaluation = on_evaluation
         self._calibration = calibration
-        self._graders: dict[str, Any] = {}
+        self._graders: OrderedDict[type[BaseModel], GraderAgent] = OrderedDict()
 
     # -- hooks ---------------------------------------------------------------
 
@@ -265,7 +272,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         steps = self._grading_steps(state, runtime)
         step = _advance(steps, None)
         while isinstance(step, _GraderCall):
-            step = _advance(steps, _attempt(self._ask_grader, step))
+            step = _advance(steps, _attempt(self._ask, step))
         return step
 
     @hook_config(can_jump_to=["model"])
@@ -274,7 +281,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         steps = self._grading_steps(state, runtime)
         step = _advance(steps, None)
         while isinstance(step, _GraderCall):
-            step = _advance(steps, await _aattempt(self._aask_grader, step))
+            step = _advance(steps, await _aattempt(self._aask, step))
         return step
 
     # -- run bookkeeping -----------------------------------------------------
@@ -327,24 +334,30 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             evaluation = {**base, "result": "failed", "explanation": f"The rubric could not be parsed: {exc}"}
             return self._conclude(state, runtime, evaluation, None)
         examples = list(self._calibration(rubric, _current_config())) if self._calibration else []
+        meter = GraderMeter(self.max_grader_calls)
         try:
-            reply = yield from self._grade(rubric, state["messages"], iteration, examples)
+            graded = yield from self._grade(rubric, state["messages"], iteration, examples, meter)
         except Exception as exc:
-            logger.warning("RubricMiddleware grader failed: %s: %s", type(exc).__name__, exc)
+            logger.warning("RubricMiddleware grader failed: %s", _describe(exc))
             evaluation = {
                 **base,
                 "kind": rubric.kind,
                 "result": "grader_error",
-                "explanation": f"The grader failed: {type(exc).__name__}: {exc}",
+                "explanation": f"The grader failed: {_describe(exc)}",
+                "unmatched": getattr(exc, "unmatched", []),
+                "usage": meter.usage,
+                "grader_calls": meter.calls,
                 "calibration": examples,
             }
             return self._conclude(state, runtime, evaluation, rubric)
         evaluation = {
             **base,
-            **self._judge(rubric, reply.grade),
-            "usage": reply.usage,
+            **_judge(rubric, graded),
+            "usage": meter.usage,
+            "grader_calls": meter.calls,
             "calibration": examples,
         }
+        _log_contradiction(rubric, graded, evaluation)
         return self._conclude(state, runtime, evaluation, rubric)
 
     def _blank_evaluation(self, run_id: str, iteration: int, state: RubricState) -> RubricEvaluation:
@@ -356,9 +369,11 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             "result": "failed",
             "explanation": "",
             "criteria": [],
+            "unmatched": [],
             "score": None,
             "verdict": None,
             "usage": None,
+            "grader_calls": 0,
             "answer_message_id": _last_answer_id(state["messages"]),
             "best_iteration": None,
             "calibration": [],
@@ -366,111 +381,58 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
 
     # -- asking the grader -----------------------------------------------------
 
+    @staticmethod
     def _grade(
-        self,
         rubric: Rubric,
         messages: Sequence[AnyMessage],
         iteration: int,
         examples: Sequence[CalibrationExample],
-    ) -> Generator[_GraderCall, _GraderReply, _GraderReply]:
-        """Ask the grader; re-ask once naming any criteria it skipped."""
+        meter: GraderMeter,
+    ) -> Generator[_GraderCall, Any, _Graded]:
+        """Ask the grader; match its items to the criteria; re-ask once for the ones still missing."""
         payload = build_payload(rubric, messages, iteration=iteration, calibration=examples)
-        reply = yield _GraderCall(rubric.kind, payload)
-        missing = self._missing(rubric, reply.grade)
-        if not missing:
-            return reply
-        correction = missing_names_correction(missing)
-        payload = build_payload(
-            rubric, messages, iteration=iteration, calibration=examples, correction=correction
-        )
-        retry = yield _GraderCall(rubric.kind, payload)
-        still_missing = self._missing(rubric, retry.grade)
-        if still_missing:
-            raise GraderError(f"the grader did not grade {len(still_missing)} item(s): {still_missing}")
-        return _GraderReply(retry.grade, [*reply.messages, *retry.messages])
-
-    @staticmethod
-    def _missing(rubric: Rubric, grade: Any) -> list[str]:
+        grade = yield from _structured(_GraderCall(rubric.kind, tuple(rubric.names), payload, meter))
         if grade.result == "failed":
-            return []  # an unevaluable rubric has nothing to cover
-        graded = {rubric.match_name(c.name) for c in grade.criteria}
-        return [name for name in rubric.names if name not in graded]
+            return _Graded(
+                grade.result, grade.explanation, {}, []
+            )  # an unevaluable rubric has nothing to cover
+        match = match_names(rubric.names, [item.name for item in grade.criteria])
+        items = {criterion: grade.criteria[item] for criterion, item in match.graded.items()}
+        unmatched = [grade.criteria[item] for item in match.unmatched]
+        missing = match.missing
+        if missing and meter.left:
+            names = [rubric.names[i] for i in missing]
+            payload = build_payload(rubric, messages, iteration=iteration, calibration=examples, only=names)
+            retry = yield from _structured(_GraderCall(rubric.kind, tuple(names), payload, meter))
+            if retry.result != "failed":
+                again = match_names(rubric.names, [item.name for item in retry.criteria], open_=missing)
+                items |= {criterion: retry.criteria[item] for criterion, item in again.graded.items()}
+                unmatched += [retry.criteria[item] for item in again.unmatched]
+                missing = again.missing
+        if missing:
+            raise CriteriaMissing([rubric.names[i] for i in missing], _item_results(rubric, unmatched))
+        return _Graded(grade.result, grade.explanation, items, unmatched)
 
-    def _grader(self, kind: str) -> Any:
-        # Built lazily: resolving a model string can need provider credentials.
-        if kind not in self._graders:
-            model = init_chat_model(self._model) if isinstance(self._model, str) else self._model
-            self._graders[kind] = create_agent(
-                model=model,
-                tools=self._tools,
-                system_prompt=self._system_prompt,
-                response_format=GRADE_SCHEMAS[kind],
-                name=GRADER_SOURCE,
-                # The grader's scratch work is not part of the thread's history.
-                checkpointer=False,
-            )
-        return self._graders[kind]
+    def _grader(self, call: _GraderCall) -> GraderAgent:
+        """The grader sub-agent for this call's schema, built on first use and kept (LRU)."""
+        schema = grade_schema(call.kind, call.names)
+        if schema in self._graders:
+            self._graders.move_to_end(schema)
+            return self._graders[schema]
+        # Resolved lazily: a model string can need provider credentials.
+        if isinstance(self._model, str):
+            self._model = init_chat_model(self._model)
+        grader = GraderAgent.build(self._model, self._tools, self._system_prompt, schema)
+        self._graders[schema] = grader
+        if len(self._graders) > MAX_CACHED_GRADERS:
+            self._graders.popitem(last=False)
+        return grader
 
-    def _ask_grader(self, call: _GraderCall) -> _GraderReply:
-        result = self._grader(call.kind).invoke(
-            {"messages": [HumanMessage(call.payload)]}, {"recursion_limit": GRADER_RECURSION_LIMIT}
-        )
-        return self._reply(result)
+    def _ask(self, call: _GraderCall) -> BaseModel:
+        return self._grader(call).ask(call.payload, call.meter)
 
-    async def _aask_grader(self, call: _GraderCall) -> _GraderReply:
-        result = await self._grader(call.kind).ainvoke(
-            {"messages": [HumanMessage(call.payload)]}, {"recursion_limit": GRADER_RECURSION_LIMIT}
-        )
-        return self._reply(result)
-
-    @staticmethod
-    def _reply(result: dict[str, Any]) -> _GraderReply:
-        grade = result.get("structured_response")
-        if grade is None:
-            raise GraderError("the grader finished without a structured answer")
-        return _GraderReply(grade, result.get("messages", []))
-
-    # -- verdicts, computed in code ----------------------------------------------
-
-    @staticmethod
-    def _judge(rubric: Rubric, grade: Any) -> dict[str, Any]:
-        """Turn the grader's answer into criteria and a verdict from the rubric's rules."""
-        if grade.result == "failed":
-            return {"kind": rubric.kind, "result": "failed", "explanation": grade.explanation}
-        by_name = {rubric.match_name(c.name): c for c in grade.criteria}
-        if not rubric.is_scored:
-            criteria = [
-                CriterionResult(
-                    name=name,
-                    passed=by_name[name].passed,
-                    gap="" if by_name[name].passed else by_name[name].gap.strip(),
-                    score=None,
-                )
-                for name in rubric.names
-            ]
-            result = "satisfied" if all(c["passed"] for c in criteria) else "needs_revision"
-            return {"kind": "list", "result": result, "explanation": grade.explanation, "criteria": criteria}
-        scores = {name: by_name[name].score for name in rubric.names}
-        outcome = aggregate(rubric, scores)
-        floors = {d.name: d.fail_below for d in rubric.dimensions}
-        criteria = [
-            CriterionResult(
-                name=name,
-                passed=scores[name] >= (floors[name] or 1) and scores[name] >= rubric.pass_score,
-                gap=by_name[name].gap.strip() if scores[name] < 5 else "",
-                score=scores[name],
-            )
-            for name in rubric.names
-        ]
-        result = "satisfied" if outcome.verdict == "PASS" else "needs_revision"
-        return {
-            "kind": "scored",
-            "result": result,
-            "explanation": grade.explanation,
-            "criteria": criteria,
-            "score": outcome.score,
-            "verdict": outcome.verdict,
-        }
+    async def _aask(self, call: _GraderCall) -> BaseModel:
+        return await self._grader(call).aask(call.payload, call.meter)
 
     # -- concluding an iteration -------------------------------------------------
 
@@ -528,8 +490,8 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             logger.debug("RubricMiddleware stream writer raised; ignored", exc_info=True)
 
 
-def _advance(steps: _Steps, outcome: _GraderReply | Exception | None) -> _GraderCall | dict[str, Any] | None:
-    """Feed the grading step the grader's reply (or failure); return its next call or its update."""
+def _advance(steps: _Steps, outcome: BaseModel | Exception | None) -> _GraderCall | dict[str, Any] | None:
+    """Feed the grading step the grader's answer (or failure); return its next call or its update."""
     try:
         if outcome is None:
             return next(steps)
@@ -540,7 +502,7 @@ def _advance(steps: _Steps, outcome: _GraderReply | Exception | None) -> _Grader
         return done.value
 
 
-def _attempt(ask: Callable[[_GraderCall], _GraderReply], call: _GraderCall) -> _GraderReply | Exception:
+def _attempt(ask: Callable[[_GraderCall], BaseModel], call: _GraderCall) -> BaseModel | Exception:
     try:
         return ask(call)
     except GraphBubbleUp:
@@ -550,14 +512,108 @@ def _attempt(ask: Callable[[_GraderCall], _GraderReply], call: _GraderCall) -> _
 
 
 async def _aattempt(
-    ask: Callable[[_GraderCall], Awaitable[_GraderReply]], call: _GraderCall
-) -> _GraderReply | Exception:
+    ask: Callable[[_GraderCall], Awaitable[BaseModel]], call: _GraderCall
+) -> BaseModel | Exception:
     try:
         return await ask(call)
     except GraphBubbleUp:
         raise
     except Exception as exc:
         return exc
+
+
+def _structured(call: _GraderCall) -> Generator[_GraderCall, Any, Any]:
+    """Ask, and ask again while the grader answers outside the schema and calls are left."""
+    while True:
+        try:
+            return (yield call)
+        except NoStructuredAnswer as exc:
+            if not call.meter.left:
+                raise call.meter.spent() from exc
+            call = replace(call, payload=f"{call.payload}\n\n{STRUCTURED_REMINDER}")
+
+
+def _check_positive_int(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"RubricMiddleware: `{name}` must be an int, got {type(value).__name__}.")
+    if value < 1:
+        raise ValueError(f"RubricMiddleware: `{name}` must be at least 1, got {value}.")
+
+
+def _describe(exc: Exception) -> str:
+    """A grader failure in words: our own errors say what happened, others also name their type."""
+    return str(exc) if isinstance(exc, GraderError) else f"{type(exc).__name__}: {exc}"
+
+
+def _judge(rubric: Rubric, graded: _Graded) -> dict[str, Any]:
+    """Turn the grader's answer into criteria and a verdict from the rubric's rules."""
+    if graded.claimed == "failed":
+        return {"kind": rubric.kind, "result": "failed", "explanation": graded.explanation}
+    verdict = {
+        "kind": rubric.kind,
+        "explanation": graded.explanation,
+        "unmatched": _item_results(rubric, graded.unmatched),
+    }
+    if not rubric.is_scored:
+        criteria = [
+            CriterionResult(
+                name=name, passed=item.passed, gap="" if item.passed else item.gap.strip(), score=None
+            )
+            for name, item in zip(rubric.names, _in_order(graded), strict=True)
+        ]
+        result = "satisfied" if all(c["passed"] for c in criteria) else "needs_revision"
+        return {**verdict, "result": result, "criteria": criteria}
+    scores = {name: item.score for name, item in zip(rubric.names, _in_order(graded), strict=True)}
+    outcome = aggregate(rubric, scores)
+    floors = {d.name: d.fail_below for d in rubric.dimensions}
+    criteria = [
+        CriterionResult(
+            name=name,
+            passed=scores[name] >= (floors[name] or 1) and scores[name] >= rubric.pass_score,
+            gap=item.gap.strip() if scores[name] < 5 else "",
+            score=scores[name],
+        )
+        for name, item in zip(rubric.names, _in_order(graded), strict=True)
+    ]
+    return {
+        **verdict,
+        "result": "satisfied" if outcome.verdict == "PASS" else "needs_revision",
+        "criteria": criteria,
+        "score": outcome.score,
+        "verdict": outcome.verdict,
+    }
+
+
+def _in_order(graded: _Graded) -> list[Any]:
+    """The grader's item for each criterion, in rubric order."""
+    return [graded.items[index] for index in sorted(graded.items)]
+
+
+def _item_results(rubric: Rubric, items: Sequence[Any]) -> list[CriterionResult]:
+    """Items that grade no criterion, as the grader wrote them; a score passes at the pass score."""
+    return [
+        CriterionResult(
+            name=item.name,
+            passed=item.passed if not rubric.is_scored else item.score >= rubric.pass_score,
+            gap=item.gap.strip(),
+            score=item.score if rubric.is_scored else None,
+        )
+        for item in items
+    ]
+
+
+def _log_contradiction(rubric: Rubric, graded: _Graded, evaluation: RubricEvaluation) -> None:
+    """Log a list grader whose overall word contradicts its criteria; the criteria have won."""
+    if rubric.is_scored or graded.claimed == evaluation["result"]:
+        return  # a scored rubric's verdict is the aggregation's, which the grader cannot know
+    logger.warning(
+        "RubricMiddleware: the grader answered %s but its criteria say %s; going by the criteria "
+        "(grading run %s, iteration %d)",
+        graded.claimed,
+        evaluation["result"],
+        evaluation["grading_run_id"],
+        evaluation["iteration"] + 1,
+    )
 
 
 def _merit(evaluation: RubricEvaluation) -> float:

@@ -29,6 +29,7 @@ Line numbers in error messages count from 1 in the text exactly as given to
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
@@ -64,6 +65,9 @@ TOP_LEVEL_KEYS = ("dimensions", "aggregation", "pass_score")
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])(?:\s+|$)")
 _HEADING = re.compile(r"^\s*#{1,6}(?:\s|$)")
 _TRAILING_PUNCTUATION = ".,;:!?"
+_INVISIBLE = frozenset({"Cc", "Cf"})
+"""Unicode categories ignored in names: control and format characters (zero-width spaces and
+joiners, soft hyphens, byte-order marks) are invisible in a rubric yet make two names differ."""
 _YAML_START = re.compile(rf"^(?:{'|'.join(TOP_LEVEL_KEYS)})\s*:")
 
 Score = Annotated[int, Field(ge=1, le=5)]
@@ -77,11 +81,20 @@ class RubricError(ValueError):
 def normalize_name(name: str) -> str:
     """The key under which grader-returned names are matched to rubric names.
 
-    Case, surrounding whitespace, runs of inner whitespace and trailing punctuation
-    (``.,;:!?``) are ignored: graders often echo a criterion with a full stop added or dropped.
+    Unicode compatibility forms are unified (NFKC: a decomposed accent equals the composed one),
+    invisible characters are dropped (see ``_INVISIBLE``), and case, surrounding whitespace, runs
+    of inner whitespace and trailing punctuation (``.,;:!?``) are ignored: graders often echo a
+    criterion with a full stop added or dropped.
     """
-    collapsed = " ".join(name.split()).rstrip(_TRAILING_PUNCTUATION).rstrip()
+    composed = unicodedata.normalize("NFKC", name)
+    visible = "".join(ch for ch in composed if ch.isspace() or unicodedata.category(ch) not in _INVISIBLE)
+    collapsed = " ".join(visible.split()).rstrip(_TRAILING_PUNCTUATION).rstrip()
     return collapsed.casefold()
+
+
+def quoted(name: str) -> str:
+    """A name for a message to people: as written, in typographic quotes (never Python's escapes)."""
+    return f"“{name}”"
 
 
 class Criterion(BaseModel):
@@ -284,8 +297,8 @@ def _parse_list(text: str, stripped: str) -> Rubric:
         if _HEADING.match(line):
             continue
         name = _BULLET.sub("", line, count=1).strip()
-        if not name:
-            continue
+        if not normalize_name(name):
+            continue  # blank, or nothing but invisible characters
         if len(criteria) == MAX_CRITERIA:
             raise RubricError(
                 f"line {number}: too many criteria; the limit is {MAX_CRITERIA} — "
@@ -343,12 +356,12 @@ def _lint(rubric: Rubric) -> list[str]:
         if missing:
             lacks = "anchors" if not dim.anchors else f"anchor for {_and(missing)}"
             warnings.append(
-                f"Dimension {dim.name!r} has no {lacks}; describe what a 1, 3 and 5 look like "
+                f"Dimension {quoted(dim.name)} has no {lacks}; describe what a 1, 3 and 5 look like "
                 f"so graders and people score it the same way."
             )
     for name in _duplicates(rubric.names):
         warnings.append(
-            f"Criterion {name!r} appears more than once (ignoring case and trailing "
+            f"Criterion {quoted(name)} appears more than once (ignoring case and trailing "
             f"punctuation); the grader's verdicts for the copies cannot be told apart."
         )
     return warnings

@@ -90,11 +90,32 @@ async def test_grade_prints_each_iterations_table_then_the_final_answer():
     first, rest = printed.split("Iteration 2/3", 1)
     assert "Iteration 1/3: needs revision" in first
     assert "FAIL    Mentions the river  No river named." in first
+    assert "grader: 1 call · 10 in · 5 out" in first
     assert "pass    Names the capital" in first
     assert ": rubric satisfied" in rest
     assert "Final status: rubric satisfied (2/3)" in rest
     assert rest.rstrip().endswith("Paris, on the Seine.")
     assert outcome.status == "satisfied"
+
+
+async def test_grade_stops_a_grader_at_its_call_budget_and_says_how_many_calls_it_took():
+    grader = ScriptedChatModel(script=lambda messages: "I would rather chat.")
+    out = io.StringIO()
+
+    outcome = await grade(
+        RUBRIC,
+        "Capital of France?",
+        worker=ScriptedChatModel(script=lambda messages: "Paris."),
+        grader=grader,
+        max_iterations=3,
+        max_grader_calls=2,
+        out=out,
+    )
+
+    assert len(grader.calls) == 2
+    assert outcome.status == "grader_error"
+    assert "it used all 2 model calls this iteration allows" in out.getvalue()
+    assert "grader: 2 calls" in out.getvalue()
 
 
 def test_grade_with_an_invalid_rubric_file_exits_2(tmp_path, monkeypatch, capsys):

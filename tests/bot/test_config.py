@@ -30,6 +30,7 @@ ALL_SETTINGS = (
     "RUBRIC_BOT_MODEL",
     "RUBRIC_BOT_GRADER_MODEL",
     "RUBRIC_BOT_MAX_ITERATIONS",
+    "RUBRIC_BOT_MAX_GRADER_CALLS",
     "RUBRIC_BOT_DB",
     "RUBRIC_BOT_SHUTDOWN_GRACE",
     "RUBRIC_BOT_MODEL_TIMEOUT",
@@ -91,6 +92,18 @@ def test_timeouts_must_be_positive_numbers(monkeypatch):
     message = str(caught.value)
     assert "RUBRIC_BOT_MODEL_TIMEOUT is invalid" in message and "seconds one model call" in message
     assert "RUBRIC_BOT_RUN_TIMEOUT is invalid" in message and "seconds one whole request" in message
+
+
+def test_grader_calls_per_iteration_default_to_six_and_must_be_a_positive_whole_number(monkeypatch):
+    assert load_settings().max_grader_calls == 6
+    monkeypatch.setenv("RUBRIC_BOT_MAX_GRADER_CALLS", "3")
+    assert load_settings().max_grader_calls == 3
+
+    monkeypatch.setenv("RUBRIC_BOT_MAX_GRADER_CALLS", "0")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert "RUBRIC_BOT_MAX_GRADER_CALLS is invalid" in str(caught.value)
+    assert "grader model calls per iteration" in str(caught.value)
 
 
 def test_both_models_are_given_the_model_timeout(monkeypatch):

@@ -58,7 +58,8 @@ def evaluation(**overrides):
         ],
         "score": None,
         "verdict": None,
-        "usage": {"input_tokens": 1234, "output_tokens": 56},
+        "usage": {"input_tokens": 1234, "output_tokens": 56, "total_tokens": 1290},
+        "grader_calls": 2,
         "answer_message_id": "ai-1",
         "best_iteration": None,
         "calibration": [],
@@ -166,7 +167,7 @@ def test_evaluation_message_shows_iteration_verdict_criteria_and_gaps():
     assert "✅ States the deadline" in body
     assert "❌ Cites a source\n> No source is given." in body
     assert "The answer is **mostly** right." in markdown_texts(message)[0]
-    assert "1,234 in · 56 out" in body
+    assert "Grader: 2 calls · 1,234 in · 56 out" in body
     assert "Needs revision" in message["text"]
     assert_within_slack_limits(message)
 

@@ -182,7 +182,7 @@ async def test_examples_in_the_run_config_reach_the_graders_prompt_and_the_evalu
     await run_turn(agent, inputs, agent_config("without"), record)
 
     calibrated, plain = (payload_of(call) for call in grader.calls)
-    assert "For criterion 'Mentions the river' the team judged fail where the grader said pass" in calibrated
+    assert "For criterion “Mentions the river” the team judged fail where the grader said pass" in calibrated
     assert "Name it." in calibrated
     assert "calibration" not in plain.lower()
     assert [e["calibration"] for e in seen] == [[example], []]

@@ -236,7 +236,7 @@ def test_disagreements_reach_the_graders_prompt_until_calibration_is_switched_of
     s.say("And is tea healthy?", "R4", thread_ts=root)
     s.wait_finals("R4", root, 2)
     calibrated = s.grader_requests_after(before_review)
-    assert calibrated and all(COMMENT in text and "'Is polite'" in text for text in calibrated)
+    assert calibrated and all(COMMENT in text and "“Is polite”" in text for text in calibrated)
     recorded = s.stored_evaluations("R4")[-1]["calibration"]
     assert recorded == [
         {"criterion": "Is polite", "grader_verdict": "pass", "team_verdict": "fail", "comment": COMMENT}

@@ -105,12 +105,12 @@ def test_grader_spellings_of_dimension_names_are_accepted():
 
 
 def test_a_missing_dimension_is_named():
-    with pytest.raises(ValueError, match="'Tone'"):
+    with pytest.raises(ValueError, match="“Tone”"):
         aggregate(rubric(), {"Correctness": 5, "Completeness": 5, "Clarity": 5})
 
 
 def test_an_unknown_dimension_is_named():
-    with pytest.raises(ValueError, match="'Empathy'"):
+    with pytest.raises(ValueError, match="“Empathy”"):
         aggregate(rubric(), {**scores(5, 5, 5, 5), "Empathy": 5})
 
 
@@ -121,7 +121,7 @@ def test_the_same_dimension_scored_twice_is_an_error():
 
 @pytest.mark.parametrize("bad", [0, 6, 3.5, True, "5", None])
 def test_scores_must_be_whole_numbers_from_1_to_5(bad):
-    with pytest.raises(ValueError, match="'Clarity'"):
+    with pytest.raises(ValueError, match="“Clarity”"):
         aggregate(rubric(), {**scores(5, 5, 5, 5), "Clarity": bad})
 
 

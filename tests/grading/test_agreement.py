@@ -183,7 +183,7 @@ def test_report_keeps_criterion_order():
 
 @pytest.mark.parametrize("rows", [[(True, 3)], [(0, 1)], [("pass", "fail")], [(6, 5)]])
 def test_report_rejects_labels_that_are_neither_pass_fail_nor_scores(rows):
-    with pytest.raises(ValueError, match="'Tone'"):
+    with pytest.raises(ValueError, match="“Tone”"):
         agreement_report({"Tone": rows})
 
 

@@ -25,7 +25,6 @@ from tests.grading.agents import (
     arun,
     ask,
     build,
-    criteria,
     grader_that_wants,
     invoke_sync,
     list_grade,
@@ -78,7 +77,8 @@ def test_evaluation_records_grader_usage(run):
     agent, _, grader = build(answers("spring"), grader_that_wants("spring"), on_evaluation=seen.append)
     grader.usage = (120, 30)
     run(agent, ask("Write", HAIKU_RUBRIC))
-    assert seen[0]["usage"] == {"input_tokens": 120, "output_tokens": 30}
+    assert seen[0]["usage"] == {"input_tokens": 120, "output_tokens": 30, "total_tokens": 150}
+    assert seen[0]["grader_calls"] == 1
 
 
 def test_stream_custom_events_sync():
@@ -252,22 +252,6 @@ async def test_cancellation_propagates():
         await task
 
 
-def test_self_contradicting_grader_never_satisfies(run):
-    contradiction = grade_call(
-        "RubricGrade",
-        {
-            "result": "satisfied",
-            "explanation": "All good.",
-            "criteria": criteria(
-                ("The poem has three lines", True), ("The theme is spring", False), ("No rhyme", True)
-            ),
-        },
-    )
-    agent, _, _ = build(answers("x"), lambda m: contradiction)
-    result = run(agent, ask("Write", HAIKU_RUBRIC))
-    assert result["_rubric_status"] == "grader_error"
-
-
 def test_grader_may_declare_the_rubric_failed(run):
     failed = grade_call(
         "RubricGrade", {"result": "failed", "explanation": "Cannot judge rhyme here.", "criteria": []}
@@ -291,7 +275,8 @@ def test_missing_criteria_are_reasked_once_naming_them_then_accepted(run):
     agent, _, grader = build(answers("x"), lambda m: next(replies))
     result = run(agent, ask("Write", HAIKU_RUBRIC))
     assert result["_rubric_status"] == "satisfied"
-    assert "did not grade these items of the rubric: 'The theme is spring'" in payload_of(grader.calls[1])
+    reask = payload_of(grader.calls[1])
+    assert "did not grade these items of the rubric: “The theme is spring”. Grade only these now" in reask
     names = [c["name"] for c in result["_rubric_evaluations"][-1]["criteria"]]
     assert names == ["The poem has three lines", "The theme is spring", "No rhyme"]
 

@@ -120,7 +120,7 @@ def test_duplicate_criteria_are_a_warning_naming_the_criterion():
     rubric = parse_rubric("- Mentions spring\n- mentions spring.\n- Three lines")
     assert rubric.names == ["Mentions spring", "mentions spring.", "Three lines"]
     assert len(rubric.warnings) == 1
-    assert "'Mentions spring' appears more than once" in rubric.warnings[0]
+    assert "“Mentions spring” appears more than once" in rubric.warnings[0]
 
 
 def test_clean_list_rubric_has_no_warnings():
@@ -270,8 +270,8 @@ def test_missing_anchors_warn_naming_the_dimension_and_the_scores():
         )
     )
     assert len(rubric.warnings) == 2
-    assert rubric.warnings[0].startswith("Dimension 'Tone' has no anchor for 1 and 3;")
-    assert rubric.warnings[1].startswith("Dimension 'Clarity' has no anchors;")
+    assert rubric.warnings[0].startswith("Dimension “Tone” has no anchor for 1 and 3;")
+    assert rubric.warnings[1].startswith("Dimension “Clarity” has no anchors;")
 
 
 # --- names, serialisation ---------------------------------------------------------------------
@@ -290,6 +290,9 @@ def test_match_name_returns_none_for_unknown_names():
 
 def test_normalize_name():
     assert normalize_name("  Lines follow   5-7-5. ") == "lines follow 5-7-5"
+    # Compatibility forms, non-breaking and zero-width characters, decomposed accents.
+    assert normalize_name("ﬁrst\u00a0line\u200d!") == normalize_name("First line")
+    assert normalize_name("Cafe\u0301") == normalize_name("café") == "café"
     assert normalize_name("Is it (really) true?") == "is it (really) true"
 
 
