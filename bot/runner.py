@@ -1,7 +1,7 @@
 """The thread runner: background work per Slack thread, one job at a time per thread.
 
-Listeners ack at once and hand requests here. `ThreadScheduler` keeps each thread's jobs in arrival
-order while different threads run concurrently; `ThreadRunner` does the work of a job — runs the
+Listeners ack at once and hand requests here. A job queue (`bot.jobs`) keeps each thread's jobs in
+arrival order while different threads run concurrently; `ThreadRunner` does the work of a job — runs the
 agent, posts each evaluation and the final answer into the thread — and records runs so that a
 restart or crash in the middle is reported in the thread instead of passing silently, a run that
 takes too long ends with a notice, and an answer Slack never took is recorded as undelivered.
@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -27,6 +25,7 @@ from bot.agent import ConversationAgent, TurnOutcome, agent_config, run_turn
 from bot.blocks import MAX_BLOCKS, context_block
 from bot.config import DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
 from bot.conversation import UserMessage
+from bot.jobs import Abandoned, JobKind, JobQueue, Payload, ThreadScheduler
 from bot.progress import WorkingIndicator, react
 from bot.review import CALIBRATION_EXAMPLES, calibration_examples
 from bot.slack import SLACK_ERRORS
@@ -39,72 +38,18 @@ ANSWERED = "answered"
 """Run status of a run answered without a rubric (nothing was graded)."""
 
 
+REQUEST_JOB = "request"
+"""Job kind of a request for the agent; payload: the message and its run id."""
+
+RUBRIC_JOB = "rubric"
+"""Job kind of a `rubric:` message; payload: the message and the rubric text."""
+
+NOTICE_JOB = "interrupted_notice"
+"""Job kind telling a thread that an earlier process died in its run; payload: the request and run id."""
+
+
 class RunTimeout(Exception):
     """A whole run took longer than the runner allows (`RUBRIC_BOT_RUN_TIMEOUT`)."""
-
-
-@dataclass(frozen=True)
-class Job:
-    """Work for one thread: `run` does it; `abandon` tells the thread it will not happen."""
-
-    run: Callable[[], Awaitable[None]]
-    abandon: Callable[[], Awaitable[None]]
-
-
-@dataclass
-class ThreadScheduler:
-    """Runs jobs one at a time per key, in submission order, with different keys concurrently.
-
-    Each busy key has one worker task that empties its queue and then exits, so idle threads cost
-    nothing and thousands of threads can be known without thousands of tasks.
-    """
-
-    _queues: dict[str, deque[Job]] = field(default_factory=dict)
-    _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
-    _closed: bool = False
-
-    @property
-    def busy(self) -> int:
-        """How many keys have work queued or running."""
-        return len(self._workers)
-
-    def submit(self, key: str, job: Job) -> bool:
-        """Queue `job` behind the key's earlier jobs; False once draining has begun."""
-        if self._closed:
-            return False
-        self._queues.setdefault(key, deque()).append(job)
-        if key not in self._workers:
-            self._workers[key] = asyncio.create_task(self._work(key), name=f"thread {key}")
-        return True
-
-    async def _work(self, key: str) -> None:
-        queue = self._queues[key]
-        try:
-            while queue:
-                job = queue.popleft()
-                try:
-                    await job.run()
-                except Exception:
-                    # One failed job must not strand the ones queued behind it.
-                    logger.exception("job for thread %s failed", key)
-        finally:
-            del self._queues[key]
-            del self._workers[key]
-
-    async def drain(self, grace: float) -> None:
-        """Stop taking jobs, abandon queued ones, give running ones `grace` seconds, cancel the rest."""
-        self._closed = True
-        queued = [job for queue in self._queues.values() for job in queue]
-        for queue in self._queues.values():
-            queue.clear()
-        await asyncio.gather(*(job.abandon() for job in queued), return_exceptions=True)
-        running = list(self._workers.values())
-        if not running:
-            return
-        _, late = await asyncio.wait(running, timeout=grace)
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*late, return_exceptions=True)
 
 
 class ThreadRunner:
@@ -116,7 +61,7 @@ class ThreadRunner:
         agent: ConversationAgent,
         store: Store,
         client: AsyncWebClient,
-        scheduler: ThreadScheduler | None = None,
+        queue: JobQueue | None = None,
         model_timeout: float = DEFAULT_MODEL_TIMEOUT,
         run_timeout: float = DEFAULT_RUN_TIMEOUT,
     ) -> None:
@@ -124,35 +69,35 @@ class ThreadRunner:
         self._agent = agent
         self._store = store
         self._client = client
-        self._scheduler = scheduler or ThreadScheduler()
+        self._queue = queue or ThreadScheduler()
         self._model_timeout = model_timeout
         self._run_timeout = run_timeout
+        self._kinds = {
+            kind.name: kind
+            for kind in (
+                JobKind(REQUEST_JOB, self._request_job, self._abandon_request),
+                JobKind(RUBRIC_JOB, self._rubric_job, self._abandon_rubric),
+                JobKind(NOTICE_JOB, self._notice_job, self._abandon_notice),
+            )
+        }
+        for kind in self._kinds.values():
+            self._queue.register(kind)
 
     @property
     def busy_threads(self) -> int:
-        """Threads with work queued or running."""
-        return self._scheduler.busy
+        """Jobs queued or running in this process."""
+        return self._queue.busy
 
     async def submit_request(self, message: UserMessage) -> None:
         """Queue a request for the agent in its thread (recorded first, so a crash is noticed)."""
         run_id = await self._store.start_run(
             message.thread_id, message.team, message.channel, message.thread_ts, message.ts
         )
-        job = Job(
-            run=partial(self._run_request, message, run_id),
-            abandon=partial(self._abandon, message, run_id),
-        )
-        if not self._scheduler.submit(message.thread_id, job):
-            await job.abandon()
+        await self._submit(message.thread_id, REQUEST_JOB, _run_payload(message, run_id))
 
     async def submit_rubric(self, message: UserMessage, rubric_text: str) -> None:
         """Queue a `rubric:` message: it replaces the thread's rubric after any earlier runs."""
-        job = Job(
-            run=partial(self._replace_rubric, message, rubric_text),
-            abandon=partial(self._abandon, message, None),
-        )
-        if not self._scheduler.submit(message.thread_id, job):
-            await job.abandon()
+        await self._submit(message.thread_id, RUBRIC_JOB, {"message": asdict(message), "rubric": rubric_text})
 
     async def report_abandoned_runs(self, started_before: datetime) -> int:
         """Tell each thread whose run an earlier process left unfinished, once; how many there were.
@@ -163,12 +108,9 @@ class ThreadRunner:
         runs = await self._store.claim_abandoned_runs(started_before)
         for run in runs:
             request = _request_of(run)
-            job = Job(
-                run=partial(self._tell_abandoned, request, run.run_id),
-                abandon=partial(self._store.release_interrupted, run.run_id),
+            await self._submit(
+                request.thread_id, NOTICE_JOB, {"message": asdict(request), "run_id": run.run_id}
             )
-            if not self._scheduler.submit(request.thread_id, job):
-                await job.abandon()
         return len(runs)
 
     async def reply(self, message: UserMessage, payload: dict[str, Any]) -> str | None:
@@ -184,9 +126,31 @@ class ThreadRunner:
 
     async def drain(self, grace: float) -> None:
         """Stop for a restart: finish what can finish within `grace`, mark the rest interrupted."""
-        await self._scheduler.drain(grace)
+        await self._queue.drain(grace)
 
     # -- jobs ------------------------------------------------------------------
+
+    async def _submit(self, thread_id: str, kind: str, payload: Payload) -> None:
+        if not await self._queue.submit(thread_id, kind, payload):
+            await self._kinds[kind].abandon(payload, Abandoned.STOPPING)
+
+    async def _request_job(self, payload: Payload, attempt: int) -> None:
+        await self._run_request(_message_of(payload), payload["run_id"])
+
+    async def _rubric_job(self, payload: Payload, attempt: int) -> None:
+        await self._replace_rubric(_message_of(payload), payload["rubric"])
+
+    async def _notice_job(self, payload: Payload, attempt: int) -> None:
+        await self._tell_abandoned(_message_of(payload), payload["run_id"])
+
+    async def _abandon_request(self, payload: Payload, why: Abandoned) -> None:
+        await self._tell_interrupted(_message_of(payload), payload["run_id"], started=False)
+
+    async def _abandon_rubric(self, payload: Payload, why: Abandoned) -> None:
+        await self._tell_interrupted(_message_of(payload), None, started=False)
+
+    async def _abandon_notice(self, payload: Payload, why: Abandoned) -> None:
+        await self._store.release_interrupted(payload["run_id"])
 
     async def _replace_rubric(self, message: UserMessage, rubric_text: str) -> None:
         await self._report_interrupted(message)
@@ -325,9 +289,6 @@ class ThreadRunner:
 
     # -- interruptions ---------------------------------------------------------
 
-    async def _abandon(self, message: UserMessage, run_id: int | None) -> None:
-        await self._tell_interrupted(message, run_id, started=False)
-
     async def _tell_interrupted(self, message: UserMessage, run_id: int | None, *, started: bool) -> None:
         what = "stopped before finishing" if started else "didn't get to"
         told = await self.reply(
@@ -368,6 +329,16 @@ def _with_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]
     if len(blocks) >= MAX_BLOCKS:
         return [*messages, {"text": hint}]
     return [*earlier, {**last, "blocks": [*blocks, context_block(hint).to_dict()]}]
+
+
+def _run_payload(message: UserMessage, run_id: int) -> dict[str, Any]:
+    """The payload of a job about one run: the request's message and the run's id."""
+    return {"message": asdict(message), "run_id": run_id}
+
+
+def _message_of(payload: Payload) -> UserMessage:
+    """The Slack message a job's payload carries."""
+    return UserMessage(**payload["message"])
 
 
 def _request_of(run: RunRecord) -> UserMessage:

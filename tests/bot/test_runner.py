@@ -25,7 +25,7 @@ from bot.app import build_client
 from bot.config import Settings
 from bot.conversation import UserMessage
 from bot.progress import WORKING_REACTION
-from bot.runner import Job, ThreadRunner, ThreadScheduler
+from bot.runner import ThreadRunner
 from bot.store import Store
 from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
 from tests.standins.slack_api import SlackApiStandin
@@ -33,106 +33,6 @@ from tests.standins.slack_api import SlackApiStandin
 TOKEN = "xoxb-runner-test"
 RUBRIC = "- Names the capital\n- Mentions the river"
 EVENT_TIMEOUT = 10.0  # a generous bound so a broken scheduler fails instead of hanging
-
-
-# -- ThreadScheduler -----------------------------------------------------------------------------
-
-
-def recording_job(log: list[str], name: str, gate: asyncio.Event | None = None) -> Job:
-    async def run() -> None:
-        log.append(f"start {name}")
-        if gate is not None:
-            await asyncio.wait_for(gate.wait(), EVENT_TIMEOUT)
-        log.append(f"end {name}")
-
-    async def abandon() -> None:
-        log.append(f"abandoned {name}")
-
-    return Job(run=run, abandon=abandon)
-
-
-async def settle(scheduler: ThreadScheduler) -> None:
-    while scheduler.busy:
-        await asyncio.sleep(0.01)
-
-
-async def test_jobs_of_one_thread_run_one_at_a_time_in_arrival_order():
-    scheduler = ThreadScheduler()
-    log: list[str] = []
-    gate = asyncio.Event()
-    scheduler.submit("t1", recording_job(log, "a", gate))
-    scheduler.submit("t1", recording_job(log, "b"))
-    scheduler.submit("t1", recording_job(log, "c"))
-    await asyncio.sleep(0.05)
-    assert log == ["start a"]  # b waits for a, however long a takes
-
-    gate.set()
-    await asyncio.wait_for(settle(scheduler), EVENT_TIMEOUT)
-    assert log == ["start a", "end a", "start b", "end b", "start c", "end c"]
-
-
-async def test_different_threads_run_concurrently():
-    scheduler = ThreadScheduler()
-    started = {name: asyncio.Event() for name in ("t1", "t2")}
-
-    def job(name: str, other: str) -> Job:
-        async def run() -> None:
-            started[name].set()
-            # Finishes only once the other thread has started: a serial scheduler times out.
-            await asyncio.wait_for(started[other].wait(), EVENT_TIMEOUT)
-
-        return Job(run=run, abandon=run)
-
-    scheduler.submit("t1", job("t1", "t2"))
-    scheduler.submit("t2", job("t2", "t1"))
-    await asyncio.wait_for(settle(scheduler), EVENT_TIMEOUT)
-    assert all(event.is_set() for event in started.values())
-
-
-async def test_a_failing_job_does_not_strand_the_next(caplog):
-    scheduler = ThreadScheduler()
-    log: list[str] = []
-
-    async def fail() -> None:
-        raise RuntimeError("boom")
-
-    scheduler.submit("t1", Job(run=fail, abandon=fail))
-    scheduler.submit("t1", recording_job(log, "next"))
-    await asyncio.wait_for(settle(scheduler), EVENT_TIMEOUT)
-
-    assert log == ["start next", "end next"]
-    assert "boom" in caplog.text
-
-
-async def test_drain_abandons_queued_jobs_and_cancels_what_outlives_the_grace():
-    scheduler = ThreadScheduler()
-    log: list[str] = []
-    never = asyncio.Event()
-    scheduler.submit("t1", recording_job(log, "running", never))
-    scheduler.submit("t1", recording_job(log, "queued"))
-    scheduler.submit("t2", recording_job(log, "quick"))
-    await asyncio.sleep(0.05)
-
-    await scheduler.drain(grace=0.2)
-
-    assert "abandoned queued" in log and "start queued" not in log
-    assert "end quick" in log
-    assert "end running" not in log  # cancelled after the grace period
-    assert scheduler.busy == 0
-    assert not scheduler.submit("t3", recording_job(log, "late"))
-
-
-async def test_drain_lets_running_jobs_finish_within_the_grace():
-    scheduler = ThreadScheduler()
-    log: list[str] = []
-    gate = asyncio.Event()
-    scheduler.submit("t1", recording_job(log, "running", gate))
-    await asyncio.sleep(0.05)
-    asyncio.get_running_loop().call_later(0.1, gate.set)
-
-    await scheduler.drain(grace=EVENT_TIMEOUT)
-
-    assert log == ["start running", "end running"]
 
 
 # -- ThreadRunner with the real agent --------------------------------------------------------------
