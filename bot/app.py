@@ -17,7 +17,6 @@ from urllib.parse import parse_qsl
 import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -33,6 +32,7 @@ from bot.config import Settings
 from bot.listeners import register
 from bot.listeners.context import Services
 from bot.runner import ThreadRunner
+from bot.socket_mode import serve_socket_mode
 from bot.store import Store
 
 logger = logging.getLogger(__name__)
@@ -104,7 +104,8 @@ async def serve(settings: Settings, *, http: bool, port: int) -> None:
             logger.info("telling %d thread(s) that a restart interrupted their request", abandoned)
         app = create_app(settings, Services(settings, store, runner), client)
         if settings.socket_mode and not http:
-            await _serve_socket_mode(app, settings, stop)
+            assert settings.slack_app_token is not None  # socket_mode implies it
+            await serve_socket_mode(app, client, settings.slack_app_token.get_secret_value(), stop)
         else:
             await _serve_http(app, settings, port, stop)
         logger.info("stopping: letting %d busy thread(s) finish", runner.busy_threads)
@@ -221,14 +222,3 @@ def _check_json_object(text: str, what: str) -> None:
         raise MalformedRequest(f"{what} is not JSON") from None
     if not isinstance(value, dict):
         raise MalformedRequest(f"{what} is JSON but not an object")
-
-
-async def _serve_socket_mode(app: AsyncApp, settings: Settings, stop: asyncio.Event) -> None:
-    assert settings.slack_app_token is not None  # socket_mode implies it
-    handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value())
-    await handler.connect_async()
-    logger.info("rubric-bot connected to Slack in Socket Mode")
-    try:
-        await stop.wait()
-    finally:
-        await handler.close_async()

@@ -110,7 +110,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         raise ConfigError([problem("RUBRIC_BOT_DB", f"is in a directory that does not exist ({parent})")])
     from bot.app import serve  # Bolt and aiohttp are only needed to serve
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     asyncio.run(serve(settings, http=args.http, port=args.port))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from pathlib import Path
+from typing import Literal
 
 from pydantic import (
     Field,
@@ -79,6 +80,7 @@ HINTS: dict[str, str] = {
         f"re-asks included, at least 1 (default {DEFAULT_MAX_GRADER_CALLS})"
     ),
     "RUBRIC_BOT_DB": "set it to the path of the bot's SQLite file (default rubric-bot.sqlite)",
+    "RUBRIC_BOT_LOG_LEVEL": "set it to DEBUG, INFO, WARNING or ERROR (default INFO)",
     "RUBRIC_BOT_SHUTDOWN_GRACE": (
         "set it to the seconds a stopping bot lets running requests finish (default 25)"
     ),
@@ -116,6 +118,9 @@ class Settings(BaseSettings):
     )
     db_path: Path = Field(Path("rubric-bot.sqlite"), validation_alias="RUBRIC_BOT_DB")
     shutdown_grace: PositiveFloat = Field(25.0, validation_alias="RUBRIC_BOT_SHUTDOWN_GRACE")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", validation_alias="RUBRIC_BOT_LOG_LEVEL"
+    )
     model_timeout: PositiveFloat = Field(DEFAULT_MODEL_TIMEOUT, validation_alias="RUBRIC_BOT_MODEL_TIMEOUT")
     run_timeout_override: PositiveFloat | None = Field(None, validation_alias="RUBRIC_BOT_RUN_TIMEOUT")
 

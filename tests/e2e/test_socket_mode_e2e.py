@@ -8,13 +8,15 @@ command answers travel in the ack. The tests push envelopes and read the acks th
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import BOT_TOKEN, BotProcess
+from tests.e2e.conftest import BOT_TOKEN, BotProcess, bot_environment
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import DEFAULT_GAP, REVISED_ANSWER, ModelApiStandin, scripted_revision
@@ -70,8 +72,10 @@ def of_type(messages: list[SlackMessage], event_type: str) -> list[SlackMessage]
 
 
 def test_the_bot_connects_with_the_app_token_and_keeps_the_tokens_out_of_its_log(socket_bot, slack_api):
-    (opened,) = slack_api.calls("apps.connections.open")
-    assert opened.ok  # the stand-in opens connections only for APP_TOKEN
+    # Both tokens are checked before connecting; then one URL is fetched for the connection itself.
+    assert [call.ok for call in slack_api.calls("auth.test")][:1] == [True]
+    checked, opened = slack_api.calls("apps.connections.open")
+    assert checked.ok and opened.ok  # the stand-in opens connections only for APP_TOKEN
     (connection,) = slack_api.socket_connections()
     assert connection.open and connection.ticket in opened.response["url"]
 
@@ -120,3 +124,75 @@ def test_rubric_commands_over_the_socket_are_answered_in_their_acks(socket_bot, 
     assert show_answer is not None and show_answer["response_type"] == "ephemeral"
     assert "- Cites a source" in show_answer["text"] and "- Is polite" in show_answer["text"]
     assert slack_api.messages("C2") == []  # only the caller sees the answers
+
+
+# -- start-up and stopping, as an operator meets them -----------------------------------------------
+
+GRACE_SECONDS = 10
+"""RUBRIC_BOT_SHUTDOWN_GRACE for the stopping tests: the bot must be gone within it."""
+
+
+def connection_attempts(slack: SlackApiStandin) -> int:
+    """Websocket URLs the bot asked for: one for the token check, then one per connection attempt."""
+    return len(slack.calls("apps.connections.open"))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_ends_the_bot_within_the_grace_period_while_slack_refuses_it(start_bot, slack_api, sig):
+    slack_api.refuse_sockets()
+    bot = start_bot(
+        env={
+            "SLACK_APP_TOKEN": APP_TOKEN,
+            "SLACK_SIGNING_SECRET": None,
+            "RUBRIC_BOT_SHUTDOWN_GRACE": str(GRACE_SECONDS),
+        },
+        command=SOCKET_MODE_COMMAND,
+        ready=lambda: connection_attempts(slack_api) >= 3,  # two refused connection attempts so far
+    )
+
+    assert bot.stop(sig, timeout=GRACE_SECONDS) == 0  # exited by itself, not killed
+    log = bot.stderr_text()
+    assert "WARNING bot.socket_mode: could not connect to Slack (attempt 1)" in log
+    assert "503" in log and "retrying in 1s" in log and "retrying in 2s" in log  # the reason; backing off
+    assert "Traceback" not in log
+
+
+def test_a_dropped_connection_is_retried_with_one_warning_per_attempt_then_works_again(socket_bot, slack_api):
+    slack_api.refuse_sockets()
+    slack_api.drop_sockets()
+    wait_for(lambda: "(attempt 2)" in socket_bot.stderr_text(), RUN_TIMEOUT, message="a second attempt")
+    slack_api.refuse_sockets(False)
+    wait_for(slack_api.socket_connected, RUN_TIMEOUT, message="the bot to reconnect")
+
+    answer = deliver(slack_api, "slash_commands", sr.slash_command(f"set {RUBRIC}", "C3")).payload
+    assert answer is not None and "Channel default rubric set" in answer["text"]
+    log = socket_bot.stderr_text()
+    assert "WARNING bot.socket_mode: the Socket Mode connection to Slack was lost; reconnecting" in log
+    warnings = [line for line in log.splitlines() if "could not connect to Slack" in line]
+    assert len(warnings) >= 2 and all("WARNING" in line and "503" in line for line in warnings)
+    assert "Traceback" not in log and " ERROR " not in log
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("SLACK_BOT_TOKEN", "xoxb-revoked-or-mistyped"), ("SLACK_APP_TOKEN", "xapp-1-from-another-app")],
+)
+def test_a_token_slack_refuses_ends_start_up_with_one_line_and_exit_2(
+    slack_api, model_api, tmp_path, setting, value
+):
+    env = bot_environment(slack_api, model_api, tmp_path / "bot.sqlite")
+    env.pop("SLACK_SIGNING_SECRET")
+    env["SLACK_APP_TOKEN"] = APP_TOKEN
+    env[setting] = value
+
+    result = subprocess.run(
+        SOCKET_MODE_COMMAND, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("rubric-bot:")]
+    assert errors == [result.stderr.splitlines()[-1]]  # one line, the last word
+    assert errors[0].startswith(f"rubric-bot: {setting} was refused by Slack (invalid_auth)")
+    assert "api.slack.com/apps" in errors[0] or "App-Level Tokens" in errors[0]  # how to get a good one
+    assert value not in result.stderr and "Traceback" not in result.stderr
+    assert slack_api.socket_connections() == []

@@ -80,6 +80,8 @@ SOCKET_HELLO = {
     "debug_info": {"host": "standin", "approximate_connection_time": 3600},
 }
 """The first frame Slack sends on a new Socket Mode connection."""
+SOCKET_REFUSED_STATUS = 503
+"""How the websocket endpoint answers while `refuse_sockets` is on: Slack's edge when it is down."""
 SOCKET_SEND_TIMEOUT = 5.0
 """Seconds pushing one envelope may take; the client is on loopback, so only a dead server is slower."""
 
@@ -185,6 +187,7 @@ class _State:
     tickets: set[str] = field(default_factory=set)  # issued by apps.connections.open
     connections: list[str] = field(default_factory=list)  # tickets of websockets opened, in order
     live: dict[str, web.WebSocketResponse] = field(default_factory=dict)  # open websockets by ticket
+    refusing_sockets: bool = False  # answer websocket handshakes with SOCKET_REFUSED_STATUS
     acks: dict[str, SocketAck] = field(default_factory=dict)
 
 
@@ -291,6 +294,19 @@ class SlackApiStandin(BackgroundServer):
 
         return wait_for(ack, timeout, message=f"the ack of Socket Mode envelope {envelope_id}")
 
+    def refuse_sockets(self, refuse: bool = True) -> None:
+        """Refuse (or, with False, accept again) new websocket handshakes; `apps.connections.open`
+        still answers, so a client gets its URL and then fails to connect, as in a Slack outage."""
+        with self._lock:
+            self._state.refusing_sockets = refuse
+
+    def drop_sockets(self) -> None:
+        """Close every open Socket Mode websocket from the server's side, as a network drop would."""
+        if self._loop is None:
+            raise RuntimeError("the stand-in is not running")
+        closing = asyncio.run_coroutine_threadsafe(self._close_sockets(), self._loop)
+        closing.result(timeout=SOCKET_SEND_TIMEOUT)
+
     def socket_connections(self) -> list[SocketConnection]:
         """Every Socket Mode websocket opened so far, oldest first, and whether it is still open."""
         with self._lock:
@@ -375,6 +391,9 @@ class SlackApiStandin(BackgroundServer):
         ticket = request.query.get("ticket", "")
         with self._lock:
             issued = ticket in self._state.tickets
+            refusing = self._state.refusing_sockets
+        if refusing:
+            return web.Response(status=SOCKET_REFUSED_STATUS, text="Socket Mode is unavailable")
         if not issued:
             return web.Response(status=401, text="unknown Socket Mode ticket")
         socket = web.WebSocketResponse()  # answers the client's pings, as Slack does
@@ -396,7 +415,7 @@ class SlackApiStandin(BackgroundServer):
         with self._lock:
             self._state.acks[ack["envelope_id"]] = SocketAck(ack["envelope_id"], ack.get("payload"))
 
-    async def _close_sockets(self, app: web.Application) -> None:
+    async def _close_sockets(self, app: web.Application | None = None) -> None:
         # A websocket handler runs until its connection ends; close them so stopping never waits.
         with self._lock:
             sockets = list(self._state.live.values())
