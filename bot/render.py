@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
 from slack_sdk.models.blocks import (
     ActionsBlock,
     Block,
@@ -43,6 +44,7 @@ from bot.blocks import (
 )
 from bot.markdown import inert_mentions, split_markdown, truncate_markdown
 from bot.mrkdwn import SECTION_TEXT_MAX, escape, truncate
+from bot.payloads import Iteration, Text, problems
 from grading.rubric import MAX_RUBRIC_CHARS, Dimension, Rubric
 
 if TYPE_CHECKING:
@@ -195,18 +197,34 @@ class ReviewTally:
         return truncate(f"{reviews} · {', '.join(parts)}", TALLY_MAX)
 
 
+class _ReviewButton(BaseModel):
+    """A review button's value: which grading run (``r``) and iteration (``i``) it reviews."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    r: Text
+    i: Iteration
+
+
 def review_value(grading_run_id: str, iteration: int) -> str:
     """The review buttons' value: compact JSON ``{"r": grading_run_id, "i": iteration}``."""
-    value = json.dumps({"r": grading_run_id, "i": iteration}, separators=(",", ":"))
+    value = _ReviewButton(r=grading_run_id, i=iteration).model_dump_json()
     if len(value) > BUTTON_VALUE_MAX:
         raise ValueError(f"grading_run_id is too long for a button value ({len(value)} chars)")
     return value
 
 
 def parse_review_value(value: str) -> tuple[str, int]:
-    """Read back ``(grading_run_id, iteration)`` from a review button's value."""
-    data = json.loads(value)
-    return str(data["r"]), int(data["i"])
+    """Read back ``(grading_run_id, iteration)`` from a review button's value.
+
+    Raises ValueError naming what is wrong when the value is not one :func:`review_value` makes
+    (a click can carry anything: its payload is only as trustworthy as whoever signed it).
+    """
+    try:
+        button = _ReviewButton.model_validate_json(value)
+    except ValidationError as exc:
+        raise ValueError(f"not a review button's value ({problems(exc)})") from None
+    return button.r, button.i
 
 
 # --- Evaluation messages ---------------------------------------------------------------------

@@ -15,9 +15,9 @@ so a stored review row always pairs the reviewer's verdict with what the grader 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
 from slack_sdk.models.blocks import (
     Block,
@@ -32,6 +32,7 @@ from slack_sdk.models.views import View
 
 from bot.blocks import MAX_VIEW_BLOCKS, SECTION_TEXT_MAX, section_block
 from bot.mrkdwn import escape, truncate
+from bot.payloads import Iteration, SubmittedView, Text, problems
 from bot.store import ReviewRow, ReviewVerdict
 from grading import CalibrationExample
 
@@ -86,9 +87,6 @@ _VERDICT_BLOCK, _COMMENT_BLOCK = "verdict-{}", "comment-{}"
 _VERDICT_ACTION, _COMMENT_ACTION = "verdict", "comment"
 """action_ids of the inputs inside their blocks."""
 
-_Text = Annotated[str, Field(min_length=1)]
-"""A non-empty string field of the metadata: an empty id could never match a stored row."""
-
 
 class ReviewInputError(ValueError):
     """A submitted review form has an unusable answer; ``block_id`` is the input at fault."""
@@ -102,11 +100,11 @@ class ReviewInputError(ValueError):
 class ReviewContext:
     """Which iteration a review modal is about and where its evaluation message is."""
 
-    grading_run_id: _Text
-    iteration: Annotated[int, Field(ge=0)]
-    channel: _Text
-    message_ts: _Text
-    thread_ts: _Text
+    grading_run_id: Text
+    iteration: Iteration
+    channel: Text
+    message_ts: Text
+    thread_ts: Text
 
 
 _CONTEXT = TypeAdapter(ReviewContext)
@@ -274,21 +272,18 @@ def _criterion_inputs(
 # --- Reading a submission back ------------------------------------------------------------------
 
 
-def review_context(view: Mapping[str, Any]) -> ReviewContext:
+def review_context(view: SubmittedView) -> ReviewContext:
     """Which iteration a submitted review modal is about; ValueError if the view is not one."""
-    if view.get("callback_id") != REVIEW_CALLBACK_ID:
-        raise ValueError(f"not a review form (callback_id {view.get('callback_id')!r})")
+    if view.callback_id != REVIEW_CALLBACK_ID:
+        raise ValueError(f"not a review form (callback_id {view.callback_id!r})")
     try:
-        return _CONTEXT.validate_json(view.get("private_metadata") or "")
+        return _CONTEXT.validate_json(view.private_metadata)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'metadata'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ValueError(f"the review form's metadata is invalid: {problems}") from None
+        raise ValueError(f"the review form's metadata is invalid: {problems(exc)}") from None
 
 
 def parse_review_submission(
-    view: Mapping[str, Any], evaluation: Mapping[str, Any]
+    view: SubmittedView, evaluation: Mapping[str, Any]
 ) -> tuple[ReviewContext, list[ReviewVerdict]]:
     """The reviewer's verdicts from a submitted review modal of ``evaluation``.
 
@@ -302,22 +297,15 @@ def parse_review_submission(
     about = (str(evaluation.get("grading_run_id")), evaluation.get("iteration"))
     if about != (context.grading_run_id, context.iteration):
         raise ValueError("the review form is about a different iteration than the evaluation given")
-    values = (view.get("state") or {}).get("values") or {}
     allowed = set(SCORES) if evaluation.get("kind") == "scored" else {PASS, FAIL}
     verdicts = []
     for index, (name, grader) in enumerate(grader_verdicts(evaluation).items()):
         block_id = _VERDICT_BLOCK.format(index)
-        chosen = _input(values, block_id, _VERDICT_ACTION).get("selected_option")
-        reviewer = chosen.get("value") if isinstance(chosen, Mapping) else None
+        chosen = view.input(block_id, _VERDICT_ACTION)
+        reviewer = chosen.selected_option.value if chosen.selected_option else None
         if reviewer not in allowed:
             shown = truncate(name, ERROR_NAME_MAX)
             raise ReviewInputError(f"Choose one of the offered verdicts for “{shown}”.", block_id)
-        comment = _input(values, _COMMENT_BLOCK.format(index), _COMMENT_ACTION).get("value") or ""
-        verdicts.append(ReviewVerdict(name, grader, reviewer, str(comment).strip()[:COMMENT_MAX]))
+        comment = view.input(_COMMENT_BLOCK.format(index), _COMMENT_ACTION)
+        verdicts.append(ReviewVerdict(name, grader, reviewer, (comment.value or "").strip()[:COMMENT_MAX]))
     return context, verdicts
-
-
-def _input(values: Mapping[str, Any], block_id: str, action_id: str) -> Mapping[str, Any]:
-    """One input's state; empty when Slack left it out (it does for untouched optional inputs)."""
-    state = (values.get(block_id) or {}).get(action_id)
-    return state if isinstance(state, Mapping) else {}

@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 from weakref import WeakValueDictionary
 
+from pydantic import ValidationError
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
 from bot.listeners.context import services_of
+from bot.payloads import Click, problems
 from bot.review import agree_verdicts, review_modal
 from bot.slack import SLACK_ERRORS
 from bot.store import EvaluationRecord, ReviewVerdict, Store
@@ -34,6 +36,12 @@ UNKNOWN_EVALUATION = (
 NOTHING_TO_REVIEW = "That grader iteration has no graded criteria, so there is nothing to review."
 """Told to someone who reviews an iteration whose grader gave no verdicts (e.g. a grader error)."""
 
+UNREADABLE_BUTTON = "I can't read which grader iteration that button is for, so it can't be reviewed."
+"""Told to someone whose click carries a value no review button of the bot's would have."""
+
+NO_TRIGGER = "Slack sent that click without what a form needs to open. Please click Disagree… again."
+"""Told to someone whose Disagree… click came without a trigger_id, so no form can be opened."""
+
 _TALLY_LOCKS: WeakValueDictionary[tuple[str, int], asyncio.Lock] = WeakValueDictionary()
 """One lock per evaluation message being refreshed; an entry lives only while someone holds it."""
 
@@ -45,38 +53,34 @@ def register(app: AsyncApp) -> None:
 
 
 async def on_agree(
-    ack: AsyncAck,
-    body: dict[str, Any],
-    action: dict[str, Any],
-    context: AsyncBoltContext,
-    client: AsyncWebClient,
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
 ) -> None:
     """Record that the clicker accepts every verdict of the iteration, then show the new tally."""
     store = services_of(context).store
-    record = await _acknowledge_click(ack, store, client, body, action)
-    if record is None:
+    clicked = await _acknowledge_click(ack, store, client, body)
+    if clicked is None:
         return
+    click, record = clicked
     verdicts = agree_verdicts(record.evaluation)
     if not verdicts:
-        await tell_clicker(client, body, NOTHING_TO_REVIEW)
+        await tell_clicker(client, click, NOTHING_TO_REVIEW)
         return
-    await save_review(store, record, body["user"]["id"], verdicts)
+    await save_review(store, record, click.user.id, verdicts)
     await show_tally(store, client, record)
 
 
 async def on_disagree(
-    ack: AsyncAck,
-    body: dict[str, Any],
-    action: dict[str, Any],
-    context: AsyncBoltContext,
-    client: AsyncWebClient,
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
 ) -> None:
     """Open the review form, set to the clicker's earlier review or else to the grader's verdicts."""
     store = services_of(context).store
-    record = await _acknowledge_click(ack, store, client, body, action)
-    if record is None:
+    clicked = await _acknowledge_click(ack, store, client, body)
+    if clicked is None:
         return
-    reviewer = body["user"]["id"]
+    click, record = clicked
+    if click.trigger_id is None:
+        await tell_clicker(client, click, NO_TRIGGER)
+        return
     reviews = await store.reviews_for_iteration(record.grading_run_id, record.iteration)
     try:
         view = review_modal(
@@ -84,39 +88,42 @@ async def on_disagree(
             channel=record.channel,
             message_ts=record.message_ts,
             thread_ts=record.thread_ts,
-            previous=[row for row in reviews if row.reviewer == reviewer],
+            previous=[row for row in reviews if row.reviewer == click.user.id],
         )
     except ValueError as exc:
-        await tell_clicker(client, body, f"This iteration can't be reviewed: {exc}.")
+        await tell_clicker(client, click, f"This iteration can't be reviewed: {exc}.")
         return
     try:
-        await client.views_open(trigger_id=body["trigger_id"], view=view)
+        await client.views_open(trigger_id=click.trigger_id, view=view)
     except SLACK_ERRORS as exc:
         logger.warning("could not open the review form: %s", exc)
 
 
 async def _acknowledge_click(
-    ack: AsyncAck,
-    store: Store,
-    client: AsyncWebClient,
-    body: dict[str, Any],
-    action: dict[str, Any],
-) -> EvaluationRecord | None:
-    """Ack the click and find its evaluation; an unknown one is explained to the clicker."""
+    ack: AsyncAck, store: Store, client: AsyncWebClient, body: dict[str, Any]
+) -> tuple[Click, EvaluationRecord] | None:
+    """Ack the click and read it: who clicked, and the evaluation their button belongs to.
+
+    None when there is nothing to review; the clicker is told why when the payload says who
+    they are (Slack always does), and the log gets one line otherwise.
+    """
     await ack()
-    record = await clicked_evaluation(store, action)
-    if record is None:
-        await tell_clicker(client, body, UNKNOWN_EVALUATION)
-    return record
-
-
-async def clicked_evaluation(store: Store, action: dict[str, Any]) -> EvaluationRecord | None:
-    """The evaluation a review button belongs to; None if its value is unreadable or unknown."""
     try:
-        grading_run_id, iteration = render.parse_review_value(action.get("value") or "")
-    except (ValueError, KeyError, TypeError):
+        click = Click.model_validate(body)
+    except ValidationError as exc:
+        logger.warning("ignored an unreadable click on a review button: %s", problems(exc))
         return None
-    return await store.get_evaluation(grading_run_id, iteration)
+    try:
+        grading_run_id, iteration = render.parse_review_value(click.value)
+    except ValueError as exc:
+        logger.info("a review button from %s: %s", click.user.id, exc)
+        await tell_clicker(client, click, UNREADABLE_BUTTON)
+        return None
+    record = await store.get_evaluation(grading_run_id, iteration)
+    if record is None:
+        await tell_clicker(client, click, UNKNOWN_EVALUATION)
+        return None
+    return click, record
 
 
 async def save_review(
@@ -147,13 +154,12 @@ async def show_tally(store: Store, client: AsyncWebClient, record: EvaluationRec
             logger.warning("could not show the review tally in %s: %s", record.channel, exc)
 
 
-async def tell_clicker(client: AsyncWebClient, body: dict[str, Any], text: str) -> None:
+async def tell_clicker(client: AsyncWebClient, click: Click, text: str) -> None:
     """Answer a button click with a message only the clicker sees, in the message's thread."""
-    container = body.get("container") or {}
-    channel = (body.get("channel") or {}).get("id") or container.get("channel_id")
+    channel = click.channel_id
     try:
         await client.chat_postEphemeral(
-            channel=channel, user=body["user"]["id"], thread_ts=container.get("thread_ts"), text=text
+            channel=channel, user=click.user.id, thread_ts=click.container.thread_ts, text=text
         )
     except SLACK_ERRORS as exc:
         logger.warning("could not answer a review click in %s: %s", channel, exc)

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
+from pydantic import ValidationError
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
 from bot.listeners.actions import UNKNOWN_EVALUATION, save_review, show_tally
 from bot.listeners.context import services_of
+from bot.payloads import RubricEditorMetadata, Submission, problems
 from bot.review import (
     REVIEW_CALLBACK_ID,
     ReviewInputError,
@@ -24,6 +25,21 @@ from grading import RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)
 
+EDITOR_UNREADABLE = (
+    "Slack sent this form in a shape I can't read, so the rubric was not saved. "
+    "Close it and run /rubric edit again."
+)
+"""Shown on the rubric input when the editor's submission lacks a part the bot needs."""
+
+EDITOR_WITHOUT_CHANNEL = (
+    "This form doesn't say which channel it is for, so the rubric was not saved. "
+    "Close it and run /rubric edit in the channel again."
+)
+"""Shown on the rubric input when the editor's metadata does not name its channel."""
+
+RUBRIC_TEXT_MISSING = "Slack sent this form without the rubric text. Type or paste the rubric again."
+"""Shown on the rubric input when the submission carries no text for it."""
+
 
 def register(app: AsyncApp) -> None:
     """Listen to submissions of the rubric editor and of the review form."""
@@ -32,23 +48,33 @@ def register(app: AsyncApp) -> None:
 
 
 async def on_rubric_submitted(
-    ack: AsyncAck,
-    body: dict[str, Any],
-    view: dict[str, Any],
-    context: AsyncBoltContext,
-    client: AsyncWebClient,
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
 ) -> None:
-    """Save the edited rubric as the channel default; a parse error is shown on the input itself."""
-    values = view["state"]["values"][render.MODAL_BLOCK_ID][render.MODAL_INPUT_ACTION_ID]
-    text = (values.get("value") or "").strip()
+    """Save the edited rubric as the channel default; any problem is shown on the input itself."""
+    try:
+        submission = Submission.model_validate(body)
+    except ValidationError as exc:
+        logger.warning("unreadable rubric editor submission: %s", problems(exc))
+        await _rubric_input_error(ack, EDITOR_UNREADABLE)
+        return
+    try:
+        channel = RubricEditorMetadata.model_validate_json(submission.view.private_metadata).channel
+    except ValidationError as exc:
+        logger.warning("rubric editor submission without its channel: %s", problems(exc))
+        await _rubric_input_error(ack, EDITOR_WITHOUT_CHANNEL)
+        return
+    typed = submission.view.input(render.MODAL_BLOCK_ID, render.MODAL_INPUT_ACTION_ID).value
+    if typed is None:
+        await _rubric_input_error(ack, RUBRIC_TEXT_MISSING)
+        return
+    text = typed.strip()
     try:
         rubric = parse_rubric(text)
     except RubricError as exc:
-        await ack(response_action="errors", errors={render.MODAL_BLOCK_ID: str(exc)})
+        await _rubric_input_error(ack, str(exc))
         return
-    channel = json.loads(view["private_metadata"])["channel"]
-    user = body["user"]["id"]
-    team = (body.get("team") or {}).get("id") or context.team_id or ""
+    user = submission.user.id
+    team = submission.team.id if submission.team else context.team_id or ""
     await services_of(context).store.set_channel_rubric(team, channel, text, user)
     await ack()
     try:
@@ -57,36 +83,48 @@ async def on_rubric_submitted(
         logger.warning("could not confirm the channel rubric in %s: %s", channel, exc)
 
 
+async def _rubric_input_error(ack: AsyncAck, message: str) -> None:
+    """Keep the editor open with ``message`` under its rubric input."""
+    await ack(response_action="errors", errors={render.MODAL_BLOCK_ID: message})
+
+
 async def on_review_submitted(
-    ack: AsyncAck,
-    body: dict[str, Any],
-    view: dict[str, Any],
-    context: AsyncBoltContext,
-    client: AsyncWebClient,
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
 ) -> None:
     """Save the reviewer's verdicts and update the iteration's tally.
 
     An unusable answer is shown on its input; a form that can no longer be saved is replaced by a
     notice saying why (closing it silently would look like a saved review).
     """
+    try:
+        submission = Submission.model_validate(body)
+    except ValidationError as exc:
+        logger.warning("unreadable review form submission: %s", problems(exc))
+        await _replace_review_form(ack, "Slack sent the form in a shape I can't read")
+        return
     store = services_of(context).store
     try:
-        about = review_context(view)
+        about = review_context(submission.view)
     except ValueError as exc:
-        await ack(response_action="update", view=review_notice(f"This review can't be saved: {exc}."))
+        await _replace_review_form(ack, str(exc))
         return
     record = await store.get_evaluation(about.grading_run_id, about.iteration)
     if record is None:
         await ack(response_action="update", view=review_notice(UNKNOWN_EVALUATION))
         return
     try:
-        _, verdicts = parse_review_submission(view, record.evaluation)
+        _, verdicts = parse_review_submission(submission.view, record.evaluation)
     except ReviewInputError as exc:
         await ack(response_action="errors", errors={exc.block_id: str(exc)})
         return
     except ValueError as exc:
-        await ack(response_action="update", view=review_notice(f"This review can't be saved: {exc}."))
+        await _replace_review_form(ack, str(exc))
         return
-    await save_review(store, record, body["user"]["id"], verdicts)
+    await save_review(store, record, submission.user.id, verdicts)
     await ack()
     await show_tally(store, client, record)
+
+
+async def _replace_review_form(ack: AsyncAck, reason: str) -> None:
+    """Replace a review form that cannot be saved with a notice saying why."""
+    await ack(response_action="update", view=review_notice(f"This review can't be saved: {reason}."))

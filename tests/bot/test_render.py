@@ -10,6 +10,7 @@ import pytest
 
 from bot.blocks import MARKDOWN_MESSAGE_BUDGET
 from bot.mrkdwn import split_mrkdwn, truncate
+from bot.payloads import ITERATION_MAX
 from bot.render import (
     AGREE_ACTION_ID,
     DISAGREE_ACTION_ID,
@@ -20,6 +21,7 @@ from bot.render import (
     help_text,
     no_rubric_hint,
     parse_review_value,
+    review_value,
     rubric_confirmation,
     rubric_error,
     rubric_modal,
@@ -215,6 +217,31 @@ def test_evaluation_buttons_carry_the_run_and_iteration():
         "event_type": "rubric_evaluation",
         "event_payload": {"grading_run_id": "abc-123", "iteration": 2},
     }
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ('{"r":"run-1","i":1e999}', "i: Input should be a valid integer"),
+        (f'{{"r":"run-1","i":{ITERATION_MAX + 1}}}', "less than or equal"),
+        ('{"r":"run-1","i":-1}', "greater than or equal"),
+        ('{"r":"run-1","i":"2"}', "valid integer"),
+        ('{"r":"run-1","i":true}', "valid integer"),
+        ('{"r":"","i":0}', "r: String should have at least 1 character"),
+        ('{"r":"run-1"}', "i: Field required"),
+        ('{"r":"run-1","i":0,"x":1}', "x: Extra inputs"),
+        ('["run-1",0]', "object"),
+        ("run-1:0", "Invalid JSON"),
+    ],
+)
+def test_a_button_value_the_bot_did_not_make_is_a_clear_value_error(value, problem):
+    with pytest.raises(ValueError, match="not a review button's value") as error:
+        parse_review_value(value)
+    assert problem in str(error.value)
+
+
+def test_the_largest_iteration_round_trips():
+    assert parse_review_value(review_value("run-1", ITERATION_MAX)) == ("run-1", ITERATION_MAX)
 
 
 def test_grader_error_without_criteria_offers_nothing_to_review():

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from slack_sdk.models.views import View
 
+from bot.payloads import ITERATION_MAX, SubmittedView
 from bot.render import ReviewTally
 from bot.review import (
     COMMENT_MAX,
@@ -64,6 +65,11 @@ def modal(evaluation, previous=None):
 
 def inputs(view):
     return [b for b in view["blocks"] if b["type"] == "input"]
+
+
+def read(view):
+    """A submitted view (a dict as Slack sends it) as the listeners hand it to bot.review."""
+    return SubmittedView.model_validate(view)
 
 
 def submit(view, choices=None, comments=None):
@@ -226,7 +232,7 @@ def test_modal_round_trip_gives_both_verdicts_and_comments():
         choices={"States the deadline": "fail"},
         comments={"States the deadline": "  The date is wrong.\n", "Cites a source": ""},
     )
-    context, verdicts = parse_review_submission(view, evaluation)
+    context, verdicts = parse_review_submission(read(view), evaluation)
     assert context == ReviewContext("run-7", 1, "C1", "111.222", "100.000")
     assert verdicts == [
         ReviewVerdict("States the deadline", "pass", "fail", "The date is wrong."),
@@ -237,7 +243,7 @@ def test_modal_round_trip_gives_both_verdicts_and_comments():
 def test_scored_round_trip_keeps_the_grader_score_beside_the_reviewer_score():
     evaluation = scored_evaluation()
     view = submit(modal(evaluation), choices={"Clarity": "4"}, comments={"Clarity": "Clear enough."})
-    _, verdicts = parse_review_submission(view, evaluation)
+    _, verdicts = parse_review_submission(read(view), evaluation)
     assert verdicts == [
         ReviewVerdict("Correctness", "5", "5", ""),
         ReviewVerdict("Clarity", "2", "4", "Clear enough."),
@@ -247,7 +253,7 @@ def test_scored_round_trip_keeps_the_grader_score_beside_the_reviewer_score():
 def test_comments_are_bounded():
     evaluation = list_evaluation()
     view = submit(modal(evaluation), comments={"Cites a source": "x" * (COMMENT_MAX + 50)})
-    _, verdicts = parse_review_submission(view, evaluation)
+    _, verdicts = parse_review_submission(read(view), evaluation)
     assert len(verdicts[1].comment) == COMMENT_MAX
 
 
@@ -299,13 +305,21 @@ def test_comments_are_bounded():
 def test_invalid_metadata_is_a_clear_error(metadata, problem):
     view = submit(modal(list_evaluation())) | {"private_metadata": metadata}
     with pytest.raises(ValueError, match=problem):
-        review_context(view)
+        review_context(read(view))
+
+
+@pytest.mark.parametrize("iteration", ["1e999", str(ITERATION_MAX + 1), "2.0"])
+def test_an_iteration_out_of_range_in_the_metadata_is_a_clear_error(iteration):
+    about = '"grading_run_id":"run-7","channel":"C","message_ts":"1","thread_ts":"1"'
+    view = submit(modal(list_evaluation())) | {"private_metadata": f'{{{about},"iteration":{iteration}}}'}
+    with pytest.raises(ValueError, match="iteration"):
+        review_context(read(view))
 
 
 def test_another_view_is_not_read_as_a_review():
     view = submit(modal(list_evaluation())) | {"callback_id": "rubric_edit"}
     with pytest.raises(ValueError, match="not a review form"):
-        review_context(view)
+        review_context(read(view))
 
 
 def test_a_verdict_that_was_not_offered_is_rejected():
@@ -313,16 +327,16 @@ def test_a_verdict_that_was_not_offered_is_rejected():
     view = submit(modal(evaluation))
     view["state"]["values"]["verdict-1"]["verdict"]["selected_option"] = {"value": "pass"}
     with pytest.raises(ValueError, match="Clarity"):
-        parse_review_submission(view, evaluation)
+        parse_review_submission(read(view), evaluation)
     del view["state"]["values"]["verdict-1"]
     with pytest.raises(ValueError, match="Clarity"):
-        parse_review_submission(view, evaluation)
+        parse_review_submission(read(view), evaluation)
 
 
 def test_a_form_about_another_iteration_is_rejected():
     view = submit(modal(list_evaluation()))
     with pytest.raises(ValueError, match="different iteration"):
-        parse_review_submission(view, list_evaluation(iteration=2))
+        parse_review_submission(read(view), list_evaluation(iteration=2))
 
 
 # --- the tally the message shows ---------------------------------------------------------------------
@@ -332,7 +346,7 @@ def test_tally_of_an_agree_and_a_disagree_review():
     evaluation = list_evaluation()
     agreed = stored(agree_verdicts(evaluation), "U1", evaluation)
     view = submit(modal(evaluation), choices={"Cites a source": "pass"})
-    disagreed = stored(parse_review_submission(view, evaluation)[1], "U2", evaluation)
+    disagreed = stored(parse_review_submission(read(view), evaluation)[1], "U2", evaluation)
     tally = ReviewTally.from_rows(agreed + disagreed)
     assert tally == ReviewTally(2, {"Cites a source": 1})
     assert tally.summary() == "2 reviews · 1 disagreement on Cites a source"

@@ -3,6 +3,9 @@
 A request without Slack's valid signature is refused with 401 before its body is read; a signed
 body that is not what Slack sends is refused with 400. Either costs one log line, never a
 traceback, and the log never repeats the body (anyone who can reach the port chooses it).
+
+Button clicks and form submissions whose parts the bot cannot read are acked and answered: an
+error shown on the form's input, or a notice only the clicker sees.
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.e2e.conftest import BOT_COMMAND, BOT_TOKEN, SIGNING_SECRET, BotProcess, bot_environment
+from tests.e2e.test_bot_e2e import RUN_TIMEOUT
+from tests.e2e.test_review_e2e import CRITERIA, ReviewService, button_value, ephemerals, form_values
 from tests.standins import slack_requests as sr
-from tests.standins.model_api import ModelApiStandin
+from tests.standins import wait_for
+from tests.standins.model_api import ModelApiStandin, scripted_revision
 from tests.standins.slack_api import SlackApiStandin
 from tests.standins.slack_requests import SlackResponse
 
@@ -36,18 +42,22 @@ TOO_LARGE = 2 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def bot(tmp_path_factory) -> Iterator[BotProcess]:
+def service(tmp_path_factory) -> Iterator[ReviewService]:
     with SlackApiStandin(token=BOT_TOKEN) as slack, ModelApiStandin() as model:
         tmp = tmp_path_factory.mktemp("requests-bot")
-        process = BotProcess(
-            BOT_COMMAND, bot_environment(slack, model, tmp / "bot.sqlite"), tmp / "bot.log", tmp
-        )
+        db_path = tmp / "bot.sqlite"
+        process = BotProcess(BOT_COMMAND, bot_environment(slack, model, db_path), tmp / "bot.log", tmp)
         process.start()
         try:
-            yield process
+            yield ReviewService(slack, model, process, db_path)
         finally:
             process.stop()
             process.sender.close()
+
+
+@pytest.fixture
+def bot(service: ReviewService) -> BotProcess:
+    return service.bot
 
 
 def post_and_read_log(
@@ -155,3 +165,145 @@ def test_signed_requests_slack_sends_still_reach_bolt(bot):
 
     # Slack checks a command's URL with a form of its own.
     assert bot.sender.post(form(ssl_check="1", token=sr.VERIFICATION_TOKEN), FORM).status == 200
+
+
+# -- clicks and form submissions the bot cannot read ---------------------------------------------------
+
+
+@pytest.fixture
+def s(service: ReviewService) -> ReviewService:
+    service.model.worker, service.model.grader = scripted_revision(CRITERIA)
+    return service
+
+
+def send_and_read_log(s: ReviewService, payload: dict[str, Any]) -> tuple[Any, str]:
+    """Send a signed payload (it must be acked with 200) and return its answer and the new log."""
+    before = len(s.bot.stderr_text())
+    response = s.send(payload)
+    return response, s.bot.stderr_text()[before:]
+
+
+def editor_submission(channel: str, **view: Any) -> dict[str, Any]:
+    """The channel-rubric editor's submission, its view's fields replaced by ``view`` (None drops one)."""
+    payload = sr.view_submission(
+        "rubric_edit", sr.text_input("rubric", "rubric_text", "- Is short"), json.dumps({"channel": channel})
+    )
+    for key, value in view.items():
+        payload["view"].pop(key)
+        if value is not None:
+            payload["view"][key] = value
+    return payload
+
+
+@pytest.mark.parametrize(
+    ("view", "problem"),
+    [
+        pytest.param({"state": None}, "without the rubric", id="no-state"),
+        pytest.param({"state": {"values": {}}}, "without the rubric", id="no-input"),
+        pytest.param({"state": {"values": {"rubric": []}}}, "can't read", id="input-not-an-object"),
+        pytest.param({"private_metadata": None}, "/rubric edit", id="no-metadata"),
+        pytest.param({"private_metadata": ""}, "/rubric edit", id="empty-metadata"),
+        pytest.param({"private_metadata": "C-not-json"}, "/rubric edit", id="metadata-not-json"),
+        pytest.param({"private_metadata": json.dumps({"channel": 5})}, "/rubric edit", id="channel-number"),
+        pytest.param({"private_metadata": "[]"}, "/rubric edit", id="metadata-array"),
+    ],
+)
+def test_an_editor_form_the_bot_cannot_read_gets_an_error_on_its_input(s, view, problem):
+    channel = "M1"
+    answer, log = send_and_read_log(s, editor_submission(channel, **view))
+
+    assert answer.json()["response_action"] == "errors"
+    assert problem in answer.json()["errors"]["rubric"]
+    assert "Traceback" not in log
+    assert "no default rubric" in s.send(sr.slash_command("show", channel)).json()["text"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param('{"r":"run-1","i":1e999}', id="i-1e999"),
+        pytest.param(json.dumps({"r": "run-1", "i": 2**70}), id="i-huge"),
+        pytest.param(json.dumps({"r": "run-1", "i": -1}), id="i-negative"),
+        pytest.param(json.dumps({"r": "run-1", "i": "0"}), id="i-string"),
+        pytest.param(json.dumps({"r": 5, "i": 0}), id="r-number"),
+        pytest.param(json.dumps(["run-1", 0]), id="array"),
+        pytest.param("run-1:0", id="not-json"),
+        pytest.param("", id="empty"),
+    ],
+)
+@pytest.mark.parametrize("action_id", ["review_agree", "review_disagree"])
+def test_a_review_button_with_an_unreadable_value_is_explained_to_the_clicker(s, action_id, value):
+    channel = f"B-{action_id}"
+    told_before = len(ephemerals(s.slack, channel))
+    before = len(s.bot.stderr_text())
+
+    s.send(sr.block_actions(action_id, value, channel, sr.new_ts(), user="U7"))
+
+    told = wait_for(
+        lambda: ephemerals(s.slack, channel)[told_before:], RUN_TIMEOUT, message="an answer to the clicker"
+    )
+    assert [c.args["user"] for c in told] == ["U7"]
+    assert "can't be reviewed" in told[0].args["text"]
+    assert "Traceback" not in s.bot.stderr_text()[before:]
+
+
+def review_form(s: ReviewService, channel: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An opened review form of a freshly graded thread, and its answers as Slack would send them."""
+    root, first = s.graded_thread(channel)
+    view = s.open_form(first, root, "U1")
+    return view, form_values(view, {})
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        pytest.param({"iteration": 2**70}, "iteration", id="iteration-huge"),
+        pytest.param({"iteration": 1e300}, "iteration", id="iteration-float"),
+        pytest.param({"grading_run_id": ""}, "grading_run_id", id="run-id-empty"),
+    ],
+)
+def test_a_review_form_with_unreadable_metadata_is_replaced_by_a_notice(s, change, problem):
+    view, values = review_form(s, f"F-{problem}-{len(s.slack.calls('views.open'))}")
+    metadata = json.dumps(json.loads(view["private_metadata"]) | change)
+
+    answer, log = send_and_read_log(s, sr.view_submission(view["callback_id"], values, metadata, "U1"))
+
+    assert answer.json()["response_action"] == "update"
+    notice = json.dumps(answer.json()["view"])
+    assert "can't be saved" in notice and problem in notice
+    assert "Traceback" not in log
+
+
+def test_a_review_form_whose_answers_are_unreadable_is_answered_not_failed(s):
+    view, values = review_form(s, "F-state")
+    first_block = next(iter(values))
+    values[first_block] = ["not", "an", "input"]
+
+    answer, log = send_and_read_log(
+        s, sr.view_submission(view["callback_id"], values, view["private_metadata"])
+    )
+
+    assert answer.json()["response_action"] == "update"
+    assert "can't be saved" in json.dumps(answer.json()["view"])
+    assert "Traceback" not in log
+
+
+def test_payloads_without_a_user_are_acked_and_logged_in_one_line(s):
+    root, first = s.graded_thread("U-less")
+    click = sr.block_actions("review_agree", button_value(first), "U-less", first.ts, root)
+    del click["user"]
+    view = s.open_form(first, root, "U1")
+    submission = sr.view_submission(view["callback_id"], form_values(view, {}), view["private_metadata"])
+    del submission["user"]
+
+    before = len(s.bot.stderr_text())
+    s.send(click)
+    answer = s.send(submission).json()
+
+    assert answer["response_action"] == "update" and "can't be saved" in json.dumps(answer["view"])
+    log = wait_for(
+        lambda: (log := s.bot.stderr_text()[before:]).count("unreadable") == 2 and log,
+        RUN_TIMEOUT,
+        message="a log line for each",
+    )
+    assert "Traceback" not in log
