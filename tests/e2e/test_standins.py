@@ -10,6 +10,7 @@ import asyncio
 import json
 import sys
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 import aiohttp
@@ -29,13 +30,15 @@ from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.standins import BackgroundServer, wait_for
+from tests.standins import STOP_TIMEOUT, BackgroundServer, wait_for
 from tests.standins.model_api import (
     DEFAULT_GAP,
     DRAFT_ANSWER,
     FAILING_SCORE,
+    NO_ANSWER,
     PASSING_SCORE,
     REVISED_ANSWER,
+    ErrorReply,
     ModelApiStandin,
     call_tool,
     fixed_grader,
@@ -485,6 +488,36 @@ def test_a_broken_script_is_reported_not_hung(model_api, chat):
 
     with pytest.raises(openai.BadRequestError, match="ZeroDivisionError"):
         chat.invoke("hi")
+
+
+def test_a_handler_can_answer_with_an_http_error(model_api, chat):
+    model_api.worker = lambda request: ErrorReply(503)
+
+    with pytest.raises(openai.InternalServerError, match="503"):
+        chat.invoke("hi")
+
+
+def test_a_request_given_no_answer_is_held_until_the_client_gives_up(model_api, chat):
+    model_api.worker = lambda request: NO_ANSWER if "hang" in request.last_user_text else "fine"
+
+    impatient = ChatOpenAI(
+        model="gpt-4o-mini", base_url=model_api.base_url, api_key="test", max_retries=0, timeout=0.5
+    )
+    with pytest.raises(openai.APITimeoutError):
+        impatient.invoke("hang please")
+    assert chat.invoke("and now?").content == "fine"  # other requests are still answered
+    assert [r.last_user_text for r in model_api.requests()] == ["hang please", "and now?"]
+
+
+def test_stopping_the_stand_in_releases_requests_given_no_answer(model_api):
+    model_api.worker = lambda request: NO_ANSWER
+    client = ChatOpenAI(model="gpt-4o-mini", base_url=model_api.base_url, api_key="test", max_retries=0)
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(client.invoke, "hang")
+        wait_for(lambda: model_api.requests(), message="the request to arrive")
+        model_api.stop()  # must not wait out aiohttp's shutdown timeout
+        with pytest.raises(openai.InternalServerError, match="stopped without answering"):
+            pending.result(timeout=STOP_TIMEOUT)
 
 
 async def test_slow_answers_are_served_concurrently(model_api, chat):

@@ -5,7 +5,8 @@ grader request (a grader schema is asked for, as ``response_format`` or as a too
 (everything else), and is answered by the test's handler for that role: ``standin.worker`` returns the
 worker's text (or tool calls), ``standin.grader`` returns a grade dict, which the stand-in delivers in
 whatever shape the request asked for. Streaming (SSE, with ``stream_options.include_usage``) and plain
-answers are both served; every request is recorded.
+answers are both served; every request is recorded. A handler can also make a request fail, with
+``ErrorReply(status)``, or hang, with ``NO_ANSWER`` (a provider that accepts the call and never answers).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Literal, NamedTuple
 
 from aiohttp import web
@@ -61,6 +63,24 @@ class ToolCallReply:
 
     calls: tuple[ToolCall, ...]
     content: str = ""
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    """A handler's answer that fails the request with HTTP `status`, as a provider's outage would."""
+
+    status: int = 500
+
+
+class Silence(Enum):
+    """The type of `NO_ANSWER`."""
+
+    NO_ANSWER = "no answer"
+
+
+NO_ANSWER = Silence.NO_ANSWER
+"""A handler's answer that accepts the request and never answers it; the connection stays open until
+the client gives up or the stand-in stops."""
 
 
 def call_tool(name: str, /, **args: Any) -> ToolCallReply:
@@ -134,8 +154,8 @@ class ChatRequest:
         return [_text(m.get("content")) for m in self.messages if m.get("role") in roles]
 
 
-WorkerHandler = Callable[[ChatRequest], str | ToolCallReply]
-GraderHandler = Callable[[ChatRequest], Json | ToolCallReply]
+WorkerHandler = Callable[[ChatRequest], str | ToolCallReply | ErrorReply | Silence]
+GraderHandler = Callable[[ChatRequest], Json | ToolCallReply | ErrorReply | Silence]
 
 
 def _default_worker(request: ChatRequest) -> str:
@@ -182,6 +202,7 @@ class ModelApiStandin(BackgroundServer):
         self.latency = 0.0
         self._lock = threading.Lock()
         self._state = _State()
+        self._stopping: asyncio.Event | None = None
 
     @property
     def base_url(self) -> str:
@@ -192,6 +213,8 @@ class ModelApiStandin(BackgroundServer):
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle_chat)
         app.router.add_route("*", "/{path:.*}", _handle_unknown)
+        self._stopping = asyncio.Event()
+        app.on_shutdown.append(self._release_silent)
         return app
 
     def fail_next(self, status: int = 500, times: int = 1, *, role: Role | None = None) -> None:
@@ -233,6 +256,12 @@ class ModelApiStandin(BackgroundServer):
                 with self._lock:
                     self._state.handler_errors.append(str(error))
                 return _error(400, "invalid_request_error", str(error))
+            if isinstance(reply, ErrorReply):
+                return _error(reply.status, "server_error", f"stand-in handler answered HTTP {reply.status}")
+            if reply is NO_ANSWER:
+                assert self._stopping is not None  # set with the app
+                await self._stopping.wait()
+                return _error(503, "server_error", "stand-in stopped without answering")
             return await self._respond(request, chat, reply)
         finally:
             with self._lock:
@@ -246,7 +275,12 @@ class ModelApiStandin(BackgroundServer):
                 return fault
         return None
 
-    def _reply(self, chat: ChatRequest) -> _Reply:
+    async def _release_silent(self, app: web.Application) -> None:
+        """Let requests given NO_ANSWER end, so that stopping the stand-in does not wait for them."""
+        assert self._stopping is not None
+        self._stopping.set()
+
+    def _reply(self, chat: ChatRequest) -> _Reply | ErrorReply | Silence:
         handler = self.worker if chat.role == "worker" else self.grader
         if handler is None:
             raise HandlerError(f"model stand-in: no {chat.role} handler is set")
@@ -254,6 +288,8 @@ class ModelApiStandin(BackgroundServer):
             answer = handler(chat)
         except Exception as exc:  # a broken script must show up as a clear error, not a hang
             raise HandlerError(f"model stand-in: {chat.role} handler failed: {exc!r}") from exc
+        if isinstance(answer, ErrorReply | Silence):
+            return answer
         if isinstance(answer, ToolCallReply):
             return _Reply(answer.content or None, answer.calls)
         if isinstance(answer, str):
