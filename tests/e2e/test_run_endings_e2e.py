@@ -2,9 +2,9 @@
 
 The model stand-in plays a provider that accepts a call and never answers (``NO_ANSWER``) or fails it
 (``ErrorReply``). Whatever ended a run, its thread is told in words (after a crash, as soon as the bot
-is back), its ⏳ goes, and the thread's next request starts a fresh grading run: labels from 1/3, a new
-grading run id and all three iterations. That processes starting together report a crashed run once
-is pinned at the store (tests/bot/test_store.py), where the claim is made.
+is back), its working status goes, and the thread's next request starts a fresh grading run: labels
+from 1/3, a new grading run id and all three iterations. That processes starting together report a
+crashed run once is pinned at the store (tests/bot/test_store.py), where the claim is made.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def test_a_model_that_never_answers_ends_the_run_in_words_and_the_next_request_r
     (final,) = s.wait_finals("T1", hung, 1)
 
     assert "Prompt answer." in final.all_text
-    assert s.slack.reactions("T1", hung) == set()
+    assert s.slack.thread_status("T1", hung) == ""
     assert (hung, "timed_out") in run_statuses(s.bot)
 
 
@@ -180,7 +180,7 @@ def test_a_run_longer_than_the_run_timeout_is_ended_and_the_next_request_runs(
     (final,) = s.wait_finals("T3", slow, 1)
 
     assert "Prompt answer." in final.all_text
-    assert s.slack.reactions("T3", slow) == set()
+    assert s.slack.thread_status("T3", slow) == ""
     assert (slow, "timed_out") in run_statuses(bot)
 
 
@@ -204,7 +204,7 @@ def test_after_a_run_ends_early_the_next_request_gets_a_fresh_grading_run(fresh,
     channel = f"F{list(ENDINGS).index(ending)}"
     root = s.mention(f"rubric:\n{RUBRIC}", channel)
     s.wait_text(channel, root, "Rubric set")
-    request = s.mention(DOOMED, channel, thread_ts=root)
+    s.mention(DOOMED, channel, thread_ts=root)
     wait_for(
         lambda: revision_requested(s) and evaluations(s.thread(channel, root)),
         NOTICE_TIMEOUT,
@@ -216,7 +216,7 @@ def test_after_a_run_ends_early_the_next_request_gets_a_fresh_grading_run(fresh,
     wait_text(s, channel, root, notice)  # after a crash too: told at start-up, before anyone writes
     (doomed,) = evaluations(s.thread(channel, root))
     assert len([m for m in s.thread(channel, root) if notice in m.all_text]) == 1
-    wait_for(lambda: not s.slack.reactions(channel, request), NOTICE_TIMEOUT, message="⏳ to go")
+    assert s.slack.thread_status(channel, root) == ""  # no "is revising…" left behind
 
     s.say("Fresh question", channel, thread_ts=root)
     (final,) = s.wait_finals(channel, root, 1)
