@@ -67,6 +67,8 @@ __all__ = [
     "rubric_confirmation",
     "rubric_error",
     "rubric_modal",
+    "status_words",
+    "usage_words",
 ]
 
 # --- Sizes this renderer chooses ------------------------------------------------------------
@@ -237,7 +239,7 @@ def evaluation_message(evaluation: Mapping[str, Any], *, tally: ReviewTally | No
     shortened first, each to the same share of the room left (see MESSAGE_TEXT_BUDGET).
     """
     position = f"{evaluation['iteration'] + 1}/{evaluation['max_iterations']}"
-    emoji, words = _status(evaluation["result"])
+    emoji, words = status_words(evaluation["result"])
     criteria = list(evaluation.get("criteria") or [])
     scored = evaluation.get("kind") == "scored"
 
@@ -415,7 +417,7 @@ def _status_headline(status: str | None, iterations: int | None, max_iterations:
     """E.g. ``Max iterations reached (3/3)``; '' when there is no status."""
     if status is None:
         return ""
-    _, words = _status(status)
+    _, words = status_words(status)
     if iterations is not None and max_iterations is not None:
         words += f" ({iterations}/{max_iterations})"
     return words
@@ -429,7 +431,7 @@ def _status_lines(
 ) -> str:
     if status is None:
         return ""
-    emoji, _ = _status(status)
+    emoji, _ = status_words(status)
     lines = [f"{emoji} *{_status_headline(status, iterations, max_iterations)}*"]
     if best_iteration is not None:
         of = iterations if iterations is not None else max_iterations
@@ -563,10 +565,11 @@ def rubric_modal(current: str | None, *, channel_id: str) -> dict:
     return view.to_dict()
 
 
-# --- Words shared with the terminal -----------------------------------------------------------
+# --- Words shared with the terminal and the Home tab ----------------------------------------------
 
 
-def _status(status: str) -> tuple[str, str]:
+def status_words(status: str) -> tuple[str, str]:
+    """Emoji and words for a grading status, e.g. ``("✅", "Rubric satisfied")``."""
     return STATUS_WORDS.get(status, ("ℹ️", status.replace("_", " ").capitalize()))
 
 

@@ -29,13 +29,10 @@ from bot.jobs import Abandoned, JobKind, JobQueue, Payload, ThreadScheduler
 from bot.progress import WorkingIndicator, react
 from bot.review import CALIBRATION_EXAMPLES, calibration_examples
 from bot.slack import SLACK_ERRORS
-from bot.store import FAILED, INTERRUPTED, TIMED_OUT, RunRecord, Store
+from bot.store import ANSWERED, FAILED, INTERRUPTED, TIMED_OUT, RunRecord, Store
 from grading import CalibrationExample, RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)
-
-ANSWERED = "answered"
-"""Run status of a run answered without a rubric (nothing was graded)."""
 
 
 REQUEST_JOB = "request"

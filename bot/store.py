@@ -25,6 +25,9 @@ import aiosqlite
 BUSY_TIMEOUT_MS = 5_000
 """How long a statement waits for another connection's lock (the checkpointer shares the file)."""
 
+ANSWERED = "answered"
+"""Run status of a run answered without a rubric (nothing was graded)."""
+
 INTERRUPTED = "interrupted"
 """Run status of a run stopped before it finished (shutdown, or found after a crash)."""
 
@@ -364,6 +367,15 @@ class Store:
     async def mark_undelivered(self, run_id: int) -> None:
         """Record that the run's closing message could not be posted in its thread."""
         await self._execute("UPDATE runs SET undelivered = 1 WHERE run_id = ?", (run_id,))
+
+    async def recent_graded_runs(self, team: str, channel: str, limit: int) -> list[RunRecord]:
+        """The channel's latest runs, newest first, leaving out those answered without a rubric."""
+        rows = await self._fetch_all(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE team = ? AND channel = ? "
+            "AND (status IS NULL OR status <> ?) ORDER BY started_at DESC, run_id DESC LIMIT ?",
+            (team, channel, ANSWERED, limit),
+        )
+        return [_run(row) for row in rows]
 
     async def undelivered_runs(
         self, team: str | None, channel: str | None, since: datetime | None = None

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
-from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
@@ -30,7 +30,7 @@ from bot.conversation import slack_unescape
 from bot.listeners.context import services_of
 from bot.report import Report, chart_png, load_report, report_blocks
 from bot.review import CALIBRATION_EXAMPLES
-from bot.slack import SLACK_ERRORS
+from bot.slack import SLACK_ERRORS, UPLOAD_ERRORS
 from bot.store import Store
 from grading import RubricError, parse_rubric
 
@@ -47,9 +47,6 @@ CHART_COMMENT = (
     "what always giving the most common verdict would score."
 )
 """The message the chart is uploaded with: how to read it."""
-
-UPLOAD_ERRORS: tuple[type[Exception], ...] = (*SLACK_ERRORS, SlackClientError)
-"""What posting the report can raise: a Web API failure, or the file upload step failing."""
 
 
 def register(app: AsyncApp) -> None:

@@ -1,4 +1,4 @@
-"""Messages and mentions: decide whether a message is for the bot, dedupe it, and queue it.
+"""Events: messages and mentions (is it for the bot? dedupe it, queue it) and the Home tab opening.
 
 Slack delivers a mention twice (`app_mention` and `message`) and retries deliveries it thinks were
 lost; both paths claim the same keys, so each person's message is acted on at most once, even
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
 from bot.conversation import (
@@ -21,13 +22,24 @@ from bot.conversation import (
     rubric_directive,
     user_message,
 )
+from bot.home import publish_home
 from bot.listeners.context import Services, services_of
+
+HOME_TAB = "home"
+"""The ``tab`` of an app_home_opened event for the Home tab (the other is ``messages``)."""
 
 
 def register(app: AsyncApp) -> None:
-    """Listen to mentions and to messages (channels, private channels, DMs)."""
+    """Listen to mentions, to messages (channels, private channels, DMs) and to the Home tab opening."""
     app.event("app_mention")(on_mention)
     app.event("message")(on_message)
+    app.event("app_home_opened")(on_home_opened)
+
+
+async def on_home_opened(event: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient) -> None:
+    """Publish the viewer's Home tab (the Messages tab opening is ignored)."""
+    if event.get("tab") == HOME_TAB:
+        await publish_home(client, services_of(context).store, team=context.team_id or "", user=event["user"])
 
 
 async def on_mention(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:

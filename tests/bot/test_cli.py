@@ -39,13 +39,17 @@ def test_manifest_is_the_repos_manifest_and_a_complete_socket_mode_app(capsys):
         "im:history",
         "reactions:write",
         "files:write",
+        "channels:read",
+        "groups:read",
     }
     assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {
         "app_mention",
         "message.channels",
         "message.groups",
         "message.im",
+        "app_home_opened",
     }
+    assert manifest["features"]["app_home"]["home_tab_enabled"] is True
     assert manifest["settings"]["interactivity"]["is_enabled"] is True
     assert manifest["settings"]["socket_mode_enabled"] is True
     assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/rubric"]

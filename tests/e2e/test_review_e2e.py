@@ -25,7 +25,7 @@ from tests.e2e.test_bot_e2e import RUN_TIMEOUT, Service, evaluations
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import ModelApiStandin, scripted_revision
-from tests.standins.slack_api import SlackApiStandin, SlackCall, SlackMessage
+from tests.standins.slack_api import BOT_USER_ID, SlackApiStandin, SlackCall, SlackMessage
 
 CRITERIA = ["Cites a source", "Is polite"]
 RUBRIC = "- Cites a source\n- Is polite"
@@ -307,6 +307,48 @@ def test_a_report_slack_refuses_to_post_is_explained_to_the_caller(s):
     (told,) = wait_for(lambda: responses(s.slack, "R8"), RUN_TIMEOUT, message="the failure answer")
     assert told.args["response_type"] == "ephemeral"
     assert "not_in_channel" in told.args["text"] and "/invite @rubric-bot" in told.args["text"]
+
+
+# -- the Home tab ------------------------------------------------------------------------------------
+
+
+def test_the_home_tab_shows_each_shared_channels_rubric_runs_and_agreement_with_its_chart(s):
+    for channel, members in {"H1": (BOT_USER_ID, "U5"), "H2": (BOT_USER_ID, "U5"), "H3": ("U5",)}.items():
+        s.slack.join(channel, *members)
+    s.slack.join("H4", BOT_USER_ID)  # the viewer is not in H4, and the bot is not in H3
+    assert (
+        "Channel default rubric set"
+        in s.send(sr.slash_command("set - Answers in French", "H2")).json()["text"]
+    )
+    root, first = s.graded_thread("H1")
+    s.disagree(first, root, "U1", {"Is polite": ("fail", COMMENT)})
+    s.wait_message(first, "1 review · 1 disagreement on Is polite")
+
+    s.send(sr.event_callback(sr.app_home_opened("U5", tab="messages")))  # not the Home tab: ignored
+    s.send(sr.event_callback(sr.app_home_opened("U5")))
+
+    def published() -> list[SlackCall]:
+        return [c for c in s.slack.calls("views.publish") if c.args.get("user_id") == "U5" and c.ok]
+
+    first_view, charted = wait_for(
+        lambda: (calls := published()) and len(calls) == 2 and calls,
+        RUN_TIMEOUT,
+        message=lambda: f"the Home tab twice; bot log:\n{s.bot.stderr_text()[-3000:]}",
+    )
+    view = s.slack.home("U5")
+    assert view is not None and view["type"] == "home" and view["blocks"] == charted.args["view"]["blocks"]
+    text = json.dumps(view["blocks"], ensure_ascii=False)
+    # Only the channels the viewer shares with the bot, the busiest first.
+    assert text.index("<#H1>") < text.index("<#H2>") and "H3" not in text and "H4" not in text
+    assert "- Answers in French" in text  # H2's default rubric; H1 has none
+    assert "Rubric satisfied" in text  # H1's graded request
+    assert "Is polite" in text and "1 review so far" in text  # H1's agreement report
+    # Published first without the chart, then with it: an image of the bot's own private upload.
+    assert not any(b["type"] == "image" for b in first_view.args["view"]["blocks"])
+    (image,) = [b for b in view["blocks"] if b["type"] == "image"]
+    (upload,) = [u for u in s.slack.uploads() if u.file_id == image["slack_file"]["id"]]
+    assert upload.completed and upload.channel is None and upload.data.startswith(PNG_SIGNATURE)
+    assert "Grader agreement" in image["title"]["text"]
 
 
 def test_help_lists_report_and_calibration(s):

@@ -47,6 +47,8 @@ TS_STEP_MICROS = 100
 
 MAX_BLOCKS = 50
 """Slack rejects a message with more blocks than this (``invalid_blocks``)."""
+MAX_VIEW_BLOCKS = 100
+"""Slack rejects a modal or Home tab with more blocks than this."""
 MAX_TEXT_CHARS = 40_000
 """Slack rejects message ``text`` longer than this (``msg_too_long``)."""
 BLOCK_TEXT_LIMITS = {"section": 3_000, "header": 150}
@@ -181,6 +183,8 @@ class _State:
     messages: dict[tuple[str, str], SlackMessage] = field(default_factory=dict)
     reactions: defaultdict[tuple[str, str], set[str]] = field(default_factory=lambda: defaultdict(set))
     statuses: dict[tuple[str, str], str] = field(default_factory=dict)  # thread status by thread
+    members: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # by channel
+    homes: dict[str, dict[str, Any]] = field(default_factory=dict)  # published Home tab by user
     uploads: dict[str, Upload] = field(default_factory=dict)
     faults: defaultdict[str, deque[_Fault]] = field(default_factory=lambda: defaultdict(deque))
     counter: int = 0
@@ -218,6 +222,8 @@ class SlackApiStandin(BackgroundServer):
             "views.open": self._open_view,
             "views.push": self._open_view,
             "views.update": self._update_view,
+            "views.publish": self._publish_view,
+            "users.conversations": self._users_conversations,
             "conversations.history": self._no_messages,
             "conversations.replies": self._no_messages,
             "files.getUploadURLExternal": self._get_upload_url,
@@ -338,6 +344,16 @@ class SlackApiStandin(BackgroundServer):
         """Names of the reactions the bot currently has on a message."""
         with self._lock:
             return set(self._state.reactions.get((channel, ts), set()))
+
+    def join(self, channel: str, *users: str) -> None:
+        """Make `users` (the bot is ``BOT_USER_ID``) members of `channel`, as users.conversations reports."""
+        with self._lock:
+            self._state.members[channel].update(users)
+
+    def home(self, user: str) -> dict[str, Any] | None:
+        """The Home tab view last published for `user`, or None."""
+        with self._lock:
+            return copy.deepcopy(self._state.homes.get(user))
 
     def thread_status(self, channel: str, thread_ts: str) -> str:
         """The bot's status shown in a thread now ('' when none): Slack clears it when the bot posts there."""
@@ -550,6 +566,40 @@ class SlackApiStandin(BackgroundServer):
             raise SlackError("not_found")
         return {"view": self._view(args, args.get("view_id") or args["external_id"])}
 
+    def _publish_view(self, args: Args) -> Answer:
+        user = args.get("user_id")
+        if not user:
+            raise SlackError("user_not_found")
+        view = args.get("view")
+        if not isinstance(view, dict) or view.get("type") != "home":
+            raise SlackError("invalid_arguments")
+        blocks = view.get("blocks") or []
+        problems = block_problems(blocks, max_blocks=MAX_VIEW_BLOCKS)
+        problems += [
+            f"invalid slack file [json-pointer:/view/blocks/{i}/slack_file]"
+            for i, block in enumerate(blocks)
+            if block.get("type") == "image" and "slack_file" in block and not self._usable_file(block)
+        ]
+        if problems:
+            raise SlackError("invalid_blocks", errors=problems)
+        published = self._view(args, f"V{self._next_ts().replace('.', '')}")
+        self._state.homes[str(user)] = published
+        return {"view": published}
+
+    def _usable_file(self, image: dict[str, Any]) -> bool:
+        """Whether an image block's slack_file names a completed upload of the bot's."""
+        upload = self._state.uploads.get((image.get("slack_file") or {}).get("id", ""))
+        return upload is not None and upload.completed
+
+    def _users_conversations(self, args: Args) -> Answer:
+        member = args.get("user") or BOT_USER_ID
+        channels = [
+            {"id": channel, "is_channel": True, "is_archived": False}
+            for channel, members in self._state.members.items()
+            if member in members
+        ]
+        return {"channels": channels, "response_metadata": {"next_cursor": ""}}
+
     def _view(self, args: Args, view_id: str) -> dict[str, Any]:
         view = args.get("view")
         if not isinstance(view, dict):
@@ -636,11 +686,11 @@ def _validated_message(args: Args) -> str:
     return str(channel)
 
 
-def block_problems(blocks: list[dict[str, Any]]) -> list[str]:
-    """Slack's complaints about a message's blocks (empty when Slack would accept them)."""
+def block_problems(blocks: list[dict[str, Any]], max_blocks: int = MAX_BLOCKS) -> list[str]:
+    """Slack's complaints about a message's (or view's) blocks (empty when Slack would accept them)."""
     problems = []
-    if len(blocks) > MAX_BLOCKS:
-        problems.append(f"no more than {MAX_BLOCKS} items allowed [json-pointer:/blocks]")
+    if len(blocks) > max_blocks:
+        problems.append(f"no more than {max_blocks} items allowed [json-pointer:/blocks]")
     for index, block in enumerate(blocks):
         pointer = f"/blocks/{index}"
         if block.get("type") == "markdown":

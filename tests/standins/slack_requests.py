@@ -148,6 +148,11 @@ def message(
     return event
 
 
+def app_home_opened(user: str = DEFAULT_USER, tab: str = "home") -> Json:
+    """A person opening the app's Home tab (or, with ``tab="messages"``, its Messages tab)."""
+    return {"type": "app_home_opened", "user": user, "channel": "D0HOME", "tab": tab, "event_ts": new_ts()}
+
+
 def bot_message(text: str, channel: str, ts: str, thread_ts: str | None = None) -> Json:
     """The bot's own message coming back as a ``message`` event (the bot must ignore it)."""
     return message(text, channel, ts, thread_ts, user=BOT_USER_ID, bot_id=BOT_ID)

@@ -1,0 +1,73 @@
+"""The Home tab renderer and publishing it through a real Slack client to the Slack stand-in."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bot.app import build_client
+from bot.config import Settings
+from bot.home import ChannelHome, home_view, publish_home
+from bot.report import build_report
+from bot.store import RunRecord, Store
+from tests.standins.slack_api import BOT_USER_ID, SlackApiStandin
+from tests.standins.slack_api import block_problems as slack_problems
+
+TOKEN = "xoxb-home-test"
+
+
+def channel_home(
+    channel: str, *, rubric: str | None = None, runs: list[RunRecord] | None = None
+) -> ChannelHome:
+    return ChannelHome(channel, rubric, runs or [], build_report([], [], days=None))
+
+
+def run(status: str | None, *, undelivered: bool = False) -> RunRecord:
+    started = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
+    return RunRecord(1, "T1:C1:1.0", "T1", "C1", "1.0", "1.0", status, undelivered, started, None)
+
+
+def test_a_channel_shows_its_rubric_and_each_runs_status_and_time():
+    runs = [run("satisfied"), run("max_iterations_reached", undelivered=True), run(None), run("timed_out")]
+    view = home_view([channel_home("C1", rubric="- Cites a <source>", runs=runs)])
+
+    text = "\n".join(b["text"]["text"] for b in view["blocks"] if b.get("text", {}).get("type") == "mrkdwn")
+    assert "*<#C1>*" in text
+    assert "- Cites a &lt;source&gt;" in text  # the rubric is shown verbatim, escaped
+    assert (
+        "✅ Rubric satisfied · <!date^1740821400^{date_short_pretty} at {time}|2025-03-01 09:30 UTC>" in text
+    )
+    assert "Max iterations reached" in text and "the answer never reached the thread" in text
+    assert "⏳ In progress" in text and "⌛ Timed out" in text
+    assert "No reviews in <#C1>" in text
+
+
+def test_many_channels_stay_within_slacks_hundred_blocks_and_say_how_many_are_left_out():
+    view = home_view([channel_home(f"C{i}", rubric="- Short") for i in range(30)])
+
+    assert len(view["blocks"]) <= 100 and not slack_problems(view["blocks"], max_blocks=100)
+    shown = sum("*<#C" in (b.get("text") or {}).get("text", "") for b in view["blocks"])
+    assert 0 < shown < 30
+    assert view["blocks"][-1]["elements"][0]["text"] == f"…and {30 - shown} more channels."
+
+
+def test_no_shared_channel_says_how_to_invite_the_bot():
+    view = home_view([])
+    assert "/invite @rubric-bot" in view["blocks"][-1]["text"]["text"]
+
+
+async def test_when_slack_refuses_the_channel_list_the_tab_says_why(tmp_path):
+    with SlackApiStandin(token=TOKEN) as slack:
+        store = await Store.open(str(tmp_path / "bot.sqlite"))
+        try:
+            client = build_client(Settings(slack_bot_token=TOKEN, slack_api_url=slack.api_url))
+            slack.join("C1", BOT_USER_ID, "U1")
+            slack.error_next("users.conversations", "missing_scope")
+
+            await publish_home(client, store, team="T1", user="U1")
+        finally:
+            await store.close()
+
+        view = slack.home("U1")
+        assert view is not None
+        assert "missing_scope" in view["blocks"][-1]["text"]["text"]
+        assert "channels:read" in view["blocks"][-1]["text"]["text"]
