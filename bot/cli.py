@@ -12,6 +12,8 @@ import argparse
 import asyncio
 import logging
 import os
+import re
+import sqlite3
 import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
@@ -21,15 +23,17 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+import aiohttp
 from dotenv import load_dotenv
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from slack_sdk.errors import SlackApiError
 
 from bot import render
 from bot.agent import TurnOutcome, agent_config, build_agent, init_models, run_turn
 from bot.commands import CommandError, report_days
-from bot.config import ENV_FILE, SLACK_CONNECTION, ConfigError, load_settings, problem
+from bot.config import ENV_FILE, SLACK_CONNECTION, ConfigError, Settings, load_settings, problem
 from bot.report import Report, load_report, render_chart, report_table
 from bot.store import Store
 from grading import DEFAULT_MAX_GRADER_CALLS, RubricError, parse_rubric
@@ -266,7 +270,10 @@ def format_outcome(outcome: TurnOutcome) -> str:
 
 
 def _configure_report(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--channel", help="a Slack channel id, e.g. C0123ABCD (default: every channel)")
+    parser.add_argument(
+        "--channel",
+        help="#name (looked up with SLACK_BOT_TOKEN) or id, e.g. C0123ABCD (default: every channel)",
+    )
     parser.add_argument("--days", type=_days, help="only reviews of the last N days (default: all time)")
     parser.add_argument("--chart", type=Path, metavar="FILE", help="also write the chart to FILE (PNG)")
     parser.add_argument(
@@ -281,14 +288,20 @@ def _days(text: str) -> int | None:
         raise argparse.ArgumentTypeError(str(exc).replace("`", "")) from None
 
 
+class NothingToReport(Exception):
+    """The report cannot be made as asked (no such database or channel); `str()` says why, in one line."""
+
+
 def _run_report(args: argparse.Namespace) -> int:
-    # Only the database is needed: no Slack tokens or models, so nothing else is required.
-    db = args.db or load_settings().db_path
-    if not db.is_file():
-        fail(f"no database at {db} (set RUBRIC_BOT_DB or pass --db)")
+    # Only the database is needed (and Slack only to look up a channel's #name): nothing is required.
+    settings = load_settings()
+    db = args.db or settings.db_path
+    try:
+        report, title = asyncio.run(_report(db, settings, channel=args.channel, days=args.days))
+    except NothingToReport as exc:
+        fail(str(exc))
         return EXIT_CONFIG
-    report = asyncio.run(_load_report(db, channel=args.channel, days=args.days))
-    print(f"Channel {args.channel}" if args.channel else "All channels")
+    print(title)
     print(report_table(report))
     if args.chart:
         try:
@@ -300,12 +313,70 @@ def _run_report(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _load_report(db: Path, *, channel: str | None, days: int | None) -> Report:
-    store = await Store.open(str(db))
+async def _report(
+    db: Path, settings: Settings, *, channel: str | None, days: int | None
+) -> tuple[Report, str]:
+    """The report of `channel` (#name or id; None: every channel) and its title line."""
+    if not db.is_file():
+        raise NothingToReport(f"no database at {db} (set RUBRIC_BOT_DB or pass --db)")
+    channel_id, title = (None, "All channels") if channel is None else await _channel(channel, settings)
+    # Read-only: a report must never change (or create the tables in) whatever file it is given.
     try:
-        return await load_report(store, team=None, channel=channel, days=days)
-    finally:
-        await store.close()
+        store = await Store.open(str(db), read_only=True)
+        try:
+            if channel_id is not None:
+                await _check_channel_known(store, channel_id, title, db)
+            return await load_report(store, team=None, channel=channel_id, days=days), title
+        finally:
+            await store.close()
+    except sqlite3.DatabaseError as exc:
+        raise NothingToReport(f"{db} is not a rubric-bot database ({exc})") from None
+
+
+CHANNEL_ID = re.compile(r"[CDG][A-Z0-9]+")
+"""What a Slack conversation id looks like; channel names are lower-case, so they never match."""
+
+
+async def _channel(text: str, settings: Settings) -> tuple[str, str]:
+    """The id and the title line of the channel given as `text`: an id, or a #name looked up in Slack."""
+    if CHANNEL_ID.fullmatch(text):
+        return text, f"Channel {text}"
+    name = text.removeprefix("#")
+    or_id = "or pass the channel's id (C0123ABCD: the channel's details, at the bottom of About)"
+    if settings.slack_bot_token is None:
+        raise NothingToReport(f"looking up #{name} needs SLACK_BOT_TOKEN (environment or .env); {or_id}")
+    from bot.app import build_client  # Slack's client is only needed for a name
+
+    try:
+        pages = await build_client(settings).conversations_list(
+            types="public_channel,private_channel", exclude_archived=False, limit=CHANNEL_PAGE
+        )
+        async for page in pages:
+            for found in page["channels"]:
+                if found["name"] == name:
+                    return found["id"], f"Channel #{name} ({found['id']})"
+    except SlackApiError as exc:
+        error = exc.response.get("error")
+        raise NothingToReport(
+            f"Slack would not list channels to find #{name} ({error}); the bot needs the channels:read "
+            f"and groups:read scopes (in manifest.yml; reinstall the app after adding them), {or_id}"
+        ) from None
+    except aiohttp.ClientError as exc:
+        raise NothingToReport(f"cannot reach Slack to look up #{name} ({exc}); {or_id}") from None
+    raise NothingToReport(f"Slack has no channel named #{name} that the bot can see; {or_id}")
+
+
+CHANNEL_PAGE = 1000
+"""Channels asked for per `conversations.list` page (Slack's maximum)."""
+
+
+async def _check_channel_known(store: Store, channel: str, title: str, db: Path) -> None:
+    """Raise `NothingToReport` when the database has never seen `channel`, naming the ones it has."""
+    reviewed = sorted({row.channel for row in await store.reviews_in_channel(None, None)})
+    if channel in reviewed or await store.evaluations_in_channel(None, channel):
+        return
+    known = f"channels with reviews: {', '.join(reviewed)}" if reviewed else "it has no reviews at all"
+    raise NothingToReport(f"{db} has nothing from {title.removeprefix('Channel ')}; {known}")
 
 
 # -- entry point -------------------------------------------------------------------------------
@@ -374,8 +445,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         description=(
             "Print how far the grader agrees with the team's reviews, per criterion (agreement, "
             "baseline and Cohen's kappa), and optionally write the chart. It only reads the database "
-            f"(--db, else RUBRIC_BOT_DB {SETTINGS_SOURCE}; default rubric-bot.sqlite) and needs no "
-            "Slack tokens or model keys."
+            f"(--db, else RUBRIC_BOT_DB {SETTINGS_SOURCE}; default rubric-bot.sqlite), never writes "
+            "to it, and needs no model keys; a channel given as #name is looked up in Slack with "
+            "SLACK_BOT_TOKEN (and SLACK_API_URL), one given as an id needs nothing more."
         ),
     ),
 )

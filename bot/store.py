@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import aiosqlite
@@ -198,8 +199,15 @@ class Store:
         self._lock = asyncio.Lock()
 
     @classmethod
-    async def open(cls, path: str) -> Store:
-        """Open (creating if needed) the database at ``path`` in WAL mode, tables included."""
+    async def open(cls, path: str, *, read_only: bool = False) -> Store:
+        """Open (creating if needed) the database at ``path`` in WAL mode, tables included.
+
+        With ``read_only`` (reports) the file must exist and is opened as SQLite's ``mode=ro``: nothing
+        is created or changed, and a statement that would write fails.
+        """
+        if read_only:
+            uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+            return cls(await aiosqlite.connect(uri, uri=True, isolation_level=None))
         connection = await aiosqlite.connect(path, isolation_level=None)
         try:
             await connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

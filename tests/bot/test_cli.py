@@ -302,7 +302,7 @@ HELP_MUST_NAME = {
         "one per line",
         "YAML",
     ),
-    "report": ("RUBRIC_BOT_DB", ".env", "only reads"),
+    "report": ("RUBRIC_BOT_DB", ".env", "never writes", "#name", "SLACK_BOT_TOKEN"),
 }
 
 

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,7 +20,8 @@ from sklearn.metrics import cohen_kappa_score
 
 from bot.cli import main
 from bot.store import ReviewVerdict, Store
-from tests.e2e.conftest import SCRUBBED_ENV_PREFIXES
+from tests.e2e.conftest import BOT_TOKEN, SCRUBBED_ENV_PREFIXES
+from tests.standins.slack_api import SlackApiStandin
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -169,3 +171,77 @@ def test_a_missing_database_or_a_bad_period_exits_2(tmp_path, monkeypatch, capsy
         main(["report", "--days", "0"])
     assert caught.value.code == 2
     assert "0 is not a number of days" in capsys.readouterr().err
+
+
+# -- the report only reads, and says what it could not find ------------------------------------------
+
+
+@pytest.fixture
+def no_slack_settings(monkeypatch):
+    for name in list(os.environ):
+        if name.startswith(SCRUBBED_ENV_PREFIXES):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def slack_api(no_slack_settings, monkeypatch) -> Iterator[SlackApiStandin]:
+    """The Slack stand-in knowing #general (C1) and #random (C7), configured as the bot's Slack."""
+    with SlackApiStandin(token=BOT_TOKEN) as api:
+        api.channel_names = {"C1": "general", "C7": "random"}
+        monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
+        monkeypatch.setenv("SLACK_API_URL", api.api_url)
+        yield api
+
+
+@pytest.mark.parametrize("content", [b"", b"name,score\nada,5\n"], ids=["empty", "csv"])
+def test_a_file_that_is_not_the_bots_database_is_one_line_exit_2_and_left_alone(
+    tmp_path, monkeypatch, capsys, content
+):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "not-a-database.sqlite"
+    path.write_bytes(content)
+
+    assert main(["report", "--db", str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"rubric-bot: {path} is not a rubric-bot database")
+    assert path.read_bytes() == content
+
+
+@pytest.mark.parametrize("given", ["#general", "general"])
+def test_a_channel_can_be_given_by_name(db, slack_api, capsys, given):
+    assert main(["report", "--db", str(db), "--channel", "C1"]) == 0
+    by_id = capsys.readouterr().out
+
+    assert main(["report", "--db", str(db), "--channel", given]) == 0
+    by_name = capsys.readouterr().out
+    assert by_name.startswith("Channel #general (C1)\n")
+    assert by_name.split("\n", 1)[1] == by_id.split("\n", 1)[1]  # the same report
+
+
+def test_a_channel_name_slack_does_not_know_is_said_so(db, slack_api, capsys):
+    assert main(["report", "--db", str(db), "--channel", "#genral"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "Slack has no channel named #genral" in line and "channel's id" in line
+
+
+def test_a_channel_the_database_has_nothing_from_is_said_so_with_the_ones_it_has(db, slack_api, capsys):
+    assert main(["report", "--db", str(db), "--channel", "#random"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"rubric-bot: {db} has nothing from #random (C7); channels with reviews: C1, C2"
+
+    assert main(["report", "--db", str(db), "--channel", "C0NOSUCH"]) == 2
+    assert "has nothing from C0NOSUCH; channels with reviews: C1, C2" in capsys.readouterr().err
+
+
+def test_a_channel_name_without_a_bot_token_or_scope_says_how_to_do_without(
+    db, slack_api, monkeypatch, capsys
+):
+    slack_api.error_next("conversations.list", "missing_scope")
+    assert main(["report", "--db", str(db), "--channel", "#general"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "(missing_scope)" in line and "channels:read" in line and "channel's id" in line
+
+    monkeypatch.delenv("SLACK_BOT_TOKEN")
+    assert main(["report", "--db", str(db), "--channel", "#general"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "looking up #general needs SLACK_BOT_TOKEN" in line

@@ -208,6 +208,8 @@ class SlackApiStandin(BackgroundServer):
         super().__init__()
         self.token = token
         self.app_token = app_token
+        self.channel_names: dict[str, str] = {}
+        """Channels ``conversations.list`` lists, name by id; tests set them."""
         self._lock = threading.Lock()
         self._state = _State()
         self._answers: dict[str, Callable[[Args], Answer]] = {
@@ -224,6 +226,7 @@ class SlackApiStandin(BackgroundServer):
             "views.update": self._update_view,
             "views.publish": self._publish_view,
             "users.conversations": self._users_conversations,
+            "conversations.list": self._list_conversations,
             "conversations.history": self._no_messages,
             "conversations.replies": self._no_messages,
             "files.getUploadURLExternal": self._get_upload_url,
@@ -610,6 +613,10 @@ class SlackApiStandin(BackgroundServer):
         ticket = uuid.uuid4().hex
         self._state.tickets.add(ticket)
         return {"url": f"ws://{HOST}:{self.port}{SOCKET_PATH}?ticket={ticket}"}
+
+    def _list_conversations(self, args: Args) -> Answer:
+        channels = [{"id": id_, "name": name, "is_channel": True} for id_, name in self.channel_names.items()]
+        return {"channels": channels, "response_metadata": {"next_cursor": ""}}
 
     def _no_messages(self, args: Args) -> Answer:
         return {"messages": [], "has_more": False, "response_metadata": {"next_cursor": ""}}
