@@ -12,12 +12,15 @@ import logging
 import signal
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import parse_qsl
 
 import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.request.async_internals import build_async_context
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -188,23 +191,28 @@ def _signed_by_slack(verifier: SignatureVerifier, body: bytes, request: web.Requ
 def _bolt_request(body: bytes, request: web.Request) -> AsyncBoltRequest:
     """The verified request as Bolt's; MalformedRequest if Bolt could not make sense of it."""
     text = body.decode()  # the signature check has read it as UTF-8 already
-    _check_body(text, request.headers.get("Content-Type", ""))
+    payload = _slack_payload(text, request.headers.get("Content-Type", ""))
     try:
-        return AsyncBoltRequest(body=text, query=request.query_string, headers=request.headers)
+        bolt_request = AsyncBoltRequest(body=text, query=request.query_string, headers=request.headers)
     except (AttributeError, KeyError, IndexError, TypeError, ValueError):
         # Bolt reads ids out of fields such as team, user and channel as it builds the request.
         raise MalformedRequest("its fields are not shaped the way Slack shapes them") from None
+    if bolt_request.body != payload:
+        # Bolt takes any form with "payload" somewhere in its text for interactivity, so a slash
+        # command saying "payload" (or run in a #payload-team channel) would reach it empty.
+        bolt_request.body = payload
+        bolt_request.context = build_async_context(AsyncBoltContext(), payload)
+    return bolt_request
 
 
-def _check_body(text: str, content_type: str) -> None:
-    """Raise MalformedRequest unless ``text`` parses the way Bolt will parse it.
+def _slack_payload(text: str, content_type: str) -> dict[str, Any]:
+    """What a signed body says, read as Bolt reads it; MalformedRequest if it is not Slack's.
 
     Bolt reads JSON when the content type says so or the body starts with ``{``, and a form
     otherwise, taking a form's ``payload`` field as JSON when there is one.
     """
     if content_type.split(";")[0] == "application/json" or text.startswith("{"):
-        _check_json_object(text, "the body")
-        return
+        return _json_object(text, "the body")
     try:
         form = dict(parse_qsl(text, keep_blank_values=True, strict_parsing=True, errors="strict"))
     except ValueError:
@@ -212,13 +220,15 @@ def _check_body(text: str, content_type: str) -> None:
     if not FORM_FIELDS_NEEDED & form.keys():
         raise MalformedRequest("the form has no payload, command or ssl_check field")
     if "payload" in form:
-        _check_json_object(form["payload"], "the payload field")
+        return _json_object(form["payload"], "the payload field")
+    return form
 
 
-def _check_json_object(text: str, what: str) -> None:
+def _json_object(text: str, what: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except ValueError:
         raise MalformedRequest(f"{what} is not JSON") from None
     if not isinstance(value, dict):
         raise MalformedRequest(f"{what} is JSON but not an object")
+    return value

@@ -167,6 +167,16 @@ def test_signed_requests_slack_sends_still_reach_bolt(bot):
     assert bot.sender.post(form(ssl_check="1", token=sr.VERIFICATION_TOKEN), FORM).status == 200
 
 
+def test_a_slash_command_with_the_word_payload_in_it_is_not_lost(bot):
+    # Bolt alone takes any form containing "payload" for interactivity and reads it as empty.
+    answer = bot.sender.send(sr.slash_command("set - Describes the payload", "C-payload-team"))
+
+    assert answer.status == 200, answer.body
+    assert "Channel default rubric set" in answer.json()["text"]
+    shown = bot.sender.send(sr.slash_command("show", "C-payload-team")).json()["text"]
+    assert "- Describes the payload" in shown
+
+
 # -- clicks and form submissions the bot cannot read ---------------------------------------------------
 
 
