@@ -317,3 +317,15 @@ def test_payloads_without_a_user_are_acked_and_logged_in_one_line(s):
         message="a log line for each",
     )
     assert "Traceback" not in log
+
+
+def test_a_disagree_click_without_a_trigger_id_asks_the_clicker_to_click_again(s):
+    root, first = s.graded_thread("T-less")
+    click = sr.block_actions("review_disagree", button_value(first), "T-less", first.ts, root, "U8")
+    del click["trigger_id"]
+
+    s.send(click)
+
+    (told,) = wait_for(lambda: ephemerals(s.slack, "T-less"), RUN_TIMEOUT, message="an answer to the clicker")
+    assert told.args["user"] == "U8" and "click Disagree… again" in told.args["text"]
+    assert told.args["thread_ts"] == root
