@@ -224,28 +224,40 @@ async def grade(
 
 
 def format_evaluation(evaluation: dict[str, Any]) -> str:
-    """One grader iteration as a plain-text table: result, criterion, gap."""
+    """One grader iteration as a plain-text table: result, criterion, gap.
+
+    Items the grader returned that match no criterion follow the table's criteria, under
+    "the grader also flagged"; a failing one is also named in the title line.
+    """
     position = f"{evaluation['iteration'] + 1}/{evaluation['max_iterations']}"
     title = f"Iteration {position}: {_status_words(evaluation['result'])}"
     if evaluation.get("score") is not None:
         title += f" (score {evaluation['score']:g}/5, {evaluation.get('verdict')})"
-    rows = [("result", "criterion", "gap")]
-    for criterion in evaluation.get("criteria") or []:
-        mark = "pass" if criterion["passed"] else "FAIL"
-        if criterion.get("score") is not None:
-            mark += f" {criterion['score']}/5"
-        rows.append((mark, criterion["name"], " ".join(criterion.get("gap", "").split())))
-    widths = [max(len(row[column]) for row in rows) for column in range(2)]
-    lines = [title]
-    for number, (mark, name, gap) in enumerate(rows):
-        lines.append(f"  {mark:<{widths[0]}}  {name:<{widths[1]}}  {gap}".rstrip())
-        if number == 0:
-            lines.append(f"  {'-' * widths[0]}  {'-' * widths[1]}  ---")
+    if flagged := render.flagged_words(evaluation):
+        title += f"; {flagged}"
+    rows = [("result", "criterion", "gap")] + [_table_row(c) for c in evaluation.get("criteria") or []]
+    flagged_rows = [_table_row(item) for item in evaluation.get("unmatched") or []]
+    widths = [max(len(row[column]) for row in rows + flagged_rows) for column in range(2)]
+    table = [
+        f"  {mark:<{widths[0]}}  {name:<{widths[1]}}  {gap}".rstrip()
+        for mark, name, gap in rows + flagged_rows
+    ]
+    lines = [title, table[0], f"  {'-' * widths[0]}  {'-' * widths[1]}  ---", *table[1 : len(rows)]]
+    if flagged_rows:
+        lines.append("  the grader also flagged (not in the rubric, so not part of the verdict):")
+        lines += table[len(rows) :]
     if evaluation.get("explanation"):
         lines.append(f"  explanation: {evaluation['explanation']}")
     if evaluation.get("grader_calls") or evaluation.get("usage"):
         lines.append(f"  {render.grader_effort_words(evaluation).lower()}")
     return "\n".join(lines) + "\n"
+
+
+def _table_row(criterion: dict[str, Any]) -> tuple[str, str, str]:
+    mark = "pass" if criterion["passed"] else "FAIL"
+    if criterion.get("score") is not None:
+        mark += f" {criterion['score']}/5"
+    return mark, criterion["name"], " ".join(criterion.get("gap", "").split())
 
 
 def _status_words(status: str) -> str:

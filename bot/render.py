@@ -80,6 +80,9 @@ EXPLANATION_MAX = 2500
 """Longest grader explanation shown on an evaluation; it must share the message with every
 criterion, so it is kept to a few paragraphs."""
 
+FLAGGED_HEADING = "*The grader also flagged* (not in the rubric, so not part of the verdict):"
+"""Heads the items a grader returned that match no criterion, listed under the criteria."""
+
 ANCHOR_PREVIEW_MAX = 160
 """Longest anchor or description text quoted back when confirming a scored rubric."""
 
@@ -264,11 +267,20 @@ def evaluation_message(evaluation: Mapping[str, Any], *, tally: ReviewTally | No
     if criteria:
         tail.append(_review_buttons(evaluation["grading_run_id"], evaluation["iteration"]))
 
+    flagged = list(evaluation.get("unmatched") or [])
     head_dicts, tail_dicts = block_dicts(head), block_dicts(tail)
-    room = MESSAGE_TEXT_BUDGET - text_length(head_dicts + tail_dicts)
-    body = [section_block(text) for text in _pack(_criterion_entries(criteria, scored, room))]
+    room = (
+        MESSAGE_TEXT_BUDGET
+        - text_length(head_dicts + tail_dicts)
+        - (len(FLAGGED_HEADING) + 2) * bool(flagged)
+    )
+    entries = _criterion_entries([*criteria, *flagged], scored, room)
+    if flagged:
+        entries.insert(len(criteria), f"\n{FLAGGED_HEADING}")
+    body = [section_block(text) for text in _pack(entries)]
+    summary = "; ".join(filter(None, (_outcome_words(evaluation, criteria), flagged_words(evaluation))))
     return {
-        "text": f"Iteration {position}: {words} — {_outcome_words(evaluation, criteria)}",
+        "text": f"Iteration {position}: {words} — {summary}",
         "blocks": head_dicts + block_dicts(body) + tail_dicts,
         "metadata": {
             "event_type": EVALUATION_EVENT,
@@ -355,6 +367,14 @@ def _outcome_words(evaluation: Mapping[str, Any], criteria: Sequence[Mapping[str
         return f"score {_number(evaluation['score'])}/5" + (f" ({verdict})" if verdict else "")
     passed = sum(1 for c in criteria if c.get("passed"))
     return f"{passed} of {len(criteria)} criteria passed"
+
+
+def flagged_words(evaluation: Mapping[str, Any]) -> str | None:
+    """``the grader also flagged 2 failing items outside the rubric``; None when none fail."""
+    failing = sum(1 for item in evaluation.get("unmatched") or [] if not item.get("passed"))
+    if not failing:
+        return None
+    return f"the grader also flagged {failing} failing item{'s' if failing != 1 else ''} outside the rubric"
 
 
 def _review_buttons(grading_run_id: str, iteration: int) -> ActionsBlock:

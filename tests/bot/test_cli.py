@@ -122,6 +122,39 @@ async def test_grade_stops_a_grader_at_its_call_budget_and_says_how_many_calls_i
     assert "grader: 2 calls" in out.getvalue()
 
 
+async def test_grade_shows_what_the_grader_flagged_outside_the_rubric_next_to_satisfied():
+    def grader(messages: list[Any]) -> AIMessage:
+        criteria = [
+            {"name": "Names the capital", "passed": True},
+            {"name": "Mentions the river", "passed": True},
+            {"name": "Gives the population", "passed": False, "gap": "No population given."},
+        ]
+        explanation = "One criterion is not met yet."
+        return grade_call(
+            "RubricGrade", {"result": "needs_revision", "explanation": explanation, "criteria": criteria}
+        )
+
+    out = io.StringIO()
+    outcome = await grade(
+        RUBRIC,
+        "Capital of France?",
+        worker=ScriptedChatModel(script=lambda messages: "Paris, on the Seine."),
+        grader=ScriptedChatModel(script=grader),
+        max_iterations=3,
+        out=out,
+    )
+
+    printed = out.getvalue()
+    assert outcome.status == "satisfied"  # the rubric's own criteria decide
+    assert printed.startswith(
+        "Iteration 1/3: rubric satisfied; the grader also flagged 1 failing item outside the rubric\n"
+    )
+    flagged = printed.split("the grader also flagged (not in the rubric, so not part of the verdict):\n", 1)[
+        1
+    ]
+    assert flagged.startswith("  FAIL    Gives the population  No population given.\n")
+
+
 def test_grade_with_an_invalid_rubric_file_exits_2(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RUBRIC_BOT_MODEL", "openai:gpt-4o-mini")

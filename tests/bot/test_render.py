@@ -174,6 +174,33 @@ def test_evaluation_message_shows_iteration_verdict_criteria_and_gaps():
     assert_within_slack_limits(message)
 
 
+def test_evaluation_message_lists_what_the_grader_flagged_outside_the_rubric():
+    flagged = [
+        {"name": "Gives the population", "passed": False, "gap": "No population given.", "score": None}
+    ]
+    message = evaluation_message(evaluation(result="satisfied", criteria=[], unmatched=flagged))
+    body = all_text(message)
+    assert "*The grader also flagged* (not in the rubric, so not part of the verdict):" in body
+    assert "❌ Gives the population\n> No population given." in body
+    assert message["text"].endswith("the grader also flagged 1 failing item outside the rubric")
+    assert_within_slack_limits(message)
+
+
+def test_many_long_flagged_items_still_fit_with_every_criterion():
+    criteria = [
+        {"name": f"Criterion {n} " + "c" * 400, "passed": False, "gap": "g" * 2000, "score": None}
+        for n in range(20)
+    ]
+    flagged = [
+        {"name": f"Extra {n} " + "e" * 400, "passed": False, "gap": "x" * 2000, "score": None}
+        for n in range(20)
+    ]
+    message = evaluation_message(evaluation(criteria=criteria, unmatched=flagged))
+    body = all_text(message)
+    assert all(f"Criterion {n} " in body and f"Extra {n} " in body for n in range(20))
+    assert_within_slack_limits(message)
+
+
 def test_evaluation_message_says_when_team_examples_calibrated_the_grader():
     example = {"criterion": "Cites a source", "grader_verdict": "pass", "team_verdict": "fail", "comment": ""}
     assert "Calibrated with 2 team review examples" in all_text(

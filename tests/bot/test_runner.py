@@ -148,6 +148,33 @@ async def test_a_run_posts_each_iteration_then_the_revised_answer(harness):
     assert not [c for c in harness.slack.calls() if c.method.startswith("reactions.")]
 
 
+async def test_items_the_grader_flagged_outside_the_rubric_are_posted_and_stored(harness):
+    def grader(messages: list[Any]) -> AIMessage:
+        criteria = [
+            {"name": "Names the capital", "passed": True},
+            {"name": "Mentions the river", "passed": True},
+            {"name": "Gives the population", "passed": False, "gap": "No population given."},
+        ]
+        return grade_call(
+            "RubricGrade", {"result": "needs_revision", "explanation": "Hm.", "criteria": criteria}
+        )
+
+    runner = harness.use(worker_answers("Paris, on the Seine."), grader)
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    request = harness.message("What is the capital of France?")
+
+    await runner.submit_request(request)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    evaluation, final = harness.thread(request.ts)
+    assert "The grader also flagged" in evaluation.all_text
+    assert "❌ Gives the population\n> No population given." in evaluation.all_text
+    assert "Rubric satisfied" in final.all_text
+    stored = await harness.store.get_evaluation(evaluation.metadata["event_payload"]["grading_run_id"], 0)
+    assert stored is not None
+    assert [item["name"] for item in stored.evaluation["unmatched"]] == ["Gives the population"]
+
+
 def statuses(harness: Harness) -> list[str]:
     return [c.args["status"] for c in harness.slack.calls("assistant.threads.setStatus")]
 
