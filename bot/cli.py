@@ -34,8 +34,8 @@ from bot import render
 from bot.agent import TurnOutcome, agent_config, build_agent, init_models, run_turn
 from bot.commands import CommandError, report_days
 from bot.config import ENV_FILE, SLACK_CONNECTION, ConfigError, Settings, load_settings, problem
-from bot.report import Report, load_report, render_chart, report_table
-from bot.store import Store
+from bot.report import Report, load_report, period_start, render_chart, report_table
+from bot.store import RunRecord, Store
 from grading import DEFAULT_MAX_GRADER_CALLS, RubricError, parse_rubric
 
 EXIT_CONFIG = 2
@@ -286,7 +286,9 @@ def _configure_report(parser: argparse.ArgumentParser) -> None:
         "--channel",
         help="#name (looked up with SLACK_BOT_TOKEN) or id, e.g. C0123ABCD (default: every channel)",
     )
-    parser.add_argument("--days", type=_days, help="only reviews of the last N days (default: all time)")
+    parser.add_argument(
+        "--days", type=_days, help="only reviews and runs of the last N days (default: all time)"
+    )
     parser.add_argument("--chart", type=Path, metavar="FILE", help="also write the chart to FILE (PNG)")
     parser.add_argument(
         "--db", type=Path, metavar="PATH", help="the bot's SQLite file (default: RUBRIC_BOT_DB)"
@@ -309,12 +311,14 @@ def _run_report(args: argparse.Namespace) -> int:
     settings = load_settings()
     db = args.db or settings.db_path
     try:
-        report, title = asyncio.run(_report(db, settings, channel=args.channel, days=args.days))
+        report, title, undelivered = asyncio.run(_report(db, settings, channel=args.channel, days=args.days))
     except NothingToReport as exc:
         fail(str(exc))
         return EXIT_CONFIG
     print(title)
     print(report_table(report))
+    print()
+    print(undelivered_table(undelivered))
     if args.chart:
         try:
             render_chart(report, args.chart)
@@ -327,8 +331,9 @@ def _run_report(args: argparse.Namespace) -> int:
 
 async def _report(
     db: Path, settings: Settings, *, channel: str | None, days: int | None
-) -> tuple[Report, str]:
-    """The report of `channel` (#name or id; None: every channel) and its title line."""
+) -> tuple[Report, str, list[RunRecord] | None]:
+    """The report of `channel` (#name or id; None: every channel), its title line, and the runs
+    whose answer never reached Slack in the same channel and period (None: not recorded)."""
     if not db.is_file():
         raise NothingToReport(f"no database at {db} (set RUBRIC_BOT_DB or pass --db)")
     channel_id, title = (None, "All channels") if channel is None else await _channel(channel, settings)
@@ -338,11 +343,34 @@ async def _report(
         try:
             if channel_id is not None:
                 await _check_channel_known(store, channel_id, title, db)
-            return await load_report(store, team=None, channel=channel_id, days=days), title
+            report = await load_report(store, team=None, channel=channel_id, days=days)
+            return report, title, await _undelivered(store, channel_id, days)
         finally:
             await store.close()
     except sqlite3.DatabaseError as exc:
         raise NothingToReport(f"{db} is not a rubric-bot database ({exc})") from None
+
+
+async def _undelivered(store: Store, channel: str | None, days: int | None) -> list[RunRecord] | None:
+    try:
+        return await store.undelivered_runs(None, channel, period_start(days))
+    except sqlite3.OperationalError:  # a file from before delivery was recorded, opened read-only
+        return None
+
+
+def undelivered_table(runs: Sequence[RunRecord] | None) -> str:
+    """The runs whose answer (or failure notice) never reached their thread, one line each."""
+    if runs is None:
+        return "Undelivered answers: not recorded in this database yet (the bot adds that when it starts)"
+    if not runs:
+        return "Undelivered answers: none"
+    lines = [f"Undelivered answers: {len(runs)} (the run ended, but Slack never took its last reply)"]
+    lines += [
+        f"  {run.started_at:%Y-%m-%d %H:%M} UTC  channel {run.channel}  thread {run.thread_ts}  "
+        f"request {run.request_ts}  {run.status or 'unfinished'}"
+        for run in runs
+    ]
+    return "\n".join(lines)
 
 
 CHANNEL_ID = re.compile(r"[CDG][A-Z0-9]+")

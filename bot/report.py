@@ -41,6 +41,7 @@ __all__ = [
     "build_report",
     "chart_png",
     "load_report",
+    "period_start",
     "render_chart",
     "report_blocks",
     "report_table",
@@ -149,10 +150,15 @@ async def load_report(store: Store, *, team: str | None, channel: str | None, da
     ``None`` for ``team`` or ``channel`` spans every one. The numbers are worked out in a thread:
     scikit-learn's import and κ would otherwise hold up the event loop that answers Slack.
     """
-    since = datetime.now(UTC) - timedelta(days=days) if days is not None else None
+    since = period_start(days)
     reviews = await store.reviews_in_channel(team, channel, since)
     evaluations = await store.evaluations_in_channel(team, channel, since)
     return await asyncio.to_thread(build_report, reviews, evaluations, days=days)
+
+
+def period_start(days: int | None) -> datetime | None:
+    """When a report over the last ``days`` days begins; None for all time."""
+    return datetime.now(UTC) - timedelta(days=days) if days is not None else None
 
 
 def _pairs_by_criterion(reviews: Iterable[ReviewRow]) -> dict[str, list[tuple[Label, Label]]]:

@@ -245,3 +245,47 @@ def test_a_channel_name_without_a_bot_token_or_scope_says_how_to_do_without(
     assert main(["report", "--db", str(db), "--channel", "#general"]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert "looking up #general needs SLACK_BOT_TOKEN" in line
+
+
+async def add_runs(path: Path) -> None:
+    """Three runs: one delivered, one whose answer Slack never took, and another channel's lost one."""
+    store = await Store.open(str(path))
+    try:
+        for channel, request, undelivered in (("C1", "5.1", False), ("C1", "5.2", True), ("C2", "6.1", True)):
+            run_id = await store.start_run(f"T1:{channel}:5.0", "T1", channel, "5.0", request)
+            await store.finish_run(run_id, "satisfied")
+            if undelivered:
+                await store.mark_undelivered(run_id)
+    finally:
+        await store.close()
+
+
+def test_answers_that_never_reached_slack_are_listed_for_the_operator(db, capsys):
+    assert main(["report", "--db", str(db), "--channel", "C1"]) == 0
+    assert "Undelivered answers: none" in capsys.readouterr().out
+
+    asyncio.run(add_runs(db))
+    assert main(["report", "--db", str(db), "--channel", "C1"]) == 0
+    output = capsys.readouterr().out
+    (line,) = [line for line in output.splitlines() if "request 5." in line]
+    assert "channel C1  thread 5.0  request 5.2  satisfied" in line
+    assert "Undelivered answers: 1 (the run ended, but Slack never took its last reply)" in output
+
+    month_ago = (datetime.now(UTC) - timedelta(days=30)).isoformat(timespec="microseconds")
+    with closing(sqlite3.connect(db)) as connection, connection:
+        connection.execute("UPDATE runs SET started_at = ? WHERE channel = 'C2'", (month_ago,))
+    assert main(["report", "--db", str(db)]) == 0
+    assert "Undelivered answers: 2" in capsys.readouterr().out
+    assert main(["report", "--db", str(db), "--days", "7"]) == 0
+    assert "Undelivered answers: 1" in capsys.readouterr().out
+
+
+def test_a_database_from_before_delivery_was_recorded_is_reported_without_changing_it(db, capsys):
+    with closing(sqlite3.connect(db)) as connection, connection:
+        connection.execute("ALTER TABLE runs DROP COLUMN undelivered")
+
+    assert main(["report", "--db", str(db)]) == 0
+    assert "Undelivered answers: not recorded in this database yet" in capsys.readouterr().out
+    with closing(sqlite3.connect(db)) as connection:
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
+    assert "undelivered" not in columns
