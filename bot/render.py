@@ -465,22 +465,43 @@ def _status_lines(
 
 def rubric_confirmation(rubric: Rubric) -> dict:
     """Confirms a new rubric by listing what was parsed, plus any lint warnings."""
-    if rubric.is_scored:
-        count = plural(len(rubric.dimensions), "scored dimension")
-        aggregation = AGGREGATION_WORDS.get(rubric.aggregation, rubric.aggregation)
-        summary = f"{count} (1–5), {aggregation}; passes at {_number(rubric.pass_score)}/5"
-        weights = rubric.weights()
-        items = [_dimension_lines(d, weights.get(d.name)) for d in rubric.dimensions]
-    else:
-        count = plural(len(rubric.criteria), "criterion", "criteria")
-        summary = f"{count}, each pass/fail"
-        items = [f"• {escape(c.name)}" for c in rubric.criteria]
+    count, summary, items = _rubric_listing(rubric)
     warnings = [f"⚠️ {escape(w)}" for w in rubric.warnings]
     text = "\n".join([f"*Rubric set* — {summary}:", *items, *warnings])
     return {
         "text": f"Rubric set: {count}",
         "blocks": block_dicts(sections(truncate(text, MESSAGE_TEXT_BUDGET))),
     }
+
+
+def request_prompt(rubric: Rubric | None, *, scope: str) -> dict:
+    """Answers a mention with nothing to do: asks for the request, naming the rubric that will grade it.
+
+    ``scope`` says whose rubric it is: ``thread`` (set with `rubric:`) or ``channel`` (the default).
+    """
+    ask = "*What should I do?* Reply in this thread with your request."
+    if rubric is None:
+        return {"text": REQUEST_PROMPT, "blocks": block_dicts([section_block(f"{ask}\n{NO_RUBRIC_YET}")])}
+    count, summary, items = _rubric_listing(rubric)
+    whose = "this thread's rubric" if scope == "thread" else "this channel's default rubric"
+    listing = "\n".join([ask, f"I'll grade my answer against {whose} — {summary}:", *items])
+    room = MESSAGE_TEXT_BUDGET - len(CHANGE_RUBRIC_HINT)
+    return {
+        "text": f"{REQUEST_PROMPT} Answers here are graded against {whose} ({count}).",
+        "blocks": block_dicts([*sections(truncate(listing, room)), context_block(CHANGE_RUBRIC_HINT)]),
+    }
+
+
+def _rubric_listing(rubric: Rubric) -> tuple[str, str, list[str]]:
+    """A rubric's size (``2 criteria``), its one-line summary and one bullet per criterion or dimension."""
+    if rubric.is_scored:
+        count = plural(len(rubric.dimensions), "scored dimension")
+        aggregation = AGGREGATION_WORDS.get(rubric.aggregation, rubric.aggregation)
+        summary = f"{count} (1–5), {aggregation}; passes at {_number(rubric.pass_score)}/5"
+        weights = rubric.weights()
+        return count, summary, [_dimension_lines(d, weights.get(d.name)) for d in rubric.dimensions]
+    count = plural(len(rubric.criteria), "criterion", "criteria")
+    return count, f"{count}, each pass/fail", [f"• {escape(c.name)}" for c in rubric.criteria]
 
 
 def _dimension_lines(dimension: Dimension, weight: float | None) -> str:
@@ -506,6 +527,19 @@ def rubric_error(error: str) -> dict:
         "text": f"That rubric didn't parse: {truncate(escape(error), FALLBACK_PREVIEW_MAX)}",
         "blocks": block_dicts([section_block(f"{lead}\n{code(error)}"), context_block(RUBRIC_FORMAT_HINT)]),
     }
+
+
+REQUEST_PROMPT = "What should I do? Reply in this thread with your request."
+"""What the bot asks when it is mentioned with nothing to do (the notification text)."""
+
+CHANGE_RUBRIC_HINT = "_Start a message with `rubric:` to grade this thread against a different rubric._"
+"""Tells a thread that already has a rubric how to use another."""
+
+NO_RUBRIC_YET = (
+    "_There's no rubric here yet, so answers are not graded. Start a message with `rubric:` in this "
+    "thread to set one, or set a channel default with `/rubric set`._"
+)
+"""Tells a thread without a rubric, before any answer, how to get one."""
 
 
 def no_rubric_hint() -> str:

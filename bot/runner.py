@@ -41,6 +41,10 @@ REQUEST_JOB = "request"
 RUBRIC_JOB = "rubric"
 """Job kind of a `rubric:` message; payload: the message and the rubric text."""
 
+PROMPT_JOB = "prompt"
+"""Job kind of a mention with nothing to do; payload: the message. Queued so that it names the
+rubric in force after any earlier `rubric:` message in the thread."""
+
 NOTICE_JOB = "interrupted_notice"
 """Job kind telling a thread that an earlier process died in its run; payload: the request and run id."""
 
@@ -73,7 +77,8 @@ class ThreadRunner:
             kind.name: kind
             for kind in (
                 JobKind(REQUEST_JOB, self._request_job, self._abandon_request),
-                JobKind(RUBRIC_JOB, self._rubric_job, self._abandon_rubric),
+                JobKind(RUBRIC_JOB, self._rubric_job, self._abandon_message),
+                JobKind(PROMPT_JOB, self._prompt_job, self._abandon_message),
                 JobKind(NOTICE_JOB, self._notice_job, self._abandon_notice),
             )
         }
@@ -95,6 +100,10 @@ class ThreadRunner:
     async def submit_rubric(self, message: UserMessage, rubric_text: str) -> None:
         """Queue a `rubric:` message: it replaces the thread's rubric after any earlier runs."""
         await self._submit(message.thread_id, RUBRIC_JOB, {"message": asdict(message), "rubric": rubric_text})
+
+    async def ask_for_request(self, message: UserMessage) -> None:
+        """Queue the answer to a mention with nothing to do: the rubric in force, and "what should I do?"."""
+        await self._submit(message.thread_id, PROMPT_JOB, {"message": asdict(message)})
 
     async def report_abandoned_runs(self, started_before: datetime) -> int:
         """Tell each thread whose run an earlier process left unfinished, once; how many there were.
@@ -137,13 +146,16 @@ class ThreadRunner:
     async def _rubric_job(self, payload: Payload, attempt: int) -> None:
         await self._replace_rubric(_message_of(payload), payload["rubric"])
 
+    async def _prompt_job(self, payload: Payload, attempt: int) -> None:
+        await self._prompt(_message_of(payload))
+
     async def _notice_job(self, payload: Payload, attempt: int) -> None:
         await self._tell_abandoned(_message_of(payload), payload["run_id"])
 
     async def _abandon_request(self, payload: Payload, why: Abandoned) -> None:
         await self._tell_interrupted(_message_of(payload), payload["run_id"], started=False)
 
-    async def _abandon_rubric(self, payload: Payload, why: Abandoned) -> None:
+    async def _abandon_message(self, payload: Payload, why: Abandoned) -> None:
         await self._tell_interrupted(_message_of(payload), None, started=False)
 
     async def _abandon_notice(self, payload: Payload, why: Abandoned) -> None:
@@ -159,6 +171,19 @@ class ThreadRunner:
         config = agent_config(message.thread_id, team=message.team, channel=message.channel)
         await self._agent.aupdate_state(config, {"rubric": rubric_text})
         await self.reply(message, render.rubric_confirmation(rubric))
+
+    async def _prompt(self, message: UserMessage) -> None:
+        config = agent_config(message.thread_id, team=message.team, channel=message.channel)
+        scope, text = "thread", (await self._agent.aget_state(config)).values.get("rubric")
+        if not text:
+            scope, text = "channel", await self._store.get_channel_rubric(message.team, message.channel)
+        try:
+            rubric = parse_rubric(text) if text else None
+        except RubricError as exc:  # stored before a change to the rubric format
+            notice = render.error_message(f"This {scope}'s rubric no longer parses", str(exc))
+            await self.reply(message, notice)
+            return
+        await self.reply(message, render.request_prompt(rubric, scope=scope))
 
     async def _run_request(self, message: UserMessage, run_id: int) -> None:
         status, delivered = FAILED, False

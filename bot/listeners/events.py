@@ -99,7 +99,7 @@ async def _dispatch(services: Services, message: UserMessage) -> None:
     elif message.text:
         await runner.submit_request(message)
     else:
-        await runner.reply(message, {"text": f"Ask me anything in this thread. {render.no_rubric_hint()}"})
+        await runner.ask_for_request(message)
 
 
 def _team(body: dict[str, Any], context: AsyncBoltContext) -> str:

@@ -257,6 +257,48 @@ async def test_without_a_rubric_the_answer_is_plain_with_a_hint(harness):
     assert harness.grader is not None and harness.grader.calls == []
 
 
+async def test_a_bare_mention_names_the_channels_default_rubric_and_asks_for_the_request(harness):
+    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    mention = harness.message("")
+
+    await runner.ask_for_request(mention)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    (prompt,) = harness.thread(mention.ts)
+    assert "What should I do?" in prompt.all_text
+    assert "this channel's default rubric" in prompt.all_text
+    assert "Names the capital" in prompt.all_text and "Mentions the river" in prompt.all_text
+    assert "No rubric here" not in prompt.all_text and "wasn't graded" not in prompt.all_text
+    assert harness.grader is not None and harness.grader.calls == []  # nothing was run
+
+
+async def test_a_bare_mention_after_a_rubric_message_names_the_threads_new_rubric(harness):
+    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    root = harness.message("rubric: - Is exactly one word")
+
+    await runner.submit_rubric(root, "- Is exactly one word")
+    await runner.ask_for_request(harness.message("", thread_ts=root.ts))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    _, prompt = harness.thread(root.ts)
+    assert "this thread's rubric" in prompt.all_text and "Is exactly one word" in prompt.all_text
+    assert "Names the capital" not in prompt.all_text
+
+
+async def test_a_bare_mention_without_any_rubric_says_how_to_set_one(harness):
+    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    mention = harness.message("")
+
+    await runner.ask_for_request(mention)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    (prompt,) = harness.thread(mention.ts)
+    assert "What should I do?" in prompt.all_text
+    assert "no rubric here yet" in prompt.all_text and "/rubric set" in prompt.all_text
+
+
 async def test_cap_shows_the_best_iteration_labelled(harness):
     def grader(messages: list[Any]) -> AIMessage:
         latest = payload_of(messages).rsplit("[assistant]", 1)[-1]

@@ -166,6 +166,19 @@ def test_a_new_conversation_gets_the_channel_default_and_a_bare_one_a_hint(fresh
     assert len(evaluations(s.thread("C2", graded))) == 2
 
 
+def test_a_bare_mention_in_a_channel_with_a_default_rubric_shows_it_and_asks_for_the_request(fresh):
+    s = fresh
+    s.send(sr.slash_command(f"set {RUBRIC}", "C10"))
+    mention = s.mention("", "C10")
+
+    prompt = s.wait_text("C10", mention, "What should I do?")
+
+    assert "this channel's default rubric" in prompt.all_text
+    assert all(name in prompt.all_text for name in CRITERIA)
+    assert "wasn't graded" not in prompt.all_text
+    assert s.finals("C10", mention) == []  # nothing was run
+
+
 def test_a_direct_message_starts_a_thread_and_replies_continue_it(fresh):
     s = fresh
     root = s.say("Hi bot", "D1", channel_type="im")
