@@ -40,7 +40,7 @@ class _Part(BaseModel):
 
 
 class Ref(_Part):
-    """A user, team or channel as a payload names it: an object with an ``id``."""
+    """A user or channel as a payload names it: an object with an ``id``."""
 
     id: Text
 
@@ -119,7 +119,6 @@ class Submission(_Part):
     """A ``view_submission`` payload: who submitted which modal."""
 
     user: Ref
-    team: Ref | None = None
     view: SubmittedView
 
 

@@ -27,7 +27,7 @@ from bot.commands import (
     report_days,
 )
 from bot.conversation import slack_unescape
-from bot.listeners.context import services_of
+from bot.listeners.context import services_of, workspace_of
 from bot.report import Report, chart_png, load_report, report_blocks
 from bot.review import CALIBRATION_EXAMPLES
 from bot.slack import SLACK_ERRORS, UPLOAD_ERRORS
@@ -77,7 +77,7 @@ class Invocation:
 
     @property
     def team(self) -> str:
-        return self.command.get("team_id") or self.context.team_id or ""
+        return workspace_of(self.context)
 
     @property
     def channel(self) -> str:

@@ -32,3 +32,13 @@ class Services:
 def services_of(context: AsyncBoltContext) -> Services:
     """The bot's services for this request."""
     return context[SERVICES_KEY]
+
+
+def workspace_of(context: AsyncBoltContext) -> str:
+    """The workspace the bot's rows for this request are filed under: the installation's team.
+
+    Bolt reads it from the request's authorization, so in a Slack Connect channel it is the bot's
+    own workspace whoever wrote, and every path (events, commands, forms) files a thread under one
+    team. An org-wide installation may only name its enterprise.
+    """
+    return context.team_id or context.enterprise_id or ""

@@ -23,7 +23,7 @@ from bot.conversation import (
     user_message,
 )
 from bot.home import publish_home
-from bot.listeners.context import Services, services_of
+from bot.listeners.context import Services, services_of, workspace_of
 
 HOME_TAB = "home"
 """The ``tab`` of an app_home_opened event for the Home tab (the other is ``messages``)."""
@@ -39,7 +39,7 @@ def register(app: AsyncApp) -> None:
 async def on_home_opened(event: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient) -> None:
     """Publish the viewer's Home tab (the Messages tab opening is ignored)."""
     if event.get("tab") == HOME_TAB:
-        await publish_home(client, services_of(context).store, team=context.team_id or "", user=event["user"])
+        await publish_home(client, services_of(context).store, team=workspace_of(context), user=event["user"])
 
 
 async def on_mention(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -59,7 +59,7 @@ async def on_message(body: dict[str, Any], event: dict[str, Any], context: Async
         or mentions_bot(event.get("text") or "", bot_user_id or "")
         or (
             bool(event.get("thread_ts"))
-            and await services.store.has_thread(_team(body, context), event["channel"], event["thread_ts"])
+            and await services.store.has_thread(workspace_of(context), event["channel"], event["thread_ts"])
         )
     )
     if for_bot:
@@ -71,7 +71,7 @@ async def _accept(
 ) -> None:
     message = user_message(
         event,
-        team=_team(body, context),
+        team=workspace_of(context),
         bot_user_id=context.bot_user_id or "",
         event_id=body.get("event_id"),
     )
@@ -100,7 +100,3 @@ async def _dispatch(services: Services, message: UserMessage) -> None:
         await runner.submit_request(message)
     else:
         await runner.ask_for_request(message)
-
-
-def _team(body: dict[str, Any], context: AsyncBoltContext) -> str:
-    return body.get("team_id") or context.team_id or context.enterprise_id or ""

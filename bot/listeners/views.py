@@ -11,7 +11,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
 from bot.listeners.actions import UNKNOWN_EVALUATION, save_review, show_tally
-from bot.listeners.context import services_of
+from bot.listeners.context import services_of, workspace_of
 from bot.payloads import RubricEditorMetadata, Submission, problems
 from bot.review import (
     REVIEW_CALLBACK_ID,
@@ -74,8 +74,7 @@ async def on_rubric_submitted(
         await _rubric_input_error(ack, str(exc))
         return
     user = submission.user.id
-    team = submission.team.id if submission.team else context.team_id or ""
-    await services_of(context).store.set_channel_rubric(team, channel, text, user)
+    await services_of(context).store.set_channel_rubric(workspace_of(context), channel, text, user)
     await ack()
     try:
         await client.chat_postEphemeral(channel=channel, user=user, **render.rubric_confirmation(rubric))

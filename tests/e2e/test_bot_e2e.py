@@ -179,6 +179,25 @@ def test_a_bare_mention_in_a_channel_with_a_default_rubric_shows_it_and_asks_for
     assert s.finals("C10", mention) == []  # nothing was run
 
 
+def test_in_a_slack_connect_channel_a_guest_orgs_request_gets_the_channels_default_rubric(fresh):
+    s = fresh
+    assert "Channel default rubric set" in s.send(sr.slash_command(f"set {RUBRIC}", "CX")).json()["text"]
+    # Someone from another organisation asks in the shared channel: the event names their team,
+    # its authorization the workspace the bot is installed in, where the channel's rubric is.
+    root = sr.new_ts()
+    s.send(
+        sr.event_callback(
+            sr.app_mention("Is coffee healthy?", "CX", root, team="T2"), team="T2", installed_team="T1"
+        )
+    )
+
+    s.wait_finals("CX", root, 1)
+    assert len(evaluations(s.thread("CX", root))) == 2  # graded against the channel default
+    reply = sr.message("And tea?", "CX", sr.new_ts(), root, team="T2")  # no mention: the bot's thread
+    s.send(sr.event_callback(reply, team="T2", installed_team="T1"))
+    s.wait_finals("CX", root, 2)
+
+
 def test_a_direct_message_starts_a_thread_and_replies_continue_it(fresh):
     s = fresh
     root = s.say("Hi bot", "D1", channel_type="im")

@@ -55,9 +55,18 @@ def new_ts() -> str:
 
 
 def event_callback(
-    event: Json, *, team: str = TEAM_ID, event_id: str | None = None, event_time: int | None = None
+    event: Json,
+    *,
+    team: str = TEAM_ID,
+    event_id: str | None = None,
+    event_time: int | None = None,
+    installed_team: str | None = None,
 ) -> Json:
-    """The Events API envelope around `event`; each call gets a new event_id unless one is given."""
+    """The Events API envelope around `event`; each call gets a new event_id unless one is given.
+
+    `installed_team` (default `team`) is the workspace the app is installed in, which Slack puts
+    in ``authorizations``; a different `team` makes it an event from a Slack Connect channel.
+    """
     return {
         "token": VERIFICATION_TOKEN,
         "team_id": team,
@@ -69,13 +78,13 @@ def event_callback(
         "authorizations": [
             {
                 "enterprise_id": None,
-                "team_id": team,
+                "team_id": installed_team or team,
                 "user_id": BOT_USER_ID,
                 "is_bot": True,
                 "is_enterprise_install": False,
             }
         ],
-        "is_ext_shared_channel": False,
+        "is_ext_shared_channel": installed_team not in (None, team),
     }
 
 
