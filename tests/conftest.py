@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql
+from sqlalchemy.engine import make_url
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 """Every test talks only to servers on loopback; a developer's proxy settings would reroute that
@@ -12,7 +19,86 @@ traffic (slack_sdk honours these but not NO_PROXY), so they are removed for the 
 bot subprocesses included."""
 
 
+TEST_PG_VARIABLE = "RUBRIC_BOT_TEST_PG"
+"""Names a PostgreSQL database (a postgresql:// URL) in which tests may create and drop schemas."""
+
+ENABLE_PG_HINT = (
+    f"PostgreSQL tests not run: set {TEST_PG_VARIABLE}=postgresql://USER:PASSWORD@127.0.0.1/DBNAME "
+    "(a database tests may create and drop schemas in; .ci/run sets one up)"
+)
+"""The one line a local run without PostgreSQL shows; under CI=true those tests fail instead."""
+
+POSTGRES_MARK = "postgres"
+"""Marks a test that needs PostgreSQL (tests using the `postgres_server` fixture have it implicitly)."""
+
+_SKIPPED_PG_TESTS = pytest.StashKey[int]()
+"""How many PostgreSQL tests this run left out, for the summary line."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for name in PROXY_VARIABLES:
         os.environ.pop(name, None)
         os.environ.pop(name.lower(), None)
+    config.addinivalue_line("markers", f"{POSTGRES_MARK}: needs PostgreSQL ({TEST_PG_VARIABLE})")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without a reachable PostgreSQL, leave its tests out locally with one line; CI runs (and fails) them."""
+    needing = [item for item in items if _needs_postgres(item)]
+    if not needing or os.environ.get("CI") == "true" or _postgres_problem() is None:
+        return
+    items[:] = [item for item in items if not _needs_postgres(item)]
+    config.hook.pytest_deselected(items=needing)
+    config.stash[_SKIPPED_PG_TESTS] = len(needing)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if skipped := config.stash.get(_SKIPPED_PG_TESTS, 0):
+        terminalreporter.write_line(f"{skipped} {ENABLE_PG_HINT}")
+
+
+def _needs_postgres(item: pytest.Item) -> bool:
+    return item.get_closest_marker(POSTGRES_MARK) is not None or "postgres_server" in getattr(
+        item, "fixturenames", ()
+    )
+
+
+@functools.cache
+def _postgres_problem() -> str | None:
+    """Why `RUBRIC_BOT_TEST_PG` cannot be used, or None when it accepts connections."""
+    url = os.environ.get(TEST_PG_VARIABLE, "")
+    if not url:
+        return f"{TEST_PG_VARIABLE} is not set"
+    try:
+        psycopg.connect(url, connect_timeout=5).close()
+    except psycopg.Error as exc:
+        return f"{TEST_PG_VARIABLE} does not accept connections ({type(exc).__name__}: {exc})"
+    return None
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> str:
+    """`RUBRIC_BOT_TEST_PG`, checked to accept connections (a failure, never a skip, when it does not)."""
+    if problem := _postgres_problem():
+        pytest.fail(f"{problem}; .ci/run starts a PostgreSQL server and sets it", pytrace=False)
+    return os.environ[TEST_PG_VARIABLE]
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A ``postgresql://`` URL whose tables live in an empty schema of their own, dropped afterwards."""
+    schema = f"test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    url = make_url(postgres_server)
+    yield url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each backend in turn: a fresh SQLite file's path, then a fresh PostgreSQL schema's URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "rubric-bot.sqlite")
+    return request.getfixturevalue("postgres_url")

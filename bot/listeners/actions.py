@@ -1,18 +1,17 @@
 """The review buttons on evaluation messages: Agree records a review, Disagree… opens the form.
 
 A review is saved before its message is touched, and the message then shows the tally of every
-review stored for that iteration. Refreshes of one message take turns, so whichever runs last
-has read every review saved before it: concurrent reviewers never leave a stale tally behind.
+review stored for that iteration. Refreshes of one message take turns (under the store's lock of
+the iteration, across processes), so whichever runs last has read every review saved before it:
+concurrent reviewers never leave a stale tally behind.
 The form's submission is handled in :mod:`bot.listeners.views`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
-from weakref import WeakValueDictionary
 
 from pydantic import ValidationError
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
@@ -41,9 +40,6 @@ UNREADABLE_BUTTON = "I can't read which grader iteration that button is for, so 
 
 NO_TRIGGER = "Slack sent that click without what a form needs to open. Please click Disagree… again."
 """Told to someone whose Disagree… click came without a trigger_id, so no form can be opened."""
-
-_TALLY_LOCKS: WeakValueDictionary[tuple[str, int], asyncio.Lock] = WeakValueDictionary()
-"""One lock per evaluation message being refreshed; an entry lives only while someone holds it."""
 
 
 def register(app: AsyncApp) -> None:
@@ -143,10 +139,8 @@ async def save_review(
 
 async def show_tally(store: Store, client: AsyncWebClient, record: EvaluationRecord) -> None:
     """Re-render the iteration's message with the tally of its stored reviews."""
-    key = (record.grading_run_id, record.iteration)
-    lock = _TALLY_LOCKS.setdefault(key, asyncio.Lock())
-    async with lock:
-        tally = render.ReviewTally.from_rows(await store.reviews_for_iteration(*key))
+    async with store.locked_reviews(record.grading_run_id, record.iteration) as rows:
+        tally = render.ReviewTally.from_rows(rows)
         message = render.evaluation_message(record.evaluation, tally=tally)
         try:
             await client.chat_update(channel=record.channel, ts=record.message_ts, **message)

@@ -1,4 +1,4 @@
-"""The bot's SQLite tables, on a real temporary database file."""
+"""The bot's tables, on a real temporary SQLite file and on a real PostgreSQL (each test runs on both)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from contextlib import closing
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from bot.store import ReviewVerdict, Store
 
@@ -15,8 +16,9 @@ THREAD = "T1:C1:1700000000.000100"
 
 
 @pytest.fixture
-def db_path(tmp_path):
-    return str(tmp_path / "rubric-bot.sqlite")
+def db_path(database_url):
+    """The database of the test: a SQLite path or a postgresql:// URL (see tests/conftest.py)."""
+    return database_url
 
 
 @pytest.fixture
@@ -272,7 +274,7 @@ async def test_a_reviewers_latest_review_replaces_their_earlier_one(store, db_pa
 
 async def test_a_failed_review_leaves_the_earlier_one_in_place(store):
     await review(store, "U1", [("Clarity", "pass", "fail", "")])
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(IntegrityError):
         # The same criterion twice in one review breaks the primary key mid-transaction.
         await review(store, "U1", [("Tone", "3", "4", ""), ("Tone", "3", "2", "")])
     rows = await store.reviews_for_iteration("run-1", 0)
@@ -315,10 +317,152 @@ async def test_recent_disagreements_newest_first_and_by_rubric(store):
 # --- the file itself --------------------------------------------------------------------------------
 
 
-async def test_database_uses_wal_and_shares_the_file(store, db_path):
+async def test_sqlite_database_uses_wal_and_shares_the_file(tmp_path):
+    db_path = str(tmp_path / "bot.sqlite")
+    store = await Store.open(db_path)
     await store.add_thread("T1", "C1", "1.0")
+    await store.close()
     with closing(sqlite3.connect(db_path)) as other:
         assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {row[0] for row in other.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     expected = {"claims", "threads", "channel_rubrics", "channel_settings", "runs", "evaluations", "reviews"}
     assert expected <= tables
+
+
+# --- the posted-message ledger ----------------------------------------------------------------------
+
+
+async def test_posted_ledger_records_each_part_once(store, db_path):
+    run_id = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
+    other_run = await store.start_run(THREAD, "T1", "C1", "1.0", "3.0")
+    assert await store.record_posted(run_id, 0, 0, "2.1")
+    assert await store.record_posted(run_id, 1, 0, "2.2")
+    assert await store.record_posted(run_id, "final", 0, "2.3")
+    assert await store.record_posted(run_id, "final", 1, "2.4")
+    assert await store.record_posted(other_run, 0, 0, "3.1")
+    # A resumed run that posts the same part again learns that it is already in the thread.
+    assert not await store.record_posted(run_id, 1, 0, "2.9")
+    store = await reopen(store, db_path)
+    try:
+        posted = await store.posted_messages(run_id)
+    finally:
+        await store.close()
+    assert [(m.step, m.part, m.message_ts) for m in posted] == [
+        (0, 0, "2.1"),
+        (1, 0, "2.2"),
+        ("final", 0, "2.3"),
+        ("final", 1, "2.4"),
+    ]
+    assert all(m.run_id == run_id and m.posted_at.tzinfo is not None for m in posted)
+
+
+async def test_posted_ledger_is_claimed_once_across_processes(db_path, store):
+    other = await Store.open(db_path)
+    try:
+        run_id = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
+        results = await asyncio.gather(
+            *(s.record_posted(run_id, "final", 0, ts) for s, ts in ((store, "2.1"), (other, "2.2")) * 5)
+        )
+    finally:
+        await other.close()
+    assert results.count(True) == 1
+    (only,) = await store.posted_messages(run_id)
+    assert only.message_ts in {"2.1", "2.2"}
+
+
+# --- cross-process correctness -----------------------------------------------------------------------
+
+
+async def still_waiting(task) -> bool:
+    """Whether ``task`` is blocked: given half a second, it has not finished (a stuck task never will)."""
+    done, _ = await asyncio.wait([task], timeout=0.5)
+    return not done
+
+
+async def refresh(store):
+    async with store.locked_reviews("run-1", 0) as rows:
+        return [r.reviewer for r in rows]
+
+
+async def test_refreshes_of_one_iteration_take_turns(db_path, store):
+    await store.save_evaluation("T1", "C1", "1.0", "1.5", evaluation(), "- Be brief")
+    await review(store, "U1", [("Clarity", "pass", "fail", "")])
+    # PostgreSQL serves several processes (here two Stores); SQLite one.
+    other = await Store.open(db_path) if db_path.startswith("postgresql") else store
+    try:
+        async with store.locked_reviews("run-1", 0) as rows:
+            assert [r.reviewer for r in rows] == ["U1"]
+            second = asyncio.create_task(refresh(other))
+            assert await still_waiting(second)
+        assert await second == ["U1"]
+    finally:
+        if other is not store:
+            await other.close()
+
+
+async def test_on_postgresql_a_review_waits_for_a_refresh_in_another_process(postgres_url):
+    store, other = await Store.open(postgres_url), await Store.open(postgres_url)
+    try:
+        await store.save_evaluation("T1", "C1", "1.0", "1.5", evaluation(), "- Be brief")
+        await review(store, "U1", [("Clarity", "pass", "fail", "")])
+        async with store.locked_reviews("run-1", 0):
+            saving = asyncio.create_task(review(other, "U2", [("Clarity", "pass", "pass", "")]))
+            assert await still_waiting(saving)
+        await saving
+        assert await refresh(other) == ["U1", "U2"]
+    finally:
+        await asyncio.gather(store.close(), other.close())
+
+
+async def test_on_postgresql_reviews_of_other_iterations_do_not_wait(postgres_url):
+    # SQLite has one write lock for the whole file; PostgreSQL locks only the iteration's row.
+    store, other = await Store.open(postgres_url), await Store.open(postgres_url)
+    try:
+        await store.save_evaluation("T1", "C1", "1.0", "1.5", evaluation(), "- Be brief")
+        await store.save_evaluation("T1", "C1", "1.0", "1.6", evaluation(iteration=1), "- Be brief")
+        async with store.locked_reviews("run-1", 0):
+            await review(other, "U2", [("Clarity", "pass", "pass", "")], iteration=1)
+            assert len(await store.reviews_for_iteration("run-1", 1)) == 1
+    finally:
+        await asyncio.gather(store.close(), other.close())
+
+
+async def test_concurrent_channel_rubric_edits_leave_one_whole_edit(db_path, store):
+    other = await Store.open(db_path)
+    try:
+        edits = [(s, f"- Rubric {i}", f"U{i}") for i, s in enumerate((store, other) * 6)]
+        await asyncio.gather(*(s.set_channel_rubric("T1", "C1", text, user) for s, text, user in edits))
+        assert await store.get_channel_rubric("T1", "C1") in {text for _, text, _ in edits}
+        # Whatever the order, the last edit to arrive is the one both processes see.
+        await other.set_channel_rubric("T1", "C1", "- Final word", "U9")
+        assert await store.get_channel_rubric("T1", "C1") == "- Final word"
+        await store.set_calibration("T1", "C1", False)
+        assert not await other.calibration_enabled("T1", "C1")
+    finally:
+        await other.close()
+
+
+# --- read-only ----------------------------------------------------------------------------------------
+
+
+async def test_a_read_only_store_reads_but_never_writes(db_path, store):
+    await store.set_channel_rubric("T1", "C1", "- Be brief", "U1")
+    reader = await Store.open(db_path, read_only=True)
+    try:
+        assert await reader.get_channel_rubric("T1", "C1") == "- Be brief"
+        with pytest.raises(DBAPIError, match=r"read-only|readonly"):
+            await reader.set_channel_rubric("T1", "C1", "- Changed", "U2")
+    finally:
+        await reader.close()
+    assert await store.get_channel_rubric("T1", "C1") == "- Be brief"
+
+
+async def test_a_read_only_store_does_not_create_a_missing_file(tmp_path):
+    missing = tmp_path / "missing.sqlite"
+    store = await Store.open(str(missing), read_only=True)
+    try:
+        with pytest.raises(DBAPIError, match="unable to open"):
+            await store.get_channel_rubric("T1", "C1")
+    finally:
+        await store.close()
+    assert not missing.exists()

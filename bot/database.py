@@ -1,0 +1,171 @@
+"""Where the bot keeps its data: a SQLite file (the zero-setup default) or a PostgreSQL database.
+
+`RUBRIC_BOT_DB` names one of them. :class:`Database` parses that setting and opens what lives
+there: the SQLAlchemy engine of the bot's own tables and langgraph's checkpointer. The two
+backends differ only here; everything above works the same on both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import aiosqlite
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+from sqlalchemy import event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+DEFAULT_DB = "rubric-bot.sqlite"
+"""`RUBRIC_BOT_DB` when unset: a SQLite file in the working directory."""
+
+SQLITE_PREFIX = "sqlite:"
+"""Optional prefix of a SQLite path (``sqlite:PATH``), as `rubric-bot db copy --from` spells it."""
+
+POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
+"""URL schemes taken to mean PostgreSQL (``postgres://`` is the short form many hosts hand out)."""
+
+SQLITE_DRIVER = "sqlite+aiosqlite"
+"""SQLAlchemy's driver name for SQLite (asyncio through aiosqlite)."""
+
+POSTGRES_DRIVER = "postgresql+psycopg"
+"""SQLAlchemy's driver name for PostgreSQL (psycopg 3, which is asyncio-native)."""
+
+BUSY_TIMEOUT_MS = 5_000
+"""How long a SQLite statement waits for another connection's write lock (the checkpointer's
+connection shares the file) before failing."""
+
+CHECKPOINT_SYNC_PRAGMA = "PRAGMA synchronous = NORMAL"
+"""Durability of SQLite checkpoint commits: with WAL (which the saver turns on), NORMAL survives a
+crash of the process and only an OS crash can lose the last commits; it spares an fsync per write."""
+
+WRITE_LOCK_OPTION = "rubric_bot_write_lock"
+"""Execution option marking a connection whose transactions write: on SQLite they start with
+``BEGIN IMMEDIATE``, taking the database's write lock up front so that a read-then-write
+transaction waits its turn instead of failing with "database is locked" halfway."""
+
+CHECKPOINT_POOL_SIZE = 10
+"""Most PostgreSQL connections the checkpointer's pool opens in one process."""
+
+
+class DatabaseError(ValueError):
+    """`RUBRIC_BOT_DB` (or a `--db`/`--from`/`--to` argument) names no usable database."""
+
+
+@dataclass(frozen=True)
+class Database:
+    """A SQLite file or a PostgreSQL database, as SQLAlchemy URL; build it with :meth:`parse`."""
+
+    url: URL
+
+    @classmethod
+    def parse(cls, text: str) -> Database:
+        """A SQLite path (``PATH`` or ``sqlite:PATH``) or a ``postgresql://`` URL, else `DatabaseError`."""
+        text = text.strip()
+        if not text:
+            raise DatabaseError("it is empty")
+        scheme, separator, _ = text.partition("://")
+        if not separator:
+            path = text.removeprefix(SQLITE_PREFIX)
+            if not path:
+                raise DatabaseError("sqlite: needs a file path after it, e.g. sqlite:rubric-bot.sqlite")
+            return cls(URL.create(SQLITE_DRIVER, database=path))
+        if scheme.lower() not in POSTGRES_SCHEMES:
+            raise DatabaseError(
+                f"{scheme}:// is not supported: give a SQLite file path or a postgresql:// URL"
+            )
+        try:
+            url = make_url(text).set(drivername=POSTGRES_DRIVER)
+        except ArgumentError as exc:
+            raise DatabaseError(f"it is not a valid PostgreSQL URL ({exc})") from None
+        if not url.database:
+            raise DatabaseError("the PostgreSQL URL names no database (postgresql://USER@HOST/DBNAME)")
+        return cls(url)
+
+    @property
+    def is_postgres(self) -> bool:
+        """Whether this is a PostgreSQL database (else a SQLite file)."""
+        return self.url.get_backend_name() == "postgresql"
+
+    @property
+    def sqlite_path(self) -> Path:
+        """The SQLite file's path (ValueError on PostgreSQL)."""
+        if self.is_postgres or self.url.database is None:
+            raise ValueError(f"{self} is not a SQLite file")
+        return Path(self.url.database)
+
+    @property
+    def conninfo(self) -> str:
+        """The PostgreSQL URL as libpq (and so psycopg) takes it, password included: never print it."""
+        return self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+    def __str__(self) -> str:
+        """How messages name the database: the file path, or the URL with any password masked."""
+        if not self.is_postgres:
+            return str(self.sqlite_path)
+        return self.url.set(drivername="postgresql").render_as_string(hide_password=True)
+
+    def create_engine(self, *, read_only: bool = False) -> AsyncEngine:
+        """An async SQLAlchemy engine; ``read_only`` opens SQLite with ``mode=ro`` and makes every
+        PostgreSQL transaction read-only, so nothing (not even a schema upgrade) can write."""
+        if self.is_postgres:
+            return create_async_engine(self.url, execution_options={"postgresql_readonly": read_only})
+        url = self.url
+        if read_only:
+            url = url.set(
+                database=f"file:{quote(str(self.sqlite_path))}", query={"mode": "ro", "uri": "true"}
+            )
+        engine = create_async_engine(url)
+        event.listen(engine.sync_engine, "connect", _sqlite_connect_hook(read_only=read_only))
+        event.listen(engine.sync_engine, "begin", _sqlite_begin)
+        return engine
+
+
+def _sqlite_connect_hook(*, read_only: bool) -> Any:
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # The driver's own implicit BEGIN would hide ours; `_sqlite_begin` emits it instead.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if not read_only:
+            cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.close()
+
+    return on_connect
+
+
+def _sqlite_begin(connection: Any) -> None:
+    immediate = connection.get_execution_options().get(WRITE_LOCK_OPTION, False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+@asynccontextmanager
+async def open_checkpointer(database: Database) -> AsyncIterator[BaseCheckpointSaver]:
+    """langgraph's checkpointer on the database, open for as long as the context is.
+
+    SQLite gets an `AsyncSqliteSaver` on its own connection; PostgreSQL an `AsyncPostgresSaver` on a
+    psycopg pool. Neither creates its tables here: `rubric-bot db upgrade` does (the SQLite saver
+    also creates them on first use).
+    """
+    if database.is_postgres:
+        # The saver's documented connection settings: it commits each statement itself, and
+        # prepared statements would break behind a transaction-pooling proxy such as PgBouncer.
+        settings = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+        pool = AsyncConnectionPool(
+            database.conninfo, kwargs=settings, min_size=1, max_size=CHECKPOINT_POOL_SIZE, open=False
+        )
+        async with pool:
+            yield AsyncPostgresSaver(pool)
+        return
+    async with aiosqlite.connect(str(database.sqlite_path), timeout=BUSY_TIMEOUT_MS / 1000) as connection:
+        await connection.execute(CHECKPOINT_SYNC_PRAGMA)
+        yield AsyncSqliteSaver(connection)
