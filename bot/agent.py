@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import aiosqlite
 from langchain.agents import create_agent
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
@@ -21,10 +20,10 @@ from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.messages.ai import add_usage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import StateSnapshot
 
 from bot.config import ConfigError, Settings, problem
+from bot.database import open_checkpointer
 from grading import DEFAULT_MAX_GRADER_CALLS, EVIDENCE_TOOLS, CalibrationExample, Rubric, RubricMiddleware
 
 WORKER_SYSTEM_PROMPT = (
@@ -40,9 +39,6 @@ EVALUATION_START = "rubric_evaluation_start"
 
 EVALUATION_END = "rubric_evaluation_end"
 """The custom stream event `grading` sends after each grader iteration (see the contract)."""
-
-CHECKPOINT_SYNC_PRAGMA = "PRAGMA synchronous = NORMAL"
-"""Durability of checkpoint commits: see `open_agent`."""
 
 CALIBRATION_KEY = "calibration_examples"
 """Config key (under ``configurable``) holding the team's worked examples for this run's grader.
@@ -167,11 +163,7 @@ def build_agent(
 async def open_agent(settings: Settings) -> AsyncIterator[ConversationAgent]:
     """The configured agent, checkpointed in `RUBRIC_BOT_DB` for as long as the context is open."""
     worker, grader = init_models(settings)
-    async with aiosqlite.connect(str(settings.db_path)) as connection:
-        # With WAL (which the saver turns on), NORMAL survives a crash of the process and only
-        # an OS crash can lose the last commits; it spares an fsync per checkpoint write.
-        await connection.execute(CHECKPOINT_SYNC_PRAGMA)
-        checkpointer = AsyncSqliteSaver(connection)
+    async with open_checkpointer(settings.database) as checkpointer:
         yield build_agent(
             worker,
             grader,

@@ -32,6 +32,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import open_agent
 from bot.config import Settings
+from bot.dbadmin import upgrade
 from bot.listeners import register
 from bot.listeners.context import Services
 from bot.runner import ThreadRunner
@@ -88,7 +89,8 @@ async def serve(settings: Settings, *, http: bool, port: int) -> None:
     # Runs started before this moment belong to earlier processes; unfinished, they were cut short.
     started = datetime.now(UTC)
     async with AsyncExitStack() as stack:
-        store = await Store.open(str(settings.db_path))
+        await upgrade(settings.database)  # as `rubric-bot db upgrade`: never run on an older schema
+        store = await Store.open(settings.database)
         # Dedupe keys only matter while Slack may still retry; don't let them pile up forever.
         await store.prune_claims()
         stack.push_async_callback(store.close)

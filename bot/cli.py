@@ -1,7 +1,7 @@
 """`rubric-bot` (also `python -m bot`): the Slack bot that grades its work against a rubric.
 
-Subcommands serve the bot, print its manifest, try a rubric in the terminal, and report how far
-the grader agrees with the team's reviews.
+Subcommands serve the bot, print its manifest, try a rubric in the terminal, report how far
+the grader agrees with the team's reviews, and upgrade or copy its database.
 
 Every error is one line on stderr, never a traceback; configuration and usage problems exit with 2.
 """
@@ -13,7 +13,6 @@ import asyncio
 import logging
 import os
 import re
-import sqlite3
 import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
@@ -24,16 +23,19 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 import aiohttp
+import psycopg
 from dotenv import load_dotenv
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from slack_sdk.errors import SlackApiError
+from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
-from bot import render
+from bot import dbadmin, render
 from bot.agent import TurnOutcome, agent_config, build_agent, init_models, run_turn
 from bot.commands import CommandError, report_days
 from bot.config import ENV_FILE, SLACK_CONNECTION, ConfigError, Settings, load_settings, problem
+from bot.database import Database, DatabaseError
 from bot.report import Report, load_report, period_start, render_chart, report_table
 from bot.store import RunRecord, Store
 from grading import DEFAULT_MAX_GRADER_CALLS, RubricError, parse_rubric
@@ -109,8 +111,9 @@ def _run_serve(args: argparse.Namespace) -> int:
     # HTTP mode verifies every request with the signing secret; without --http either way will do.
     connection = "SLACK_SIGNING_SECRET" if args.http else SLACK_CONNECTION
     settings = load_settings(["SLACK_BOT_TOKEN", "RUBRIC_BOT_MODEL", connection])
-    if not settings.db_path.parent.is_dir():
-        parent = settings.db_path.parent
+    database = settings.database
+    if not database.is_postgres and not database.sqlite_path.parent.is_dir():
+        parent = database.sqlite_path.parent
         raise ConfigError([problem("RUBRIC_BOT_DB", f"is in a directory that does not exist ({parent})")])
     from bot.app import serve  # Bolt and aiohttp are only needed to serve
 
@@ -291,7 +294,7 @@ def _configure_report(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--chart", type=Path, metavar="FILE", help="also write the chart to FILE (PNG)")
     parser.add_argument(
-        "--db", type=Path, metavar="PATH", help="the bot's SQLite file (default: RUBRIC_BOT_DB)"
+        "--db", type=_database, metavar="PATH_OR_URL", help="the bot's database (default: RUBRIC_BOT_DB)"
     )
 
 
@@ -309,9 +312,9 @@ class NothingToReport(Exception):
 def _run_report(args: argparse.Namespace) -> int:
     # Only the database is needed (and Slack only to look up a channel's #name): nothing is required.
     settings = load_settings()
-    db = args.db or settings.db_path
+    database = args.db or settings.database
     try:
-        report, title, undelivered = asyncio.run(_report(db, settings, channel=args.channel, days=args.days))
+        report, title, undelivered = asyncio.run(_report(database, settings, channel=args.channel, days=args.days))
     except NothingToReport as exc:
         fail(str(exc))
         return EXIT_CONFIG
@@ -330,31 +333,32 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 async def _report(
-    db: Path, settings: Settings, *, channel: str | None, days: int | None
+    database: Database, settings: Settings, *, channel: str | None, days: int | None
 ) -> tuple[Report, str, list[RunRecord] | None]:
     """The report of `channel` (#name or id; None: every channel), its title line, and the runs
     whose answer never reached Slack in the same channel and period (None: not recorded)."""
-    if not db.is_file():
-        raise NothingToReport(f"no database at {db} (set RUBRIC_BOT_DB or pass --db)")
+    if not _exists(database):
+        raise NothingToReport(f"no database at {database} (set RUBRIC_BOT_DB or pass --db)")
     channel_id, title = (None, "All channels") if channel is None else await _channel(channel, settings)
-    # Read-only: a report must never change (or create the tables in) whatever file it is given.
+    # Read-only: a report must never change (or create the tables in) whatever database it is given.
     try:
-        store = await Store.open(str(db), read_only=True)
+        store = await Store.open(database, read_only=True)
         try:
             if channel_id is not None:
-                await _check_channel_known(store, channel_id, title, db)
+                await _check_channel_known(store, channel_id, title, database)
             report = await load_report(store, team=None, channel=channel_id, days=days)
             return report, title, await _undelivered(store, channel_id, days)
         finally:
             await store.close()
-    except sqlite3.DatabaseError as exc:
-        raise NothingToReport(f"{db} is not a rubric-bot database ({exc})") from None
+    except SQLAlchemyError as exc:
+        reason = getattr(exc, "orig", None) or exc
+        raise NothingToReport(f"{database} is not a rubric-bot database ({reason})") from None
 
 
 async def _undelivered(store: Store, channel: str | None, days: int | None) -> list[RunRecord] | None:
     try:
         return await store.undelivered_runs(None, channel, period_start(days))
-    except sqlite3.OperationalError:  # a file from before delivery was recorded, opened read-only
+    except (OperationalError, ProgrammingError):  # a file from before delivery was recorded, read-only
         return None
 
 
@@ -410,13 +414,84 @@ CHANNEL_PAGE = 1000
 """Channels asked for per `conversations.list` page (Slack's maximum)."""
 
 
-async def _check_channel_known(store: Store, channel: str, title: str, db: Path) -> None:
+async def _check_channel_known(store: Store, channel: str, title: str, database: Database) -> None:
     """Raise `NothingToReport` when the database has never seen `channel`, naming the ones it has."""
     reviewed = sorted({row.channel for row in await store.reviews_in_channel(None, None)})
     if channel in reviewed or await store.evaluations_in_channel(None, channel):
         return
     known = f"channels with reviews: {', '.join(reviewed)}" if reviewed else "it has no reviews at all"
-    raise NothingToReport(f"{db} has nothing from {title.removeprefix('Channel ')}; {known}")
+    raise NothingToReport(f"{database} has nothing from {title.removeprefix('Channel ')}; {known}")
+
+
+# -- db ----------------------------------------------------------------------------------------
+
+
+def _configure_db(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="db_action", required=True, metavar="ACTION")
+    upgrade = actions.add_parser(
+        "upgrade", help="bring the database's tables to the newest schema (serve does this at start)"
+    )
+    upgrade.add_argument(
+        "--db", type=_database, metavar="PATH_OR_URL", help="the database (default: RUBRIC_BOT_DB)"
+    )
+    upgrade.set_defaults(db_run=_run_db_upgrade)
+    copy = actions.add_parser(
+        "copy", help="copy every conversation, rubric, run and review into an empty database"
+    )
+    copy.add_argument(
+        "--from", dest="source", type=_database, required=True, metavar="PATH_OR_URL",
+        help="the database to copy, e.g. sqlite:rubric-bot.sqlite",
+    )  # fmt: skip
+    copy.add_argument(
+        "--to", dest="target", type=_database, required=True, metavar="URL",
+        help="an empty database, e.g. postgresql://USER:PASSWORD@HOST/DBNAME",
+    )  # fmt: skip
+    copy.set_defaults(db_run=_run_db_copy)
+
+
+def _database(text: str) -> Database:
+    try:
+        return Database.parse(text)
+    except DatabaseError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a database: {exc}") from None
+
+
+def _exists(database: Database) -> bool:
+    """False for a SQLite file that is not there (opening it would create an empty one)."""
+    return database.is_postgres or database.sqlite_path.is_file()
+
+
+def _run_db(args: argparse.Namespace) -> int:
+    try:
+        return args.db_run(args)
+    except (OSError, SQLAlchemyError, psycopg.Error) as exc:
+        # The driver's own message names the server and what failed, never the password.
+        reason = getattr(exc, "orig", None) or exc
+        fail(f"database error: {reason}")
+        return EXIT_FAILURE
+
+
+def _run_db_upgrade(args: argparse.Namespace) -> int:
+    database = args.db or load_settings().database
+    asyncio.run(dbadmin.upgrade(database))
+    print(f"{database}: up to date")
+    return 0
+
+
+def _run_db_copy(args: argparse.Namespace) -> int:
+    if not _exists(args.source):
+        fail(f"no database at {args.source}")
+        return EXIT_CONFIG
+    try:
+        report = asyncio.run(dbadmin.copy(args.source, args.target))
+    except dbadmin.CopyError as exc:
+        fail(f"cannot copy: {exc}")
+        return EXIT_CONFIG
+    rows = ", ".join(f"{table} {count}" for table, count in report.rows.items())
+    print(f"Copied {args.source} to {args.target}")
+    print(f"  rows: {rows}")
+    print(f"  conversations: {report.threads} threads, {report.checkpoints} checkpoints")
+    return 0
 
 
 # -- entry point -------------------------------------------------------------------------------
@@ -488,6 +563,20 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
             f"(--db, else RUBRIC_BOT_DB {SETTINGS_SOURCE}; default rubric-bot.sqlite), never writes "
             "to it, and needs no model keys; a channel given as #name is looked up in Slack with "
             "SLACK_BOT_TOKEN (and SLACK_API_URL), one given as an id needs nothing more."
+        ),
+    ),
+    Subcommand(
+        "db",
+        "upgrade the database's schema, or copy a team's data to another database",
+        _configure_db,
+        _run_db,
+        description=(
+            "`db upgrade` brings the database's tables (the bot's and the conversation checkpoints') to "
+            "the installed version's schema; serve does it at start. `db copy --from SRC --to DST` copies "
+            "every thread with its conversation, channel rubrics and settings, runs, evaluations and "
+            "reviews into an empty database, e.g. from the SQLite file to PostgreSQL. A database is a "
+            "SQLite path (sqlite:PATH also works) or a postgresql://USER:PASSWORD@HOST/DBNAME URL; "
+            f"upgrade reads RUBRIC_BOT_DB {SETTINGS_SOURCE} unless --db is given."
         ),
     ),
 )

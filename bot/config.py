@@ -7,8 +7,7 @@ echoing a value (tokens are secrets; a mistyped token is still mostly a token).
 from __future__ import annotations
 
 from collections.abc import Collection
-from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     Field,
@@ -23,9 +22,11 @@ from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
     EnvSettingsSource,
+    NoDecode,
     SettingsConfigDict,
 )
 
+from bot.database import DEFAULT_DB, Database
 from grading import DEFAULT_MAX_GRADER_CALLS
 
 ENV_FILE = ".env"
@@ -79,7 +80,10 @@ HINTS: dict[str, str] = {
         "set it to a whole number of grader model calls per iteration, evidence-tool rounds and "
         f"re-asks included, at least 1 (default {DEFAULT_MAX_GRADER_CALLS})"
     ),
-    "RUBRIC_BOT_DB": "set it to the path of the bot's SQLite file (default rubric-bot.sqlite)",
+    "RUBRIC_BOT_DB": (
+        f"set it to the path of the bot's SQLite file (default {DEFAULT_DB}) "
+        "or to a PostgreSQL URL, postgresql://USER:PASSWORD@HOST:5432/DBNAME"
+    ),
     "RUBRIC_BOT_LOG_LEVEL": "set it to DEBUG, INFO, WARNING or ERROR (default INFO)",
     "RUBRIC_BOT_SHUTDOWN_GRACE": (
         "set it to the seconds a stopping bot lets running requests finish (default 25)"
@@ -104,6 +108,7 @@ class Settings(BaseSettings):
         extra="ignore",  # .env also holds provider keys such as OPENAI_API_KEY
         validate_by_name=True,
         frozen=True,
+        arbitrary_types_allowed=True,  # `Database`, parsed from the setting's text
     )
 
     slack_bot_token: SecretStr | None = Field(None, validation_alias="SLACK_BOT_TOKEN")
@@ -116,7 +121,10 @@ class Settings(BaseSettings):
     max_grader_calls: PositiveInt = Field(
         DEFAULT_MAX_GRADER_CALLS, validation_alias="RUBRIC_BOT_MAX_GRADER_CALLS"
     )
-    db_path: Path = Field(Path("rubric-bot.sqlite"), validation_alias="RUBRIC_BOT_DB")
+    # NoDecode: the setting is text for `Database.parse`, not JSON as for other non-scalar fields.
+    database: Annotated[Database, NoDecode] = Field(
+        Database.parse(DEFAULT_DB), validation_alias="RUBRIC_BOT_DB"
+    )
     shutdown_grace: PositiveFloat = Field(25.0, validation_alias="RUBRIC_BOT_SHUTDOWN_GRACE")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", validation_alias="RUBRIC_BOT_LOG_LEVEL"
@@ -133,6 +141,11 @@ class Settings(BaseSettings):
     @classmethod
     def _app_token_shape(cls, value: SecretStr | None) -> SecretStr | None:
         return _require_prefix(value, "xapp-")
+
+    @field_validator("database", mode="before")
+    @classmethod
+    def _database_location(cls, value: object) -> object:
+        return Database.parse(value) if isinstance(value, str) else value
 
     @field_validator("slack_api_url")
     @classmethod

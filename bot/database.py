@@ -15,7 +15,6 @@ from typing import Any
 from urllib.parse import quote
 
 import aiosqlite
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from psycopg.rows import dict_row
@@ -52,6 +51,9 @@ WRITE_LOCK_OPTION = "rubric_bot_write_lock"
 """Execution option marking a connection whose transactions write: on SQLite they start with
 ``BEGIN IMMEDIATE``, taking the database's write lock up front so that a read-then-write
 transaction waits its turn instead of failing with "database is locked" halfway."""
+
+Checkpointer = AsyncSqliteSaver | AsyncPostgresSaver
+"""langgraph's checkpointer on either backend."""
 
 CHECKPOINT_POOL_SIZE = 10
 """Most PostgreSQL connections the checkpointer's pool opens in one process."""
@@ -149,7 +151,7 @@ def _sqlite_begin(connection: Any) -> None:
 
 
 @asynccontextmanager
-async def open_checkpointer(database: Database) -> AsyncIterator[BaseCheckpointSaver]:
+async def open_checkpointer(database: Database) -> AsyncIterator[Checkpointer]:
     """langgraph's checkpointer on the database, open for as long as the context is.
 
     SQLite gets an `AsyncSqliteSaver` on its own connection; PostgreSQL an `AsyncPostgresSaver` on a

@@ -28,7 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot import migrations
-from bot.database import WRITE_LOCK_OPTION, Database
+from bot.database import WRITE_LOCK_OPTION, Database, DatabaseError
 from bot.schema import (
     FINAL_STEP,
     channel_rubrics,
@@ -43,6 +43,9 @@ from bot.schema import (
 
 INTERRUPTED = "interrupted"
 """Run status of a run stopped before it finished (shutdown, or found after a crash)."""
+
+ANSWERED = "answered"
+"""Run status of a run answered without a rubric (nothing was graded)."""
 
 TIMED_OUT = "timed_out"
 """Run status of a run ended because a model call or the whole run took longer than allowed."""
@@ -161,10 +164,12 @@ class Store:
         """Open a SQLite path or ``postgresql://`` URL, migrating its tables to the newest schema.
 
         ``read_only`` changes nothing, not even the schema: SQLite opens the file with
-        ``mode=ro`` (it must exist), PostgreSQL makes every transaction read-only.
+        ``mode=ro`` (`DatabaseError` if there is none), PostgreSQL makes every transaction read-only.
         """
         if isinstance(database, str):
             database = Database.parse(database)
+        if read_only and not database.is_postgres and not database.sqlite_path.is_file():
+            raise DatabaseError(f"no database at {database}")
         engine = database.create_engine(read_only=read_only)
         try:
             if not read_only:
@@ -347,6 +352,20 @@ class Store:
             select(*_RUN_COLUMNS)
             .where(runs.c.undelivered.is_(True), *_scope(runs, team, channel, since, runs.c.started_at))
             .order_by(runs.c.run_id)
+        )
+        return [RunRecord(**row) for row in await self._rows(query)]
+
+    async def recent_graded_runs(self, team: str, channel: str, limit: int) -> list[RunRecord]:
+        """The channel's latest runs, newest first, leaving out those answered without a rubric."""
+        query = (
+            select(*_RUN_COLUMNS)
+            .where(
+                runs.c.team == team,
+                runs.c.channel == channel,
+                runs.c.status.is_(None) | (runs.c.status != ANSWERED),
+            )
+            .order_by(runs.c.started_at.desc(), runs.c.run_id.desc())
+            .limit(limit)
         )
         return [RunRecord(**row) for row in await self._rows(query)]
 

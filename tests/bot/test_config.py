@@ -57,7 +57,7 @@ def test_defaults_when_only_the_required_settings_are_given(monkeypatch):
 
     assert settings.slack_api_url == DEFAULT_SLACK_API_URL
     assert settings.max_iterations == 3
-    assert settings.db_path == Path("rubric-bot.sqlite")
+    assert settings.database.sqlite_path == Path("rubric-bot.sqlite")
     assert settings.grader_model == "openai:gpt-4o-mini"  # the worker's, unless set
     assert not settings.socket_mode
     assert (settings.model_timeout, settings.run_timeout) == (DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT)
@@ -291,3 +291,20 @@ def test_a_database_in_a_missing_directory_is_one_line_and_exit_2(tmp_path):
     (line,) = result.stderr.splitlines()
     assert line.startswith("rubric-bot: RUBRIC_BOT_DB is in a directory that does not exist")
     assert str(tmp_path / "nonexistent" / "dir") in line
+
+
+def test_the_database_is_a_sqlite_path_or_a_postgresql_url(monkeypatch):
+    monkeypatch.setenv("RUBRIC_BOT_DB", "postgresql://bot:s3cret@db.internal:5432/rubric")
+    database = load_settings().database
+    assert database.is_postgres and str(database) == "postgresql://bot:***@db.internal:5432/rubric"
+    monkeypatch.setenv("RUBRIC_BOT_DB", "data/bot.sqlite")
+    assert load_settings().database.sqlite_path == Path("data/bot.sqlite")
+
+
+def test_an_unsupported_database_url_is_explained(monkeypatch):
+    monkeypatch.setenv("RUBRIC_BOT_DB", "mysql://bot:s3cret@db.internal/rubric")
+    with pytest.raises(ConfigError) as error:
+        load_settings()
+    message = str(error.value)
+    assert "RUBRIC_BOT_DB is invalid (mysql:// is not supported" in message and "postgresql://" in message
+    assert "s3cret" not in message

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from bot.database import DatabaseError
 from bot.store import ReviewVerdict, Store
 
 THREAD = "T1:C1:1700000000.000100"
@@ -190,6 +191,17 @@ async def test_a_reported_interruption_is_not_claimed(store):
     await store.acknowledge_interrupted(run_id)
     assert await store.claim_interrupted_runs(THREAD) == []
     assert await store.claim_abandoned_runs(datetime.now(UTC)) == []
+
+
+async def test_recent_graded_runs_newest_first_without_plain_answers(store):
+    graded = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
+    plain = await store.start_run(THREAD, "T1", "C1", "1.0", "3.0")
+    running = await store.start_run(THREAD, "T1", "C1", "1.0", "4.0")
+    await store.start_run("T1:C9:1.0", "T1", "C9", "1.0", "1.0")
+    await store.finish_run(graded, "satisfied")
+    await store.finish_run(plain, "answered")
+    assert [r.run_id for r in await store.recent_graded_runs("T1", "C1", limit=5)] == [running, graded]
+    assert [r.run_id for r in await store.recent_graded_runs("T1", "C1", limit=1)] == [running]
 
 
 async def test_undelivered_runs_are_listed_by_channel(store):
@@ -459,10 +471,6 @@ async def test_a_read_only_store_reads_but_never_writes(db_path, store):
 
 async def test_a_read_only_store_does_not_create_a_missing_file(tmp_path):
     missing = tmp_path / "missing.sqlite"
-    store = await Store.open(str(missing), read_only=True)
-    try:
-        with pytest.raises(DBAPIError, match="unable to open"):
-            await store.get_channel_rubric("T1", "C1")
-    finally:
-        await store.close()
+    with pytest.raises(DatabaseError, match="no database at"):
+        await Store.open(str(missing), read_only=True)
     assert not missing.exists()
