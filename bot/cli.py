@@ -314,7 +314,9 @@ def _run_report(args: argparse.Namespace) -> int:
     settings = load_settings()
     database = args.db or settings.database
     try:
-        report, title, undelivered = asyncio.run(_report(database, settings, channel=args.channel, days=args.days))
+        report, title, undelivered = asyncio.run(
+            _report(database, settings, channel=args.channel, days=args.days)
+        )
     except NothingToReport as exc:
         fail(str(exc))
         return EXIT_CONFIG

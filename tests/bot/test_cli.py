@@ -336,6 +336,7 @@ HELP_MUST_NAME = {
         "YAML",
     ),
     "report": ("RUBRIC_BOT_DB", ".env", "never writes", "#name", "SLACK_BOT_TOKEN"),
+    "db": ("RUBRIC_BOT_DB", ".env", "db upgrade", "db copy", "postgresql://"),
 }
 
 
