@@ -38,7 +38,7 @@ EVALUATION_START = "rubric_evaluation_start"
 """The custom stream event `grading` sends before each grader call, with its iteration."""
 
 EVALUATION_END = "rubric_evaluation_end"
-"""The custom stream event `grading` sends after each grader iteration (see the contract)."""
+"""The custom stream event `grading` sends after each grader iteration, carrying its evaluation."""
 
 CALIBRATION_KEY = "calibration_examples"
 """Config key (under ``configurable``) holding the team's worked examples for this run's grader.

@@ -156,11 +156,6 @@ class Settings(BaseSettings):
         return value if value.endswith("/") else value + "/"
 
     @property
-    def grader_model(self) -> str | None:
-        """The grader's model string: its own setting, else the worker's."""
-        return self.grader_model_override or self.worker_model
-
-    @property
     def run_timeout(self) -> float:
         """Seconds one run may take: its own setting, else `RUN_TIMEOUT_FACTOR` model timeouts."""
         return self.run_timeout_override or self.model_timeout * RUN_TIMEOUT_FACTOR

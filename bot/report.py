@@ -51,7 +51,8 @@ ANCHOR_ADVICE = (
     f"κ under {KAPPA_TARGET} means the grader and the team read the criterion differently: "
     "rewrite its anchors (what a 1, 3 and 5 look like) or its wording, then review again."
 )
-"""The seed's advice for a criterion whose agreement is too low, said once per report."""
+"""What to do about a criterion whose agreement is too low (the grader and the team read it
+differently, so its wording or anchors need to change), said once per report."""
 
 MERGE_ADVICE = "likely the same dimension — merge or drop one"
 """What a pair of dimensions whose grader scores correlate too strongly is flagged with."""

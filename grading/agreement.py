@@ -2,9 +2,9 @@
 
 Agreement is measured per criterion between teammates' reviews and the grader's verdicts:
 percent agreement, the agreement a constant "always the majority" grader would get, and Cohen's
-kappa — unweighted for pass/fail verdicts, quadratic-weighted for 1–5 scores, as the seed
-recommends. Kappa comes from scikit-learn and correlation from numpy; this module only decides
-when the numbers are defined and what they mean.
+kappa — unweighted for pass/fail verdicts, quadratic-weighted for 1–5 scores, where a 4 against
+a 5 is a smaller disagreement than a 1 against a 5. Kappa comes from scikit-learn and correlation
+from numpy; this module only decides when the numbers are defined and what they mean.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ MIN_REVIEWS_FOR_KAPPA = 10
 more are needed instead of flagging the criterion."""
 
 KAPPA_TARGET = 0.6
-"""The seed's bar: a criterion whose kappa is below this needs its wording or anchors rewritten."""
+"""The bar for trusting the grader on a criterion (substantial agreement on the usual reading of
+kappa): below it, the criterion's wording or anchors need rewriting."""
 
 CORRELATION_THRESHOLD = 0.9
 """Two dimensions whose scores correlate above this measure the same thing: merge or drop one."""

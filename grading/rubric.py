@@ -51,7 +51,7 @@ prompt, so a bound keeps the grader's input, cost and attention in check."""
 
 MAX_CRITERIA = 30
 """Most criteria (list rubric) or dimensions (scored rubric) accepted. Beyond this a grader
-cannot judge each one with care; the seed advises 3–5 scored dimensions."""
+cannot judge each one with care; 3–5 scored dimensions are the recommended size."""
 
 RECOMMENDED_MAX_DIMENSIONS = 5
 """More scored dimensions than this earns a lint warning: graders stop scoring consistently."""

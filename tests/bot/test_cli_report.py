@@ -122,7 +122,7 @@ def test_report_prints_each_criterions_numbers_as_scikit_learn_computes_them(db,
     assert rows["Cites a source"][:5] == ["pass/fail", *expected(*CITES, scored=False)]
     assert rows["Clarity"][:5] == ["1–5", *expected(*CLARITY, scored=True)]
     assert rows["Tone"][:5] == ["1–5", *expected(*TONE, scored=True)]
-    # κ 0.66 and 0.87 clear the 0.6 bar; Tone's 0.12 does not and gets the seed's advice.
+    # κ 0.66 and 0.87 clear the 0.6 bar; Tone's 0.12 does not and gets the advice to rewrite it.
     assert len(rows["Cites a source"]) == len(rows["Clarity"]) == 5
     assert rows["Tone"][5] == "⚠ κ under 0.6: rewrite its anchors"
     assert "Flagged: Tone" in output and "rewrite its anchors" in output

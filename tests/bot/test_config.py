@@ -58,7 +58,7 @@ def test_defaults_when_only_the_required_settings_are_given(monkeypatch):
     assert settings.slack_api_url == DEFAULT_SLACK_API_URL
     assert settings.max_iterations == 3
     assert settings.database.sqlite_path == Path("rubric-bot.sqlite")
-    assert settings.grader_model == "openai:gpt-4o-mini"  # the worker's, unless set
+    assert settings.grader_model_override is None  # the grader is the worker's model
     assert not settings.socket_mode
     assert (settings.model_timeout, settings.run_timeout) == (DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT)
 
@@ -70,7 +70,7 @@ def test_grader_model_and_socket_mode_follow_their_settings(monkeypatch):
 
     settings = load_settings()
 
-    assert settings.grader_model == "anthropic:claude-sonnet-4-5"
+    assert settings.grader_model_override == "anthropic:claude-sonnet-4-5"
     assert settings.socket_mode
 
 

@@ -22,14 +22,14 @@ def scores(correctness: int, completeness: int, clarity: int, tone: int) -> dict
     return {"Correctness": correctness, "Completeness": completeness, "Clarity": clarity, "Tone": tone}
 
 
-# --- the seed's table ---------------------------------------------------------------------------
+# --- answers that one strong dimension must not carry -------------------------------------------
 
 
-def test_seed_answer_a_all_fives_passes():
+def test_an_answer_of_all_fives_passes():
     assert aggregate(rubric(), scores(5, 5, 5, 5)) == Aggregate(5.0, "PASS", ())
 
 
-def test_seed_answer_b_false_information_fails_although_the_plain_mean_is_4():
+def test_false_information_fails_although_the_plain_mean_is_4():
     b = scores(1, 5, 5, 5)
     assert mean(b.values()) == 4.0
     result = aggregate(rubric(), b)
