@@ -1,4 +1,4 @@
-"""The Slack app: Bolt wiring, the Web API client, and the process lifecycle of `rubric-bot serve`.
+"""The Slack app: Bolt wiring and the process lifecycle of `rubric-bot serve`.
 
 One asyncio process serves every thread: Bolt's async app acks on the event loop, runs go to the
 `ThreadRunner`, and SIGTERM drains the runner before the process exits.
@@ -22,11 +22,6 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.request.async_internals import build_async_context
 from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
-    AsyncServerErrorRetryHandler,
-)
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -36,6 +31,7 @@ from bot.dbadmin import upgrade
 from bot.listeners import register
 from bot.listeners.context import Services
 from bot.runner import ThreadRunner
+from bot.slack import build_client, log_listener_failure
 from bot.socket_mode import serve_socket_mode
 from bot.store import Store
 
@@ -43,10 +39,6 @@ logger = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 """The one HTTP path for events, slash commands and interactivity (as in manifest.yml)."""
-
-SLACK_RETRIES = 3
-"""Retries per Web API call for each kind of transient failure: 429s (after their Retry-After),
-5xx answers and dropped connections."""
 
 HTTP_SHUTDOWN_SECONDS = 5.0
 """How long a stopping HTTP server waits for requests already being answered (acks are fast)."""
@@ -56,23 +48,8 @@ FORM_FIELDS_NEEDED = frozenset({"payload", "command", "ssl_check"})
 fields, or the ``ssl_check`` Slack sends when a command's URL is configured."""
 
 
-def build_client(settings: Settings, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
-    """The bot's Web API client: `SLACK_API_URL`, with retries for rate limits and transient errors."""
-    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
-    return AsyncWebClient(
-        token=token,
-        base_url=settings.slack_api_url,
-        session=session,
-        retry_handlers=[
-            AsyncRateLimitErrorRetryHandler(max_retry_count=SLACK_RETRIES),
-            AsyncServerErrorRetryHandler(max_retry_count=SLACK_RETRIES),
-            AsyncConnectionErrorRetryHandler(max_retry_count=SLACK_RETRIES),
-        ],
-    )
-
-
 def create_app(settings: Settings, services: Services, client: AsyncWebClient) -> AsyncApp:
-    """The Bolt app with every listener registered."""
+    """The Bolt app with every listener registered; what a listener raises is logged, see bot.slack."""
     secret = settings.slack_signing_secret
     app = AsyncApp(
         client=client,
@@ -80,6 +57,7 @@ def create_app(settings: Settings, services: Services, client: AsyncWebClient) -
         name="rubric-bot",
     )
     register(app, services)
+    app.error(log_listener_failure)
     return app
 
 

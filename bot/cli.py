@@ -391,7 +391,7 @@ async def _channel(text: str, settings: Settings) -> tuple[str, str]:
     or_id = "or pass the channel's id (C0123ABCD: the channel's details, at the bottom of About)"
     if settings.slack_bot_token is None:
         raise NothingToReport(f"looking up #{name} needs SLACK_BOT_TOKEN (environment or .env); {or_id}")
-    from bot.app import build_client  # Slack's client is only needed for a name
+    from bot.slack import build_client  # Slack's client is only needed for a name
 
     try:
         pages = await build_client(settings).conversations_list(

@@ -30,7 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.blocks import MAX_VIEW_BLOCKS, block_dicts, code, context_block, header_block, section_block
 from bot.render import status_words
 from bot.report import Report, chart_png, load_report, report_blocks
-from bot.slack import SLACK_ERRORS, UPLOAD_ERRORS, slack_error
+from bot.slack import SLACK_ERRORS, attempt, describe_error
 from bot.store import FAILED, INTERRUPTED, TIMED_OUT, RunRecord, Store
 
 __all__ = ["ChannelHome", "home_view", "load_home", "publish_home"]
@@ -86,19 +86,22 @@ class ChannelHome:
 
 
 async def publish_home(client: AsyncWebClient, store: Store, *, team: str, user: str) -> None:
-    """Publish ``user``'s Home tab, then publish it again with the charts once they are uploaded."""
+    """Publish ``user``'s Home tab, then publish it again with the charts once they are uploaded.
+
+    Only a failure to list the user's channels is answered (on the tab itself); a chart that could
+    not be uploaded is left out, and a refused publish raises like any Slack call in a listener.
+    """
     try:
         channels = await shared_channels(client, user)
     except SLACK_ERRORS as exc:
-        logger.warning("could not list the channels of %s for the Home tab: %s", user, slack_error(exc))
-        await _publish(client, user, home_view([], problem=slack_error(exc)))
+        logger.warning("could not list the channels of %s for the Home tab: %s", user, describe_error(exc))
+        await client.views_publish(user_id=user, view=home_view([], problem=describe_error(exc)))
         return
     homes = await load_home(store, team=team, channels=channels)
-    if not await _publish(client, user, home_view(homes)):
-        return
+    await client.views_publish(user_id=user, view=home_view(homes))
     charted = [await _with_chart(client, team, home) for home in homes]
     if charted != homes:
-        await _publish(client, user, home_view(charted))
+        await client.views_publish(user_id=user, view=home_view(charted))
 
 
 async def shared_channels(client: AsyncWebClient, user: str) -> list[str]:
@@ -144,13 +147,13 @@ async def _with_chart(client: AsyncWebClient, team: str, home: ChannelHome) -> C
     key = _chart_key(team, home)
     file_id = _CHART_FILES.get(key)
     if file_id is None:
-        try:
-            png = await asyncio.to_thread(chart_png, home.report)
-            uploaded = await client.files_upload_v2(
-                file=png, filename="grader-agreement.png", title=f"Grader agreement, {home.report.period}"
-            )
-        except UPLOAD_ERRORS as exc:
-            logger.warning("could not upload the Home tab chart of %s: %s", home.channel, slack_error(exc))
+        png = await asyncio.to_thread(chart_png, home.report)
+        title = f"Grader agreement, {home.report.period}"
+        uploaded = await attempt(
+            client.files_upload_v2(file=png, filename="grader-agreement.png", title=title),
+            f"upload the Home tab chart of {home.channel}",
+        )
+        if uploaded is None:
             return home
         file_id = str(uploaded["file"]["id"])
         _remember_chart(key, file_id)
@@ -172,16 +175,6 @@ def _remember_chart(key: str, file_id: str) -> None:
     _CHART_FILES.move_to_end(key)
     while len(_CHART_FILES) > CHART_UPLOADS_KEPT:
         _CHART_FILES.popitem(last=False)
-
-
-async def _publish(client: AsyncWebClient, user: str, view: dict) -> bool:
-    """Publish ``view`` as ``user``'s Home tab; False (logged) if Slack refused it."""
-    try:
-        await client.views_publish(user_id=user, view=view)
-    except SLACK_ERRORS as exc:
-        logger.warning("could not publish the Home tab of %s: %s", user, slack_error(exc))
-        return False
-    return True
 
 
 # --- Rendering -------------------------------------------------------------------------------

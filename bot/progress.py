@@ -10,15 +10,11 @@ the method needs, a workspace or conversation that does not support it), the req
 
 from __future__ import annotations
 
-import logging
-
 from slack_bolt.async_app import AsyncSetStatus
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.conversation import UserMessage
-from bot.slack import SLACK_ERRORS, slack_error
-
-logger = logging.getLogger(__name__)
+from bot.slack import attempt
 
 WORKING_REACTION = "hourglass_flowing_sand"
 """Reaction put on a request while the bot works on it where the thread status is refused."""
@@ -70,22 +66,11 @@ class WorkingIndicator:
         """Set the thread status; False (logged) if Slack refused it or this run uses ⏳."""
         if self._reacting:
             return False
-        try:
-            await self._set_status(status)
-        except SLACK_ERRORS as exc:
-            logger.info(
-                "thread status refused in %s (%s)%s",
-                self._request.thread_id,
-                slack_error(exc),
-                "; showing ⏳ instead" if status == DRAFTING else "",
-            )
-            return False
-        return True
+        shown = await attempt(self._set_status(status), f"set the thread status in {self._request.thread_id}")
+        return shown is not None
 
 
 async def react(client: AsyncWebClient, method: str, request: UserMessage) -> None:
     """Add (``reactions_add``) or remove (``reactions_remove``) ⏳ on a request; failures are logged."""
-    try:
-        await getattr(client, method)(channel=request.channel, timestamp=request.ts, name=WORKING_REACTION)
-    except SLACK_ERRORS as exc:
-        logger.warning("Slack %s failed in thread %s: %s", method, request.thread_id, slack_error(exc))
+    call = getattr(client, method)(channel=request.channel, timestamp=request.ts, name=WORKING_REACTION)
+    await attempt(call, f"{method} ⏳ in thread {request.thread_id}")

@@ -17,7 +17,6 @@ from functools import partial
 from typing import Any
 
 from langchain_core.messages import HumanMessage
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
@@ -28,7 +27,7 @@ from bot.conversation import UserMessage
 from bot.jobs import Abandoned, JobKind, JobQueue, Payload, ThreadScheduler
 from bot.progress import WorkingIndicator, react
 from bot.review import CALIBRATION_EXAMPLES, calibration_examples
-from bot.slack import SLACK_ERRORS
+from bot.slack import attempt, describe_error
 from bot.store import ANSWERED, FAILED, INTERRUPTED, TIMED_OUT, RunRecord, Store
 from grading import CalibrationExample, RubricError, parse_rubric
 
@@ -121,14 +120,11 @@ class ThreadRunner:
 
     async def reply(self, message: UserMessage, payload: dict[str, Any]) -> str | None:
         """Post a message in `message`'s thread; its ts, or None if Slack failed (logged)."""
-        try:
-            response = await self._client.chat_postMessage(
-                channel=message.channel, thread_ts=message.thread_ts, **payload
-            )
-        except SLACK_ERRORS as exc:
-            _log_slack_failure("chat.postMessage", message, exc)
-            return None
-        return response.get("ts")
+        response = await attempt(
+            self._client.chat_postMessage(channel=message.channel, thread_ts=message.thread_ts, **payload),
+            f"post in thread {message.thread_id}",
+        )
+        return response.get("ts") if response is not None else None
 
     async def drain(self, grace: float) -> None:
         """Stop for a restart: finish what can finish within `grace`, mark the rest interrupted."""
@@ -253,13 +249,13 @@ class ThreadRunner:
                 "Each request may take that long at most, so one slow provider cannot hold the thread.",
             )
         if _is_timeout(exc):
-            logger.warning("model call in thread %s timed out: %s", message.thread_id, _describe(exc))
+            logger.warning("model call in thread %s timed out: %s", message.thread_id, describe_error(exc))
             return TIMED_OUT, render.error_message(
                 f"The model did not answer within {self._model_timeout:g} s",
                 "The model provider accepted the request but sent no answer in time.",
             )
         logger.exception("run in thread %s failed", message.thread_id)
-        return FAILED, render.error_message("The model failed", _describe(exc))
+        return FAILED, render.error_message("The model failed", describe_error(exc))
 
     async def _calibration(self, message: UserMessage, rubric_text: str) -> list[CalibrationExample]:
         """The channel's latest disagreements with this rubric's grader, unless calibration is off."""
@@ -385,14 +381,3 @@ def _is_timeout(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
-
-
-def _describe(exc: BaseException) -> str:
-    detail = str(exc).strip()
-    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
-
-
-def _log_slack_failure(method: str, message: UserMessage, exc: Exception) -> None:
-    # SlackApiError carries the response (never the request's token); log its error code.
-    error = exc.response.get("error") if isinstance(exc, SlackApiError) else _describe(exc)
-    logger.warning("Slack %s failed in thread %s: %s", method, message.thread_id, error)

@@ -1,17 +1,93 @@
-"""Slack Web API plumbing shared by the runner and the listeners."""
+"""Slack Web API plumbing: the bot's client, what its calls raise, and how a failed call is reported.
+
+Inside a Bolt listener a failed call is simply raised: Bolt hands it to `log_listener_failure`
+(registered with ``@app.error``). Elsewhere (the runner, the thread status) `attempt` logs it and
+lets the work go on.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
 
-SLACK_ERRORS: tuple[type[Exception], ...] = (SlackApiError, aiohttp.ClientError, TimeoutError)
-"""What a Slack Web API call raises once the client's own retries are used up."""
+from bot.config import Settings
 
-UPLOAD_ERRORS: tuple[type[Exception], ...] = (*SLACK_ERRORS, SlackClientError)
-"""What a file upload can raise: a Web API failure, or the upload step between its calls failing."""
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SLACK_RETRIES = 3
+"""Retries per Web API call for each kind of transient failure: 429s (after their Retry-After),
+5xx answers and dropped connections."""
+
+SLACK_ERRORS: tuple[type[Exception], ...] = (SlackClientError, aiohttp.ClientError, TimeoutError)
+"""What a Slack Web API call (or a file upload's step between calls) raises once the client's own
+retries are used up: Slack's ``ok: false`` answers are `SlackApiError`, a `SlackClientError`."""
 
 
-def slack_error(exc: Exception) -> str:
-    """Slack's error code for a failed call (never the request's token), else the exception's type."""
-    return str(exc.response.get("error")) if isinstance(exc, SlackApiError) else type(exc).__name__
+def build_client(settings: Settings, session: aiohttp.ClientSession | None = None) -> AsyncWebClient:
+    """The bot's Web API client: `SLACK_API_URL`, with retries for rate limits and transient errors."""
+    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
+    return AsyncWebClient(
+        token=token,
+        base_url=settings.slack_api_url,
+        session=session,
+        retry_handlers=[
+            AsyncRateLimitErrorRetryHandler(max_retry_count=SLACK_RETRIES),
+            AsyncServerErrorRetryHandler(max_retry_count=SLACK_RETRIES),
+            AsyncConnectionErrorRetryHandler(max_retry_count=SLACK_RETRIES),
+        ],
+    )
+
+
+def describe_error(exc: BaseException) -> str:
+    """Slack's error code for a failed Slack call (a response never holds the token), else the
+    exception's type and message."""
+    if isinstance(exc, SlackApiError):
+        return str(exc.response.get("error"))
+    detail = str(exc).strip()
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+async def attempt(call: Awaitable[T], what: str) -> T | None:
+    """Await a Web API call; None when it failed, logged as ``could not {what}`` with Slack's code."""
+    try:
+        return await call
+    except SLACK_ERRORS as exc:
+        logger.warning("could not %s: %s", what, describe_error(exc))
+        return None
+
+
+async def log_listener_failure(error: Exception, body: dict[str, Any]) -> None:
+    """Bolt's error handler (``@app.error``): log what a listener raised, naming the request.
+
+    A Slack call that failed is a warning with Slack's error code; anything else is a bug, logged
+    with its traceback. The request has been acknowledged already, so nothing is answered here.
+    """
+    request = _request_name(body)
+    if isinstance(error, SLACK_ERRORS):
+        logger.warning("Slack call failed while handling %s: %s", request, describe_error(error))
+    else:
+        logger.error("handling %s failed", request, exc_info=error)
+
+
+def _request_name(body: dict[str, Any]) -> str:
+    """E.g. ``block_actions review_agree``, ``/rubric``, ``event app_home_opened``."""
+    if "command" in body:
+        return str(body["command"])
+    if isinstance(body.get("event"), dict):
+        return f"event {body['event'].get('type')}"
+    actions = body.get("actions") or [{}]
+    callback = (body.get("view") or {}).get("callback_id")
+    detail = actions[0].get("action_id") if body.get("type") == "block_actions" else callback
+    return " ".join(str(part) for part in (body.get("type"), detail) if part)

@@ -3,7 +3,8 @@
 A review is saved before its message is touched, and the message then shows the tally of every
 review stored for that iteration. Refreshes of one message take turns (under the store's lock of
 the iteration, across processes), so whichever runs last has read every review saved before it:
-concurrent reviewers never leave a stale tally behind.
+concurrent reviewers never leave a stale tally behind. A Slack call that fails here is raised to
+Bolt's error handler (see :mod:`bot.slack`), which logs it.
 The form's submission is handled in :mod:`bot.listeners.views`.
 """
 
@@ -21,7 +22,6 @@ from bot import render
 from bot.listeners.context import services_of
 from bot.payloads import Click, problems
 from bot.review import agree_verdicts, review_modal
-from bot.slack import SLACK_ERRORS
 from bot.store import EvaluationRecord, ReviewVerdict, Store
 
 logger = logging.getLogger(__name__)
@@ -89,10 +89,7 @@ async def on_disagree(
     except ValueError as exc:
         await tell_clicker(client, click, f"This iteration can't be reviewed: {exc}.")
         return
-    try:
-        await client.views_open(trigger_id=click.trigger_id, view=view)
-    except SLACK_ERRORS as exc:
-        logger.warning("could not open the review form: %s", exc)
+    await client.views_open(trigger_id=click.trigger_id, view=view)
 
 
 async def _acknowledge_click(
@@ -142,18 +139,11 @@ async def show_tally(store: Store, client: AsyncWebClient, record: EvaluationRec
     async with store.locked_reviews(record.grading_run_id, record.iteration) as rows:
         tally = render.ReviewTally.from_rows(rows)
         message = render.evaluation_message(record.evaluation, tally=tally)
-        try:
-            await client.chat_update(channel=record.channel, ts=record.message_ts, **message)
-        except SLACK_ERRORS as exc:
-            logger.warning("could not show the review tally in %s: %s", record.channel, exc)
+        await client.chat_update(channel=record.channel, ts=record.message_ts, **message)
 
 
 async def tell_clicker(client: AsyncWebClient, click: Click, text: str) -> None:
     """Answer a button click with a message only the clicker sees, in the message's thread."""
-    channel = click.channel_id
-    try:
-        await client.chat_postEphemeral(
-            channel=channel, user=click.user.id, thread_ts=click.container.thread_ts, text=text
-        )
-    except SLACK_ERRORS as exc:
-        logger.warning("could not answer a review click in %s: %s", channel, exc)
+    await client.chat_postEphemeral(
+        channel=click.channel_id, user=click.user.id, thread_ts=click.container.thread_ts, text=text
+    )

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
@@ -30,7 +29,7 @@ from bot.conversation import slack_unescape
 from bot.listeners.context import services_of, workspace_of
 from bot.report import Report, chart_png, load_report, report_blocks
 from bot.review import CALIBRATION_EXAMPLES
-from bot.slack import SLACK_ERRORS, UPLOAD_ERRORS
+from bot.slack import SLACK_ERRORS, describe_error
 from bot.store import Store
 from grading import RubricError, parse_rubric
 
@@ -96,13 +95,9 @@ Subcommand = Callable[[Invocation], Awaitable[None]]
 async def _edit(call: Invocation) -> None:
     current = await call.store.get_channel_rubric(call.team, call.channel)
     await call.ack()
-    try:
-        await call.client.views_open(
-            trigger_id=call.command["trigger_id"],
-            view=render.rubric_modal(current, channel_id=call.channel),
-        )
-    except SLACK_ERRORS as exc:
-        logger.warning("could not open the rubric editor: %s", exc)
+    await call.client.views_open(
+        trigger_id=call.command["trigger_id"], view=render.rubric_modal(current, channel_id=call.channel)
+    )
 
 
 async def _set(call: Invocation) -> None:
@@ -156,11 +151,11 @@ async def _report(call: Invocation) -> None:
         return
     try:
         await _post_report(call.client, report, channel)
-    except UPLOAD_ERRORS as exc:
-        logger.warning("could not post the agreement report in %s: %s", channel, exc)
+    except SLACK_ERRORS as exc:
+        logger.warning("could not post the agreement report in %s: %s", channel, describe_error(exc))
         await _respond(
             call.context,
-            text=f"I couldn't post the report or its chart here ({_slack_error(exc)}). If I'm not in this "
+            text=f"I couldn't post the report or its chart here ({describe_error(exc)}). If I'm not in this "
             "channel, invite me with `/invite @rubric-bot` and try again.",
         )
 
@@ -179,17 +174,8 @@ async def _post_report(client: AsyncWebClient, report: Report, channel: str) -> 
 
 async def _respond(context: AsyncBoltContext, **message: Any) -> None:
     """A later answer to the command, only for the caller (via its response_url: no membership needed)."""
-    if context.respond is None:
-        return
-    try:
+    if context.respond is not None:
         await context.respond(response_type="ephemeral", **message)
-    except SLACK_ERRORS as exc:
-        logger.warning("could not answer /rubric: %s", exc)
-
-
-def _slack_error(exc: Exception) -> str:
-    """Slack's error code for a failed call, else the exception's type."""
-    return exc.response.get("error") if isinstance(exc, SlackApiError) else type(exc).__name__
 
 
 async def _calibration(call: Invocation) -> None:

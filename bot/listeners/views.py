@@ -20,7 +20,6 @@ from bot.review import (
     review_context,
     review_notice,
 )
-from bot.slack import SLACK_ERRORS
 from grading import RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)
@@ -76,10 +75,7 @@ async def on_rubric_submitted(
     user = submission.user.id
     await services_of(context).store.set_channel_rubric(workspace_of(context), channel, text, user)
     await ack()
-    try:
-        await client.chat_postEphemeral(channel=channel, user=user, **render.rubric_confirmation(rubric))
-    except SLACK_ERRORS as exc:
-        logger.warning("could not confirm the channel rubric in %s: %s", channel, exc)
+    await client.chat_postEphemeral(channel=channel, user=user, **render.rubric_confirmation(rubric))
 
 
 async def _rubric_input_error(ack: AsyncAck, message: str) -> None:

@@ -20,7 +20,6 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from bot import render
 from bot.agent import agent_config, build_agent, run_turn
-from bot.app import build_client
 from bot.commands import (
     MAX_REPORT_DAYS,
     CommandError,
@@ -33,6 +32,7 @@ from bot.config import Settings
 from bot.conversation import UserMessage
 from bot.review import CALIBRATION_EXAMPLES, calibration_examples
 from bot.runner import ThreadRunner
+from bot.slack import build_client
 from bot.store import ReviewRow, ReviewVerdict, Store
 from grading import CalibrationExample
 from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of

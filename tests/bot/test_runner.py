@@ -21,11 +21,11 @@ from langchain_core.messages import AIMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from bot.agent import agent_config, build_agent
-from bot.app import build_client
 from bot.config import Settings
 from bot.conversation import UserMessage
 from bot.progress import WORKING_REACTION
 from bot.runner import ThreadRunner
+from bot.slack import build_client
 from bot.store import Store
 from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
 from tests.standins.slack_api import SlackApiStandin

@@ -223,6 +223,17 @@ def test_disagree_opens_the_form_preset_validates_it_and_saves_the_reviewers_ver
     assert preset(s.open_form(first, root, "U2"))["Is polite"] == ("pass", None)
 
 
+def test_a_slack_call_failing_in_a_listener_is_logged_with_slacks_error_code(s):
+    root, first = s.graded_thread("R9")
+    s.slack.error_next("views.open", "expired_trigger_id")
+
+    s.click("review_disagree", first, root, "U1", trigger_id="trigger-too-late")
+
+    logged = "Slack call failed while handling block_actions review_disagree: expired_trigger_id"
+    wait_for(lambda: logged in s.bot.stderr_text(), RUN_TIMEOUT, message="the failure in the bot's log")
+    assert "Traceback" not in s.bot.stderr_text()
+
+
 # -- calibration -----------------------------------------------------------------------------------
 
 
