@@ -1,7 +1,8 @@
 """The worker agent with the rubric grader, and one turn of a conversation with it.
 
-`grading` does the revise-and-grade loop; this module wires it to the configured models and the
-checkpointer, and turns a finished turn into what the thread should show.
+`grading` does the revise-and-grade loop; this module wires it to the configured models, the
+checkpointer and a calibration source, gives each run its thread's `ThreadContext`, and turns a
+finished turn into what the thread should show.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from langchain.agents import create_agent
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage, UsageMetadata
 from langchain_core.messages.ai import add_usage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -24,7 +25,15 @@ from langgraph.types import StateSnapshot
 
 from bot.config import ConfigError, Settings, problem
 from bot.database import open_checkpointer
-from grading import DEFAULT_MAX_GRADER_CALLS, EVIDENCE_TOOLS, CalibrationExample, Rubric, RubricMiddleware
+from grading import (
+    DEFAULT_MAX_GRADER_CALLS,
+    EVALUATION_END_EVENT,
+    EVALUATION_START_EVENT,
+    EVIDENCE_TOOLS,
+    CalibrationSource,
+    RubricEvaluation,
+    RubricMiddleware,
+)
 
 WORKER_SYSTEM_PROMPT = (
     "You are a helpful teammate answering requests in a Slack thread. "
@@ -34,15 +43,14 @@ WORKER_SYSTEM_PROMPT = (
 )
 """The worker's instructions: a Slack teammate that answers in Markdown and takes grader feedback."""
 
-EVALUATION_START = "rubric_evaluation_start"
-"""The custom stream event `grading` sends before each grader call, with its iteration."""
 
-EVALUATION_END = "rubric_evaluation_end"
-"""The custom stream event `grading` sends after each grader iteration, carrying its evaluation."""
+@dataclass(frozen=True)
+class ThreadContext:
+    """The langgraph runtime context of a run (`create_agent(context_schema=...)`): where it was
+    asked. The calibration source reads it to find the team's reviews."""
 
-CALIBRATION_KEY = "calibration_examples"
-"""Config key (under ``configurable``) holding the team's worked examples for this run's grader.
-The runner fetches them from the store before the run, since the grader's hook cannot await."""
+    team: str
+    channel: str
 
 
 @dataclass(frozen=True)
@@ -67,7 +75,7 @@ PROVIDERS: Mapping[str, Provider] = {
 }
 """Providers by their `provider:` prefix in a model string; each extra is declared in pyproject.toml."""
 
-EvaluationHandler = Callable[[dict[str, Any]], Awaitable[None]]
+EvaluationHandler = Callable[[RubricEvaluation], Awaitable[None]]
 """Called with each grader iteration's evaluation as it happens."""
 
 GradingHandler = Callable[[int, int], Awaitable[None]]
@@ -78,7 +86,12 @@ class ConversationAgent(Protocol):
     """The parts of a compiled langgraph agent the bot uses."""
 
     def astream(
-        self, input: dict[str, Any], config: RunnableConfig, *, stream_mode: str
+        self,
+        input: dict[str, Any],
+        config: RunnableConfig,
+        *,
+        stream_mode: str,
+        context: ThreadContext | None,
     ) -> AsyncIterator[Any]: ...
 
     async def aget_state(self, config: RunnableConfig) -> StateSnapshot: ...
@@ -139,28 +152,33 @@ def build_agent(
     max_iterations: int,
     max_grader_calls: int = DEFAULT_MAX_GRADER_CALLS,
     checkpointer: BaseCheckpointSaver,
+    calibration: CalibrationSource | None = None,
 ) -> ConversationAgent:
     """The worker agent whose answers are graded against the thread's rubric and revised.
 
-    The grader is shown whatever calibration examples the run's config carries (see `agent_config`).
+    `calibration` supplies the team's worked examples for the grader; it is given each run's
+    `ThreadContext` (see `run_turn`).
     """
     rubric = RubricMiddleware(
         model=grader,
         max_iterations=max_iterations,
         max_grader_calls=max_grader_calls,
         tools=EVIDENCE_TOOLS,
-        calibration=configured_calibration,
+        calibration=calibration,
     )
     return create_agent(
         worker,
         system_prompt=WORKER_SYSTEM_PROMPT,
         middleware=[rubric],
+        context_schema=ThreadContext,
         checkpointer=checkpointer,
     )
 
 
 @asynccontextmanager
-async def open_agent(settings: Settings) -> AsyncIterator[ConversationAgent]:
+async def open_agent(
+    settings: Settings, *, calibration: CalibrationSource | None = None
+) -> AsyncIterator[ConversationAgent]:
     """The configured agent, checkpointed in `RUBRIC_BOT_DB` for as long as the context is open."""
     worker, grader = init_models(settings)
     async with open_checkpointer(settings.database) as checkpointer:
@@ -170,30 +188,13 @@ async def open_agent(settings: Settings) -> AsyncIterator[ConversationAgent]:
             max_iterations=settings.max_iterations,
             max_grader_calls=settings.max_grader_calls,
             checkpointer=checkpointer,
+            calibration=calibration,
         )
 
 
-def agent_config(
-    thread_id: str,
-    *,
-    team: str | None = None,
-    channel: str | None = None,
-    calibration: Sequence[CalibrationExample] = (),
-) -> RunnableConfig:
-    """The invocation config of one conversation, with the team's examples for its grader, if any."""
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "team": team,
-            "channel": channel,
-            CALIBRATION_KEY: list(calibration),
-        }
-    }
-
-
-def configured_calibration(rubric: Rubric, config: RunnableConfig) -> Sequence[CalibrationExample]:
-    """The grader's calibration source: the examples the run's config carries (none by default)."""
-    return (config.get("configurable") or {}).get(CALIBRATION_KEY) or []
+def agent_config(thread_id: str) -> RunnableConfig:
+    """The invocation config of one conversation: its checkpointed thread."""
+    return {"configurable": {"thread_id": thread_id}}
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,7 @@ class TurnOutcome:
     max_iterations: int | None
     best_iteration: int | None
     """Set when the cap was hit: the iteration whose answer is shown."""
-    usage: dict[str, int] | None
+    usage: UsageMetadata | None
     """Worker plus grader tokens of this turn, when the models reported them."""
 
 
@@ -218,24 +219,26 @@ async def run_turn(
     on_evaluation: EvaluationHandler,
     *,
     on_grading: GradingHandler | None = None,
+    context: ThreadContext | None = None,
     before: dict[str, Any] | None = None,
 ) -> TurnOutcome:
     """Invoke the agent once, calling `on_grading` as each grader iteration starts and
     `on_evaluation` after it.
 
-    `before` is the thread's state values just before, when the caller has already read them.
+    `context` says where the request was made (the calibration source needs it); `before` is the
+    thread's state values just before, when the caller has already read them.
     """
     if before is None:
         before = (await agent.aget_state(config)).values
     seen = {message.id for message in before.get("messages", [])}
-    evaluations: list[dict[str, Any]] = []
-    async for chunk in agent.astream(inputs, config, stream_mode="custom"):
+    evaluations: list[RubricEvaluation] = []
+    async for chunk in agent.astream(inputs, config, stream_mode="custom", context=context):
         if not isinstance(chunk, dict):
             continue
-        if chunk.get("type") == EVALUATION_START and on_grading is not None:
+        if chunk.get("type") == EVALUATION_START_EVENT and on_grading is not None:
             await on_grading(chunk["iteration"], chunk["max_iterations"])
-        elif chunk.get("type") == EVALUATION_END:
-            evaluation = {key: value for key, value in chunk.items() if key != "type"}
+        elif chunk.get("type") == EVALUATION_END_EVENT:
+            evaluation = cast(RubricEvaluation, {key: value for key, value in chunk.items() if key != "type"})
             evaluations.append(evaluation)
             await on_evaluation(evaluation)
     state = (await agent.aget_state(config)).values
@@ -244,7 +247,7 @@ async def run_turn(
 
 
 def summarize_turn(
-    state: dict[str, Any], new_messages: Sequence[AnyMessage], evaluations: Sequence[dict[str, Any]]
+    state: dict[str, Any], new_messages: Sequence[AnyMessage], evaluations: Sequence[RubricEvaluation]
 ) -> TurnOutcome:
     """The outcome of a turn from the final state, the turn's messages and its evaluations."""
     graded = bool(state.get("rubric")) and bool(evaluations)
@@ -262,7 +265,7 @@ def summarize_turn(
 
 
 def _answer_text(
-    messages: Sequence[AnyMessage], evaluations: Sequence[dict[str, Any]], best: int | None
+    messages: Sequence[AnyMessage], evaluations: Sequence[RubricEvaluation], best: int | None
 ) -> str:
     answers = [m for m in messages if isinstance(m, AIMessage)]
     if best is not None:
@@ -272,11 +275,9 @@ def _answer_text(
 
 
 def _turn_usage(
-    messages: Sequence[AnyMessage], evaluations: Sequence[dict[str, Any]]
-) -> dict[str, int] | None:
+    messages: Sequence[AnyMessage], evaluations: Sequence[RubricEvaluation]
+) -> UsageMetadata | None:
+    """The worker's tokens of the turn's answers plus the grader's of each evaluation."""
     parts = [m.usage_metadata for m in messages if isinstance(m, AIMessage) and m.usage_metadata]
-    parts += [e["usage"] for e in evaluations if e.get("usage")]
-    if not parts:
-        return None
-    total = functools.reduce(add_usage, parts)
-    return {"input_tokens": total["input_tokens"], "output_tokens": total["output_tokens"]}
+    parts += [e["usage"] for e in evaluations if e["usage"]]
+    return functools.reduce(add_usage, parts) if parts else None

@@ -30,6 +30,7 @@ from bot.config import Settings
 from bot.dbadmin import upgrade
 from bot.listeners import register
 from bot.listeners.context import Services
+from bot.review import calibration_source
 from bot.runner import ThreadRunner
 from bot.slack import build_client, log_listener_failure
 from bot.socket_mode import serve_socket_mode
@@ -72,7 +73,7 @@ async def serve(settings: Settings, *, http: bool, port: int) -> None:
         # Dedupe keys only matter while Slack may still retry; don't let them pile up forever.
         await store.prune_claims()
         stack.push_async_callback(store.close)
-        agent = await stack.enter_async_context(open_agent(settings))
+        agent = await stack.enter_async_context(open_agent(settings, calibration=calibration_source(store)))
         session = await stack.enter_async_context(aiohttp.ClientSession())
         client = build_client(settings, session)
         runner = ThreadRunner(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from importlib.resources import files
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import NoReturn, TextIO
 
 import aiohttp
 import psycopg
@@ -38,7 +38,7 @@ from bot.config import ENV_FILE, SLACK_CONNECTION, ConfigError, Settings, load_s
 from bot.database import Database, DatabaseError
 from bot.report import Report, load_report, period_start, render_chart, report_table
 from bot.store import RunRecord, Store
-from grading import DEFAULT_MAX_GRADER_CALLS, RubricError, parse_rubric
+from grading import DEFAULT_MAX_GRADER_CALLS, CriterionResult, RubricError, RubricEvaluation, parse_rubric
 
 EXIT_CONFIG = 2
 """Exit code for unusable configuration or arguments (argparse uses 2 for usage errors too)."""
@@ -213,7 +213,7 @@ async def grade(
         checkpointer=InMemorySaver(),
     )
 
-    async def show(evaluation: dict[str, Any]) -> None:
+    async def show(evaluation: RubricEvaluation) -> None:
         print(format_evaluation(evaluation), file=stream, flush=True)
 
     outcome = await run_turn(
@@ -226,7 +226,7 @@ async def grade(
     return outcome
 
 
-def format_evaluation(evaluation: dict[str, Any]) -> str:
+def format_evaluation(evaluation: RubricEvaluation) -> str:
     """One grader iteration as a plain-text table: result, criterion, gap.
 
     Items the grader returned that match no criterion follow the table's criteria, under
@@ -256,7 +256,7 @@ def format_evaluation(evaluation: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _table_row(criterion: dict[str, Any]) -> tuple[str, str, str]:
+def _table_row(criterion: CriterionResult) -> tuple[str, str, str]:
     mark = "pass" if criterion["passed"] else "FAIL"
     if criterion.get("score") is not None:
         mark += f" {criterion['score']}/5"

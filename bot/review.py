@@ -3,8 +3,9 @@ the team's disagreements as worked examples for the grader (calibration).
 
 A reviewer's verdict on a criterion is stored as a string: ``"pass"``/``"fail"`` for a list
 rubric's criteria, ``"1"``..``"5"`` for a scored rubric's dimensions (see
-:class:`bot.store.ReviewVerdict`). Everything here is pure: the listeners fetch the evaluation,
-open the modal built here and store what :func:`parse_review_submission` returns.
+:class:`bot.store.ReviewVerdict`). The modal code is pure: the listeners fetch the evaluation,
+open the modal built here and store what :func:`parse_review_submission` returns. The grader's
+calibration source (:func:`calibration_source`) reads the channel's reviews back from the store.
 
 The modal's inputs are keyed by the criterion's position among the evaluation's reviewable
 criteria, not by its name: names may be longer than a block_id allows. Reading a submission
@@ -14,9 +15,10 @@ so a stored review row always pairs the reviewer's verdict with what the grader 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from langgraph.runtime import Runtime
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
 from slack_sdk.models.blocks import (
@@ -30,11 +32,12 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
+from bot.agent import ThreadContext
 from bot.blocks import MAX_VIEW_BLOCKS, SECTION_TEXT_MAX, section_block
 from bot.mrkdwn import escape, truncate
 from bot.payloads import Iteration, SubmittedView, Text, problems
-from bot.store import ReviewRow, ReviewVerdict
-from grading import CalibrationExample
+from bot.store import ReviewRow, ReviewVerdict, Store
+from grading import CalibrationExample, Rubric
 
 __all__ = [
     "CALIBRATION_EXAMPLES",
@@ -44,6 +47,7 @@ __all__ = [
     "ReviewInputError",
     "agree_verdicts",
     "calibration_examples",
+    "calibration_source",
     "grader_verdicts",
     "parse_review_submission",
     "review_context",
@@ -161,6 +165,27 @@ def calibration_examples(rows: Sequence[ReviewRow]) -> list[CalibrationExample]:
 
 def _verdict_words(verdict: str) -> str:
     return f"{verdict}/5" if verdict in SCORES else verdict
+
+
+def calibration_source(
+    store: Store,
+) -> Callable[[Rubric, Runtime[ThreadContext]], Awaitable[list[CalibrationExample]]]:
+    """The grader's calibration source: the run's channel's latest disagreements with this rubric.
+
+    No examples when calibration is switched off in the channel, or when a run has no `ThreadContext`
+    (the terminal's `grade`, say).
+    """
+
+    async def examples(rubric: Rubric, runtime: Runtime[ThreadContext]) -> list[CalibrationExample]:
+        where = runtime.context
+        if where is None or not await store.calibration_enabled(where.team, where.channel):
+            return []
+        rows = await store.recent_disagreements(
+            where.team, where.channel, rubric.text, limit=CALIBRATION_EXAMPLES
+        )
+        return calibration_examples(rows)
+
+    return examples
 
 
 # --- The modal --------------------------------------------------------------------------------

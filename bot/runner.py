@@ -20,16 +20,15 @@ from langchain_core.messages import HumanMessage
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
-from bot.agent import ConversationAgent, TurnOutcome, agent_config, run_turn
+from bot.agent import ConversationAgent, ThreadContext, TurnOutcome, agent_config, run_turn
 from bot.blocks import MAX_BLOCKS, context_block
 from bot.config import DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
 from bot.conversation import UserMessage
 from bot.jobs import Abandoned, JobKind, JobQueue, Payload, ThreadScheduler
 from bot.progress import WorkingIndicator, react
-from bot.review import CALIBRATION_EXAMPLES, calibration_examples
 from bot.slack import attempt, describe_error
 from bot.store import ANSWERED, FAILED, INTERRUPTED, TIMED_OUT, RunRecord, Store
-from grading import CalibrationExample, RubricError, parse_rubric
+from grading import RubricError, RubricEvaluation, parse_rubric
 
 logger = logging.getLogger(__name__)
 
@@ -164,13 +163,12 @@ class ThreadRunner:
         except RubricError as exc:
             await self.reply(message, render.rubric_error(str(exc)))
             return
-        config = agent_config(message.thread_id, team=message.team, channel=message.channel)
-        await self._agent.aupdate_state(config, {"rubric": rubric_text})
+        await self._agent.aupdate_state(agent_config(message.thread_id), {"rubric": rubric_text})
         await self.reply(message, render.rubric_confirmation(rubric))
 
     async def _prompt(self, message: UserMessage) -> None:
-        config = agent_config(message.thread_id, team=message.team, channel=message.channel)
-        scope, text = "thread", (await self._agent.aget_state(config)).values.get("rubric")
+        state = await self._agent.aget_state(agent_config(message.thread_id))
+        scope, text = "thread", state.values.get("rubric")
         if not text:
             scope, text = "channel", await self._store.get_channel_rubric(message.team, message.channel)
         try:
@@ -208,7 +206,7 @@ class ThreadRunner:
 
     async def _answer(self, message: UserMessage, progress: WorkingIndicator) -> TurnOutcome:
         """Run the agent on the request, posting each evaluation; `RunTimeout` past the run's limit."""
-        config = agent_config(message.thread_id, team=message.team, channel=message.channel)
+        config = agent_config(message.thread_id)
         inputs: dict[str, Any] = {"messages": [HumanMessage(message.text)]}
         before = (await self._agent.aget_state(config)).values
         rubric_text = before.get("rubric")
@@ -217,13 +215,6 @@ class ThreadRunner:
             rubric_text = await self._store.get_channel_rubric(message.team, message.channel)
             if rubric_text:
                 inputs["rubric"] = rubric_text
-        if rubric_text:
-            config = agent_config(
-                message.thread_id,
-                team=message.team,
-                channel=message.channel,
-                calibration=await self._calibration(message, rubric_text),
-            )
         guard = asyncio.timeout(self._run_timeout)
         try:
             async with guard:
@@ -233,6 +224,7 @@ class ThreadRunner:
                     config,
                     partial(self._post_evaluation, message, rubric_text or "", progress),
                     on_grading=progress.grading,
+                    context=ThreadContext(team=message.team, channel=message.channel),
                     before=before,
                 )
         except TimeoutError as exc:
@@ -257,17 +249,8 @@ class ThreadRunner:
         logger.exception("run in thread %s failed", message.thread_id)
         return FAILED, render.error_message("The model failed", describe_error(exc))
 
-    async def _calibration(self, message: UserMessage, rubric_text: str) -> list[CalibrationExample]:
-        """The channel's latest disagreements with this rubric's grader, unless calibration is off."""
-        if not await self._store.calibration_enabled(message.team, message.channel):
-            return []
-        rows = await self._store.recent_disagreements(
-            message.team, message.channel, rubric_text, limit=CALIBRATION_EXAMPLES
-        )
-        return calibration_examples(rows)
-
     async def _post_evaluation(
-        self, message: UserMessage, rubric_text: str, progress: WorkingIndicator, evaluation: dict[str, Any]
+        self, message: UserMessage, rubric_text: str, progress: WorkingIndicator, evaluation: RubricEvaluation
     ) -> None:
         ts = await self.reply(message, render.evaluation_message(evaluation))
         if ts is not None:

@@ -5,14 +5,16 @@ No Slack here: put `RubricMiddleware` in any `create_agent(...)` (or deepagents'
 
 Public API:
 
-- `RubricMiddleware`, `RubricEvaluation`, `RubricState`, `Status`, `DEFAULT_MAX_GRADER_CALLS` — the
-  revise-and-grade loop.
+- `RubricMiddleware`, `RubricEvaluation`, `CriterionResult`, `RubricState`, `Status`,
+  `DEFAULT_MAX_GRADER_CALLS` — the revise-and-grade loop.
+- `EVALUATION_START_EVENT`, `EVALUATION_END_EVENT` — the `type` of its custom stream events.
 - `parse_rubric`, `Rubric`, `Criterion`, `Dimension`, `RubricError` — list and scored rubrics.
 - `aggregate`, `Aggregate` — verdicts from 1–5 scores that one strong dimension cannot mask.
 - `kappa`, `percent_agreement`, `majority_baseline`, `agreement_report`, `CriterionAgreement`,
   `correlated_dimensions` — human–grader agreement and dimension independence.
 - `EVIDENCE_TOOLS` and each tool — safe counting and matching tools for the grader.
-- `CalibrationExample` — a team verdict shown to the grader as a worked example.
+- `CalibrationExample`, `CalibrationSource` — team verdicts shown to the grader as worked examples,
+  and the (plain or async) function that supplies them.
 """
 
 from grading.aggregation import Aggregate, aggregate
@@ -29,6 +31,10 @@ from grading.agreement import (
 from grading.grader import CalibrationExample
 from grading.middleware import (
     DEFAULT_MAX_GRADER_CALLS,
+    EVALUATION_END_EVENT,
+    EVALUATION_START_EVENT,
+    CalibrationSource,
+    CriterionResult,
     RubricEvaluation,
     RubricMiddleware,
     RubricState,
@@ -47,13 +53,17 @@ from grading.tools import (
 
 __all__ = [
     "DEFAULT_MAX_GRADER_CALLS",
+    "EVALUATION_END_EVENT",
+    "EVALUATION_START_EVENT",
     "EVIDENCE_TOOLS",
     "KAPPA_TARGET",
     "MIN_REVIEWS_FOR_KAPPA",
     "Aggregate",
     "CalibrationExample",
+    "CalibrationSource",
     "Criterion",
     "CriterionAgreement",
+    "CriterionResult",
     "Dimension",
     "Rubric",
     "RubricError",

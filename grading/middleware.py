@@ -15,6 +15,7 @@ contradicts itself is overruled by its own criteria, never re-asked.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import uuid
 from collections import OrderedDict
@@ -31,9 +32,7 @@ from langchain.agents.middleware.types import (
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, UsageMetadata
-from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from langgraph.config import get_config
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
@@ -75,11 +74,13 @@ answering unusably ends as `grader_error` after a bounded cost."""
 MAX_CACHED_GRADERS = 64
 """Grader sub-agents kept built, one per rubric (their schemas list the rubric's names)."""
 
-START_EVENT = "rubric_evaluation_start"
-"""Custom stream event sent before each grader call."""
+EVALUATION_START_EVENT = "rubric_evaluation_start"
+"""`type` of the custom stream event sent as each grader iteration starts, with its
+`grading_run_id`, `iteration` and `max_iterations`."""
 
-END_EVENT = "rubric_evaluation_end"
-"""Custom stream event sent after each grader iteration, with its evaluation."""
+EVALUATION_END_EVENT = "rubric_evaluation_end"
+"""`type` of the custom stream event sent after each grader iteration; the rest of the event is
+its `RubricEvaluation`."""
 
 
 class CriterionResult(TypedDict):
@@ -144,9 +145,13 @@ class RubricState(AgentState):
     a new run however the current one ended (an error, a cancellation, an interrupt)."""
 
 
-CalibrationSource = Callable[[Rubric, RunnableConfig], Sequence[CalibrationExample]]
-"""Returns team-reviewed examples to show the grader for this rubric and
-invocation (the config carries e.g. the thread id); `[]` for none."""
+CalibrationSource = Callable[
+    [Rubric, Runtime[Any]], Sequence[CalibrationExample] | Awaitable[Sequence[CalibrationExample]]
+]
+"""Returns team-reviewed examples to show the grader for this rubric (`[]` for none). It gets the
+langgraph runtime, so it can read the invocation's `runtime.context` (who asks, and where). It may
+be a plain or an async function; an async one needs the agent's async API (`ainvoke`, `astream`).
+When it fails, the failure is logged and the iteration is graded without examples."""
 
 
 class CriteriaMissing(GraderError):
@@ -178,8 +183,19 @@ class _Graded:
     unmatched: list[Any]
 
 
-_Steps = Generator[_GraderCall, BaseModel, dict[str, Any] | None]
-"""The grading step: yields grader calls, receives their answers, returns the state update."""
+@dataclass(frozen=True)
+class _CalibrationCall:
+    """A request for the team's examples for `rubric`, answered by the calibration source."""
+
+    rubric: Rubric
+    runtime: Runtime[Any]
+
+
+_Call = _GraderCall | _CalibrationCall
+"""What the grading step asks of the hook that drives it."""
+
+_Steps = Generator[_Call, Any, dict[str, Any] | None]
+"""The grading step: yields calls, receives their answers, returns the state update."""
 
 
 @functools.lru_cache(maxsize=256)
@@ -195,13 +211,6 @@ def _request_id(messages: Sequence[AnyMessage]) -> str | None:
 
 def _last_answer_id(messages: Sequence[AnyMessage]) -> str | None:
     return next((m.id for m in reversed(messages) if isinstance(m, AIMessage)), None)
-
-
-def _current_config() -> RunnableConfig:
-    try:
-        return get_config()
-    except RuntimeError:  # called outside a runnable context (e.g. a unit test of a hook)
-        return {}
 
 
 class RubricMiddleware(AgentMiddleware[RubricState, Any]):
@@ -220,8 +229,10 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             without a usable answer ends as `grader_error`.
         on_evaluation: Called with each `RubricEvaluation`; its exceptions are
             logged and swallowed.
-        calibration: Supplies team-reviewed examples shown to the grader; the
-            examples used are recorded on the evaluation.
+        calibration: A `CalibrationSource` (plain or async) supplying
+            team-reviewed examples shown to the grader; it receives the rubric
+            and the langgraph runtime. The examples used are recorded on the
+            evaluation.
     """
 
     state_schema = RubricState
@@ -271,17 +282,17 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         """Grade the finished answer; loop back to the model when it needs revision."""
         steps = self._grading_steps(state, runtime)
         step = _advance(steps, None)
-        while isinstance(step, _GraderCall):
-            step = _advance(steps, _attempt(self._ask, step))
+        while isinstance(step, _Call):
+            step = _advance(steps, _attempt(self._answer, step))
         return step
 
     @hook_config(can_jump_to=["model"])
     async def aafter_agent(self, state: RubricState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Async twin of `after_agent`: only the grader call is awaited."""
+        """Async twin of `after_agent`: only the grader and calibration calls are awaited."""
         steps = self._grading_steps(state, runtime)
         step = _advance(steps, None)
-        while isinstance(step, _GraderCall):
-            step = _advance(steps, await _aattempt(self._aask, step))
+        while isinstance(step, _Call):
+            step = _advance(steps, await _aattempt(self._aanswer, step))
         return step
 
     # -- run bookkeeping -----------------------------------------------------
@@ -322,7 +333,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         self._emit(
             runtime,
             {
-                "type": START_EVENT,
+                "type": EVALUATION_START_EVENT,
                 "grading_run_id": run_id,
                 "iteration": iteration,
                 "max_iterations": self.max_iterations,
@@ -333,7 +344,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         except RubricError as exc:
             evaluation = {**base, "result": "failed", "explanation": f"The rubric could not be parsed: {exc}"}
             return self._conclude(state, runtime, evaluation, None)
-        examples = list(self._calibration(rubric, _current_config())) if self._calibration else []
+        examples = yield from self._team_examples(rubric, runtime)
         meter = GraderMeter(self.max_grader_calls)
         try:
             graded = yield from self._grade(rubric, state["messages"], iteration, examples, meter)
@@ -379,7 +390,21 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             "calibration": [],
         }
 
-    # -- asking the grader -----------------------------------------------------
+    # -- asking the calibration source and the grader ----------------------------
+
+    def _team_examples(
+        self, rubric: Rubric, runtime: Runtime[Any]
+    ) -> Generator[_CalibrationCall, Any, list[CalibrationExample]]:
+        if self._calibration is None:
+            return []
+        try:
+            return list((yield _CalibrationCall(rubric, runtime)))
+        except Exception as exc:
+            # Team examples improve a grade; a store that cannot supply them must not stop one.
+            logger.warning(
+                "RubricMiddleware calibration source failed, grading without examples: %s", _describe(exc)
+            )
+            return []
 
     @staticmethod
     def _grade(
@@ -428,11 +453,25 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             self._graders.popitem(last=False)
         return grader
 
-    def _ask(self, call: _GraderCall) -> BaseModel:
-        return self._grader(call).ask(call.payload, call.meter)
+    def _answer(self, call: _Call) -> Any:
+        if isinstance(call, _GraderCall):
+            return self._grader(call).ask(call.payload, call.meter)
+        found = self._calibrate(call)
+        if inspect.isawaitable(found):
+            if inspect.iscoroutine(found):
+                found.close()  # never awaited: close it so Python does not warn
+            raise TypeError("the calibration source is async: run the agent with ainvoke or astream")
+        return found
 
-    async def _aask(self, call: _GraderCall) -> BaseModel:
-        return await self._grader(call).aask(call.payload, call.meter)
+    async def _aanswer(self, call: _Call) -> Any:
+        if isinstance(call, _GraderCall):
+            return await self._grader(call).aask(call.payload, call.meter)
+        found = self._calibrate(call)
+        return await found if inspect.isawaitable(found) else found
+
+    def _calibrate(self, call: _CalibrationCall) -> Any:
+        assert self._calibration is not None  # only asked for when there is a source
+        return self._calibration(call.rubric, call.runtime)
 
     # -- concluding an iteration -------------------------------------------------
 
@@ -456,7 +495,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             evaluation["best_iteration"] = _best_iteration([*run, evaluation])
             logger.info("RubricMiddleware hit max_iterations=%d", self.max_iterations)
         self._notify(evaluation)
-        self._emit(runtime, {"type": END_EVENT, **evaluation})
+        self._emit(runtime, {"type": EVALUATION_END_EVENT, **evaluation})
         update: dict[str, Any] = {
             "_rubric_evaluations": [*(state.get("_rubric_evaluations") or []), evaluation],
             "_rubric_iterations": iteration + 1,
@@ -490,8 +529,8 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             logger.debug("RubricMiddleware stream writer raised; ignored", exc_info=True)
 
 
-def _advance(steps: _Steps, outcome: BaseModel | Exception | None) -> _GraderCall | dict[str, Any] | None:
-    """Feed the grading step the grader's answer (or failure); return its next call or its update."""
+def _advance(steps: _Steps, outcome: Any) -> _Call | dict[str, Any] | None:
+    """Feed the grading step an answer (or failure; None to start); return its next call or its update."""
     try:
         if outcome is None:
             return next(steps)
@@ -502,7 +541,8 @@ def _advance(steps: _Steps, outcome: BaseModel | Exception | None) -> _GraderCal
         return done.value
 
 
-def _attempt(ask: Callable[[_GraderCall], BaseModel], call: _GraderCall) -> BaseModel | Exception:
+def _attempt(ask: Callable[[_Call], Any], call: _Call) -> Any:
+    """`ask(call)`'s answer, or the exception it raised (to be thrown into the grading step)."""
     try:
         return ask(call)
     except GraphBubbleUp:
@@ -511,9 +551,8 @@ def _attempt(ask: Callable[[_GraderCall], BaseModel], call: _GraderCall) -> Base
         return exc
 
 
-async def _aattempt(
-    ask: Callable[[_GraderCall], Awaitable[BaseModel]], call: _GraderCall
-) -> BaseModel | Exception:
+async def _aattempt(ask: Callable[[_Call], Awaitable[Any]], call: _Call) -> Any:
+    """Async twin of `_attempt`."""
     try:
         return await ask(call)
     except GraphBubbleUp:

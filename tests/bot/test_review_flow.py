@@ -19,7 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from bot import render
-from bot.agent import agent_config, build_agent, run_turn
+from bot.agent import ThreadContext, agent_config, build_agent, run_turn
 from bot.commands import (
     MAX_REPORT_DAYS,
     CommandError,
@@ -30,11 +30,11 @@ from bot.commands import (
 )
 from bot.config import Settings
 from bot.conversation import UserMessage
-from bot.review import CALIBRATION_EXAMPLES, calibration_examples
+from bot.review import CALIBRATION_EXAMPLES, calibration_examples, calibration_source
 from bot.runner import ThreadRunner
 from bot.slack import build_client
 from bot.store import ReviewRow, ReviewVerdict, Store
-from grading import CalibrationExample
+from grading import CalibrationExample, RubricEvaluation
 from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
 from tests.standins.slack_api import SlackApiStandin
 
@@ -161,31 +161,40 @@ def river_grader(messages: list[Any]) -> Any:
     return grade_call("RubricGrade", {"result": "satisfied", "explanation": "Fine.", "criteria": criteria})
 
 
-async def test_examples_in_the_run_config_reach_the_graders_prompt_and_the_evaluation():
+async def test_the_calibration_source_reads_the_runs_channel_from_its_thread_context(tmp_path):
+    store = await Store.open(str(tmp_path / "bot.sqlite"))
+    await disagree(store, "run-1", "Name it.")  # a review in T1's channel C1
     grader = ScriptedChatModel(script=river_grader)
     agent = build_agent(
         ScriptedChatModel(script=lambda messages: "Paris, on the Seine."),
         grader,
         max_iterations=2,
         checkpointer=InMemorySaver(),
+        calibration=calibration_source(store),
     )
-    example = CalibrationExample(
-        criterion="Mentions the river", grader_verdict="pass", team_verdict="fail", comment="Name it."
-    )
-    seen: list[dict[str, Any]] = []
+    seen: list[RubricEvaluation] = []
 
-    async def record(evaluation: dict[str, Any]) -> None:
+    async def record(evaluation: RubricEvaluation) -> None:
         seen.append(evaluation)
 
     inputs = {"messages": [HumanMessage("Capital of France?")], "rubric": RUBRIC}
-    await run_turn(agent, inputs, agent_config("with", calibration=[example]), record)
-    await run_turn(agent, inputs, agent_config("without"), record)
+    await run_turn(
+        agent, inputs, agent_config("in C1"), record, context=ThreadContext(team="T1", channel="C1")
+    )
+    await run_turn(
+        agent, inputs, agent_config("in C2"), record, context=ThreadContext(team="T1", channel="C2")
+    )
+    await run_turn(agent, inputs, agent_config("no context"), record)
+    await store.close()
 
-    calibrated, plain = (payload_of(call) for call in grader.calls)
+    calibrated, elsewhere, without = (payload_of(call) for call in grader.calls)
     assert "For criterion “Mentions the river” the team judged fail where the grader said pass" in calibrated
     assert "Name it." in calibrated
-    assert "calibration" not in plain.lower()
-    assert [e["calibration"] for e in seen] == [[example], []]
+    assert "calibration" not in elsewhere.lower() and "calibration" not in without.lower()
+    example = CalibrationExample(
+        criterion="Mentions the river", grader_verdict="pass", team_verdict="fail", comment="Name it."
+    )
+    assert [e["calibration"] for e in seen] == [[example], [], []]
 
 
 # -- calibration through the runner -----------------------------------------------------------------
@@ -203,6 +212,7 @@ async def runner_parts(tmp_path):
                 grader,
                 max_iterations=2,
                 checkpointer=checkpointer,
+                calibration=calibration_source(store),
             )
             yield ThreadRunner(agent=agent, store=store, client=client), store, grader
         await store.close()

@@ -390,26 +390,3 @@ def test_grader_can_use_evidence_tools_before_answering(run):
     result = run(agent, ask("Write", HAIKU_RUBRIC))
     assert result["_rubric_status"] == "satisfied"
     assert "count_lines" in grader.bound_tool_names
-
-
-def test_calibration_examples_reach_the_grader_and_are_recorded(run):
-    example = {
-        "criterion": "No rhyme",
-        "grader_verdict": "pass",
-        "team_verdict": "fail",
-        "comment": "slant rhymes count as rhymes",
-    }
-    received: list[Any] = []
-
-    def calibration(rubric: Any, config: Any) -> list[dict[str, str]]:
-        received.append(config["configurable"]["thread_id"])
-        return [example]
-
-    agent, _, grader = build(
-        answers("spring"), grader_that_wants("spring"), calibration=calibration, checkpointer=InMemorySaver()
-    )
-    result = run(agent, ask("Write", HAIKU_RUBRIC), "cal")
-    payload = payload_of(grader.calls[0])
-    assert "the team judged fail where the grader said pass, because: slant rhymes count as rhymes" in payload
-    assert result["_rubric_evaluations"][0]["calibration"] == [example]
-    assert received == ["cal"]
