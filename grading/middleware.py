@@ -350,25 +350,22 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             graded = yield from self._grade(rubric, state["messages"], iteration, examples, meter)
         except Exception as exc:
             logger.warning("RubricMiddleware grader failed: %s", _describe(exc))
-            evaluation = {
-                **base,
+            verdict = {
                 "kind": rubric.kind,
                 "result": "grader_error",
                 "explanation": f"The grader failed: {_describe(exc)}",
                 "unmatched": getattr(exc, "unmatched", []),
-                "usage": meter.usage,
-                "grader_calls": meter.calls,
-                "calibration": examples,
             }
-            return self._conclude(state, runtime, evaluation, rubric)
+        else:
+            verdict = _judge(rubric, graded)
+            _log_contradiction(rubric, graded, verdict, base)
         evaluation = {
             **base,
-            **_judge(rubric, graded),
+            **verdict,
             "usage": meter.usage,
             "grader_calls": meter.calls,
             "calibration": examples,
         }
-        _log_contradiction(rubric, graded, evaluation)
         return self._conclude(state, runtime, evaluation, rubric)
 
     def _blank_evaluation(self, run_id: str, iteration: int, state: RubricState) -> RubricEvaluation:
@@ -641,15 +638,17 @@ def _item_results(rubric: Rubric, items: Sequence[Any]) -> list[CriterionResult]
     ]
 
 
-def _log_contradiction(rubric: Rubric, graded: _Graded, evaluation: RubricEvaluation) -> None:
+def _log_contradiction(
+    rubric: Rubric, graded: _Graded, verdict: dict[str, Any], evaluation: RubricEvaluation
+) -> None:
     """Log a list grader whose overall word contradicts its criteria; the criteria have won."""
-    if rubric.is_scored or graded.claimed == evaluation["result"]:
+    if rubric.is_scored or graded.claimed == verdict["result"]:
         return  # a scored rubric's verdict is the aggregation's, which the grader cannot know
     logger.warning(
         "RubricMiddleware: the grader answered %s but its criteria say %s; going by the criteria "
         "(grading run %s, iteration %d)",
         graded.claimed,
-        evaluation["result"],
+        verdict["result"],
         evaluation["grading_run_id"],
         evaluation["iteration"] + 1,
     )
