@@ -214,7 +214,7 @@ class TurnOutcome:
 
 async def run_turn(
     agent: ConversationAgent,
-    inputs: dict[str, Any],
+    inputs: dict[str, Any] | None,
     config: RunnableConfig,
     on_evaluation: EvaluationHandler,
     *,
@@ -225,25 +225,35 @@ async def run_turn(
     """Invoke the agent once, calling `on_grading` as each grader iteration starts and
     `on_evaluation` after it.
 
-    `context` says where the request was made (the calibration source needs it); `before` is the
-    thread's state values just before, when the caller has already read them.
+    `inputs` None continues the turn the checkpoint holds (an attempt cut short); `context` says
+    where the request was made (the calibration source needs it); `before` is the thread's state
+    values just before the turn, when the caller has already read them.
     """
     if before is None:
         before = (await agent.aget_state(config)).values
     seen = {message.id for message in before.get("messages", [])}
-    evaluations: list[RubricEvaluation] = []
     async for chunk in agent.astream(inputs, config, stream_mode="custom", context=context):
         if not isinstance(chunk, dict):
             continue
         if chunk.get("type") == EVALUATION_START_EVENT and on_grading is not None:
             await on_grading(chunk["iteration"], chunk["max_iterations"])
         elif chunk.get("type") == EVALUATION_END_EVENT:
-            evaluation = cast(RubricEvaluation, {key: value for key, value in chunk.items() if key != "type"})
-            evaluations.append(evaluation)
-            await on_evaluation(evaluation)
+            await on_evaluation(
+                cast(RubricEvaluation, {key: value for key, value in chunk.items() if key != "type"})
+            )
     state = (await agent.aget_state(config)).values
     new_messages = [m for m in state.get("messages", []) if m.id not in seen]
-    return summarize_turn(state, new_messages, evaluations)
+    return summarize_turn(state, new_messages, turn_evaluations(state, new_messages))
+
+
+def turn_evaluations(state: dict[str, Any], new_messages: Sequence[AnyMessage]) -> list[RubricEvaluation]:
+    """The evaluations the state holds of the turn whose messages are `new_messages`, oldest first.
+
+    Read from the state rather than the stream, so a turn continued from its checkpoint counts the
+    iterations graded before it was cut short too.
+    """
+    answers = {message.id for message in new_messages}
+    return [e for e in state.get("_rubric_evaluations") or [] if e.get("answer_message_id") in answers]
 
 
 def summarize_turn(

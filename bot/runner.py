@@ -11,23 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import asdict
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AnyMessage, HumanMessage
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
-from bot.agent import ConversationAgent, ThreadContext, TurnOutcome, agent_config, run_turn
+from bot.agent import ConversationAgent, ThreadContext, TurnOutcome, agent_config, run_turn, turn_evaluations
 from bot.blocks import MAX_BLOCKS, context_block
 from bot.config import DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
 from bot.conversation import UserMessage
-from bot.jobs import Abandoned, JobKind, JobQueue, Payload, ThreadScheduler
+from bot.jobs import MAX_ATTEMPTS, Abandoned, JobKind, JobQueue, Payload, ThreadScheduler
 from bot.progress import WorkingIndicator, react
 from bot.slack import attempt, describe_error
-from bot.store import ANSWERED, FAILED, INTERRUPTED, TIMED_OUT, RunRecord, Store
+from bot.store import ANSWERED, FAILED, FINAL_STEP, INTERRUPTED, TIMED_OUT, RunRecord, Step, Store
 from grading import RubricError, RubricEvaluation, parse_rubric
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,29 @@ NOTICE_JOB = "interrupted_notice"
 
 class RunTimeout(Exception):
     """A whole run took longer than the runner allows (`RUBRIC_BOT_RUN_TIMEOUT`)."""
+
+
+@dataclass
+class _Ledger:
+    """What one run has put in its thread, kept in the `posted` table as it goes: a resumed run
+    posts only the parts that are missing. (A crash between Slack taking a message and the ledger
+    recording it is the one window in which a part can appear twice.)"""
+
+    reply: Callable[[dict[str, Any]], Awaitable[str | None]]
+    """Posts a message in the run's thread; its ts, or None if Slack failed."""
+    store: Store
+    run_id: int
+    posted: dict[tuple[Step, int], str]
+
+    async def post(self, step: Step, part: int, payload: dict[str, Any]) -> str | None:
+        """Post part `part` of `step` unless it is in the thread already; its ts, None if Slack failed."""
+        if (step, part) in self.posted:
+            return self.posted[(step, part)]
+        ts = await self.reply(payload)
+        if ts is not None:
+            await self.store.record_posted(self.run_id, step, part, ts)
+            self.posted[(step, part)] = ts
+        return ts
 
 
 class ThreadRunner:
@@ -136,7 +160,7 @@ class ThreadRunner:
             await self._kinds[kind].abandon(payload, Abandoned.STOPPING)
 
     async def _request_job(self, payload: Payload, attempt: int) -> None:
-        await self._run_request(_message_of(payload), payload["run_id"])
+        await self._run_request(_message_of(payload), payload["run_id"], resumed=attempt > 0)
 
     async def _rubric_job(self, payload: Payload, attempt: int) -> None:
         await self._replace_rubric(_message_of(payload), payload["rubric"])
@@ -148,10 +172,23 @@ class ThreadRunner:
         await self._tell_abandoned(_message_of(payload), payload["run_id"])
 
     async def _abandon_request(self, payload: Payload, why: Abandoned) -> None:
-        await self._tell_interrupted(_message_of(payload), payload["run_id"], started=False)
+        message, run_id = _message_of(payload), payload["run_id"]
+        if why is Abandoned.STOPPING:
+            await self._tell_interrupted(message, run_id, started=False)
+            return
+        ledger = await self._ledger(message, run_id, resumed=True)
+        await react(self._client, "reactions_remove", message)
+        told = await ledger.post(FINAL_STEP, 0, _gave_up_notice())
+        await self._store.finish_run(run_id, FAILED)
+        if told is None:
+            await self._record_undelivered(message, run_id, FAILED)
 
     async def _abandon_message(self, payload: Payload, why: Abandoned) -> None:
-        await self._tell_interrupted(_message_of(payload), None, started=False)
+        message = _message_of(payload)
+        if why is Abandoned.STOPPING:
+            await self._tell_interrupted(message, None, started=False)
+        else:
+            await self.reply(message, _gave_up_notice())
 
     async def _abandon_notice(self, payload: Payload, why: Abandoned) -> None:
         await self._store.release_interrupted(payload["run_id"])
@@ -179,23 +216,28 @@ class ThreadRunner:
             return
         await self.reply(message, render.request_prompt(rubric, scope=scope))
 
-    async def _run_request(self, message: UserMessage, run_id: int) -> None:
+    async def _run_request(self, message: UserMessage, run_id: int, *, resumed: bool = False) -> None:
+        """Answer the request; `resumed` when an earlier attempt was cut short (it continues from the
+        conversation's checkpoint and posts only what that attempt did not)."""
         status, delivered = FAILED, False
+        ledger = await self._ledger(message, run_id, resumed=resumed)
         progress = WorkingIndicator(self._client, message)
         try:
             await self._report_interrupted(message)
             await progress.start()
             try:
-                outcome = await self._answer(message, progress)
+                outcome = await self._answer(message, progress, ledger)
             except Exception as exc:
                 status, notice = self._failure(message, exc)
-                delivered = await self.reply(message, notice) is not None
+                delivered = await ledger.post(FINAL_STEP, 0, notice) is not None
             else:
                 status = outcome.status or ANSWERED
-                delivered = await self._post_final(message, outcome)
+                delivered = await self._post_final(ledger, outcome)
         except asyncio.CancelledError:
             status = INTERRUPTED
-            await self._tell_interrupted(message, run_id, started=True)
+            # A durable job cut short runs again elsewhere and resumes; an embedded one is lost.
+            if not self._queue.durable:
+                await self._tell_interrupted(message, run_id, started=True)
             raise
         finally:
             await progress.stop()
@@ -204,17 +246,33 @@ class ThreadRunner:
                 if not delivered:
                     await self._record_undelivered(message, run_id, status)
 
-    async def _answer(self, message: UserMessage, progress: WorkingIndicator) -> TurnOutcome:
-        """Run the agent on the request, posting each evaluation; `RunTimeout` past the run's limit."""
+    async def _answer(self, message: UserMessage, progress: WorkingIndicator, ledger: _Ledger) -> TurnOutcome:
+        """Run the agent on the request, posting each evaluation; `RunTimeout` past the run's limit.
+
+        If the checkpoint already holds the request, an earlier attempt was cut short after it got
+        there: the turn continues from the checkpoint instead of starting over.
+        """
         config = agent_config(message.thread_id)
-        inputs: dict[str, Any] = {"messages": [HumanMessage(message.text)]}
-        before = (await self._agent.aget_state(config)).values
-        rubric_text = before.get("rubric")
-        if not rubric_text:
-            # A conversation without its own rubric picks up the channel default.
-            rubric_text = await self._store.get_channel_rubric(message.team, message.channel)
-            if rubric_text:
-                inputs["rubric"] = rubric_text
+        state = (await self._agent.aget_state(config)).values
+        request_id = request_message_id(message)
+        earlier = _messages_through(state.get("messages", []), request_id)
+        rubric_text = state.get("rubric")
+        inputs: dict[str, Any] | None = None
+        before = state
+        if earlier is None:
+            inputs = {"messages": [HumanMessage(message.text, id=request_id)]}
+            if not rubric_text:
+                # A conversation without its own rubric picks up the channel default.
+                rubric_text = await self._store.get_channel_rubric(message.team, message.channel)
+                if rubric_text:
+                    inputs["rubric"] = rubric_text
+        else:
+            before = {**state, "messages": earlier}
+        post_evaluation = partial(self._post_evaluation, message, rubric_text or "", progress, ledger)
+        if earlier is not None:
+            # Iterations the cut-short attempt checkpointed but may not have posted, in order.
+            for evaluation in turn_evaluations(state, state["messages"][len(earlier) :]):
+                await post_evaluation(evaluation)
         guard = asyncio.timeout(self._run_timeout)
         try:
             async with guard:
@@ -222,7 +280,7 @@ class ThreadRunner:
                     self._agent,
                     inputs,
                     config,
-                    partial(self._post_evaluation, message, rubric_text or "", progress),
+                    post_evaluation,
                     on_grading=progress.grading,
                     context=ThreadContext(team=message.team, channel=message.channel),
                     before=before,
@@ -250,9 +308,14 @@ class ThreadRunner:
         return FAILED, render.error_message("The model failed", describe_error(exc))
 
     async def _post_evaluation(
-        self, message: UserMessage, rubric_text: str, progress: WorkingIndicator, evaluation: RubricEvaluation
+        self,
+        message: UserMessage,
+        rubric_text: str,
+        progress: WorkingIndicator,
+        ledger: _Ledger,
+        evaluation: RubricEvaluation,
     ) -> None:
-        ts = await self.reply(message, render.evaluation_message(evaluation))
+        ts = await ledger.post(evaluation["iteration"], 0, render.evaluation_message(evaluation))
         if ts is not None:
             await self._store.save_evaluation(
                 message.team, message.channel, message.thread_ts, ts, evaluation, rubric_text
@@ -263,7 +326,7 @@ class ThreadRunner:
         ):
             await progress.revising()
 
-    async def _post_final(self, message: UserMessage, outcome: TurnOutcome) -> bool:
+    async def _post_final(self, ledger: _Ledger, outcome: TurnOutcome) -> bool:
         """Post the run's status and answer; whether every part of it reached the thread."""
         messages = render.final_messages(
             outcome.status,
@@ -275,8 +338,14 @@ class ThreadRunner:
         )
         if outcome.status is None:
             messages = _with_hint(messages, render.no_rubric_hint())
-        posted = [await self.reply(message, payload) for payload in messages]
+        posted = [await ledger.post(FINAL_STEP, part, payload) for part, payload in enumerate(messages)]
         return None not in posted
+
+    async def _ledger(self, message: UserMessage, run_id: int, *, resumed: bool) -> _Ledger:
+        """The run's record of posted messages (only a resumed run can have posted any yet)."""
+        posted = await self._store.posted_messages(run_id) if resumed else []
+        done = {(p.step, p.part): p.message_ts for p in posted}
+        return _Ledger(partial(self.reply, message), self._store, run_id, done)
 
     async def _record_undelivered(self, message: UserMessage, run_id: int, status: str) -> None:
         # The grading status says how the answer did; this says nobody saw it, for the operator.
@@ -330,6 +399,26 @@ def _with_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]
     if len(blocks) >= MAX_BLOCKS:
         return [*messages, {"text": hint}]
     return [*earlier, {**last, "blocks": [*blocks, context_block(hint).to_dict()]}]
+
+
+def request_message_id(message: UserMessage) -> str:
+    """The id of the request's message in the conversation's checkpoint: the Slack message's own,
+    so an attempt can tell whether an earlier one already added the request."""
+    return f"slack:{message.channel}:{message.ts}"
+
+
+def _messages_through(messages: list[AnyMessage], message_id: str) -> list[AnyMessage] | None:
+    """The conversation up to and including the message with `message_id`; None if it is not there."""
+    ids = [message.id for message in messages]
+    return messages[: ids.index(message_id) + 1] if message_id in ids else None
+
+
+def _gave_up_notice() -> dict[str, Any]:
+    return render.error_message(
+        "The bot could not finish this request",
+        f"It was cut short {MAX_ATTEMPTS} times (the bot process running it stopped each time). "
+        "Send it again in this thread to start over.",
+    )
 
 
 def _run_payload(message: UserMessage, run_id: int) -> dict[str, Any]:

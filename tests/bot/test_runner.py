@@ -7,9 +7,11 @@ scripted models, the real SQLite store, and a real Slack client talking to the l
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import re
 import sqlite3
+import threading
 from contextlib import closing
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +25,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from bot.agent import agent_config, build_agent
 from bot.config import Settings
 from bot.conversation import UserMessage
+from bot.jobs import Abandoned, JobKind, Payload
 from bot.progress import WORKING_REACTION
 from bot.runner import ThreadRunner
 from bot.slack import build_client
@@ -500,3 +503,108 @@ async def test_drain_marks_a_run_that_outlives_the_grace_as_interrupted(harness)
     assert sum("restarting" in t for t in texts) == 2  # one for each request
     assert all("Too late." not in t for t in texts)
     assert await runner.report_abandoned_runs(datetime.now(UTC)) == 0  # told already
+
+
+# -- a run cut short and resumed (a durable queue runs it again as a later attempt) ---------------
+
+
+class HeldQueue:
+    """A durable queue whose jobs the test runs itself, as whichever attempt it likes."""
+
+    durable = True
+    busy = 0
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, JobKind] = {}
+        self.jobs: list[tuple[str, Payload]] = []
+
+    def register(self, kind: JobKind) -> None:
+        self.kinds[kind.name] = kind
+
+    async def start(self) -> None:
+        pass
+
+    async def submit(self, key: str, kind: str, payload: Payload) -> bool:
+        self.jobs.append((kind, payload))
+        return True
+
+    async def drain(self, grace: float) -> None:
+        pass
+
+    async def attempt(self, number: int) -> None:
+        kind, payload = self.jobs[-1]
+        await self.kinds[kind].run(payload, number)
+
+
+def revision_held_until(release: threading.Event, started: threading.Event) -> Any:
+    """Drafts "Paris."; the revision waits for `release` (the model is slow), then names the Seine."""
+    calls = itertools.count()
+
+    def script(messages: list[Any]) -> str:
+        if next(calls) == 0:
+            return "Paris."
+        started.set()
+        release.wait(EVENT_TIMEOUT)
+        return "Paris, on the Seine."
+
+    return script
+
+
+async def test_a_run_cut_short_resumes_from_its_checkpoint_and_posts_each_message_once(harness):
+    release, revising = threading.Event(), threading.Event()
+    worker = revision_held_until(release, revising)
+    queue = HeldQueue()
+    harness.use(worker, grader_wanting("Seine"))
+    runner = ThreadRunner(agent=harness.agent, store=harness.store, client=harness.client, queue=queue)
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    request = harness.message("What is the capital of France?")
+    await runner.submit_request(request)
+
+    first = asyncio.create_task(queue.attempt(0))
+    await asyncio.wait_for(asyncio.to_thread(revising.wait), EVENT_TIMEOUT)
+    first.cancel()  # the process running it dies while the worker revises
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    release.set()
+    assert [m.event_type for m in harness.thread(request.ts)] == ["rubric_evaluation"]
+
+    await queue.attempt(1)
+
+    posted = harness.thread(request.ts)
+    assert [m.event_type for m in posted] == ["rubric_evaluation", "rubric_evaluation", "rubric_final"]
+    assert "1/3" in posted[0].all_text and "2/3" in posted[1].all_text
+    assert "Seine" in posted[2].all_text and "2/3" in posted[2].all_text
+    assert not any("restarting" in m.all_text for m in posted)  # nothing was lost: no notice
+    assert len(harness.grader.calls) == 2  # the first iteration was not graded again
+    assert harness.runs() == [(request.ts, "satisfied", 0)]
+
+
+async def test_an_attempt_after_one_that_posted_everything_adds_nothing(harness):
+    queue = HeldQueue()
+    harness.use(worker_answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
+    runner = ThreadRunner(agent=harness.agent, store=harness.store, client=harness.client, queue=queue)
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    request = harness.message("What is the capital of France?")
+    await runner.submit_request(request)
+    await queue.attempt(0)
+    posted = harness.thread(request.ts)
+
+    await queue.attempt(1)  # its process died after the last post, before the job was marked done
+
+    assert harness.thread(request.ts) == posted
+    assert len(harness.grader.calls) == 2
+
+
+async def test_a_run_cut_short_too_often_ends_with_a_notice(harness):
+    queue = HeldQueue()
+    harness.use(worker_answers("Paris."), grader_wanting("Seine"))
+    runner = ThreadRunner(agent=harness.agent, store=harness.store, client=harness.client, queue=queue)
+    request = harness.message("What is the capital of France?")
+    await runner.submit_request(request)
+
+    kind, payload = queue.jobs[-1]
+    await queue.kinds[kind].abandon(payload, Abandoned.GAVE_UP)
+
+    (notice,) = harness.thread(request.ts)
+    assert "could not finish" in notice.all_text and "Send it again" in notice.all_text
+    assert harness.runs() == [(request.ts, "error", 0)]
