@@ -1,7 +1,9 @@
-"""The Slack app: Bolt wiring and the process lifecycle of `rubric-bot serve`.
+"""The Slack app: Bolt wiring and the process lifecycles of `rubric-bot serve` and `rubric-bot worker`.
 
-One asyncio process serves every thread: Bolt's async app acks on the event loop, runs go to the
-`ThreadRunner`, and SIGTERM drains the runner before the process exits.
+In a `serve` process Bolt's async app acks on the event loop and runs go to the `ThreadRunner`'s
+job queue: the process runs them itself (with SQLite) or, with PostgreSQL, puts them in the shared
+queue, which its own worker and every other `serve` or `worker` process take jobs from. SIGTERM
+drains the runner before the process exits.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ import asyncio
 import json
 import logging
 import signal
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl
@@ -26,8 +29,9 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import open_agent
-from bot.config import Settings
+from bot.config import DEFAULT_CONCURRENCY, Settings
 from bot.dbadmin import upgrade
+from bot.jobs import open_queue
 from bot.listeners import register
 from bot.listeners.context import Services
 from bot.review import calibration_source
@@ -62,9 +66,40 @@ def create_app(settings: Settings, services: Services, client: AsyncWebClient) -
     return app
 
 
-async def serve(settings: Settings, *, http: bool, port: int) -> None:
-    """Run the bot until SIGTERM/SIGINT, then let running requests finish (or mark them interrupted)."""
+async def serve(settings: Settings, *, http: bool, port: int, concurrency: int = DEFAULT_CONCURRENCY) -> None:
+    """Run the bot until SIGTERM/SIGINT, then let running requests finish (or mark them interrupted).
+
+    On PostgreSQL this process is also a worker (`concurrency` runs at once) among any others.
+    """
     stop = _stop_event()
+    async with open_runner(settings, concurrency) as (store, client, runner):
+        app = create_app(settings, Services(settings, store, runner), client)
+        if settings.socket_mode and not http:
+            assert settings.slack_app_token is not None  # socket_mode implies it
+            await serve_socket_mode(app, client, settings.slack_app_token.get_secret_value(), stop)
+        else:
+            await _serve_http(app, settings, port, stop)
+        logger.info("stopping: letting %d busy thread(s) finish", runner.busy_threads)
+        await runner.drain(settings.shutdown_grace)
+    logger.info("stopped")
+
+
+async def work(settings: Settings, *, concurrency: int) -> None:
+    """Run jobs from the PostgreSQL queue (no Slack ingress) until SIGTERM/SIGINT."""
+    stop = _stop_event()
+    async with open_runner(settings, concurrency) as (_, _, runner):
+        logger.info("rubric-bot worker running up to %d job(s) at once", concurrency)
+        await stop.wait()
+        logger.info("stopping: letting %d running job(s) finish", runner.busy_threads)
+        await runner.drain(settings.shutdown_grace)
+    logger.info("stopped")
+
+
+@asynccontextmanager
+async def open_runner(
+    settings: Settings, concurrency: int
+) -> AsyncIterator[tuple[Store, AsyncWebClient, ThreadRunner]]:
+    """The store, Slack client and thread runner of a process, its queue running jobs."""
     # Runs started before this moment belong to earlier processes; unfinished, they were cut short.
     started = datetime.now(UTC)
     async with AsyncExitStack() as stack:
@@ -76,25 +111,22 @@ async def serve(settings: Settings, *, http: bool, port: int) -> None:
         agent = await stack.enter_async_context(open_agent(settings, calibration=calibration_source(store)))
         session = await stack.enter_async_context(aiohttp.ClientSession())
         client = build_client(settings, session)
+        queue = await stack.enter_async_context(
+            open_queue(settings.database, concurrency=concurrency, stalled_after=settings.stalled_after)
+        )
         runner = ThreadRunner(
             agent=agent,
             store=store,
             client=client,
+            queue=queue,
             model_timeout=settings.model_timeout,
             run_timeout=settings.run_timeout,
         )
-        abandoned = await runner.report_abandoned_runs(started)
-        if abandoned:
+        await queue.start()
+        # A durable queue resumes the runs a dead process left; the embedded one lost them.
+        if not queue.durable and (abandoned := await runner.report_abandoned_runs(started)):
             logger.info("telling %d thread(s) that a restart interrupted their request", abandoned)
-        app = create_app(settings, Services(settings, store, runner), client)
-        if settings.socket_mode and not http:
-            assert settings.slack_app_token is not None  # socket_mode implies it
-            await serve_socket_mode(app, client, settings.slack_app_token.get_secret_value(), stop)
-        else:
-            await _serve_http(app, settings, port, stop)
-        logger.info("stopping: letting %d busy thread(s) finish", runner.busy_threads)
-        await runner.drain(settings.shutdown_grace)
-    logger.info("stopped")
+        yield store, client, runner
 
 
 def _stop_event() -> asyncio.Event:

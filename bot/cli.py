@@ -34,7 +34,15 @@ from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 from bot import dbadmin, render
 from bot.agent import TurnOutcome, agent_config, build_agent, init_models, run_turn
 from bot.commands import CommandError, report_days
-from bot.config import ENV_FILE, SLACK_CONNECTION, ConfigError, Settings, load_settings, problem
+from bot.config import (
+    DEFAULT_CONCURRENCY,
+    ENV_FILE,
+    SLACK_CONNECTION,
+    ConfigError,
+    Settings,
+    load_settings,
+    problem,
+)
 from bot.database import Database, DatabaseError
 from bot.report import Report, load_report, period_start, render_chart, report_table
 from bot.store import RunRecord, Store
@@ -105,6 +113,23 @@ def one_line(text: str) -> str:
 def _configure_serve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--http", action="store_true", help="serve HTTP even when SLACK_APP_TOKEN is set")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})")
+    _add_concurrency(parser)
+
+
+def _add_concurrency(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"runs this process works on at once with PostgreSQL (default {DEFAULT_CONCURRENCY})",
+    )
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
 
 
 def _run_serve(args: argparse.Namespace) -> int:
@@ -117,10 +142,34 @@ def _run_serve(args: argparse.Namespace) -> int:
         raise ConfigError([problem("RUBRIC_BOT_DB", f"is in a directory that does not exist ({parent})")])
     from bot.app import serve  # Bolt and aiohttp are only needed to serve
 
+    _start_logging(settings)
+    asyncio.run(serve(settings, http=args.http, port=args.port, concurrency=args.concurrency))
+    return 0
+
+
+def _start_logging(settings: Settings) -> None:
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
-    asyncio.run(serve(settings, http=args.http, port=args.port))
+
+
+# -- worker ------------------------------------------------------------------------------------
+
+
+def _run_worker(args: argparse.Namespace) -> int:
+    settings = load_settings(["SLACK_BOT_TOKEN", "RUBRIC_BOT_MODEL", "RUBRIC_BOT_DB"])
+    if not settings.database.is_postgres:
+        raise ConfigError(
+            [
+                "RUBRIC_BOT_DB is a SQLite file, and a worker takes its runs from the PostgreSQL job "
+                "queue: set it to postgresql://USER:PASSWORD@HOST:5432/DBNAME (with SQLite, serve "
+                "runs every request itself)."
+            ]
+        )
+    from bot.app import work
+
+    _start_logging(settings)
+    asyncio.run(work(settings, concurrency=args.concurrency))
     return 0
 
 
@@ -517,6 +566,20 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ),
     ),
     Subcommand(
+        "worker",
+        "run queued requests without serving Slack (PostgreSQL only; add these for more capacity)",
+        _add_concurrency,
+        _run_worker,
+        description=(
+            "Run requests from the PostgreSQL job queue until SIGTERM or Ctrl-C, without talking to "
+            "Slack's events: serve processes take Slack's requests and queue them, and every serve and "
+            "worker process runs them, one at a time per thread and in order. Run as many as the load "
+            "needs, on any machine that reaches the database. It reads SLACK_BOT_TOKEN, "
+            "RUBRIC_BOT_MODEL and the model provider's API key, RUBRIC_BOT_DB (a postgresql:// URL) "
+            f"and serve's optional settings, {SETTINGS_SOURCE}."
+        ),
+    ),
+    Subcommand(
         "manifest",
         "print the Slack app manifest",
         lambda parser: None,
@@ -573,11 +636,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         _configure_db,
         _run_db,
         description=(
-            "`db upgrade` brings the database's tables (the bot's and the conversation checkpoints') to "
-            "the installed version's schema; serve does it at start. `db copy --from SRC --to DST` copies "
-            "every thread with its conversation, channel rubrics and settings, runs, evaluations and "
-            "reviews into an empty database, e.g. from the SQLite file to PostgreSQL. A database is a "
-            "SQLite path (sqlite:PATH also works) or a postgresql://USER:PASSWORD@HOST/DBNAME URL; "
+            "`db upgrade` brings the database's tables (the bot's, the conversation checkpoints' and "
+            "the PostgreSQL job queue's) to the installed version's schema; serve does it at start. "
+            "`db copy --from SRC --to DST` copies every thread with its conversation, channel rubrics "
+            "and settings, runs, evaluations and reviews into an empty database, e.g. from the SQLite "
+            "file to PostgreSQL. A database is a SQLite path (sqlite:PATH also works) or a "
+            "postgresql://USER:PASSWORD@HOST/DBNAME URL; "
             f"upgrade reads RUBRIC_BOT_DB {SETTINGS_SOURCE} unless --db is given."
         ),
     ),

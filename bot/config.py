@@ -48,6 +48,14 @@ DEFAULT_RUN_TIMEOUT = DEFAULT_MODEL_TIMEOUT * RUN_TIMEOUT_FACTOR
 SLACK_CONNECTION = "SLACK_APP_TOKEN or SLACK_SIGNING_SECRET"
 """A requirement met by either setting: `serve` needs one of them to hear from Slack at all."""
 
+DEFAULT_CONCURRENCY = 100
+"""Runs one process works on at once with PostgreSQL (`--concurrency`): runs mostly wait on the
+model, so many fit in one process. (With SQLite the one process runs every thread at once.)"""
+
+DEFAULT_STALLED_AFTER = 30.0
+"""Seconds without a heartbeat after which a worker on PostgreSQL counts as dead: its runs then
+resume in another process within 4/3 of this (see `bot.jobs.DurableQueue`)."""
+
 HINTS: dict[str, str] = {
     SLACK_CONNECTION: (
         "set SLACK_APP_TOKEN to an app-level token (starts with xapp-; api.slack.com/apps → Basic "
@@ -88,6 +96,10 @@ HINTS: dict[str, str] = {
     "RUBRIC_BOT_SHUTDOWN_GRACE": (
         "set it to the seconds a stopping bot lets running requests finish (default 25)"
     ),
+    "RUBRIC_BOT_STALLED_AFTER": (
+        "set it to the seconds without a heartbeat after which a PostgreSQL worker counts as dead and "
+        f"its runs resume elsewhere, more than 0 (default {DEFAULT_STALLED_AFTER:g})"
+    ),
     "RUBRIC_BOT_MODEL_TIMEOUT": (
         f"set it to the seconds one model call may take, more than 0 (default {DEFAULT_MODEL_TIMEOUT:g})"
     ),
@@ -126,6 +138,7 @@ class Settings(BaseSettings):
         Database.parse(DEFAULT_DB), validation_alias="RUBRIC_BOT_DB"
     )
     shutdown_grace: PositiveFloat = Field(25.0, validation_alias="RUBRIC_BOT_SHUTDOWN_GRACE")
+    stalled_after: PositiveFloat = Field(DEFAULT_STALLED_AFTER, validation_alias="RUBRIC_BOT_STALLED_AFTER")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", validation_alias="RUBRIC_BOT_LOG_LEVEL"
     )

@@ -1,9 +1,10 @@
 """`rubric-bot db`: bring a database to the newest schema, and copy a team's data to another one.
 
-``upgrade`` runs the bot's migrations and langgraph's checkpointer setup (``serve`` runs it at
-start too). ``copy`` moves everything a team has (threads with their checkpoints, so a copied
-conversation continues with its history and rubric, channel rubrics and settings, runs,
-evaluations, reviews) into an empty database, typically from the SQLite default to PostgreSQL.
+``upgrade`` runs the bot's migrations, langgraph's checkpointer setup and, on PostgreSQL, the job
+queue's schema (``serve`` and ``worker`` run it at start too). ``copy`` moves everything a team has
+(threads with their checkpoints, so a copied conversation continues with its history and rubric,
+channel rubrics and settings, runs, evaluations, reviews) into an empty database, typically from
+the SQLite default to PostgreSQL.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sqlalchemy import func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.database import Database, open_checkpointer
+from bot.jobs import apply_schema as apply_queue_schema
 from bot.schema import metadata
 from bot.store import Store
 
@@ -45,11 +47,14 @@ class CopyReport:
 
 
 async def upgrade(database: Database) -> None:
-    """Bring the bot's tables and the checkpointer's to their newest versions (a no-op when they are)."""
+    """Bring the bot's tables, the checkpointer's and (on PostgreSQL) the job queue's to their newest
+    versions (a no-op when they are)."""
     store = await Store.open(database)  # opening for writing migrates
     await store.close()
     async with open_checkpointer(database) as checkpointer, _setup_lock(database):
         await checkpointer.setup()
+    if database.is_postgres:
+        await apply_queue_schema(database.conninfo)
 
 
 @asynccontextmanager

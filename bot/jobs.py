@@ -30,6 +30,9 @@ from procrastinate import JobContext
 from procrastinate.exceptions import ConnectorException
 from procrastinate.schema import SchemaManager
 
+from bot.config import DEFAULT_CONCURRENCY, DEFAULT_STALLED_AFTER
+from bot.database import Database
+
 logger = logging.getLogger(__name__)
 
 Payload = Mapping[str, Any]
@@ -170,15 +173,9 @@ MAX_ATTEMPTS = 3
 """How many times a job may be cut short (its process crashed or was stopped mid-run) before it is
 given up and its thread told; each new attempt resumes from the conversation's checkpoint."""
 
-DEFAULT_STALLED_AFTER = 30.0
-"""Seconds without a heartbeat after which a worker counts as dead and its jobs run elsewhere."""
-
 HEARTBEATS_PER_TIMEOUT = 3
 """Workers beat (and look for dead workers' jobs) this many times per stalled-after period: a
 live worker is never mistaken for a dead one unless its event loop stalls for two beats."""
-
-DEFAULT_CONCURRENCY = 100
-"""Jobs one process runs at once: runs mostly wait on the model, so many fit in one process."""
 
 FETCH_POLL_SECONDS = 1.0
 """How often an idle worker looks for jobs without being woken. Wake-ups (PostgreSQL notifications)
@@ -253,8 +250,7 @@ class DurableQueue:
         concurrency: int = DEFAULT_CONCURRENCY,
         stalled_after: float = DEFAULT_STALLED_AFTER,
     ) -> AsyncIterator[DurableQueue]:
-        """The queue in the PostgreSQL database at `url` (schema applied if absent), while open."""
-        await apply_schema(url)
+        """The queue in the PostgreSQL database at `url` (its schema applied: see `apply_schema`)."""
         app = procrastinate.App(
             connector=procrastinate.PsycopgConnector(conninfo=url, max_size=POOL_MAX_CONNECTIONS)
         )
@@ -373,6 +369,23 @@ class DurableQueue:
                 await self.requeue_stalled()
             except (ConnectorException, psycopg.Error):
                 logger.exception("looking for stalled jobs failed; trying again in %.0f s", interval)
+
+
+@contextlib.asynccontextmanager
+async def open_queue(
+    database: Database,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    stalled_after: float = DEFAULT_STALLED_AFTER,
+) -> AsyncIterator[JobQueue]:
+    """The queue that suits the database: procrastinate's in PostgreSQL, the in-process one with SQLite."""
+    if not database.is_postgres:
+        yield ThreadScheduler()
+        return
+    async with DurableQueue.open(
+        database.conninfo, concurrency=concurrency, stalled_after=stalled_after
+    ) as queue:
+        yield queue
 
 
 async def apply_schema(url: str) -> None:

@@ -8,8 +8,7 @@ of them in one test behave towards PostgreSQL exactly as two bot processes do.
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +26,6 @@ from bot.jobs import (
     ThreadScheduler,
     apply_schema,
 )
-from tests.postgres import postgres_server
 
 EVENT_TIMEOUT = 20.0
 """A generous bound so a broken queue fails instead of hanging (dead-worker detection included)."""
@@ -78,18 +76,6 @@ class Recorder:
 # -- fixtures ------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A PostgreSQL URL whose search path is a new, empty schema, dropped afterwards."""
-    base = postgres_server()
-    schema = f"jobs_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(base, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
-    yield f"{base}{'&' if '?' in base else '?'}options=-csearch_path%3D{schema}"
-    with psycopg.connect(base, autocommit=True) as admin:
-        admin.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
 QueueFactory = Callable[..., Awaitable[Any]]
 """Opens a queue running a recorder's kind: `factory(recorder, start=True)`."""
 
@@ -98,6 +84,7 @@ def durable_factory(stack: AsyncExitStack, url: str) -> QueueFactory:
     """Opens `DurableQueue`s ("processes") on one database."""
 
     async def open_queue(recorder: Recorder, *, start: bool = True) -> DurableQueue:
+        await apply_schema(url)
         queue = await stack.enter_async_context(
             DurableQueue.open(url, concurrency=10, stalled_after=STALLED_AFTER)
         )
@@ -115,7 +102,7 @@ async def durable_queues(postgres_url: str) -> AsyncIterator[QueueFactory]:
         yield durable_factory(stack, postgres_url)
 
 
-@pytest.fixture(params=["embedded", "durable"])
+@pytest.fixture(params=["embedded", pytest.param("durable", marks=pytest.mark.postgres)])
 async def queues(request: pytest.FixtureRequest) -> AsyncIterator[QueueFactory]:
     """Either queue: the embedded one is one in-process scheduler, the durable one a process."""
     async with AsyncExitStack() as stack:
