@@ -2,8 +2,9 @@
 
 Runs the bot's own agent (`bot.agent.build_agent`: ChatOpenAI worker and grader with the evidence
 tools, `RubricMiddleware`, langgraph's AsyncSqliteSaver) against the local model stand-in answering
-after 0.3 s: one conversation alone (the ideal path), then 100 at once in one process. What the
-ratio of the two cannot go below tells whether the bot's own code or the langchain stack sets it.
+after 0.3 s, served by a process of its own: one conversation alone (the ideal path), then 100 at
+once in one process. What the ratio of the two cannot go below tells whether the bot's own code or
+the langchain stack sets it; the CPU time of this process per conversation is the agent loop's cost.
 
     python benchmarks/agent_floor.py [--threads 100] [--latency 0.3]
 """
@@ -25,7 +26,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from bot.agent import build_agent
-from tests.standins.model_api import ModelApiStandin, fixed_grader
+from tests.standins.model_process import ModelProcess
 
 CRITERIA = ["The answer is polite", "The answer cites a source"]
 RUBRIC = "\n".join(f"- {criterion}" for criterion in CRITERIA)
@@ -41,27 +42,28 @@ async def converse(agent: object, thread: str) -> None:
     await agent.aget_state(config)
 
 
-async def measure(threads: int, latency: float) -> None:
-    with ModelApiStandin() as api, tempfile.TemporaryDirectory() as tmp:
-        api.grader = fixed_grader(CRITERIA)
-        api.latency = latency
+async def measure(threads: int, latency: float) -> dict[str, float]:
+    """Ideal path, wall time of `threads` at once, their ratio and this process's CPU per conversation."""
+    with ModelProcess(CRITERIA, "Coffee is fine in moderation.", latency=latency) as api:
         os.environ["OPENAI_BASE_URL"] = api.base_url
         os.environ["OPENAI_API_KEY"] = "benchmark"
-        async with AsyncSqliteSaver.from_conn_string(f"{tmp}/floor.sqlite") as saver:
-            models = init_chat_model("openai:gpt-4o-mini"), init_chat_model("openai:gpt-4o-mini")
-            agent = build_agent(*models, max_iterations=3, checkpointer=saver)
-            await converse(agent, "warm-up")
-            start = time.perf_counter()
-            await converse(agent, "alone")
-            ideal = time.perf_counter() - start
-            start, cpu = time.perf_counter(), time.process_time()
-            await asyncio.gather(*(converse(agent, f"t{n}") for n in range(threads)))
-            wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-    print(f"agent loop only, model latency {latency} s, {threads} conversations at once")
-    print(f"  one conversation alone   {ideal:6.2f} s")
-    print(f"  {threads} at once            {wall:6.2f} s   ratio {wall / ideal:.2f}")
-    print(f"  CPU (this process, incl. the stand-in) {1000 * cpu / threads:.1f} ms per conversation")
-    print(f"  most model requests in flight at once: {api.peak_concurrency}")
+        with tempfile.TemporaryDirectory() as tmp:
+            async with AsyncSqliteSaver.from_conn_string(f"{tmp}/floor.sqlite") as saver:
+                models = init_chat_model("openai:gpt-4o-mini"), init_chat_model("openai:gpt-4o-mini")
+                agent = build_agent(*models, max_iterations=3, checkpointer=saver)
+                await converse(agent, "warm-up")
+                start = time.perf_counter()
+                await converse(agent, "alone")
+                ideal = time.perf_counter() - start
+                start, cpu = time.perf_counter(), time.process_time()
+                await asyncio.gather(*(converse(agent, f"t{n}") for n in range(threads)))
+                wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {
+        "ideal_s": ideal,
+        "wall_s": wall,
+        "ratio": wall / ideal,
+        "cpu_ms_per_conversation": 1000 * cpu / threads,
+    }
 
 
 def main() -> None:
@@ -69,7 +71,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=100)
     parser.add_argument("--latency", type=float, default=0.3)
     args = parser.parse_args()
-    asyncio.run(measure(args.threads, args.latency))
+    result = asyncio.run(measure(args.threads, args.latency))
+    print(f"agent loop only, model latency {args.latency} s, {args.threads} conversations at once")
+    print(f"  one conversation alone   {result['ideal_s']:6.2f} s")
+    print(f"  {args.threads} at once            {result['wall_s']:6.2f} s   ratio {result['ratio']:.2f}")
+    print(f"  CPU (this process; the stand-in runs in its own) {result['cpu_ms_per_conversation']:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -78,6 +78,13 @@ class BotProcess:
         return f"http://127.0.0.1:{self.port}/slack/events"
 
     @property
+    def pid(self) -> int:
+        """The running process's id (benchmarks read its CPU time from the OS)."""
+        if self._process is None:
+            raise RuntimeError("the bot has not been started")
+        return self._process.pid
+
+    @property
     def returncode(self) -> int | None:
         """None while running (or never started); the exit code once it has stopped."""
         return None if self._process is None else self._process.poll()
