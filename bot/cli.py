@@ -33,7 +33,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
 from bot import dbadmin, render
 from bot.agent import TurnOutcome, agent_config, build_agent, init_models, run_turn
-from bot.commands import CommandError, report_days
+from bot.command_text import CommandError, report_days
 from bot.config import (
     DEFAULT_CONCURRENCY,
     ENV_FILE,
@@ -77,7 +77,7 @@ QUIET_LOGGERS = ("httpx", "httpx2")
 
 
 @dataclass(frozen=True)
-class Subcommand:
+class CliSubcommand:
     """One `rubric-bot` subcommand: how to declare its arguments and how to run it."""
 
     name: str
@@ -550,8 +550,8 @@ def _run_db_copy(args: argparse.Namespace) -> int:
 SETTINGS_SOURCE = "from the environment or a .env file in the working directory"
 """Where every subcommand's settings come from, as its --help says."""
 
-SUBCOMMANDS: tuple[Subcommand, ...] = (
-    Subcommand(
+CLI_SUBCOMMANDS: tuple[CliSubcommand, ...] = (
+    CliSubcommand(
         "serve",
         "run the Slack bot (Socket Mode if SLACK_APP_TOKEN is set, else HTTP)",
         _configure_serve,
@@ -565,7 +565,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
             f"(RUBRIC_BOT_GRADER_MODEL, RUBRIC_BOT_MAX_ITERATIONS, ...), {SETTINGS_SOURCE}."
         ),
     ),
-    Subcommand(
+    CliSubcommand(
         "worker",
         "run queued requests without serving Slack (PostgreSQL only; add these for more capacity)",
         _add_concurrency,
@@ -579,7 +579,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
             f"and serve's optional settings, {SETTINGS_SOURCE}."
         ),
     ),
-    Subcommand(
+    CliSubcommand(
         "manifest",
         "print the Slack app manifest",
         lambda parser: None,
@@ -589,7 +589,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
             "api.slack.com/apps → Create New App → From a manifest. Reads no settings."
         ),
     ),
-    Subcommand(
+    CliSubcommand(
         "grade",
         "answer a request and grade it against a rubric, in the terminal",
         _configure_grade,
@@ -617,7 +617,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
             )
         ),
     ),
-    Subcommand(
+    CliSubcommand(
         "report",
         "how far the grader agrees with the team's reviews, per criterion (reads the database only)",
         _configure_report,
@@ -630,7 +630,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
             "SLACK_BOT_TOKEN (and SLACK_API_URL), one given as an id needs nothing more."
         ),
     ),
-    Subcommand(
+    CliSubcommand(
         "db",
         "upgrade the database's schema, or copy a team's data to another database",
         _configure_db,
@@ -657,7 +657,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="rubric-bot", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('rubric-bot')}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for subcommand in SUBCOMMANDS:
+    for subcommand in CLI_SUBCOMMANDS:
         sub = commands.add_parser(
             subcommand.name,
             help=subcommand.help,

@@ -145,21 +145,6 @@ AGGREGATION_WORDS: Mapping[str, str] = {
 }
 """How each aggregation rule reads in a rubric confirmation."""
 
-CORE_COMMANDS: tuple[tuple[str, str], ...] = (
-    ("/rubric set <rubric>", "set this channel's default rubric for new conversations"),
-    ("/rubric edit", "edit the channel's default rubric in a form (plain `/rubric` too)"),
-    ("/rubric show", "show the channel's default rubric"),
-    ("/rubric clear", "remove the channel's default rubric"),
-    ("/rubric help", "show this help"),
-)
-"""Subcommands listed by help_text, in order."""
-
-REVIEW_COMMANDS: tuple[tuple[str, str], ...] = (
-    ("/rubric report [days]", "how often the team agrees with the grader, per criterion"),
-    ("/rubric calibration on|off", "show the grader the team's recent disagreements (on)"),
-)
-"""Subcommands of the team-review feature, listed once it is enabled."""
-
 RUBRIC_FORMAT_HINT = (
     "One criterion per line (each pass/fail), or YAML with `dimensions:` "
     "(name, weight, fail_below, anchors for 1/3/5) for scored rubrics."
@@ -566,11 +551,10 @@ def error_message(summary: str, detail: str | None) -> dict:
     }
 
 
-def help_text(*, include_reviews: bool = False) -> str:
-    """The ``/rubric help`` text; ``include_reviews`` adds the team-review subcommands."""
-    commands = CORE_COMMANDS + (REVIEW_COMMANDS if include_reviews else ())
+def help_text(subcommands: Sequence[tuple[str, str]]) -> str:
+    """The ``/rubric help`` text, listing each subcommand's (usage, what it does) in order."""
     lines = ["*`/rubric` — how this channel's answers are graded*"]
-    lines += [f"• `{usage}` — {what}" for usage, what in commands]
+    lines += [f"• `{usage}` — {what}" for usage, what in subcommands]
     lines += [
         "In a thread, start a message with `rubric:` to set or replace that thread's rubric.",
         RUBRIC_FORMAT_HINT,

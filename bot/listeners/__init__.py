@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.listeners import actions, commands, events, views
+from bot.listeners import actions, events, rubric_command, views
 from bot.listeners.context import Services
 
 
 def register(app: AsyncApp, services: Services) -> None:
     """Attach the services and every listener to `app`."""
     app.use(services.attach)
-    for module in (events, commands, actions, views):
+    for module in (events, rubric_command, actions, views):
         module.register(app)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from langchain_core.messages import AIMessage
 
-from bot.cli import SUBCOMMANDS, grade, main
+from bot.cli import CLI_SUBCOMMANDS, grade, main
 from tests.e2e.conftest import SCRUBBED_ENV_PREFIXES
 from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
 from tests.standins.model_api import REVISED_ANSWER, ModelApiStandin, fixed_grader, scripted_revision
@@ -341,7 +341,7 @@ HELP_MUST_NAME = {
 }
 
 
-@pytest.mark.parametrize("name", [subcommand.name for subcommand in SUBCOMMANDS])
+@pytest.mark.parametrize("name", [subcommand.name for subcommand in CLI_SUBCOMMANDS])
 def test_every_subcommand_help_describes_it_and_names_the_settings_it_reads(name, capsys):
     with pytest.raises(SystemExit) as caught:
         main([name, "--help"])

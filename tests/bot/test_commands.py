@@ -4,52 +4,55 @@ from __future__ import annotations
 
 import pytest
 
-from bot.commands import CommandError, RubricCommand, parse_command
+from bot.command_text import CommandError, ParsedCommand, parse_command
 from bot.conversation import (
     is_from_person,
     mentions_bot,
     rubric_directive,
     user_message,
 )
+from bot.listeners.rubric_command import RUBRIC_SUBCOMMANDS
+
+TABLE = {subcommand.name: subcommand for subcommand in RUBRIC_SUBCOMMANDS}
 
 # -- /rubric -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("text", ["", "   ", "edit", "EDIT", " edit \n"])
 def test_bare_command_and_edit_open_the_editor(text):
-    assert parse_command(text) == RubricCommand("edit")
+    assert parse_command(text, TABLE) == ParsedCommand("edit")
 
 
 @pytest.mark.parametrize("name", ["show", "clear", "help"])
 def test_simple_subcommands(name):
-    assert parse_command(f" {name.upper()} ") == RubricCommand(name)
+    assert parse_command(f" {name.upper()} ", TABLE) == ParsedCommand(name)
 
 
 def test_set_keeps_a_multiline_rubric_that_starts_on_the_next_line():
-    parsed = parse_command("set\n- Cites a source\n- Under 200 words\n")
+    parsed = parse_command("set\n- Cites a source\n- Under 200 words\n", TABLE)
 
-    assert parsed == RubricCommand("set", "- Cites a source\n- Under 200 words")
+    assert parsed == ParsedCommand("set", "- Cites a source\n- Under 200 words")
 
 
 def test_set_keeps_yaml_indentation():
     rubric = "dimensions:\n  - name: Clarity\n    weight: 2"
 
-    assert parse_command(f"set {rubric}").argument == rubric
+    assert parse_command(f"set {rubric}", TABLE).argument == rubric
 
 
 def test_set_without_a_rubric_is_an_error():
-    with pytest.raises(CommandError, match="needs a rubric"):
-        parse_command("set   ")
+    with pytest.raises(CommandError, match=r"needs more after it: `/rubric set <rubric>`"):
+        parse_command("set   ", TABLE)
 
 
 def test_unknown_subcommand_is_named_in_the_error():
     with pytest.raises(CommandError, match="`frobnicate` is not"):
-        parse_command("frobnicate now")
+        parse_command("frobnicate now", TABLE)
 
 
 def test_trailing_text_on_a_subcommand_without_argument_is_an_error():
     with pytest.raises(CommandError, match="takes nothing"):
-        parse_command("clear everything please")
+        parse_command("clear everything please", TABLE)
 
 
 # -- messages ------------------------------------------------------------------------------------

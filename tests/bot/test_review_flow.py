@@ -20,16 +20,17 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from bot import render
 from bot.agent import ThreadContext, agent_config, build_agent, run_turn
-from bot.commands import (
+from bot.command_text import (
     MAX_REPORT_DAYS,
     CommandError,
-    RubricCommand,
+    ParsedCommand,
     calibration_switch,
     parse_command,
     report_days,
 )
 from bot.config import Settings
 from bot.conversation import UserMessage
+from bot.listeners.rubric_command import RUBRIC_SUBCOMMANDS
 from bot.review import CALIBRATION_EXAMPLES, calibration_examples, calibration_source
 from bot.runner import ThreadRunner
 from bot.slack import build_client
@@ -50,14 +51,14 @@ EVENT_TIMEOUT = 10.0  # bound for a run to finish; the scripted models answer at
 @pytest.mark.parametrize(
     ("text", "parsed"),
     [
-        ("report", RubricCommand("report")),
-        ("REPORT 30", RubricCommand("report", "30")),
-        ("calibration", RubricCommand("calibration")),
-        ("calibration Off", RubricCommand("calibration", "Off")),
+        ("report", ParsedCommand("report")),
+        ("REPORT 30", ParsedCommand("report", "30")),
+        ("calibration", ParsedCommand("calibration")),
+        ("calibration Off", ParsedCommand("calibration", "Off")),
     ],
 )
 def test_report_and_calibration_take_an_optional_word(text, parsed):
-    assert parse_command(text) == parsed
+    assert parse_command(text, {s.name: s for s in RUBRIC_SUBCOMMANDS}) == parsed
 
 
 def test_report_days_are_a_bounded_whole_number_or_all_time():
@@ -77,13 +78,15 @@ def test_calibration_switch_reads_on_and_off():
         calibration_switch("maybe")
 
 
-def test_help_and_the_manifest_mention_report_and_calibration():
-    text = render.help_text(include_reviews=True)
+def test_help_and_the_manifest_name_every_subcommand_of_the_table():
+    text = render.help_text([(s.usage, s.help) for s in RUBRIC_SUBCOMMANDS])
     manifest = yaml.safe_load((ROOT / "manifest.yml").read_text())
     (command,) = manifest["features"]["slash_commands"]
 
     assert "/rubric report [days]" in text and "/rubric calibration on|off" in text
-    assert "report [days]" in command["usage_hint"] and "calibration [on|off]" in command["usage_hint"]
+    alternatives = command["usage_hint"].removeprefix("[").removesuffix("]").split(" | ")
+    hinted = {alternative.split()[0] for alternative in alternatives}
+    assert hinted == {s.name for s in RUBRIC_SUBCOMMANDS}
     assert "files:write" in manifest["oauth_config"]["scopes"]["bot"]  # the chart upload
 
 

@@ -1,18 +1,16 @@
-"""Parsing the text of the `/rubric` slash command into a subcommand and its argument (pure)."""
+"""The text typed after `/rubric`: which subcommand, and its argument (pure).
+
+Which subcommands exist, and what each takes after it, is the `/rubric` table's to say
+(:data:`bot.listeners.rubric_command.RUBRIC_SUBCOMMANDS`); this module reads text against it.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-SUBCOMMANDS: tuple[str, ...] = ("edit", "set", "show", "clear", "report", "calibration", "help")
-"""Subcommands `/rubric` understands; a bare `/rubric` means `edit` (open the modal)."""
-
-WITH_ARGUMENT: frozenset[str] = frozenset({"set"})
-"""Subcommands that need text after them."""
-
-OPTIONAL_ARGUMENT: frozenset[str] = frozenset({"report", "calibration"})
-"""Subcommands that may take a word after them (`report 30`, `calibration off`); the rest take none."""
+from enum import Enum
+from typing import Protocol
 
 MAX_REPORT_DAYS = 3650
 """Longest period a report may cover, in days (ten years: longer than any bot's history, and
@@ -24,33 +22,62 @@ SWITCH_WORDS: dict[str, bool] = {"on": True, "off": False}
 _HEAD = re.compile(r"(\S+)\s*(.*)", re.DOTALL)
 """The first word, then everything after it with its line breaks (a rubric may start on line 2)."""
 
+DEFAULT_SUBCOMMAND = "edit"
+"""What a bare `/rubric` means: open the editor of the channel's default rubric."""
+
+
+class Argument(Enum):
+    """What a subcommand takes after its name."""
+
+    NONE = "none"
+    OPTIONAL = "optional"
+    REQUIRED = "required"
+
+
+class Grammar(Protocol):
+    """What parsing needs to know of a subcommand (an entry of the `/rubric` table has it)."""
+
+    @property
+    def usage(self) -> str:
+        """How it is typed, e.g. ``/rubric set <rubric>``."""
+        ...
+
+    @property
+    def argument(self) -> Argument:
+        """What it takes after its name."""
+        ...
+
 
 class CommandError(ValueError):
     """The command text does not form a valid `/rubric` subcommand; the message says why."""
 
 
 @dataclass(frozen=True)
-class RubricCommand:
+class ParsedCommand:
     """A parsed `/rubric` invocation. `argument` keeps its line breaks (rubrics are multi-line)."""
 
     name: str
     argument: str = ""
 
 
-def parse_command(text: str) -> RubricCommand:
-    """Split `/rubric` text into a subcommand and the rest; raise `CommandError` if it is unusable."""
+def parse_command(text: str, subcommands: Mapping[str, Grammar]) -> ParsedCommand:
+    """Split `/rubric` text into a subcommand and the rest; raise `CommandError` if it is unusable.
+
+    ``subcommands`` holds every subcommand there is, by name.
+    """
     match = _HEAD.fullmatch(text.strip())
     if match is None:
-        return RubricCommand("edit")
+        return ParsedCommand(DEFAULT_SUBCOMMAND)
     head, argument = match.group(1), match.group(2).strip()
     name = head.lower()
-    if name not in SUBCOMMANDS:
+    grammar = subcommands.get(name)
+    if grammar is None:
         raise CommandError(f"`{head}` is not a /rubric subcommand.")
-    if name in WITH_ARGUMENT and not argument:
-        raise CommandError(f"`/rubric {name}` needs a rubric after it.")
-    if name not in WITH_ARGUMENT | OPTIONAL_ARGUMENT and argument:
+    if grammar.argument is Argument.REQUIRED and not argument:
+        raise CommandError(f"`/rubric {name}` needs more after it: `{grammar.usage}`.")
+    if grammar.argument is Argument.NONE and argument:
         raise CommandError(f"`/rubric {name}` takes nothing after it.")
-    return RubricCommand(name, argument)
+    return ParsedCommand(name, argument)
 
 
 def report_days(argument: str) -> int | None:

@@ -1,4 +1,8 @@
-"""The `/rubric` slash command: the channel's default rubric, its agreement report, calibration.
+"""The `/rubric` slash command: its table of subcommands and their handlers.
+
+The subcommands manage the channel's default rubric, post its agreement report and switch
+calibration; :data:`RUBRIC_SUBCOMMANDS` declares each once (name, usage, help, argument, handler),
+and parsing, routing and the help text all read it.
 
 Slash commands carry no thread, so they manage the channel default; a thread's own rubric is set
 with a `rubric:` message in the thread. Every answer is ephemeral (only the caller sees it),
@@ -18,9 +22,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
 from bot.blocks import section_block
-from bot.commands import (
+from bot.command_text import (
+    Argument,
     CommandError,
-    RubricCommand,
+    ParsedCommand,
     calibration_switch,
     parse_command,
     report_days,
@@ -58,17 +63,17 @@ async def on_rubric(
 ) -> None:
     """Route `/rubric …` to its subcommand; a malformed one gets the help text."""
     try:
-        parsed = parse_command(command.get("text") or "")
-        await SUBCOMMANDS[parsed.name](Invocation(parsed, ack, command, context, client))
+        parsed = parse_command(command.get("text") or "", _BY_NAME)
+        await _BY_NAME[parsed.name].handler(Invocation(parsed, ack, command, context, client))
     except CommandError as exc:
-        await _answer(ack, f"{exc}\n\n{render.help_text(include_reviews=True)}")
+        await _answer(ack, f"{exc}\n\n{_help_text()}")
 
 
 @dataclass(frozen=True)
 class Invocation:
     """One `/rubric …` call: the parsed subcommand and what Bolt passed with it."""
 
-    parsed: RubricCommand
+    parsed: ParsedCommand
     ack: AsyncAck
     command: dict[str, Any]
     context: AsyncBoltContext
@@ -87,7 +92,7 @@ class Invocation:
         return services_of(self.context).store
 
 
-Subcommand = Callable[[Invocation], Awaitable[None]]
+SubcommandHandler = Callable[[Invocation], Awaitable[None]]
 """A `/rubric` subcommand's handler; each must call `ack` (that is its answer). It may raise
 `CommandError` for a bad argument, but only before it acks."""
 
@@ -202,19 +207,57 @@ def _calibration_words(enabled: bool) -> str:
 
 
 async def _help(call: Invocation) -> None:
-    await _answer(call.ack, render.help_text(include_reviews=True))
+    await _answer(call.ack, _help_text())
 
 
-SUBCOMMANDS: dict[str, Subcommand] = {
-    "edit": _edit,
-    "set": _set,
-    "show": _show,
-    "clear": _clear,
-    "report": _report,
-    "calibration": _calibration,
-    "help": _help,
-}
-"""Handler of each subcommand `bot.commands.parse_command` accepts."""
+@dataclass(frozen=True)
+class RubricSubcommand:
+    """One `/rubric` subcommand: how it is typed, what it does, what follows it, who handles it."""
+
+    name: str
+    usage: str
+    help: str
+    handler: SubcommandHandler
+    argument: Argument = Argument.NONE
+
+
+RUBRIC_SUBCOMMANDS: tuple[RubricSubcommand, ...] = (
+    RubricSubcommand(
+        "set",
+        "/rubric set <rubric>",
+        "set this channel's default rubric for new conversations",
+        _set,
+        Argument.REQUIRED,
+    ),
+    RubricSubcommand(
+        "edit", "/rubric edit", "edit the channel's default rubric in a form (plain `/rubric` too)", _edit
+    ),
+    RubricSubcommand("show", "/rubric show", "show the channel's default rubric", _show),
+    RubricSubcommand("clear", "/rubric clear", "remove the channel's default rubric", _clear),
+    RubricSubcommand(
+        "report",
+        "/rubric report [days]",
+        "how often the team agrees with the grader, per criterion",
+        _report,
+        Argument.OPTIONAL,
+    ),
+    RubricSubcommand(
+        "calibration",
+        "/rubric calibration on|off",
+        "show the grader the team's recent disagreements (on)",
+        _calibration,
+        Argument.OPTIONAL,
+    ),
+    RubricSubcommand("help", "/rubric help", "show this help", _help),
+)
+"""Every `/rubric` subcommand, in the order the help lists them; a new one is one more entry."""
+
+_BY_NAME: dict[str, RubricSubcommand] = {subcommand.name: subcommand for subcommand in RUBRIC_SUBCOMMANDS}
+"""The table by subcommand name, for parsing and routing."""
+
+
+def _help_text() -> str:
+    return render.help_text([(subcommand.usage, subcommand.help) for subcommand in RUBRIC_SUBCOMMANDS])
 
 
 async def _answer(ack: AsyncAck, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
