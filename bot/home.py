@@ -88,20 +88,21 @@ class ChannelHome:
 async def publish_home(client: AsyncWebClient, store: Store, *, team: str, user: str) -> None:
     """Publish ``user``'s Home tab, then publish it again with the charts once they are uploaded.
 
-    Only a failure to list the user's channels is answered (on the tab itself); a chart that could
-    not be uploaded is left out, and a refused publish raises like any Slack call in a listener.
+    A failure to list the user's channels is answered on the tab itself; a chart that could not be
+    uploaded is left out; a refused publish is logged.
     """
     try:
         channels = await shared_channels(client, user)
     except SLACK_ERRORS as exc:
         logger.warning("could not list the channels of %s for the Home tab: %s", user, describe_error(exc))
-        await client.views_publish(user_id=user, view=home_view([], problem=describe_error(exc)))
+        await _publish(client, user, home_view([], problem=describe_error(exc)))
         return
     homes = await load_home(store, team=team, channels=channels)
-    await client.views_publish(user_id=user, view=home_view(homes))
+    if await _publish(client, user, home_view(homes)) is None:
+        return
     charted = [await _with_chart(client, team, home) for home in homes]
     if charted != homes:
-        await client.views_publish(user_id=user, view=home_view(charted))
+        await _publish(client, user, home_view(charted))
 
 
 async def shared_channels(client: AsyncWebClient, user: str) -> list[str]:
@@ -175,6 +176,11 @@ def _remember_chart(key: str, file_id: str) -> None:
     _CHART_FILES.move_to_end(key)
     while len(_CHART_FILES) > CHART_UPLOADS_KEPT:
         _CHART_FILES.popitem(last=False)
+
+
+async def _publish(client: AsyncWebClient, user: str, view: dict) -> object | None:
+    """Publish ``view`` as ``user``'s Home tab; None (logged) if Slack refused it."""
+    return await attempt(client.views_publish(user_id=user, view=view), f"publish the Home tab of {user}")
 
 
 # --- Rendering -------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """Slack Web API plumbing: the bot's client, what its calls raise, and how a failed call is reported.
 
-Inside a Bolt listener a failed call is simply raised: Bolt hands it to `log_listener_failure`
-(registered with ``@app.error``). Elsewhere (the runner, the thread status) `attempt` logs it and
-lets the work go on.
+A Web API call whose failure should not end the work (posting in a thread, a thread status, a
+form, a tally) goes through `attempt`, which logs Slack's error code. Listeners use it too rather
+than raising: Bolt's asyncio runner loses a listener's ack when the listener raises within its
+10 ms poll for the ack (Slack then gets a 404 after 3 s). Anything else a listener raises, a bug,
+goes to Bolt's error handler, `log_listener_failure` (registered with ``@app.error``).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ async def log_listener_failure(error: Exception, body: dict[str, Any]) -> None:
     """Bolt's error handler (``@app.error``): log what a listener raised, naming the request.
 
     A Slack call that failed is a warning with Slack's error code; anything else is a bug, logged
-    with its traceback. The request has been acknowledged already, so nothing is answered here.
+    with its traceback. Slack has been answered (or timed out) already, so nothing is answered here.
     """
     request = _request_name(body)
     if isinstance(error, SLACK_ERRORS):

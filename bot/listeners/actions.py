@@ -3,8 +3,7 @@
 A review is saved before its message is touched, and the message then shows the tally of every
 review stored for that iteration. Refreshes of one message take turns (under the store's lock of
 the iteration, across processes), so whichever runs last has read every review saved before it:
-concurrent reviewers never leave a stale tally behind. A Slack call that fails here is raised to
-Bolt's error handler (see :mod:`bot.slack`), which logs it.
+concurrent reviewers never leave a stale tally behind.
 The form's submission is handled in :mod:`bot.listeners.views`.
 """
 
@@ -22,6 +21,7 @@ from bot import render
 from bot.listeners.context import services_of
 from bot.payloads import Click, problems
 from bot.review import agree_verdicts, review_modal
+from bot.slack import attempt
 from bot.store import EvaluationRecord, ReviewVerdict, Store
 
 logger = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ async def on_disagree(
     except ValueError as exc:
         await tell_clicker(client, click, f"This iteration can't be reviewed: {exc}.")
         return
-    await client.views_open(trigger_id=click.trigger_id, view=view)
+    await attempt(client.views_open(trigger_id=click.trigger_id, view=view), "open the review form")
 
 
 async def _acknowledge_click(
@@ -139,11 +139,17 @@ async def show_tally(store: Store, client: AsyncWebClient, record: EvaluationRec
     async with store.locked_reviews(record.grading_run_id, record.iteration) as rows:
         tally = render.ReviewTally.from_rows(rows)
         message = render.evaluation_message(record.evaluation, tally=tally)
-        await client.chat_update(channel=record.channel, ts=record.message_ts, **message)
+        await attempt(
+            client.chat_update(channel=record.channel, ts=record.message_ts, **message),
+            f"show the review tally in {record.channel}",
+        )
 
 
 async def tell_clicker(client: AsyncWebClient, click: Click, text: str) -> None:
     """Answer a button click with a message only the clicker sees, in the message's thread."""
-    await client.chat_postEphemeral(
-        channel=click.channel_id, user=click.user.id, thread_ts=click.container.thread_ts, text=text
+    await attempt(
+        client.chat_postEphemeral(
+            channel=click.channel_id, user=click.user.id, thread_ts=click.container.thread_ts, text=text
+        ),
+        f"answer a review click in {click.channel_id}",
     )

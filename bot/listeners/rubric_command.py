@@ -34,7 +34,7 @@ from bot.conversation import slack_unescape
 from bot.listeners.context import services_of, workspace_of
 from bot.report import Report, chart_png, load_report, report_blocks
 from bot.review import CALIBRATION_EXAMPLES
-from bot.slack import SLACK_ERRORS, describe_error
+from bot.slack import SLACK_ERRORS, attempt, describe_error
 from bot.store import Store
 from grading import RubricError, parse_rubric
 
@@ -100,8 +100,9 @@ SubcommandHandler = Callable[[Invocation], Awaitable[None]]
 async def _edit(call: Invocation) -> None:
     current = await call.store.get_channel_rubric(call.team, call.channel)
     await call.ack()
-    await call.client.views_open(
-        trigger_id=call.command["trigger_id"], view=render.rubric_modal(current, channel_id=call.channel)
+    view = render.rubric_modal(current, channel_id=call.channel)
+    await attempt(
+        call.client.views_open(trigger_id=call.command["trigger_id"], view=view), "open the rubric editor"
     )
 
 
@@ -180,7 +181,7 @@ async def _post_report(client: AsyncWebClient, report: Report, channel: str) -> 
 async def _respond(context: AsyncBoltContext, **message: Any) -> None:
     """A later answer to the command, only for the caller (via its response_url: no membership needed)."""
     if context.respond is not None:
-        await context.respond(response_type="ephemeral", **message)
+        await attempt(context.respond(response_type="ephemeral", **message), "answer /rubric")
 
 
 async def _calibration(call: Invocation) -> None:

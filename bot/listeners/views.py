@@ -20,6 +20,7 @@ from bot.review import (
     review_context,
     review_notice,
 )
+from bot.slack import attempt
 from grading import RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)
@@ -75,7 +76,10 @@ async def on_rubric_submitted(
     user = submission.user.id
     await services_of(context).store.set_channel_rubric(workspace_of(context), channel, text, user)
     await ack()
-    await client.chat_postEphemeral(channel=channel, user=user, **render.rubric_confirmation(rubric))
+    await attempt(
+        client.chat_postEphemeral(channel=channel, user=user, **render.rubric_confirmation(rubric)),
+        f"confirm the channel rubric in {channel}",
+    )
 
 
 async def _rubric_input_error(ack: AsyncAck, message: str) -> None:
