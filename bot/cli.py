@@ -143,7 +143,12 @@ def _run_serve(args: argparse.Namespace) -> int:
     from bot.app import serve  # Bolt and aiohttp are only needed to serve
 
     _start_logging(settings)
-    asyncio.run(serve(settings, http=args.http, port=args.port, concurrency=args.concurrency))
+    try:
+        asyncio.run(serve(settings, http=args.http, port=args.port, concurrency=args.concurrency))
+    except OSError as exc:  # e.g. the HTTP port is taken: the operator's to fix, not a bug to trace
+        logging.getLogger(__name__).debug("serve failed", exc_info=True)
+        fail(f"cannot serve: {exc}")
+        return EXIT_FAILURE
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import tomllib
@@ -308,3 +309,31 @@ def test_an_unsupported_database_url_is_explained(monkeypatch):
     message = str(error.value)
     assert "RUBRIC_BOT_DB is invalid (mysql:// is not supported" in message and "postgresql://" in message
     assert "s3cret" not in message
+
+
+def test_a_taken_http_port_is_one_line_not_a_traceback(tmp_path):
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "SLACK_BOT_TOKEN": "xoxb-1",
+        "SLACK_SIGNING_SECRET": "s3cret",
+        "RUBRIC_BOT_MODEL": "openai:gpt-4o-mini",
+        "OPENAI_API_KEY": "test",
+    }
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "bot", "serve", "--http", "--port", str(port)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("rubric-bot:")]
+    assert len(errors) == 1 and errors[0].startswith("rubric-bot: cannot serve: ")
+    assert "address already in use" in errors[0]

@@ -1,0 +1,61 @@
+"""The README as a new operator follows it: what to install, the two commands, and where to look
+when something goes wrong."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def shell_lines(text: str = README) -> list[str]:
+    """Every line of the ```bash blocks in `text`: the commands a reader runs."""
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def section(title: str) -> str:
+    """The text of the README's `## title` section."""
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", README, flags=re.S | re.M)
+    assert match, f"the README has no '## {title}' section"
+    return match.group(1)
+
+
+def test_the_python_version_it_states_is_the_one_pyproject_requires():
+    required = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+
+    assert required == ">=3.11"
+    assert "Python 3.11 or newer" in section("Install and test")
+
+
+def test_install_starts_from_a_clone_and_says_how_a_new_shell_gets_the_environment_back():
+    install = section("Install and test")
+
+    assert shell_lines()[0].startswith("git clone ")
+    assert "A new shell needs the environment again" in install and ". .venv/bin/activate" in install
+
+
+def test_the_quickstart_has_one_command_to_run_the_bot_and_one_to_run_the_tests():
+    lines = shell_lines(section("Install and test") + section("Run the bot in Slack"))
+
+    assert [line for line in lines if line.startswith("rubric-bot serve")] == ["rubric-bot serve"]
+    assert [line for line in lines if "pytest" in line] == ["python -m pytest"]
+
+
+def test_troubleshooting_covers_what_goes_wrong_in_the_first_hour():
+    text = " ".join(section("Troubleshooting").split())
+
+    for words in ("can't reach Slack", "says nothing in a channel", "/invite", "401s in HTTP mode",
+                  "SLACK_SIGNING_SECRET", "Model errors", "was refused by Slack"):  # fmt: skip
+        assert words in text
+
+
+def test_deploying_says_how_to_run_it_as_a_service_where_the_data_lives_and_how_to_back_it_up():
+    text = section("Deploying")
+
+    assert "ExecStart=/srv/rubric-bot/.venv/bin/rubric-bot serve" in text  # systemd
+    assert re.search(r"`docker run [^`]*rubric-bot serve`", text)  # a container
+    assert "RUBRIC_BOT_DB" in text and "**Backups.**" in text and ".backup(" in text
