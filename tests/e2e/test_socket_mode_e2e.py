@@ -133,7 +133,8 @@ GRACE_SECONDS = 10
 
 
 def connection_attempts(slack: SlackApiStandin) -> int:
-    """Websocket URLs the bot asked for: one for the token check, then one per connection attempt."""
+    """Websocket URLs the bot asked for: one for the token check, then one as each connection
+    attempt begins (an attempt's failure is logged before the next one begins)."""
     return len(slack.calls("apps.connections.open"))
 
 
@@ -147,7 +148,8 @@ def test_a_stop_signal_ends_the_bot_within_the_grace_period_while_slack_refuses_
             "RUBRIC_BOT_SHUTDOWN_GRACE": str(GRACE_SECONDS),
         },
         command=SOCKET_MODE_COMMAND,
-        ready=lambda: connection_attempts(slack_api) >= 3,  # two refused connection attempts so far
+        # A third attempt has begun, so the first two were refused and reported.
+        ready=lambda: connection_attempts(slack_api) >= 4,
     )
 
     assert bot.stop(sig, timeout=GRACE_SECONDS) == 0  # exited by itself, not killed
