@@ -23,6 +23,8 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.logger import get_bolt_logger
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.request.async_internals import build_async_context
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
@@ -51,6 +53,17 @@ HTTP_SHUTDOWN_SECONDS = 5.0
 FORM_FIELDS_NEEDED = frozenset({"payload", "command", "ssl_check"})
 """A form Slack posts carries one of these: interactivity's JSON ``payload``, a slash command's
 fields, or the ``ssl_check`` Slack sends when a command's URL is configured."""
+
+
+class _ClientCarriesTheToken(logging.Filter):
+    """Drops Bolt's start-up warning that SLACK_BOT_TOKEN goes unused because a client was given:
+    the bot always gives one, carrying that very token, so the warning only alarms operators."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+get_bolt_logger(AsyncApp).addFilter(_ClientCarriesTheToken())
 
 
 def create_app(settings: Settings, services: Services, client: AsyncWebClient) -> AsyncApp:

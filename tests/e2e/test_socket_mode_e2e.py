@@ -81,6 +81,7 @@ def test_the_bot_connects_with_the_app_token_and_keeps_the_tokens_out_of_its_log
 
     log = socket_bot.stderr_text()
     assert APP_TOKEN not in log and BOT_TOKEN not in log
+    assert "WARNING" not in log and "ERROR" not in log  # a healthy start alarms nobody
 
 
 def test_a_mention_over_the_socket_is_acked_and_graded_in_its_thread(socket_bot, slack_api):
