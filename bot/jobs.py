@@ -182,8 +182,9 @@ FETCH_POLL_SECONDS = 1.0
 make this a fallback, but procrastinate drops one that arrives while it is already fetching, so a
 thread's next job may wait up to this long."""
 
-POOL_MAX_CONNECTIONS = 10
-"""Connections the queue's pool may open per process (jobs touch the queue at start and end only)."""
+POOL_MAX_CONNECTIONS = 5
+"""Connections the queue's pool may open per process (jobs touch the queue at start and end only);
+the worker's wake-up listener holds one more of its own."""
 
 SCHEMA_LOCK = 72_190_001
 """PostgreSQL advisory lock key held while the queue's schema is applied, so that processes
