@@ -15,7 +15,7 @@ import asyncio
 import io
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from os import PathLike
@@ -38,13 +38,16 @@ from grading.rubric import normalize_name
 __all__ = [
     "CorrelatedPair",
     "Report",
+    "aligned_columns",
     "build_report",
     "chart_png",
     "load_report",
+    "one_line",
     "period_start",
     "render_chart",
     "report_blocks",
     "report_table",
+    "rows_by_criterion",
 ]
 
 ANCHOR_ADVICE = (
@@ -162,21 +165,30 @@ def period_start(days: int | None) -> datetime | None:
     return datetime.now(UTC) - timedelta(days=days) if days is not None else None
 
 
-def _pairs_by_criterion(reviews: Iterable[ReviewRow]) -> dict[str, list[tuple[Label, Label]]]:
-    """(reviewer, grader) label pairs per criterion, named as first reviewed, in that order.
+def rows_by_criterion(reviews: Iterable[ReviewRow]) -> dict[str, list[ReviewRow]]:
+    """The review rows of each criterion, named as first reviewed, in that order.
 
-    A name used for both a pass/fail criterion and a scored dimension gets its kind added.
+    A criterion is identified by its name (ignoring case and trailing punctuation) and the kind of
+    its verdicts; a name used for both a pass/fail criterion and a scored dimension gets its kind
+    added.
     """
-    pairs: dict[tuple[str, str], list[tuple[Label, Label]]] = {}
-    spelling: dict[tuple[str, str], str] = {}
+    rows: dict[tuple[str, str], list[ReviewRow]] = {}
     for row in reviews:
         judge = verdict_label(row.grader_verdict)
         key = (normalize_name(row.criterion), LIST_KIND if isinstance(judge, bool) else SCORED_KIND)
-        spelling.setdefault(key, row.criterion)
-        pairs.setdefault(key, []).append((verdict_label(row.reviewer_verdict), judge))
-    kinds = Counter(name for name, _ in pairs)
+        rows.setdefault(key, []).append(row)
+    kinds = Counter(name for name, _ in rows)
     return {
-        spelling[key] + (f" ({key[1]})" if kinds[key[0]] > 1 else ""): rows for key, rows in pairs.items()
+        found[0].criterion + (f" ({kind})" if kinds[name] > 1 else ""): found
+        for (name, kind), found in rows.items()
+    }
+
+
+def _pairs_by_criterion(reviews: Iterable[ReviewRow]) -> dict[str, list[tuple[Label, Label]]]:
+    """(reviewer, grader) label pairs per criterion (see :func:`rows_by_criterion`)."""
+    return {
+        name: [(verdict_label(r.reviewer_verdict), verdict_label(r.grader_verdict)) for r in rows]
+        for name, rows in rows_by_criterion(reviews).items()
     }
 
 
@@ -231,7 +243,7 @@ def _kappa_words(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
-def _plain(name: str, width: int) -> str:
+def one_line(name: str, width: int) -> str:
     """A name on one line, at most ``width`` characters, cut at a space when one is near the end."""
     flat = " ".join(name.split())
     if len(flat) <= width:
@@ -345,7 +357,7 @@ def _table(report: Report) -> list[str]:
     header = ("Criterion", "Kind", "n", "Agree", "Baseline", "κ", "Flag")
     rows = [
         (
-            _plain(c.criterion, TABLE_NAME_MAX),
+            one_line(c.criterion, TABLE_NAME_MAX),
             _criterion_kind(c),
             str(c.n),
             _percent(c.percent_agreement),
@@ -355,19 +367,23 @@ def _table(report: Report) -> list[str]:
         )
         for c in report.criteria
     ]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    numeric = {2, 3, 4, 5}
-    lines = [
-        "  ".join(
-            cell.rjust(w) if i in numeric else cell.ljust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
-        for row in [header, *rows]
-    ]
+    lines = aligned_columns([header, *rows], numeric={2, 3, 4, 5})
     lines.append(
         f"κ is shown once a criterion has {report.min_reviews} reviews; quadratic-weighted for 1–5 scores."
     )
     return lines
+
+
+def aligned_columns(rows: Sequence[Sequence[str]], *, numeric: Collection[int]) -> list[str]:
+    """Rows of cells as lines of aligned columns; the ``numeric`` columns are right-aligned."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            cell.rjust(w) if i in numeric else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
 
 
 # --- Chart -----------------------------------------------------------------------------------
@@ -442,7 +458,7 @@ def _draw_kappa(axes: Any, report: Report) -> None:
     axes.axvline(KAPPA_TARGET, linestyle="--", color="#616161", label=f"κ target {KAPPA_TARGET}")
     axes.axvline(0, color="black", linewidth=0.8)
     axes.set_xlim(left, 1.1)
-    axes.set_yticks(list(rows), [_plain(c.criterion, CHART_NAME_MAX) for c in report.criteria])
+    axes.set_yticks(list(rows), [one_line(c.criterion, CHART_NAME_MAX) for c in report.criteria])
     axes.invert_yaxis()
     axes.set_title("Cohen's κ per criterion (red: under the target)")
     axes.set_xlabel("κ, quadratic-weighted for 1–5 scores")

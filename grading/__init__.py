@@ -15,6 +15,9 @@ Public API:
 - `EVIDENCE_TOOLS` and each tool — safe counting and matching tools for the grader.
 - `CalibrationExample`, `CalibrationSource` — team verdicts shown to the grader as worked examples,
   and the (plain or async) function that supplies them.
+- `TranscriptGrader` — grade a transcript you already have once, as the middleware would.
+- `difference_intervals`, `DifferenceIntervals` — bootstrap intervals on how much one grader's
+  agreement with the humans beats another's.
 """
 
 from grading.aggregation import Aggregate, aggregate
@@ -22,8 +25,10 @@ from grading.agreement import (
     KAPPA_TARGET,
     MIN_REVIEWS_FOR_KAPPA,
     CriterionAgreement,
+    DifferenceIntervals,
     agreement_report,
     correlated_dimensions,
+    difference_intervals,
     kappa,
     majority_baseline,
     percent_agreement,
@@ -40,6 +45,7 @@ from grading.middleware import (
     RubricState,
     Status,
 )
+from grading.once import TranscriptGrader
 from grading.rubric import Criterion, Dimension, Rubric, RubricError, parse_rubric
 from grading.tools import (
     EVIDENCE_TOOLS,
@@ -64,6 +70,7 @@ __all__ = [
     "Criterion",
     "CriterionAgreement",
     "CriterionResult",
+    "DifferenceIntervals",
     "Dimension",
     "Rubric",
     "RubricError",
@@ -71,6 +78,7 @@ __all__ = [
     "RubricMiddleware",
     "RubricState",
     "Status",
+    "TranscriptGrader",
     "aggregate",
     "agreement_report",
     "correlated_dimensions",
@@ -79,6 +87,7 @@ __all__ = [
     "count_sentences",
     "count_syllables",
     "count_words",
+    "difference_intervals",
     "kappa",
     "majority_baseline",
     "parse_rubric",

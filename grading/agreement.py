@@ -37,6 +37,16 @@ SCORE_LABELS = (1, 2, 3, 4, 5)
 """The full 1–5 scale, passed to scikit-learn so weighted kappa's distances span every score,
 including ones nobody happened to use."""
 
+BOOTSTRAP_RESAMPLES = 1000
+"""Resamples behind a bootstrap interval: enough for steady 2.5th and 97.5th percentiles, while
+each one costs two κ computations."""
+
+BOOTSTRAP_CONFIDENCE = 0.95
+"""Coverage of a bootstrap interval."""
+
+BOOTSTRAP_SEED = 0
+"""Seed of the resampling, so one set of verdicts always gives the same interval."""
+
 Weights = Literal["quadratic", "linear"]
 
 
@@ -180,6 +190,95 @@ def correlated_dimensions(
         if r > threshold:
             found.append((a, b, r))
     return sorted(found, key=lambda pair: pair[2], reverse=True)
+
+
+@dataclass(frozen=True)
+class DifferenceIntervals:
+    """Bootstrap intervals on how much a second judge's agreement with the humans beats the first's.
+
+    Each is ``(low, high)`` of after − before, or None where too few resamples define it.
+    """
+
+    agreement: tuple[float, float] | None
+    kappa: tuple[float, float] | None
+
+
+def difference_intervals(
+    groups: Sequence[Sequence[tuple[Any, Any, Any]]],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    confidence: float = BOOTSTRAP_CONFIDENCE,
+    seed: int = BOOTSTRAP_SEED,
+) -> DifferenceIntervals:
+    """Percentile-bootstrap intervals on after − before percent agreement and κ with the humans.
+
+    Each group holds ``(human, before, after)`` labels of one graded item — every reviewer's
+    verdict on every criterion of one answer, say — and whole groups are resampled, because the
+    labels of one item are not independent. Labels are pass/fail booleans (unweighted κ) or
+    1–5 scores (quadratic κ), as in :func:`agreement_report`. Resamples where κ is undefined on
+    either side are left out of κ's interval; it is None when that leaves fewer than half.
+    """
+    groups = [group for group in groups if group]
+    flat = [label for group in groups for triple in group for label in triple]
+    if not groups:
+        return DifferenceIntervals(None, None)
+    weights = _weights_for("labels", flat)
+    labels = list(SCORE_LABELS) if weights else [False, True]
+    before, after = (_confusions(groups, labels, side) for side in (1, 2))
+    picks = np.random.default_rng(seed).integers(0, len(groups), size=(resamples, len(groups)))
+    counts = np.zeros((resamples, len(groups)))
+    np.add.at(counts, (np.arange(resamples)[:, None], picks), 1)
+    was, now = (np.einsum("rg,gij->rij", counts, matrices) for matrices in (before, after))
+    tail = (1 - confidence) / 2 * 100
+
+    def interval(differences: np.ndarray) -> tuple[float, float] | None:
+        defined = differences[~np.isnan(differences)]
+        if len(defined) < resamples / 2:
+            return None
+        low, high = np.percentile(defined, [tail, 100 - tail])
+        return float(low), float(high)
+
+    return DifferenceIntervals(
+        agreement=interval(_trace_share(now) - _trace_share(was)),
+        kappa=interval(confusion_kappa(now, weights) - confusion_kappa(was, weights)),
+    )
+
+
+def _confusions(groups: Sequence[Sequence[tuple[Any, Any, Any]]], labels: list[Any], side: int) -> np.ndarray:
+    """Per group, the confusion matrix of human labels (rows) against one judge's (columns)."""
+    index = {label: i for i, label in enumerate(labels)}
+    matrices = np.zeros((len(groups), len(labels), len(labels)))
+    for g, group in enumerate(groups):
+        for triple in group:
+            matrices[g, index[triple[0]], index[triple[side]]] += 1
+    return matrices
+
+
+def _trace_share(matrices: np.ndarray) -> np.ndarray:
+    return np.trace(matrices, axis1=1, axis2=2) / matrices.sum(axis=(1, 2))
+
+
+def confusion_kappa(matrices: np.ndarray, weights: Weights | None) -> np.ndarray:
+    """Cohen's κ of each of many confusion matrices at once (shape ``(k, L, L)``); nan where undefined.
+
+    The same formula as ``sklearn.metrics.cohen_kappa_score`` (1 − weighted observed over
+    weighted expected disagreement), vectorised: a bootstrap needs thousands of κ and
+    scikit-learn's input checks cost milliseconds per call. Use :func:`kappa` for one κ.
+    """
+    size = matrices.shape[-1]
+    rows, columns = np.indices((size, size))
+    penalty = {
+        None: (rows != columns).astype(float),
+        "linear": np.abs(rows - columns),
+        "quadratic": (rows - columns) ** 2,
+    }
+    w = penalty[weights]
+    totals = matrices.sum(axis=(1, 2))
+    expected = np.einsum("ki,kj->kij", matrices.sum(axis=2), matrices.sum(axis=1)) / totals[:, None, None]
+    observed_cost = (w * matrices).sum(axis=(1, 2))
+    expected_cost = (w * expected).sum(axis=(1, 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(expected_cost > 0, 1 - observed_cost / expected_cost, np.nan)
 
 
 def _check_paired(human: Sequence[Any], judge: Sequence[Any]) -> None:

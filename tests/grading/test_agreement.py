@@ -1,6 +1,7 @@
 import math
 import random
 
+import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
@@ -8,8 +9,11 @@ from grading.agreement import (
     KAPPA_TARGET,
     MIN_REVIEWS_FOR_KAPPA,
     CriterionAgreement,
+    DifferenceIntervals,
     agreement_report,
+    confusion_kappa,
     correlated_dimensions,
+    difference_intervals,
     kappa,
     majority_baseline,
     percent_agreement,
@@ -230,3 +234,54 @@ def test_degenerate_pairs_are_skipped_not_nan():
 def test_correlated_dimensions_needs_one_score_per_answer():
     with pytest.raises(ValueError, match="lengths differ"):
         correlated_dimensions({"x": [1, 2, 3], "y": [1, 2, 3, 4]})
+
+
+# --- bootstrap intervals on a difference --------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("weights", [None, "linear", "quadratic"])
+def test_confusion_kappa_equals_scikit_learn(seed, weights):
+    rng = random.Random(200 + seed)
+    human = [rng.randint(1, 5) for _ in range(30)]
+    judge = [min(5, max(1, h + rng.choice([-2, -1, 0, 0, 1]))) for h in human]
+    matrix = np.zeros((1, 5, 5))
+    for h, j in zip(human, judge, strict=True):
+        matrix[0, h - 1, j - 1] += 1
+    expected = cohen_kappa_score(human, judge, weights=weights, labels=[1, 2, 3, 4, 5])
+    assert confusion_kappa(matrix, weights)[0] == pytest.approx(expected)
+
+
+def test_confusion_kappa_is_nan_where_kappa_is_undefined():
+    one_label = np.zeros((1, 2, 2))
+    one_label[0, 1, 1] = 7
+    assert math.isnan(confusion_kappa(one_label, None)[0])
+
+
+def test_identical_judges_differ_by_exactly_nothing():
+    groups = [[(i % 3 == 0, i % 2 == 0, i % 2 == 0)] for i in range(20)]
+    assert difference_intervals(groups) == DifferenceIntervals(agreement=(0.0, 0.0), kappa=(0.0, 0.0))
+
+
+def test_a_clearly_better_judge_gets_an_interval_above_zero_and_a_fixed_seed_repeats_it():
+    rng = random.Random(7)
+    human = [rng.random() < 0.5 for _ in range(40)]
+    groups = [[(h, h if i % 2 else not h, h if i % 10 else not h)] for i, h in enumerate(human)]
+    intervals = difference_intervals(groups)
+    assert 0 < intervals.agreement[0] < 0.4 < intervals.agreement[1]
+    assert intervals.kappa[0] > 0
+    assert difference_intervals(groups) == intervals
+
+
+def test_scores_use_quadratic_kappa_and_labels_of_one_item_move_together():
+    # Two reviewers per answer: resampling answers keeps their verdicts together, so an answer
+    # on which the judges agree exactly never contributes a difference.
+    groups = [[(s, s, s), (s, s, s)] for s in (1, 2, 3, 4, 5)] * 3
+    assert difference_intervals(groups).kappa == (0.0, 0.0)
+
+
+def test_no_interval_without_groups_or_where_kappa_is_mostly_undefined():
+    assert difference_intervals([]) == DifferenceIntervals(None, None)
+    # Everyone always passes: κ is undefined in every resample, agreement is not.
+    groups = [[(True, True, True)] for _ in range(12)]
+    assert difference_intervals(groups) == DifferenceIntervals(agreement=(0.0, 0.0), kappa=None)
