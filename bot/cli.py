@@ -550,6 +550,50 @@ def _run_db_copy(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- replay ------------------------------------------------------------------------------------
+
+
+def _configure_replay(parser: argparse.ArgumentParser) -> None:
+    from bot import replay, replay_cli  # langgraph's SQLite saver and tqdm are only needed here
+
+    which = parser.add_argument_group("which reviewed iterations")
+    which.add_argument("--channel", help="a Slack channel id, e.g. C0123ABCD (default: every channel)")
+    which.add_argument("--days", type=_days, help="only those reviewed in the last N days")
+    which.add_argument("--rubric-match", metavar="TEXT", help="only rubrics containing TEXT (ignoring case)")
+    which.add_argument("--limit", type=replay_cli.positive, metavar="N", help="only the latest N of them")
+    candidate = parser.add_argument_group("the candidate grader")
+    candidate.add_argument(
+        "--grader-model",
+        metavar="PROVIDER:MODEL",
+        help="a langchain model string (default: RUBRIC_BOT_GRADER_MODEL, else RUBRIC_BOT_MODEL)",
+    )
+    candidate.add_argument(
+        "--calibration",
+        choices=replay.CALIBRATION_MODES,
+        default="on",
+        help="team examples shown: on = those shown at the time (default), off = none, "
+        "loo = the team's other disagreements, never the case's own",
+    )
+    candidate.add_argument("--prompt", type=Path, metavar="FILE", help="candidate grader instructions")
+    running = parser.add_argument_group("running and output")
+    running.add_argument(
+        "--concurrency",
+        type=replay_cli.positive,
+        default=replay_cli.DEFAULT_CONCURRENCY,
+        help=f"grader calls at once (default {replay_cli.DEFAULT_CONCURRENCY})",
+    )
+    running.add_argument("--dry-run", action="store_true", help="only count the cases and estimate tokens")
+    running.add_argument("--json", action="store_true", help="print the result as JSON")
+    running.add_argument("--chart", type=Path, metavar="FILE", help="also write a before/after chart (PNG)")
+    running.add_argument("--db", type=Path, metavar="PATH", help="the bot's SQLite file")
+
+
+def _run_replay(args: argparse.Namespace) -> int:
+    from bot import replay_cli
+
+    return replay_cli.run(args)
+
+
 # -- entry point -------------------------------------------------------------------------------
 
 SETTINGS_SOURCE = "from the environment or a .env file in the working directory"
@@ -649,6 +693,12 @@ CLI_SUBCOMMANDS: tuple[CliSubcommand, ...] = (
             "postgresql://USER:PASSWORD@HOST/DBNAME URL; "
             f"upgrade reads RUBRIC_BOT_DB {SETTINGS_SOURCE} unless --db is given."
         ),
+    ),
+    Subcommand(
+        "replay",
+        "grade the team's reviewed iterations again with a candidate grader and compare (Ctrl-C stops)",
+        _configure_replay,
+        _run_replay,
     ),
 )
 """Every `rubric-bot` subcommand; a new one is one more entry."""

@@ -15,6 +15,7 @@ import asyncio
 import functools
 import json
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal, get_args
@@ -186,14 +187,17 @@ async def _graded_transcripts(
     found: dict[tuple[str, int], list[AnyMessage]] = {}
     graded_later: set[tuple[str, int]] = set()
     config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    async for saved in checkpointer.alist(config):
-        values = saved.checkpoint["channel_values"]
-        graded = {(e["grading_run_id"], e["iteration"]) for e in values.get("_rubric_evaluations") or []}
-        for key in (graded_later - graded) & wanted:
-            found[key] = list(values.get("messages") or [])
-        if len(found) == len(wanted):
-            break
-        graded_later = graded
+    # aclosing: the loop may stop early, and the saver's cursor must close while its connection is open.
+    async with aclosing(checkpointer.alist(config)) as history:
+        async for saved in history:
+            values = saved.checkpoint["channel_values"]
+            evaluations = values.get("_rubric_evaluations") or []
+            graded = {(e["grading_run_id"], e["iteration"]) for e in evaluations}
+            for key in (graded_later - graded) & wanted:
+                found[key] = list(values.get("messages") or [])
+            if len(found) == len(wanted):
+                break
+            graded_later = graded
     return found
 
 

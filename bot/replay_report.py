@@ -18,8 +18,9 @@ from typing import IO, Any, Literal
 
 from langchain_core.messages.ai import UsageMetadata
 
-from bot.mrkdwn import escape, split_mrkdwn, truncate
-from bot.render import block_dicts, context_block, header_block, plural, section_block, usage_words
+from bot.blocks import block_dicts, context_block, header_block, plural, section_block, sections
+from bot.mrkdwn import escape, truncate
+from bot.render import usage_words
 from bot.replay import Case, Regrade, Skipped, describe
 from bot.report import LIST_KIND, SCORED_KIND, aligned_columns, one_line, rows_by_criterion
 from bot.review import verdict_label
@@ -439,7 +440,7 @@ def comparison_blocks(comparison: Comparison, *, title: str, asked_by: str, chan
     ]
     rows = [*comparison.criteria, *comparison.overall]
     if rows:
-        blocks += [section_block(piece) for piece in split_mrkdwn("\n".join(map(_slack_line, rows)))]
+        blocks += sections("\n".join(map(_slack_line, rows)))
     else:
         blocks.append(section_block("No reviewed verdicts could be replayed."))
     if comparison.flips:

@@ -1,84 +1,35 @@
 """Replaying reviewed iterations: rebuilt grader input, calibration modes, and the comparison's numbers.
 
-The seeded database is made the way the bot makes it: the real agent (langchain + RubricMiddleware)
-with scripted models answers requests in threads checkpointed in the SQLite file, each evaluation is
-saved as the runner saves it, and a teammate reviews them. The replayed grader is a scripted model
-that agrees with the team on "Is polite" only when a team example about the same topic is in its
-prompt, so leave-one-out calibration beats none by a known amount.
+The database is seeded as the bot fills it (see tests/bot/replay_seed.py); the replayed grader is a
+scripted model that agrees with the team on "Is polite" only when shown a team example about the
+same topic, so leave-one-out calibration beats none by a known amount.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import aiosqlite
 import pytest
-from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from sklearn.metrics import cohen_kappa_score
 
-from bot.agent import agent_config, build_agent, run_turn
-from bot.conversation import thread_id
 from bot.replay import Case, Regrade, attach_transcripts, load_cases, regrade
 from bot.replay_report import Comparison, compare
-from bot.store import ReviewVerdict, Store
+from bot.store import Store
 from grading.once import TranscriptGrader
-from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
-
-RUBRIC = "- Cites a source\n- Is polite"
-TEAM, CHANNEL = "T1", "C1"
-TOPICS = ["A", "A", "B", "B", "D", "Z", "Z", "Z", "Z", "Z", "Z", "Z"]
-"""Topic of each seeded thread. The team overruled the grader on "Is polite" for the first five
-(A, A, B, B, D): topics A and B have a twin whose review can teach the grader, D has none."""
-IMPOLITE = 5
-"""Threads 0–4: the team judged "Is polite" failed where the grader passed it."""
-REVIEWED_FIRST_DRAFTS = range(5, 12)
-"""Threads whose first iteration (the draft) was reviewed too, agreeing with the grader."""
-
-_SECTION = re.compile(r"<(transcript|calibration)-[0-9a-f]+>\n(.*?)\n</\1-[0-9a-f]+>", re.DOTALL)
-
-
-def sections(payload: str) -> dict[str, str]:
-    """The transcript and calibration sections of a grader payload, without their nonce tags."""
-    return {name: body for name, body in _SECTION.findall(payload)}
-
-
-def topic_of(text: str) -> str:
-    return re.search(r"topic-(\w)", text).group(1)
-
-
-def worker_script(messages: list[BaseMessage]) -> str:
-    requests = [m.text for m in messages if m.type == "human" and "Grader feedback" not in m.text]
-    revising = "Grader feedback" in messages[-1].text
-    return f"{'Revised' if revising else 'Draft'} answer on topic-{topic_of(requests[-1])}"
-
-
-def verdicts_of(payload: str, *, polite: bool) -> dict:
-    transcript = sections(payload)["transcript"]
-    cites = transcript.rfind("Revised answer") > transcript.rfind("Draft answer")
-    criteria = [
-        {"name": "Cites a source", "passed": cites, "gap": "" if cites else "Cite a source."},
-        {"name": "Is polite", "passed": polite, "gap": "" if polite else "Greet the reader."},
-    ]
-    result = "satisfied" if cites and polite else "needs_revision"
-    return grade_call("RubricGrade", {"result": result, "explanation": "Graded.", "criteria": criteria})
-
-
-def original_grader(messages: list[BaseMessage]):
-    """The grader at the time: cites a source once revised, always finds the answer polite."""
-    return verdicts_of(payload_of(messages), polite=True)
-
-
-def calibrated_grader(messages: list[BaseMessage]):
-    """The replayed grader: fails "Is polite" only when shown a team example about the same topic."""
-    payload = payload_of(messages)
-    topic = topic_of(sections(payload)["transcript"])
-    examples = sections(payload).get("calibration", "")
-    taught = any("'Is polite'" in line and f"topic-{topic}" in line for line in examples.splitlines())
-    return verdicts_of(payload, polite=not taught)
+from tests.bot.replay_seed import (
+    IMPOLITE,
+    REVIEWED_FIRST_DRAFTS,
+    TOPICS,
+    replayed_grader,
+    sections,
+    seed,
+    topic_of,
+)
+from tests.grading.scripted import ScriptedChatModel, payload_of
 
 
 @dataclass
@@ -86,59 +37,20 @@ class Seeded:
     store: Store
     checkpointer: AsyncSqliteSaver
     original: ScriptedChatModel
-    evaluations: dict[str, list[dict]] = field(default_factory=dict)
-    """Thread root ts → its evaluations, in order."""
-
-
-async def ask(agent, store: Store, root: str, text: str, into: list[dict], rubric: str | None = None) -> None:
-    async def save(evaluation: dict) -> None:
-        into.append(evaluation)
-        message_ts = f"{root}.{len(into)}"
-        await store.save_evaluation(TEAM, CHANNEL, root, message_ts, evaluation, RUBRIC)
-
-    inputs = {"messages": [HumanMessage(text)], **({"rubric": rubric} if rubric else {})}
-    await run_turn(agent, inputs, agent_config(thread_id(TEAM, CHANNEL, root)), save)
-
-
-def review(name: str, grader: str, team: str, comment: str = "") -> ReviewVerdict:
-    return ReviewVerdict(name, grader, team, comment)
 
 
 @pytest.fixture
 async def seeded(tmp_path: Path) -> AsyncIterator[Seeded]:
-    path = str(tmp_path / "bot.sqlite")
-    store = await Store.open(path)
-    async with aiosqlite.connect(path) as connection:
-        checkpointer = AsyncSqliteSaver(connection)
-        original = ScriptedChatModel(script=original_grader)
-        agent = build_agent(
-            ScriptedChatModel(script=worker_script), original, max_iterations=3, checkpointer=checkpointer
-        )
-        seeded = Seeded(store, checkpointer, original)
-        for i, topic in enumerate(TOPICS):
-            root = f"100.{i}"
-            found = seeded.evaluations.setdefault(root, [])
-            await ask(agent, store, root, f"Request {i} about topic-{topic}", found, rubric=RUBRIC)
-            draft, final = found
-            polite = "fail" if i < IMPOLITE else "pass"
-            comment = f"topic-{topic} answers must greet the reader" if i < IMPOLITE else ""
-            await store.save_review(
-                TEAM, CHANNEL, root, final["grading_run_id"], 1, "U1",
-                [review("Cites a source", "pass", "pass"), review("Is polite", "pass", polite, comment)],
-            )  # fmt: skip
-            if i in REVIEWED_FIRST_DRAFTS:
-                await store.save_review(
-                    TEAM, CHANNEL, root, draft["grading_run_id"], 0, "U1",
-                    [review("Cites a source", "fail", "fail"), review("Is polite", "pass", "pass")],
-                )  # fmt: skip
-        # A later request in the first thread: its history grows past the reviewed iterations.
-        await ask(agent, store, "100.0", "Follow-up about topic-A", seeded.evaluations["100.0"])
-        yield seeded
+    path = tmp_path / "bot.sqlite"
+    original = await seed(path)
+    store = await Store.open(str(path))
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as checkpointer:
+        yield Seeded(store, checkpointer, original)
     await store.close()
 
 
 async def replay(seeded: Seeded, calibration: str) -> tuple[list[Case], list[Regrade], ScriptedChatModel]:
-    model = ScriptedChatModel(script=calibrated_grader)
+    model = ScriptedChatModel(script=replayed_grader)
     cases, skipped = await attach_transcripts(seeded.checkpointer, await load_cases(seeded.store))
     assert skipped == []
     done: list[Regrade] = []
