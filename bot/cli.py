@@ -699,6 +699,26 @@ CLI_SUBCOMMANDS: tuple[CliSubcommand, ...] = (
         "grade the team's reviewed iterations again with a candidate grader and compare (Ctrl-C stops)",
         _configure_replay,
         _run_replay,
+        description=(
+            "Grade the team's reviewed iterations again, each rebuilt as its grader saw it (rubric, "
+            "transcript from the checkpoint history, evidence tools), with a candidate grader model, "
+            "calibration or prompt, and print how it agrees with the team next to the original grader: "
+            "agreement and Cohen's kappa per criterion and overall, a bootstrap 95% interval on each "
+            "difference, and the verdicts that flipped. Ctrl-C stops and prints what was graded. It reads "
+            f"the database (--db, else RUBRIC_BOT_DB {SETTINGS_SOURCE}) and the grader model "
+            "(--grader-model, else RUBRIC_BOT_GRADER_MODEL or RUBRIC_BOT_MODEL, with the provider's API "
+            "key); no Slack settings."
+        ),
+        epilog="exit status:\n"
+        + "".join(
+            f"  {code}  {meaning}\n"
+            for code, meaning in (
+                (0, "the replay finished"),
+                (EXIT_FAILURE, "the chart could not be written"),
+                (EXIT_CONFIG, "bad arguments or settings"),
+                (130, "stopped by Ctrl-C (the partial result is printed)"),
+            )
+        ),
     ),
 )
 """Every `rubric-bot` subcommand; a new one is one more entry."""

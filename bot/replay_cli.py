@@ -21,7 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from tqdm import tqdm
 
-from bot.config import load_settings
+from bot.config import Settings, load_settings
 from bot.replay import (
     Calibration,
     Case,
@@ -87,8 +87,9 @@ def positive(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     """Run `rubric-bot replay`; the exit code."""
     try:
-        db, candidate = _inputs(args)
-        model = None if args.dry_run else _model(candidate.model)
+        settings = load_settings()
+        db, candidate = _inputs(args, settings)
+        model = None if args.dry_run else _model(candidate.model, settings.model_timeout)
     except UsageError as exc:
         print(f"rubric-bot replay: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -111,8 +112,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if comparison.interrupted else 0
 
 
-def _inputs(args: argparse.Namespace) -> tuple[Path, Candidate]:
-    settings = load_settings()
+def _inputs(args: argparse.Namespace, settings: Settings) -> tuple[Path, Candidate]:
     db = args.db or settings.db_path
     if not db.is_file():
         raise UsageError(f"no database at {db} (set RUBRIC_BOT_DB or pass --db)")
@@ -132,9 +132,9 @@ def _inputs(args: argparse.Namespace) -> tuple[Path, Candidate]:
     return db, Candidate(model, args.calibration, args.prompt, prompt_text)
 
 
-def _model(spec: str) -> BaseChatModel:
+def _model(spec: str, timeout: float) -> BaseChatModel:
     try:
-        return init_chat_model(spec)
+        return init_chat_model(spec, timeout=timeout)
     except Exception as exc:  # provider packages raise many types for a bad name or a missing key
         raise UsageError(f"the grader model {spec!r} cannot be used ({type(exc).__name__}: {exc})") from None
 

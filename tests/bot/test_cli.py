@@ -338,6 +338,7 @@ HELP_MUST_NAME = {
     "report": ("RUBRIC_BOT_DB", ".env", "never writes", "#name", "SLACK_BOT_TOKEN"),
     "db": ("RUBRIC_BOT_DB", ".env", "db upgrade", "db copy", "postgresql://"),
     "worker": ("SLACK_BOT_TOKEN", "RUBRIC_BOT_MODEL", "RUBRIC_BOT_DB", "postgresql://", ".env"),
+    "replay": ("RUBRIC_BOT_DB", "RUBRIC_BOT_GRADER_MODEL", "RUBRIC_BOT_MODEL", ".env", "Ctrl-C", "130"),
 }
 
 
