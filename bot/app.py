@@ -31,6 +31,7 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import open_agent
+from bot.channel_replay import open_replays
 from bot.config import DEFAULT_CONCURRENCY, Settings
 from bot.dbadmin import upgrade
 from bot.jobs import open_queue
@@ -85,8 +86,11 @@ async def serve(settings: Settings, *, http: bool, port: int, concurrency: int =
     On PostgreSQL this process is also a worker (`concurrency` runs at once) among any others.
     """
     stop = _stop_event()
-    async with open_runner(settings, concurrency) as (store, client, runner):
-        app = create_app(settings, Services(settings, store, runner), client)
+    async with (
+        open_runner(settings, concurrency) as (store, client, runner),
+        open_replays(settings, store, client) as replays,
+    ):
+        app = create_app(settings, Services(settings, store, runner, replays), client)
         if settings.socket_mode and not http:
             assert settings.slack_app_token is not None  # socket_mode implies it
             await serve_socket_mode(app, client, settings.slack_app_token.get_secret_value(), stop)

@@ -694,7 +694,7 @@ CLI_SUBCOMMANDS: tuple[CliSubcommand, ...] = (
             f"upgrade reads RUBRIC_BOT_DB {SETTINGS_SOURCE} unless --db is given."
         ),
     ),
-    Subcommand(
+    CliSubcommand(
         "replay",
         "grade the team's reviewed iterations again with a candidate grader and compare (Ctrl-C stops)",
         _configure_replay,

@@ -81,7 +81,7 @@ def parse_command(text: str, subcommands: Mapping[str, Grammar]) -> ParsedComman
 
 
 def report_days(argument: str) -> int | None:
-    """The period of `/rubric report [days]` (and `rubric-bot report --days`); None means all time."""
+    """The period of `/rubric report|replay [days]` (and `rubric-bot report --days`); None: all time."""
     text = argument.strip()
     if not text:
         return None

@@ -44,6 +44,7 @@ __all__ = [
     "load_report",
     "one_line",
     "period_start",
+    "period_words",
     "render_chart",
     "report_blocks",
     "report_table",
@@ -114,13 +115,18 @@ class Report:
     @property
     def period(self) -> str:
         """E.g. ``last 7 days`` or ``all time``."""
-        if self.days is None:
-            return "all time"
-        return "last day" if self.days == 1 else f"last {self.days} days"
+        return period_words(self.days)
 
     def summary(self) -> str:
         """E.g. ``14 reviews by 3 reviewers``."""
         return f"{plural(self.reviews, 'review')} by {plural(self.reviewers, 'reviewer')}"
+
+
+def period_words(days: int | None) -> str:
+    """A period of the last ``days`` days in words: ``last 7 days``, ``last day``, ``all time``."""
+    if days is None:
+        return "all time"
+    return "last day" if days == 1 else f"last {days} days"
 
 
 def build_report(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from slack_bolt.async_app import AsyncBoltContext
 
+from bot.channel_replay import ChannelReplays
 from bot.config import Settings
 from bot.runner import ThreadRunner
 from bot.store import Store
@@ -17,11 +18,12 @@ SERVICES_KEY = "rubric_bot_services"
 
 @dataclass(frozen=True)
 class Services:
-    """What listeners work with: settings, the bot's tables, and the thread runner."""
+    """What listeners work with: settings, the bot's tables, the thread runner and channel replays."""
 
     settings: Settings
     store: Store
     runner: ThreadRunner
+    replays: ChannelReplays
 
     async def attach(self, context: AsyncBoltContext, next: Callable[[], Awaitable[None]]) -> None:
         """Bolt global middleware: make these services available to every listener."""

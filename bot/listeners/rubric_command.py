@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
@@ -22,6 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
 from bot.blocks import section_block
+from bot.channel_replay import ReplayRequest
 from bot.command_text import (
     Argument,
     CommandError,
@@ -222,6 +224,28 @@ class RubricSubcommand:
     argument: Argument = Argument.NONE
 
 
+async def _replay(call: Invocation) -> None:
+    """Replay the channel's reviewed iterations with and without calibration, in the background."""
+    days = report_days(call.parsed.argument)
+    replays = services_of(call.context).replays
+    request = ReplayRequest(call.team, call.channel, call.command["user_id"], days)
+    if not replays.start(request, partial(_respond, call.context)):
+        running = replays.running(call.team, call.channel)
+        asker = f" (asked by <@{running.user}>)" if running else ""
+        await _answer(
+            call.ack,
+            f"A replay of this channel is already running{asker}; its result will be posted here "
+            "when it is done. Only one runs per channel at a time.",
+        )
+        return
+    await _answer(
+        call.ack,
+        "Replaying this channel's reviewed grader answers twice — with the team's other disagreements "
+        "as examples and with none — to measure whether calibration helps. The result will be posted "
+        "here when it is done; it costs two grader calls per reviewed answer.",
+    )
+
+
 RUBRIC_SUBCOMMANDS: tuple[RubricSubcommand, ...] = (
     RubricSubcommand(
         "set",
@@ -247,6 +271,13 @@ RUBRIC_SUBCOMMANDS: tuple[RubricSubcommand, ...] = (
         "/rubric calibration on|off",
         "show the grader the team's recent disagreements (on)",
         _calibration,
+        Argument.OPTIONAL,
+    ),
+    RubricSubcommand(
+        "replay",
+        "/rubric replay [days]",
+        "does calibration help? regrade reviewed answers with and without it",
+        _replay,
         Argument.OPTIONAL,
     ),
     RubricSubcommand("help", "/rubric help", "show this help", _help),

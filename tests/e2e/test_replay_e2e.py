@@ -1,0 +1,78 @@
+"""`/rubric replay` end to end: the real bot process, a database of reviewed iterations, the stand-ins.
+
+The database is seeded before the bot starts, as the bot fills it (tests/bot/replay_seed.py). The
+model stand-in grades like the seed's replayed grader: it fails "Is polite" only when shown a team
+example on the transcript's topic, so leave-one-out calibration beats none on the seeded cases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from pathlib import Path
+
+from PIL import Image
+
+from tests.bot.replay_seed import CASES, CHANNEL, TEAM, replayed_grade, seed
+from tests.e2e.conftest import BotProcess
+from tests.e2e.test_review_e2e import responses
+from tests.standins import slack_requests as sr
+from tests.standins import wait_for
+from tests.standins.model_api import ModelApiStandin
+from tests.standins.slack_api import SlackApiStandin
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+REPLAY_TIMEOUT = 60.0  # bound for two replays of the seeded cases with the stand-in's latency
+ASKER = "U7"
+
+
+def replay_command(slack: SlackApiStandin, text: str, channel: str = CHANNEL, user: str = ASKER) -> dict:
+    return sr.slash_command(text, channel, user, team=TEAM, response_url=slack.response_url(channel))
+
+
+def test_replay_posts_loo_against_off_naming_who_asked_and_runs_once_per_channel(
+    start_bot, slack_api: SlackApiStandin, model_api: ModelApiStandin, tmp_path: Path
+):
+    asyncio.run(seed(tmp_path / "bot.sqlite"))  # the database the bot is started on
+    model_api.grader = lambda request: replayed_grade(request.last_user_text)
+    model_api.latency = 0.2  # a replay takes a few seconds: long enough to ask again meanwhile
+    bot: BotProcess = start_bot()
+
+    first = bot.sender.send(replay_command(slack_api, "replay 30")).json()
+    assert first["response_type"] == "ephemeral" and "Replaying this channel" in first["text"]
+    wait_for(lambda: model_api.requests("grader"), REPLAY_TIMEOUT, message="the replay's first grader call")
+    again = bot.sender.send(replay_command(slack_api, "replay", user="U8")).json()
+    assert again["response_type"] == "ephemeral"
+    assert f"already running (asked by <@{ASKER}>)" in again["text"]
+
+    upload = wait_for(
+        lambda: next((u for u in slack_api.uploads() if u.channel == CHANNEL and u.completed), None),
+        REPLAY_TIMEOUT,
+        message=lambda: f"the replay's chart; bot log:\n{bot.stderr_text()[-3000:]}",
+    )
+    (posted,) = [m for m in slack_api.messages(CHANNEL) if "Does calibration help?" in m.text]
+    text = posted.all_text
+    assert "Replay · last 30 days" in text and f"Asked by <@{ASKER}>" in text
+    assert "calibration loo vs calibration off" in text and f"{CASES} cases compared" in text
+    polite = next(line for line in text.splitlines() if line.startswith("*Is polite*"))
+    assert "agree 74% → 95%" in polite and "κ 0.00 → *0.85*" in polite
+    assert "Flipped verdicts (4)" in text and "4 now match the team, 0 no longer do" in text
+    assert (
+        len(model_api.requests("grader")) == 2 * CASES
+    )  # off and loo, once each: the second ask ran nothing
+    assert upload.data.startswith(PNG_SIGNATURE) and Image.open(io.BytesIO(upload.data)).size[0] >= 600
+    assert responses(slack_api, CHANNEL) == []  # nothing went wrong, so nothing private to say
+
+    # Once done, the channel can replay again; a channel without reviews is told so privately.
+    quiet = replay_command(slack_api, "replay", channel="C9")
+    assert "Replaying" in bot.sender.send(quiet).json()["text"]
+    (told,) = wait_for(
+        lambda: responses(slack_api, "C9"), REPLAY_TIMEOUT, message="the nothing-to-replay answer"
+    )
+    assert told.args["response_type"] == "ephemeral" and "Nothing to replay in <#C9>" in told.args["text"]
+    assert slack_api.messages("C9") == []
+
+    bad = bot.sender.send(replay_command(slack_api, "replay soon")).json()
+    assert "`soon` is not a number of days" in bad["text"] and "/rubric replay [days]" in bad["text"]
+    assert json.dumps(bad).count("Replaying") == 0
