@@ -13,7 +13,6 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_sdk.errors import SlackClientError
@@ -52,7 +51,6 @@ class ReplayRequest:
     channel: str
     user: str
     days: int | None
-    asked_at: datetime
 
     @property
     def title(self) -> str:

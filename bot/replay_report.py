@@ -11,6 +11,7 @@ PNG chart, and a Block Kit message.
 from __future__ import annotations
 
 import io
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
@@ -46,12 +47,13 @@ __all__ = [
 ]
 
 Effect = Literal["fixed", "broken", "changed"]
-"""What a flipped verdict did: now matches every reviewer, no longer matches them, or neither."""
+"""What a flipped verdict did: now matches every reviewer, no longer matches them, or neither
+(a score moved but not onto the team's, or the reviewers disagree among themselves)."""
 
 EFFECT_WORDS: Mapping[Effect, str] = {
     "fixed": "now matches the team",
     "broken": "no longer matches the team",
-    "changed": "reviewers were split",
+    "changed": "still not the team's verdict",
 }
 """How a flip's effect reads."""
 
@@ -234,16 +236,22 @@ def _criterion(name: str, found: Sequence[tuple[tuple[str, int], Triple]]) -> Cr
 
 
 def _overall(triples: Mapping[str, Sequence[tuple[tuple[str, int], Triple]]]) -> list[CriterionComparison]:
-    """All verdicts pooled, one row per kind of verdict (κ cannot mix pass/fail and scores)."""
-    pooled: dict[str, list[tuple[tuple[str, int], Triple]]] = {}
+    """All verdicts pooled, one row per kind of verdict (κ cannot mix pass/fail and scores).
+
+    A kind with a single criterion gets no pooled row: its criterion's row already is that.
+    """
+    pooled: dict[str, list[list[tuple[tuple[str, int], Triple]]]] = {}
     for found in triples.values():
         kind = LIST_KIND if isinstance(found[0][1][0], bool) else SCORED_KIND
-        pooled.setdefault(kind, []).extend(found)
-    if len(triples) < 2:
-        return []  # one criterion: its own row says it all
+        pooled.setdefault(kind, []).append(list(found))
     if len(pooled) == 1:
-        return [_criterion(ALL_CRITERIA, next(iter(pooled.values())))]
-    return [_criterion(ALL_OF_KIND[kind], found) for kind, found in pooled.items()]
+        (criteria,) = pooled.values()
+        return [_criterion(ALL_CRITERIA, list(itertools.chain(*criteria)))] if len(criteria) > 1 else []
+    return [
+        _criterion(ALL_OF_KIND[kind], list(itertools.chain(*criteria)))
+        for kind, criteria in pooled.items()
+        if len(criteria) > 1
+    ]
 
 
 def _flips(case: Case, before: Mapping[str, str], after: Mapping[str, str]) -> list[Flip]:
