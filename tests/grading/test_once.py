@@ -44,7 +44,7 @@ def test_a_transcript_is_graded_once_with_the_middlewares_payload_and_verdict_ru
     assert (evaluation["iteration"], evaluation["max_iterations"]) == (1, 4)
     assert evaluation["calibration"] == [EXAMPLE]
     assert evaluation["answer_message_id"] == "a1"
-    assert evaluation["usage"] == {"input_tokens": 10, "output_tokens": 5}
+    assert evaluation["usage"] == {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}
 
 
 async def test_concurrent_grades_each_show_their_own_examples():
