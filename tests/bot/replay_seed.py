@@ -67,7 +67,7 @@ def taught(payload: str) -> bool:
     """Whether the payload shows a team example on "Is polite" about the transcript's topic."""
     topic = topic_of(sections(payload)["transcript"])
     examples = sections(payload).get("calibration", "")
-    return any("'Is polite'" in line and f"topic-{topic}" in line for line in examples.splitlines())
+    return any("Is polite" in line and f"topic-{topic}" in line for line in examples.splitlines())
 
 
 def replayed_grade(payload: str) -> dict:
