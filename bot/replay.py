@@ -17,7 +17,6 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Literal, get_args
 
 from langchain_core.messages import AnyMessage
@@ -26,6 +25,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.conversation import thread_id
+from bot.report import period_start
 from bot.review import CALIBRATION_EXAMPLES, calibration_examples, grader_verdicts
 from bot.store import EvaluationRecord, ReviewRow, Store
 from grading import EVIDENCE_TOOLS, CalibrationExample, RubricEvaluation
@@ -140,8 +140,7 @@ async def load_cases(
     ``days`` (ever when None) and its rubric contains ``rubric_match`` (ignoring case). With
     ``limit``, only the latest that many.
     """
-    since = datetime.now(UTC) - timedelta(days=days) if days is not None else None
-    rows = await store.reviews_in_channel(None, channel, since)
+    rows = await store.reviews_in_channel(None, channel, period_start(days))
     keys = list(dict.fromkeys((row.grading_run_id, row.iteration) for row in rows))
     cases = []
     for run_id, iteration in keys:

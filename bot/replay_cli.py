@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sqlite3
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,11 +94,15 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"rubric-bot replay: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    if args.dry_run:
-        print(asyncio.run(_dry_run(db, candidate, args)))
-        return 0
-    assert model is not None
-    comparison = asyncio.run(_replay(db, candidate, model, args))
+    try:
+        if args.dry_run:
+            print(asyncio.run(_dry_run(db, candidate, args)))
+            return 0
+        assert model is not None
+        comparison = asyncio.run(_replay(db, candidate, model, args))
+    except sqlite3.DatabaseError as exc:
+        print(f"rubric-bot replay: {db} is not a rubric-bot database ({exc})", file=sys.stderr)
+        return EXIT_CONFIG
     if args.json:
         print(json.dumps(comparison_json(comparison), indent=2))
     else:
@@ -148,7 +153,7 @@ async def _cases(store: Store, db: Path, args: argparse.Namespace) -> tuple[list
 
 
 async def _dry_run(db: Path, candidate: Candidate, args: argparse.Namespace) -> str:
-    store = await Store.open(str(db))
+    store = await Store.open(str(db), read_only=True)
     try:
         cases, skipped = await _cases(store, db, args)
         tokens = 0
@@ -169,7 +174,8 @@ async def _dry_run(db: Path, candidate: Candidate, args: argparse.Namespace) -> 
 async def _replay(
     db: Path, candidate: Candidate, model: BaseChatModel, args: argparse.Namespace
 ) -> Comparison:
-    store = await Store.open(str(db))
+    # Read-only: a replay grades again but never changes the bot's records.
+    store = await Store.open(str(db), read_only=True)
     try:
         cases, skipped = await _cases(store, db, args)
         grader = TranscriptGrader(model, system_prompt=candidate.prompt_text, tools=EVIDENCE_TOOLS)

@@ -155,6 +155,9 @@ def test_no_database_and_no_model_are_explained(tmp_path, monkeypatch, capsys):
     (tmp_path / "empty.sqlite").touch()
     assert main(["replay", "--db", str(tmp_path / "empty.sqlite")]) == 2
     assert "no grader model: pass --grader-model" in capsys.readouterr().err
+    (tmp_path / "notes.txt").write_text("not a database " * 100)
+    assert main(["replay", "--db", str(tmp_path / "notes.txt"), "--grader-model", MODEL, "--dry-run"]) == 2
+    assert "notes.txt is not a rubric-bot database" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["replay", "--calibration", "sometimes"])
     assert "invalid choice: 'sometimes'" in capsys.readouterr().err
