@@ -15,7 +15,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import init_models
@@ -24,7 +23,7 @@ from bot.database import open_checkpointer
 from bot.replay import Calibration, Case, Regrade, attach_transcripts, load_cases, regrade, total_usage
 from bot.replay_report import Comparison, chart_png, compare, comparison_blocks
 from bot.report import period_words
-from bot.slack import SLACK_ERRORS, slack_error
+from bot.slack import SLACK_ERRORS, attempt, describe_error
 from bot.store import Store
 from grading import EVIDENCE_TOOLS, TranscriptGrader
 
@@ -108,16 +107,17 @@ class ChannelReplays:
                 return
             await self._post(request, comparison)
         except asyncio.CancelledError:
-            await self._post_text(
-                request,
-                f"The replay <@{request.user}> asked for was stopped because the bot is restarting. "
+            stopped = self._client.chat_postMessage(
+                channel=request.channel,
+                text=f"The replay <@{request.user}> asked for was stopped because the bot is restarting. "
                 "Run `/rubric replay` again once it is back.",
             )
+            await attempt(stopped, f"tell {request.channel} its replay stopped")
             raise
-        except (*SLACK_ERRORS, SlackClientError) as exc:
+        except SLACK_ERRORS as exc:
             logger.warning("could not post the replay in %s: %s", request.channel, exc)
             await tell(
-                text=f"The replay finished but I couldn't post it here ({slack_error(exc)}). If I'm not "
+                text=f"The replay finished but I couldn't post it here ({describe_error(exc)}). If I'm not "
                 "in this channel, invite me with `/invite @rubric-bot` and try again."
             )
         except Exception as exc:
@@ -166,12 +166,6 @@ class ChannelReplays:
             initial_comment=f"Agreement and κ with the team's reviews, calibration off vs leave-one-out "
             f"(asked by <@{request.user}>).",
         )
-
-    async def _post_text(self, request: ReplayRequest, text: str) -> None:
-        try:
-            await self._client.chat_postMessage(channel=request.channel, text=text)
-        except SLACK_ERRORS as exc:
-            logger.warning("could not tell %s its replay stopped: %s", request.channel, exc)
 
 
 @asynccontextmanager

@@ -585,7 +585,9 @@ def _configure_replay(parser: argparse.ArgumentParser) -> None:
     running.add_argument("--dry-run", action="store_true", help="only count the cases and estimate tokens")
     running.add_argument("--json", action="store_true", help="print the result as JSON")
     running.add_argument("--chart", type=Path, metavar="FILE", help="also write a before/after chart (PNG)")
-    running.add_argument("--db", type=Path, metavar="PATH", help="the bot's SQLite file")
+    running.add_argument(
+        "--db", type=_database, metavar="PATH_OR_URL", help="the bot's database (default: RUBRIC_BOT_DB)"
+    )
 
 
 def _run_replay(args: argparse.Namespace) -> int:

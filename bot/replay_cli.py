@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sqlite3
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,10 +18,11 @@ from pathlib import Path
 
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from sqlalchemy.exc import SQLAlchemyError
 from tqdm import tqdm
 
 from bot.config import Settings, load_settings
+from bot.database import Database, open_checkpointer
 from bot.replay import (
     Calibration,
     Case,
@@ -100,8 +100,9 @@ def run(args: argparse.Namespace) -> int:
             return 0
         assert model is not None
         comparison = asyncio.run(_replay(db, candidate, model, args))
-    except sqlite3.DatabaseError as exc:
-        print(f"rubric-bot replay: {db} is not a rubric-bot database ({exc})", file=sys.stderr)
+    except SQLAlchemyError as exc:
+        reason = getattr(exc, "orig", None) or exc
+        print(f"rubric-bot replay: {db} is not a rubric-bot database ({reason})", file=sys.stderr)
         return EXIT_CONFIG
     if args.json:
         print(json.dumps(comparison_json(comparison), indent=2))
@@ -117,11 +118,11 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if comparison.interrupted else 0
 
 
-def _inputs(args: argparse.Namespace, settings: Settings) -> tuple[Path, Candidate]:
-    db = args.db or settings.db_path
-    if not db.is_file():
+def _inputs(args: argparse.Namespace, settings: Settings) -> tuple[Database, Candidate]:
+    db = args.db or settings.database
+    if not db.is_postgres and not db.sqlite_path.is_file():
         raise UsageError(f"no database at {db} (set RUBRIC_BOT_DB or pass --db)")
-    model = args.grader_model or settings.grader_model
+    model = args.grader_model or settings.grader_model_override or settings.worker_model
     if not model:
         raise UsageError(
             "no grader model: pass --grader-model, or set RUBRIC_BOT_GRADER_MODEL or RUBRIC_BOT_MODEL"
@@ -144,16 +145,16 @@ def _model(spec: str, timeout: float) -> BaseChatModel:
         raise UsageError(f"the grader model {spec!r} cannot be used ({type(exc).__name__}: {exc})") from None
 
 
-async def _cases(store: Store, db: Path, args: argparse.Namespace) -> tuple[list[Case], list[Skipped]]:
+async def _cases(store: Store, db: Database, args: argparse.Namespace) -> tuple[list[Case], list[Skipped]]:
     reviewed = await load_cases(
         store, channel=args.channel, days=args.days, rubric_match=args.rubric_match, limit=args.limit
     )
-    async with AsyncSqliteSaver.from_conn_string(str(db)) as checkpointer:
+    async with open_checkpointer(db) as checkpointer:
         return await attach_transcripts(checkpointer, reviewed)
 
 
-async def _dry_run(db: Path, candidate: Candidate, args: argparse.Namespace) -> str:
-    store = await Store.open(str(db), read_only=True)
+async def _dry_run(db: Database, candidate: Candidate, args: argparse.Namespace) -> str:
+    store = await Store.open(db, read_only=True)
     try:
         cases, skipped = await _cases(store, db, args)
         tokens = 0
@@ -172,10 +173,10 @@ async def _dry_run(db: Path, candidate: Candidate, args: argparse.Namespace) -> 
 
 
 async def _replay(
-    db: Path, candidate: Candidate, model: BaseChatModel, args: argparse.Namespace
+    db: Database, candidate: Candidate, model: BaseChatModel, args: argparse.Namespace
 ) -> Comparison:
     # Read-only: a replay grades again but never changes the bot's records.
-    store = await Store.open(str(db), read_only=True)
+    store = await Store.open(db, read_only=True)
     try:
         cases, skipped = await _cases(store, db, args)
         grader = TranscriptGrader(model, system_prompt=candidate.prompt_text, tools=EVIDENCE_TOOLS)
