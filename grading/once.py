@@ -9,9 +9,7 @@ grading hook once with that transcript as the state. Nothing loops, is checkpoin
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,25 +19,20 @@ from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
 from grading.grader import CalibrationExample
-from grading.middleware import END_EVENT, RubricEvaluation, RubricMiddleware
-
-_EXAMPLES: ContextVar[Sequence[CalibrationExample]] = ContextVar("grading_once_examples", default=())
-"""The worked examples of the grade in progress. A context variable, so that concurrent grades by
-one `TranscriptGrader` (each in its own asyncio task or thread) each show their own examples."""
+from grading.middleware import EVALUATION_END_EVENT, RubricEvaluation, RubricMiddleware
+from grading.rubric import Rubric
 
 
-def _current_examples(*_: Any) -> Sequence[CalibrationExample]:
-    """The middleware's calibration source: the examples the grade in progress was given."""
-    return _EXAMPLES.get()
+@dataclass(frozen=True)
+class _Given:
+    """The runtime context of one grade: the worked examples it was given."""
+
+    examples: Sequence[CalibrationExample]
 
 
-@contextmanager
-def _showing(examples: Sequence[CalibrationExample]) -> Iterator[None]:
-    token = _EXAMPLES.set(list(examples))
-    try:
-        yield
-    finally:
-        _EXAMPLES.reset(token)
+def _given_examples(rubric: Rubric, runtime: Runtime[_Given]) -> Sequence[CalibrationExample]:
+    """The middleware's calibration source: the examples this grade's runtime carries."""
+    return runtime.context.examples
 
 
 @dataclass
@@ -48,14 +41,16 @@ class _Call:
 
     hook: RubricMiddleware
     state: dict[str, Any]
+    examples: Sequence[CalibrationExample]
     evaluations: list[RubricEvaluation] = field(default_factory=list)
 
     @property
-    def runtime(self) -> Runtime[Any]:
-        return Runtime(stream_writer=self._keep)
+    def runtime(self) -> Runtime[_Given]:
+        # Each grade's examples travel in its own runtime, so concurrent grades never mix them.
+        return Runtime(context=_Given(list(self.examples)), stream_writer=self._keep)
 
     def _keep(self, event: dict[str, Any]) -> None:
-        if event.get("type") == END_EVENT:
+        if event.get("type") == EVALUATION_END_EVENT:
             self.evaluations.append({k: v for k, v in event.items() if k != "type"})  # type: ignore[arg-type]
 
 
@@ -98,9 +93,8 @@ class TranscriptGrader:
         grader as the team's worked examples. A grader failure is an evaluation whose result is
         `grader_error`, never an exception.
         """
-        call = self._call(rubric, messages, iteration, max_iterations)
-        with _showing(calibration):
-            await call.hook.aafter_agent(call.state, call.runtime)
+        call = self._call(rubric, messages, iteration, max_iterations, calibration)
+        await call.hook.aafter_agent(call.state, call.runtime)
         return call.evaluations[0]
 
     def grade(
@@ -113,13 +107,17 @@ class TranscriptGrader:
         calibration: Sequence[CalibrationExample] = (),
     ) -> RubricEvaluation:
         """Sync twin of `agrade`."""
-        call = self._call(rubric, messages, iteration, max_iterations)
-        with _showing(calibration):
-            call.hook.after_agent(call.state, call.runtime)
+        call = self._call(rubric, messages, iteration, max_iterations, calibration)
+        call.hook.after_agent(call.state, call.runtime)
         return call.evaluations[0]
 
     def _call(
-        self, rubric: str, messages: Sequence[AnyMessage], iteration: int, max_iterations: int
+        self,
+        rubric: str,
+        messages: Sequence[AnyMessage],
+        iteration: int,
+        max_iterations: int,
+        calibration: Sequence[CalibrationExample],
     ) -> _Call:
         if max_iterations not in self._hooks:
             # One middleware per cap, since the cap is the middleware's; each builds its grader once.
@@ -128,7 +126,7 @@ class TranscriptGrader:
                 system_prompt=self._system_prompt,
                 tools=self._tools,
                 max_iterations=max_iterations,
-                calibration=_current_examples,
+                calibration=_given_examples,
             )
         # The state the grading hook sees at that iteration of a run that started fresh.
         state = {
@@ -140,4 +138,4 @@ class TranscriptGrader:
             "_rubric_status": None,
             "_rubric_evaluations": [],
         }
-        return _Call(self._hooks[max_iterations], state)
+        return _Call(self._hooks[max_iterations], state, calibration)
