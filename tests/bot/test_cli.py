@@ -175,6 +175,18 @@ def test_grade_without_a_model_exits_2_naming_the_setting(tmp_path, monkeypatch,
     assert "RUBRIC_BOT_MODEL is not set" in capsys.readouterr().err
 
 
+def test_worker_on_a_sqlite_file_exits_2_saying_it_needs_postgresql(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-test")
+    monkeypatch.setenv("RUBRIC_BOT_MODEL", "openai:gpt-4o-mini")
+    monkeypatch.setenv("RUBRIC_BOT_DB", str(tmp_path / "bot.sqlite"))
+
+    assert main(["worker"]) == 2
+    err = capsys.readouterr().err
+    assert "RUBRIC_BOT_DB is a SQLite file" in err and "postgresql://" in err
+    assert not (tmp_path / "bot.sqlite").exists()
+
+
 def test_grade_with_an_unusable_model_exits_2_naming_the_setting(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RUBRIC_BOT_MODEL", "no-such-provider:some-model")

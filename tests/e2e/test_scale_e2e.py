@@ -1,7 +1,8 @@
 """Two `rubric-bot serve` processes on one PostgreSQL database, with requests spread over both as a
 load balancer would spread them: runs keep their order per thread, a delivery reaches both and runs
 once, settings made through one are seen by the other, and a process killed mid-run has its run
-finished by the other from the conversation's checkpoint.
+finished by the other from the conversation's checkpoint. And a `rubric-bot worker` beside one
+`serve` runs what that process has no room for.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.e2e.conftest import BotProcess
+from tests.e2e.conftest import BOT_COMMAND, BotProcess
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import (
@@ -193,3 +194,26 @@ def test_a_process_killed_mid_run_has_the_run_finished_by_the_other_from_its_che
     assert "1/3" in thread[0].all_text and "2/3" in thread[1].all_text
     drafts = [r for r in pair.model.requests("worker") if DRAFT_ANSWER not in r.all_text]
     assert len(drafts) == 1  # resumed from the checkpoint: the draft was not written again
+
+
+def test_a_worker_process_runs_the_requests_serve_has_no_room_for(
+    start_bot, slack_api, model_api, postgres_url, tmp_path
+):
+    env = {"RUBRIC_BOT_DB": postgres_url}
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    serving = start_bot(env=env, command=(*BOT_COMMAND, "--concurrency", "1"))
+    worker_log = tmp_path / "bot-2.log"  # the second process start_bot starts
+    worker = start_bot(
+        env=env,
+        command=(*BOT_COMMAND[:3], "worker"),
+        ready=lambda: worker_log.exists() and "worker running" in worker_log.read_text(),
+    )
+    service = Pair(slack_api, model_api, (serving, worker))
+    service.set_channel_rubric(0, "C5")
+    model_api.latency = 1.0  # the first run holds serve's only slot while the second is queued
+
+    roots = [service.mention(0, f"Question {number}", "C5") for number in (1, 2)]
+    for root in roots:
+        service.wait_thread("C5", root, lambda messages: len(finals(messages)) == 1)
+
+    assert "Starting job rubric_bot.request" in worker.stderr_text()
