@@ -288,12 +288,12 @@ def format_evaluation(evaluation: RubricEvaluation) -> str:
     """
     position = f"{evaluation['iteration'] + 1}/{evaluation['max_iterations']}"
     title = f"Iteration {position}: {_status_words(evaluation['result'])}"
-    if evaluation.get("score") is not None:
-        title += f" (score {evaluation['score']:g}/5, {evaluation.get('verdict')})"
+    if evaluation["score"] is not None:
+        title += f" (score {evaluation['score']:g}/5, {evaluation['verdict']})"
     if flagged := render.flagged_words(evaluation):
         title += f"; {flagged}"
-    rows = [("result", "criterion", "gap")] + [_table_row(c) for c in evaluation.get("criteria") or []]
-    flagged_rows = [_table_row(item) for item in evaluation.get("unmatched") or []]
+    rows = [("result", "criterion", "gap")] + [_table_row(c) for c in evaluation["criteria"]]
+    flagged_rows = [_table_row(item) for item in evaluation["unmatched"]]
     widths = [max(len(row[column]) for row in rows + flagged_rows) for column in range(2)]
     table = [
         f"  {mark:<{widths[0]}}  {name:<{widths[1]}}  {gap}".rstrip()
@@ -303,18 +303,18 @@ def format_evaluation(evaluation: RubricEvaluation) -> str:
     if flagged_rows:
         lines.append("  the grader also flagged (not in the rubric, so not part of the verdict):")
         lines += table[len(rows) :]
-    if evaluation.get("explanation"):
+    if evaluation["explanation"]:
         lines.append(f"  explanation: {evaluation['explanation']}")
-    if evaluation.get("grader_calls") or evaluation.get("usage"):
+    if evaluation["grader_calls"] or evaluation["usage"]:
         lines.append(f"  {render.grader_effort_words(evaluation).lower()}")
     return "\n".join(lines) + "\n"
 
 
 def _table_row(criterion: CriterionResult) -> tuple[str, str, str]:
     mark = "pass" if criterion["passed"] else "FAIL"
-    if criterion.get("score") is not None:
+    if criterion["score"] is not None:
         mark += f" {criterion['score']}/5"
-    return mark, criterion["name"], " ".join(criterion.get("gap", "").split())
+    return mark, criterion["name"], " ".join(criterion["gap"].split())
 
 
 def _status_words(status: str) -> str:

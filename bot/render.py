@@ -14,21 +14,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, ValidationError
 from slack_sdk.models.blocks import (
-    ActionsBlock,
     Block,
-    ButtonElement,
     InputBlock,
     PlainTextInputElement,
 )
 from slack_sdk.models.views import View
 
 from bot.blocks import (
-    BUTTON_VALUE_MAX,
     MARKDOWN_MESSAGE_BUDGET,
     MESSAGE_TEXT_BUDGET,
     PLAIN_TEXT_INPUT_MAX,
@@ -44,26 +39,21 @@ from bot.blocks import (
 )
 from bot.markdown import inert_mentions, split_markdown, truncate_markdown
 from bot.mrkdwn import SECTION_TEXT_MAX, escape, truncate
-from bot.payloads import Iteration, Text, problems
+from grading import CriterionResult, RubricEvaluation
 from grading.rubric import MAX_RUBRIC_CHARS, Dimension, Rubric
 
 if TYPE_CHECKING:
-    from bot.store import ReviewRow
+    pass
 
 __all__ = [
-    "AGREE_ACTION_ID",
-    "DISAGREE_ACTION_ID",
     "MODAL_BLOCK_ID",
     "MODAL_CALLBACK_ID",
     "MODAL_INPUT_ACTION_ID",
-    "ReviewTally",
     "error_message",
     "evaluation_message",
     "final_messages",
     "help_text",
     "no_rubric_hint",
-    "parse_review_value",
-    "review_value",
     "rubric_confirmation",
     "rubric_error",
     "rubric_modal",
@@ -91,20 +81,6 @@ EMPTY_ANSWER = "_The answer was empty._"
 
 FALLBACK_PREVIEW_MAX = 300
 """How much of an answer goes into a final message's notification text."""
-
-TALLY_MAX = 500
-"""Longest review-tally line; with many disputed criteria the list is shortened."""
-
-# --- Interaction ids shared with the listeners ------------------------------------------------
-
-AGREE_ACTION_ID = "review_agree"
-"""action_id of the Agree button on evaluation messages."""
-
-DISAGREE_ACTION_ID = "review_disagree"
-"""action_id of the Disagree… button on evaluation messages."""
-
-REVIEW_BLOCK_ID = "review"
-"""block_id of the actions block holding the review buttons."""
 
 MODAL_CALLBACK_ID = "rubric_edit"
 """callback_id of the channel-rubric modal; its private_metadata is ``{"channel": id}``."""
@@ -152,107 +128,38 @@ RUBRIC_FORMAT_HINT = (
 """How to write a rubric, in one sentence."""
 
 
-@dataclass(frozen=True)
-class ReviewTally:
-    """Reviews of one evaluation: how many reviewers, and per criterion how many disagreed."""
-
-    reviews: int
-    disagreements: dict[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def from_rows(cls, rows: Iterable[ReviewRow]) -> ReviewTally:
-        """Tally stored review rows of one iteration (one row per reviewer and criterion)."""
-        reviewers: set[str] = set()
-        disagreements: dict[str, int] = {}
-        for row in rows:
-            reviewers.add(row.reviewer)
-            if row.disagrees:
-                disagreements[row.criterion] = disagreements.get(row.criterion, 0) + 1
-        return cls(reviews=len(reviewers), disagreements=disagreements)
-
-    def summary(self) -> str:
-        """E.g. ``2 reviews · 1 disagreement on Clarity`` (mrkdwn, names escaped)."""
-        if self.reviews == 0:
-            return "No reviews yet"
-        reviews = plural(self.reviews, "review")
-        disputed = sorted(
-            ((n, name) for name, n in self.disagreements.items() if n > 0),
-            key=lambda item: (-item[0], item[1]),
-        )
-        if not disputed:
-            return f"{reviews} · no disagreements"
-        (first_count, first), *others = disputed
-        parts = [f"{plural(first_count, 'disagreement')} on {escape(first)}"]
-        parts += [f"{n} on {escape(name)}" for n, name in others]
-        return truncate(f"{reviews} · {', '.join(parts)}", TALLY_MAX)
-
-
-class _ReviewButton(BaseModel):
-    """A review button's value: which grading run (``r``) and iteration (``i``) it reviews."""
-
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
-
-    r: Text
-    i: Iteration
-
-
-def review_value(grading_run_id: str, iteration: int) -> str:
-    """The review buttons' value: compact JSON ``{"r": grading_run_id, "i": iteration}``."""
-    value = _ReviewButton(r=grading_run_id, i=iteration).model_dump_json()
-    if len(value) > BUTTON_VALUE_MAX:
-        raise ValueError(f"grading_run_id is too long for a button value ({len(value)} chars)")
-    return value
-
-
-def parse_review_value(value: str) -> tuple[str, int]:
-    """Read back ``(grading_run_id, iteration)`` from a review button's value.
-
-    Raises ValueError naming what is wrong when the value is not one :func:`review_value` makes
-    (a click can carry anything: its payload is only as trustworthy as whoever signed it).
-    """
-    try:
-        button = _ReviewButton.model_validate_json(value)
-    except ValidationError as exc:
-        raise ValueError(f"not a review button's value ({problems(exc)})") from None
-    return button.r, button.i
-
-
 # --- Evaluation messages ---------------------------------------------------------------------
 
 
-def evaluation_message(evaluation: Mapping[str, Any], *, tally: ReviewTally | None = None) -> dict:
-    """One grader iteration as a message: verdict, every criterion, gaps, explanation, buttons.
+def evaluation_message(evaluation: RubricEvaluation, *, review: Sequence[Block] = ()) -> dict:
+    """One grader iteration as a message: verdict, every criterion, gaps, explanation, and at the
+    end the ``review`` blocks (the team review's tally and buttons, see :mod:`bot.review`).
 
     Every criterion is listed; when the whole would pass Slack's limits, the longest gaps are
     shortened first, each to the same share of the room left (see MESSAGE_TEXT_BUDGET).
     """
     position = f"{evaluation['iteration'] + 1}/{evaluation['max_iterations']}"
     emoji, words = status_words(evaluation["result"])
-    criteria = list(evaluation.get("criteria") or [])
-    scored = evaluation.get("kind") == "scored"
+    criteria = evaluation["criteria"]
+    scored = evaluation["kind"] == "scored"
 
     head: list[Block] = [header_block(f"{emoji} Iteration {position} · {words}")]
-    if scored and evaluation.get("score") is not None:
-        head.append(section_block(_score_line(evaluation["score"], evaluation.get("verdict"))))
+    if scored and evaluation["score"] is not None:
+        head.append(section_block(_score_line(evaluation["score"], evaluation["verdict"])))
     tail: list[Block] = []
-    explanation = (evaluation.get("explanation") or "").strip()
+    explanation = evaluation["explanation"].strip()
     if explanation:
         text = truncate_markdown(inert_mentions(explanation), EXPLANATION_MAX)
         tail.append(markdown_block(f"**Grader's explanation**\n\n{text}"))
-    notes = (
-        [grader_effort_words(evaluation)] if evaluation.get("grader_calls") or evaluation.get("usage") else []
-    )
-    if evaluation.get("calibration"):
+    notes = [grader_effort_words(evaluation)] if evaluation["grader_calls"] or evaluation["usage"] else []
+    if evaluation["calibration"]:
         count = len(evaluation["calibration"])
-        notes.append(f"Calibrated with {count} team review example{'s' if count != 1 else ''}")
+        notes.append(f"Calibrated with {plural(count, 'team review example')}")
     if notes:
         tail.append(context_block(" · ".join(notes)))
-    if tally is not None:
-        tail.append(context_block(tally.summary()))
-    if criteria:
-        tail.append(_review_buttons(evaluation["grading_run_id"], evaluation["iteration"]))
+    tail += review
 
-    flagged = list(evaluation.get("unmatched") or [])
+    flagged = evaluation["unmatched"]
     head_dicts, tail_dicts = block_dicts(head), block_dicts(tail)
     room = (
         MESSAGE_TEXT_BUDGET
@@ -277,9 +184,9 @@ def evaluation_message(evaluation: Mapping[str, Any], *, tally: ReviewTally | No
     }
 
 
-def _criterion_entries(criteria: Sequence[Mapping[str, Any]], scored: bool, room: int) -> list[str]:
+def _criterion_entries(criteria: Sequence[CriterionResult], scored: bool, room: int) -> list[str]:
     """One mrkdwn entry per criterion (mark, name, score, quoted gap), sized to share ``room``."""
-    names = [escape(str(c.get("name", ""))) for c in criteria]
+    names = [escape(c["name"]) for c in criteria]
     name_cap = _fair_cap([len(n) for n in names], room // 2)
     name_cap = CRITERION_NAME_MAX if name_cap is None else min(name_cap, CRITERION_NAME_MAX)
     heads = [_criterion_head(c, truncate(n, name_cap), scored) for c, n in zip(criteria, names, strict=True)]
@@ -296,18 +203,18 @@ def _criterion_entries(criteria: Sequence[Mapping[str, Any]], scored: bool, room
     return entries
 
 
-def _criterion_head(criterion: Mapping[str, Any], name: str, scored: bool) -> str:
-    mark = "✅" if criterion.get("passed") else "❌"
+def _criterion_head(criterion: CriterionResult, name: str, scored: bool) -> str:
+    mark = "✅" if criterion["passed"] else "❌"
     if not scored:
         return f"{mark} {name}"
-    score = criterion.get("score")
+    score = criterion["score"]
     return f"{mark} {name} — *{score}/5*" if score is not None else f"{mark} {name} — no score"
 
 
-def _quoted_gap(criterion: Mapping[str, Any]) -> str:
+def _quoted_gap(criterion: CriterionResult) -> str:
     """The grader's gap for a failing criterion as a Slack quote ('' when it passed)."""
-    gap = (criterion.get("gap") or "").strip()
-    if criterion.get("passed") or not gap:
+    gap = criterion["gap"].strip()
+    if criterion["passed"] or not gap:
         return ""
     return "\n".join(f"> {escape(line)}" for line in gap.splitlines() if line.strip())
 
@@ -346,31 +253,20 @@ def _score_line(score: float, verdict: str | None) -> str:
     return " · ".join(parts)
 
 
-def _outcome_words(evaluation: Mapping[str, Any], criteria: Sequence[Mapping[str, Any]]) -> str:
-    if evaluation.get("kind") == "scored" and evaluation.get("score") is not None:
-        verdict = evaluation.get("verdict")
+def _outcome_words(evaluation: RubricEvaluation, criteria: Sequence[CriterionResult]) -> str:
+    if evaluation["kind"] == "scored" and evaluation["score"] is not None:
+        verdict = evaluation["verdict"]
         return f"score {_number(evaluation['score'])}/5" + (f" ({verdict})" if verdict else "")
-    passed = sum(1 for c in criteria if c.get("passed"))
+    passed = sum(1 for c in criteria if c["passed"])
     return f"{passed} of {len(criteria)} criteria passed"
 
 
-def flagged_words(evaluation: Mapping[str, Any]) -> str | None:
+def flagged_words(evaluation: RubricEvaluation) -> str | None:
     """``the grader also flagged 2 failing items outside the rubric``; None when none fail."""
-    failing = sum(1 for item in evaluation.get("unmatched") or [] if not item.get("passed"))
+    failing = sum(1 for item in evaluation["unmatched"] if not item["passed"])
     if not failing:
         return None
-    return f"the grader also flagged {failing} failing item{'s' if failing != 1 else ''} outside the rubric"
-
-
-def _review_buttons(grading_run_id: str, iteration: int) -> ActionsBlock:
-    value = review_value(grading_run_id, iteration)
-    return ActionsBlock(
-        block_id=REVIEW_BLOCK_ID,
-        elements=[
-            ButtonElement(text="Agree", action_id=AGREE_ACTION_ID, value=value),
-            ButtonElement(text="Disagree…", action_id=DISAGREE_ACTION_ID, value=value),
-        ],
-    )
+    return f"the grader also flagged {plural(failing, 'failing item')} outside the rubric"
 
 
 # --- Final answer ------------------------------------------------------------------------------
@@ -611,11 +507,11 @@ def status_words(status: str) -> tuple[str, str]:
     return STATUS_WORDS.get(status, ("ℹ️", status.replace("_", " ").capitalize()))
 
 
-def grader_effort_words(evaluation: Mapping[str, Any]) -> str:
+def grader_effort_words(evaluation: RubricEvaluation) -> str:
     """What grading the iteration took: ``Grader: 2 calls · 1,234 in · 56 out``."""
-    calls = evaluation.get("grader_calls")
-    parts = [f"{calls} call{'s' if calls != 1 else ''}"] if calls else []
-    if evaluation.get("usage"):
+    calls = evaluation["grader_calls"]
+    parts = [plural(calls, "call")] if calls else []
+    if evaluation["usage"]:
         parts.append(usage_words(evaluation["usage"]))
     return "Grader: " + " · ".join(parts)
 

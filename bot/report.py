@@ -15,7 +15,7 @@ import asyncio
 import io
 import itertools
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from os import PathLike
@@ -25,6 +25,7 @@ from bot.blocks import block_dicts, context_block, header_block, plural, section
 from bot.mrkdwn import escape, truncate
 from bot.review import grader_verdicts, verdict_label
 from bot.store import ReviewRow, Store
+from grading import RubricEvaluation
 from grading.agreement import (
     CORRELATION_THRESHOLD,
     KAPPA_TARGET,
@@ -131,7 +132,7 @@ def period_words(days: int | None) -> str:
 
 def build_report(
     reviews: Sequence[ReviewRow],
-    evaluations: Iterable[Mapping[str, Any]],
+    evaluations: Iterable[RubricEvaluation],
     *,
     days: int | None,
     min_reviews: int = MIN_REVIEWS_FOR_KAPPA,
@@ -198,7 +199,7 @@ def _pairs_by_criterion(reviews: Iterable[ReviewRow]) -> dict[str, list[tuple[La
     }
 
 
-def _correlated(evaluations: Iterable[Mapping[str, Any]]) -> list[CorrelatedPair]:
+def _correlated(evaluations: Iterable[RubricEvaluation]) -> list[CorrelatedPair]:
     """Dimension pairs whose scores, paired within each graded answer, correlate too strongly.
 
     Each pair is checked over the answers that scored both, so dimensions of different rubrics
@@ -207,7 +208,7 @@ def _correlated(evaluations: Iterable[Mapping[str, Any]]) -> list[CorrelatedPair
     answers: list[dict[str, int]] = []
     spelling: dict[str, str] = {}
     for evaluation in evaluations:
-        if evaluation.get("kind") != "scored":
+        if evaluation["kind"] != "scored":
             continue
         scores = {}
         for name, verdict in grader_verdicts(evaluation).items():

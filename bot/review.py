@@ -1,11 +1,13 @@
-"""Team review of one grader iteration: verdict strings, the review modal, reading it back, and
-the team's disagreements as worked examples for the grader (calibration).
+"""Team review of the grader, the whole feature: what a verdict means, the Agree / Disagree…
+buttons and their value, the tally, the review form and reading it back, saving a review and
+refreshing its message, and the team's disagreements as worked examples for the grader
+(calibration). The listeners call in here; :mod:`bot.render` receives the review's blocks ready.
 
 A reviewer's verdict on a criterion is stored as a string: ``"pass"``/``"fail"`` for a list
 rubric's criteria, ``"1"``..``"5"`` for a scored rubric's dimensions (see
-:class:`bot.store.ReviewVerdict`). The modal code is pure: the listeners fetch the evaluation,
-open the modal built here and store what :func:`parse_review_submission` returns. The grader's
-calibration source (:func:`calibration_source`) reads the channel's reviews back from the store.
+:class:`bot.store.ReviewVerdict`). Saving a review and refreshing its message's tally happen under
+the store's lock of the iteration, so whichever refresh runs last has read every review saved
+before it: concurrent reviewers never leave a stale tally behind.
 
 The modal's inputs are keyed by the criterion's position among the evaluation's reviewable
 criteria, not by its name: names may be longer than a block_id allows. Reading a submission
@@ -15,14 +17,16 @@ so a stored review row always pairs the reviewer's verdict with what the grader 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from langgraph.runtime import Runtime
-from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
 from slack_sdk.models.blocks import (
+    ActionsBlock,
     Block,
+    ButtonElement,
     InputBlock,
     Option,
     PlainTextInputElement,
@@ -31,30 +35,67 @@ from slack_sdk.models.blocks import (
     StaticSelectElement,
 )
 from slack_sdk.models.views import View
+from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import render
 from bot.agent import ThreadContext
-from bot.blocks import MAX_VIEW_BLOCKS, SECTION_TEXT_MAX, section_block
+from bot.blocks import (
+    BUTTON_VALUE_MAX,
+    MAX_VIEW_BLOCKS,
+    SECTION_TEXT_MAX,
+    context_block,
+    plural,
+    section_block,
+)
 from bot.mrkdwn import escape, truncate
 from bot.payloads import Iteration, SubmittedView, Text, problems
-from bot.store import ReviewRow, ReviewVerdict, Store
-from grading import CalibrationExample, Rubric
+from bot.slack import attempt
+from bot.store import EvaluationRecord, ReviewRow, ReviewVerdict, Store
+from grading import CalibrationExample, Rubric, RubricEvaluation
 
 __all__ = [
+    "AGREE_ACTION_ID",
     "CALIBRATION_EXAMPLES",
     "COMMENT_MAX",
+    "DISAGREE_ACTION_ID",
     "REVIEW_CALLBACK_ID",
+    "UNKNOWN_EVALUATION",
     "ReviewContext",
     "ReviewInputError",
+    "ReviewTally",
     "agree_verdicts",
     "calibration_examples",
     "calibration_source",
     "grader_verdicts",
     "parse_review_submission",
+    "parse_review_value",
+    "refresh_tally",
     "review_context",
+    "review_controls",
     "review_modal",
     "review_notice",
+    "review_value",
+    "save_review",
     "verdict_label",
 ]
+
+TALLY_MAX = 500
+"""Longest review-tally line; with many disputed criteria the list is shortened."""
+
+AGREE_ACTION_ID = "review_agree"
+"""action_id of the Agree button on evaluation messages."""
+
+DISAGREE_ACTION_ID = "review_disagree"
+"""action_id of the Disagree… button on evaluation messages."""
+
+REVIEW_BLOCK_ID = "review"
+"""block_id of the actions block holding the review buttons."""
+
+UNKNOWN_EVALUATION = (
+    "I have no record of that grader iteration (it may be older than the bot's database), "
+    "so it can't be reviewed."
+)
+"""Told to someone who reviews an iteration the store does not know."""
 
 REVIEW_CALLBACK_ID = "review_submit"
 """callback_id of the review modal; its private_metadata is a :class:`ReviewContext` as JSON."""
@@ -115,28 +156,28 @@ _CONTEXT = TypeAdapter(ReviewContext)
 """Reads and writes a ReviewContext as the modal's private_metadata."""
 
 
-def grader_verdicts(evaluation: Mapping[str, Any]) -> dict[str, str]:
+def grader_verdicts(evaluation: RubricEvaluation) -> dict[str, str]:
     """The grader's verdict per criterion name, in the evaluation's order.
 
     A scored dimension's verdict is its score; a criterion the grader gave no score is left
     out (nothing to agree or disagree with). A name repeated in a list rubric counts once: the
     grader's verdicts on the copies cannot be told apart.
     """
-    scored = evaluation.get("kind") == "scored"
+    scored = evaluation["kind"] == "scored"
     verdicts: dict[str, str] = {}
-    for criterion in evaluation.get("criteria") or []:
-        name = str(criterion.get("name", ""))
+    for criterion in evaluation["criteria"]:
+        name = criterion["name"]
         if scored:
-            score = criterion.get("score")
+            score = criterion["score"]
             verdict = str(score) if score is not None else None
         else:
-            verdict = PASS if criterion.get("passed") else FAIL
+            verdict = PASS if criterion["passed"] else FAIL
         if name and verdict is not None:
             verdicts.setdefault(name, verdict)
     return verdicts
 
 
-def agree_verdicts(evaluation: Mapping[str, Any]) -> list[ReviewVerdict]:
+def agree_verdicts(evaluation: RubricEvaluation) -> list[ReviewVerdict]:
     """The review recorded by Agree: the reviewer accepts every verdict of the iteration."""
     return [ReviewVerdict(name, verdict, verdict) for name, verdict in grader_verdicts(evaluation).items()]
 
@@ -188,11 +229,128 @@ def calibration_source(
     return examples
 
 
+# --- On the evaluation message: the tally and the buttons -----------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ReviewTally:
+    """Reviews of one evaluation: how many reviewers, and per criterion how many disagreed."""
+
+    reviews: int
+    disagreements: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[ReviewRow]) -> ReviewTally:
+        """Tally stored review rows of one iteration (one row per reviewer and criterion)."""
+        reviewers: set[str] = set()
+        disagreements: dict[str, int] = {}
+        for row in rows:
+            reviewers.add(row.reviewer)
+            if row.disagrees:
+                disagreements[row.criterion] = disagreements.get(row.criterion, 0) + 1
+        return cls(reviews=len(reviewers), disagreements=disagreements)
+
+    def summary(self) -> str:
+        """E.g. ``2 reviews · 1 disagreement on Clarity`` (mrkdwn, names escaped)."""
+        if self.reviews == 0:
+            return "No reviews yet"
+        reviews = plural(self.reviews, "review")
+        disputed = sorted(
+            ((n, name) for name, n in self.disagreements.items() if n > 0),
+            key=lambda item: (-item[0], item[1]),
+        )
+        if not disputed:
+            return f"{reviews} · no disagreements"
+        (first_count, first), *others = disputed
+        parts = [f"{plural(first_count, 'disagreement')} on {escape(first)}"]
+        parts += [f"{n} on {escape(name)}" for n, name in others]
+        return truncate(f"{reviews} · {', '.join(parts)}", TALLY_MAX)
+
+
+class _ReviewButton(BaseModel):
+    """A review button's value: which grading run (``r``) and iteration (``i``) it reviews."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    r: Text
+    i: Iteration
+
+
+def review_value(grading_run_id: str, iteration: int) -> str:
+    """The review buttons' value: compact JSON ``{"r": grading_run_id, "i": iteration}``."""
+    value = _ReviewButton(r=grading_run_id, i=iteration).model_dump_json()
+    if len(value) > BUTTON_VALUE_MAX:
+        raise ValueError(f"grading_run_id is too long for a button value ({len(value)} chars)")
+    return value
+
+
+def parse_review_value(value: str) -> tuple[str, int]:
+    """Read back ``(grading_run_id, iteration)`` from a review button's value.
+
+    Raises ValueError naming what is wrong when the value is not one :func:`review_value` makes
+    (a click can carry anything: its payload is only as trustworthy as whoever signed it).
+    """
+    try:
+        button = _ReviewButton.model_validate_json(value)
+    except ValidationError as exc:
+        raise ValueError(f"not a review button's value ({problems(exc)})") from None
+    return button.r, button.i
+
+
+def review_controls(evaluation: RubricEvaluation, tally: ReviewTally | None = None) -> list[Block]:
+    """What an evaluation message shows for team review: the tally once there is one, then the
+    Agree / Disagree… buttons (none when the grader graded no criterion, e.g. a grader error)."""
+    controls: list[Block] = []
+    if tally is not None:
+        controls.append(context_block(tally.summary()))
+    if evaluation["criteria"]:
+        value = review_value(evaluation["grading_run_id"], evaluation["iteration"])
+        controls.append(
+            ActionsBlock(
+                block_id=REVIEW_BLOCK_ID,
+                elements=[
+                    ButtonElement(text="Agree", action_id=AGREE_ACTION_ID, value=value),
+                    ButtonElement(text="Disagree…", action_id=DISAGREE_ACTION_ID, value=value),
+                ],
+            )
+        )
+    return controls
+
+
+# --- Saving a review ------------------------------------------------------------------------------
+
+
+async def save_review(
+    store: Store, record: EvaluationRecord, reviewer: str, verdicts: Sequence[ReviewVerdict]
+) -> None:
+    """Store ``reviewer``'s verdicts on the iteration, replacing their earlier review of it."""
+    await store.save_review(
+        record.team,
+        record.channel,
+        record.thread_ts,
+        record.grading_run_id,
+        record.iteration,
+        reviewer,
+        verdicts,
+    )
+
+
+async def refresh_tally(store: Store, client: AsyncWebClient, record: EvaluationRecord) -> None:
+    """Re-render the iteration's message with the tally of every review stored for it."""
+    async with store.locked_reviews(record.grading_run_id, record.iteration) as rows:
+        controls = review_controls(record.evaluation, ReviewTally.from_rows(rows))
+        message = render.evaluation_message(record.evaluation, review=controls)
+        await attempt(
+            client.chat_update(channel=record.channel, ts=record.message_ts, **message),
+            f"show the review tally in {record.channel}",
+        )
+
+
 # --- The modal --------------------------------------------------------------------------------
 
 
 def review_modal(
-    evaluation: Mapping[str, Any],
+    evaluation: RubricEvaluation,
     *,
     channel: str,
     message_ts: str,
@@ -211,15 +369,15 @@ def review_modal(
     if 1 + 2 * len(verdicts) > MAX_VIEW_BLOCKS:
         raise ValueError(f"{len(verdicts)} criteria are more than one review form can hold")
     earlier = {row.criterion: row for row in previous or ()}
-    gaps = {str(c.get("name", "")): (c.get("gap") or "").strip() for c in evaluation.get("criteria") or []}
+    gaps = {c["name"]: c["gap"].strip() for c in evaluation["criteria"]}
     context = ReviewContext(
-        grading_run_id=str(evaluation["grading_run_id"]),
-        iteration=int(evaluation["iteration"]),
+        grading_run_id=evaluation["grading_run_id"],
+        iteration=evaluation["iteration"],
         channel=channel,
         message_ts=message_ts,
         thread_ts=thread_ts,
     )
-    choices = SCORES[::-1] if evaluation.get("kind") == "scored" else (PASS, FAIL)
+    choices = SCORES[::-1] if evaluation["kind"] == "scored" else (PASS, FAIL)
     blocks: list[Block] = [_intro(evaluation, revisiting=bool(earlier))]
     for index, (name, grader) in enumerate(verdicts.items()):
         before = earlier.get(name)
@@ -247,8 +405,8 @@ def review_notice(text: str) -> dict:
     return view.to_dict()
 
 
-def _intro(evaluation: Mapping[str, Any], *, revisiting: bool) -> SectionBlock:
-    position = f"{int(evaluation['iteration']) + 1}/{evaluation.get('max_iterations', '?')}"
+def _intro(evaluation: RubricEvaluation, *, revisiting: bool) -> SectionBlock:
+    position = f"{evaluation['iteration'] + 1}/{evaluation['max_iterations']}"
     preset = "your earlier review" if revisiting else "the grader's verdicts"
     text = (
         f"*Iteration {position}* — the menus start at {preset}. Change the ones you disagree "
@@ -308,7 +466,7 @@ def review_context(view: SubmittedView) -> ReviewContext:
 
 
 def parse_review_submission(
-    view: SubmittedView, evaluation: Mapping[str, Any]
+    view: SubmittedView, evaluation: RubricEvaluation
 ) -> tuple[ReviewContext, list[ReviewVerdict]]:
     """The reviewer's verdicts from a submitted review modal of ``evaluation``.
 
@@ -319,10 +477,10 @@ def parse_review_submission(
     naming the input's block).
     """
     context = review_context(view)
-    about = (str(evaluation.get("grading_run_id")), evaluation.get("iteration"))
+    about = (evaluation["grading_run_id"], evaluation["iteration"])
     if about != (context.grading_run_id, context.iteration):
         raise ValueError("the review form is about a different iteration than the evaluation given")
-    allowed = set(SCORES) if evaluation.get("kind") == "scored" else {PASS, FAIL}
+    allowed = set(SCORES) if evaluation["kind"] == "scored" else {PASS, FAIL}
     verdicts = []
     for index, (name, grader) in enumerate(grader_verdicts(evaluation).items()):
         block_id = _VERDICT_BLOCK.format(index)

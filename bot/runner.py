@@ -27,6 +27,7 @@ from bot.config import DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
 from bot.conversation import UserMessage
 from bot.jobs import MAX_ATTEMPTS, Abandoned, JobKind, JobQueue, Payload, ThreadScheduler
 from bot.progress import WorkingIndicator, react
+from bot.review import review_controls
 from bot.slack import attempt, describe_error
 from bot.store import ANSWERED, FAILED, FINAL_STEP, INTERRUPTED, TIMED_OUT, RunRecord, Step, Store
 from grading import RubricError, RubricEvaluation, parse_rubric
@@ -315,7 +316,8 @@ class ThreadRunner:
         ledger: _Ledger,
         evaluation: RubricEvaluation,
     ) -> None:
-        ts = await ledger.post(evaluation["iteration"], 0, render.evaluation_message(evaluation))
+        payload = render.evaluation_message(evaluation, review=review_controls(evaluation))
+        ts = await ledger.post(evaluation["iteration"], 0, payload)
         if ts is not None:
             await self._store.save_evaluation(
                 message.team, message.channel, message.thread_ts, ts, evaluation, rubric_text

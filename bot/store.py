@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from weakref import WeakValueDictionary
 
 from sqlalchemy import Select, Update, and_, delete, exists, func, insert, select, text, update
@@ -40,6 +40,7 @@ from bot.schema import (
     runs,
     threads,
 )
+from grading import RubricEvaluation
 
 INTERRUPTED = "interrupted"
 """Run status of a run stopped before it finished (shutdown, or found after a crash)."""
@@ -77,6 +78,11 @@ class RunRecord:
     finished_at: datetime | None
 
 
+EVALUATION_DEFAULTS: dict[str, Any] = {"unmatched": [], "grader_calls": 0}
+"""Values of the evaluation keys that grading added after the bot began storing evaluations:
+an evaluation stored before them reads as if the grader flagged nothing and made no count."""
+
+
 @dataclass(frozen=True)
 class EvaluationRecord:
     """An evaluation message the bot posted, with what it graded against."""
@@ -87,7 +93,7 @@ class EvaluationRecord:
     channel: str
     thread_ts: str
     message_ts: str
-    evaluation: dict[str, Any]
+    evaluation: RubricEvaluation
     rubric_text: str
     created_at: datetime
 
@@ -410,7 +416,7 @@ class Store:
         channel: str,
         thread_ts: str,
         message_ts: str,
-        evaluation: dict[str, Any],
+        evaluation: RubricEvaluation,
         rubric_text: str,
     ) -> None:
         """Remember a posted evaluation message, keyed by its grading run id and iteration."""
@@ -439,11 +445,13 @@ class Store:
         """A posted evaluation by grading run id and iteration, or None."""
         query = select(*_EVALUATION_COLUMNS).where(_iteration_of(evaluations, grading_run_id, iteration))
         rows = await self._rows(query)
-        return EvaluationRecord(**rows[0]) if rows else None
+        if not rows:
+            return None
+        return EvaluationRecord(**{**rows[0], "evaluation": _stored_evaluation(rows[0]["evaluation"])})
 
     async def evaluations_in_channel(
         self, team: str | None, channel: str | None, since: datetime | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[RubricEvaluation]:
         """The evaluations posted in a channel, oldest first; only those from ``since`` on if given.
 
         ``None`` for ``team`` or ``channel`` matches every one (the terminal report may span them).
@@ -454,7 +462,7 @@ class Store:
             .where(*_scope(table, team, channel, since))
             .order_by(table.c.created_at, table.c.grading_run_id, table.c.iteration)
         )
-        return [row["evaluation"] for row in await self._rows(query)]
+        return [_stored_evaluation(row["evaluation"]) for row in await self._rows(query)]
 
     # -- reviews ---------------------------------------------------------------------------------
 
@@ -636,3 +644,8 @@ def _scope(
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _stored_evaluation(document: dict[str, Any]) -> RubricEvaluation:
+    """A stored evaluation as the typed RubricEvaluation, keys added since it was stored filled in."""
+    return cast(RubricEvaluation, {**EVALUATION_DEFAULTS, **document})

@@ -1,36 +1,35 @@
 """The review buttons on evaluation messages: Agree records a review, Disagree… opens the form.
 
-A review is saved before its message is touched, and the message then shows the tally of every
-review stored for that iteration. Refreshes of one message take turns (under the store's lock of
-the iteration, across processes), so whichever runs last has read every review saved before it:
-concurrent reviewers never leave a stale tally behind.
-The form's submission is handled in :mod:`bot.listeners.views`.
+What a review is, saving it and refreshing its message's tally belong to :mod:`bot.review`; these
+listeners read the click and answer the clicker. The form's submission is handled in
+:mod:`bot.listeners.views`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import render
 from bot.listeners.context import services_of
 from bot.payloads import Click, problems
-from bot.review import agree_verdicts, review_modal
+from bot.review import (
+    AGREE_ACTION_ID,
+    DISAGREE_ACTION_ID,
+    UNKNOWN_EVALUATION,
+    agree_verdicts,
+    parse_review_value,
+    refresh_tally,
+    review_modal,
+    save_review,
+)
 from bot.slack import attempt
-from bot.store import EvaluationRecord, ReviewVerdict, Store
+from bot.store import EvaluationRecord, Store
 
 logger = logging.getLogger(__name__)
-
-UNKNOWN_EVALUATION = (
-    "I have no record of that grader iteration (it may be older than the bot's database), "
-    "so it can't be reviewed."
-)
-"""Told to someone who clicks a review button of an iteration the store does not know."""
 
 NOTHING_TO_REVIEW = "That grader iteration has no graded criteria, so there is nothing to review."
 """Told to someone who reviews an iteration whose grader gave no verdicts (e.g. a grader error)."""
@@ -44,8 +43,8 @@ NO_TRIGGER = "Slack sent that click without what a form needs to open. Please cl
 
 def register(app: AsyncApp) -> None:
     """Listen to the review buttons."""
-    app.action(render.AGREE_ACTION_ID)(on_agree)
-    app.action(render.DISAGREE_ACTION_ID)(on_disagree)
+    app.action(AGREE_ACTION_ID)(on_agree)
+    app.action(DISAGREE_ACTION_ID)(on_disagree)
 
 
 async def on_agree(
@@ -62,7 +61,7 @@ async def on_agree(
         await tell_clicker(client, click, NOTHING_TO_REVIEW)
         return
     await save_review(store, record, click.user.id, verdicts)
-    await show_tally(store, client, record)
+    await refresh_tally(store, client, record)
 
 
 async def on_disagree(
@@ -107,7 +106,7 @@ async def _acknowledge_click(
         logger.warning("ignored an unreadable click on a review button: %s", problems(exc))
         return None
     try:
-        grading_run_id, iteration = render.parse_review_value(click.value)
+        grading_run_id, iteration = parse_review_value(click.value)
     except ValueError as exc:
         logger.info("a review button from %s: %s", click.user.id, exc)
         await tell_clicker(client, click, UNREADABLE_BUTTON)
@@ -117,32 +116,6 @@ async def _acknowledge_click(
         await tell_clicker(client, click, UNKNOWN_EVALUATION)
         return None
     return click, record
-
-
-async def save_review(
-    store: Store, record: EvaluationRecord, reviewer: str, verdicts: Sequence[ReviewVerdict]
-) -> None:
-    """Store ``reviewer``'s verdicts on the iteration, replacing their earlier review of it."""
-    await store.save_review(
-        record.team,
-        record.channel,
-        record.thread_ts,
-        record.grading_run_id,
-        record.iteration,
-        reviewer,
-        verdicts,
-    )
-
-
-async def show_tally(store: Store, client: AsyncWebClient, record: EvaluationRecord) -> None:
-    """Re-render the iteration's message with the tally of its stored reviews."""
-    async with store.locked_reviews(record.grading_run_id, record.iteration) as rows:
-        tally = render.ReviewTally.from_rows(rows)
-        message = render.evaluation_message(record.evaluation, tally=tally)
-        await attempt(
-            client.chat_update(channel=record.channel, ts=record.message_ts, **message),
-            f"show the review tally in {record.channel}",
-        )
 
 
 async def tell_clicker(client: AsyncWebClient, click: Click, text: str) -> None:

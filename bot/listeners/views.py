@@ -10,15 +10,17 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import render
-from bot.listeners.actions import UNKNOWN_EVALUATION, save_review, show_tally
 from bot.listeners.context import services_of, workspace_of
 from bot.payloads import RubricEditorMetadata, Submission, problems
 from bot.review import (
     REVIEW_CALLBACK_ID,
+    UNKNOWN_EVALUATION,
     ReviewInputError,
     parse_review_submission,
+    refresh_tally,
     review_context,
     review_notice,
+    save_review,
 )
 from bot.slack import attempt
 from grading import RubricError, parse_rubric
@@ -121,7 +123,7 @@ async def on_review_submitted(
         return
     await save_review(store, record, submission.user.id, verdicts)
     await ack()
-    await show_tally(store, client, record)
+    await refresh_tally(store, client, record)
 
 
 async def _replace_review_form(ack: AsyncAck, reason: str) -> None:

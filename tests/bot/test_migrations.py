@@ -17,7 +17,7 @@ from alembic.script import ScriptDirectory
 from bot.database import Database
 from bot.migrations import alembic_config
 from bot.schema import metadata
-from bot.store import Store
+from bot.store import EVALUATION_DEFAULTS, Store
 
 SCHEMA_BEFORE_MIGRATIONS = (
     "CREATE TABLE IF NOT EXISTS claims (key TEXT NOT NULL PRIMARY KEY, claimed_at TEXT NOT NULL)",
@@ -106,11 +106,13 @@ async def test_a_file_from_before_migrations_keeps_every_row(tmp_path, added):
         assert [run.request_ts for run in await store.undelivered_runs("T1", "C1")] == ["1.2"]
         record = await store.get_evaluation("run-1", 0)
         assert record is not None
-        assert (record.message_ts, record.evaluation, record.created_at) == ("1.5", EVALUATION, EARLIER)
+        # The evaluation reads back whole, with the keys grading added since filled in.
+        stored = EVALUATION_DEFAULTS | EVALUATION
+        assert (record.message_ts, record.evaluation, record.created_at) == ("1.5", stored, EARLIER)
         (review,) = await store.reviews_for_iteration("run-1", 0)
         assert (review.reviewer, review.reviewer_verdict, review.comment) == ("U1", "fail", "too long")
         since = EARLIER - timedelta(days=1)
-        assert await store.evaluations_in_channel("T1", "C1", since) == [EVALUATION]
+        assert await store.evaluations_in_channel("T1", "C1", since) == [stored]
         assert len(await store.reviews_in_channel("T1", "C1", EARLIER + timedelta(seconds=1))) == 0
         # The tables added since are there too.
         assert await store.record_posted(crashed.run_id, 0, 0, "1.6")

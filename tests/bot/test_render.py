@@ -4,29 +4,22 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
 
 import pytest
 
 from bot.blocks import MARKDOWN_MESSAGE_BUDGET
 from bot.mrkdwn import split_mrkdwn, truncate
-from bot.payloads import ITERATION_MAX
 from bot.render import (
-    AGREE_ACTION_ID,
-    DISAGREE_ACTION_ID,
-    ReviewTally,
     error_message,
     evaluation_message,
     final_messages,
     help_text,
     no_rubric_hint,
-    parse_review_value,
-    review_value,
     rubric_confirmation,
     rubric_error,
     rubric_modal,
 )
-from bot.store import ReviewRow
+from bot.review import AGREE_ACTION_ID, DISAGREE_ACTION_ID, parse_review_value, review_controls
 from grading.rubric import parse_rubric
 from tests.bot.blocks import all_text, assert_within_slack_limits
 
@@ -65,8 +58,14 @@ def evaluation(**overrides):
         "answer_message_id": "ai-1",
         "best_iteration": None,
         "calibration": [],
+        "unmatched": [],
     }
     return base | overrides
+
+
+def posted(evaluation, tally=None):
+    """An evaluation message as the bot posts it: with the team review's tally and buttons."""
+    return evaluation_message(evaluation, review=review_controls(evaluation, tally))
 
 
 def section_texts(message):
@@ -160,7 +159,7 @@ def test_truncate_marks_the_cut_and_closes_code():
 
 
 def test_evaluation_message_shows_iteration_verdict_criteria_and_gaps():
-    message = evaluation_message(evaluation())
+    message = posted(evaluation())
     header = message["blocks"][0]
     assert header["type"] == "header"
     assert "Iteration 2/3" in header["text"]["text"]
@@ -178,7 +177,7 @@ def test_evaluation_message_lists_what_the_grader_flagged_outside_the_rubric():
     flagged = [
         {"name": "Gives the population", "passed": False, "gap": "No population given.", "score": None}
     ]
-    message = evaluation_message(evaluation(result="satisfied", criteria=[], unmatched=flagged))
+    message = posted(evaluation(result="satisfied", criteria=[], unmatched=flagged))
     body = all_text(message)
     assert "*The grader also flagged* (not in the rubric, so not part of the verdict):" in body
     assert "❌ Gives the population\n> No population given." in body
@@ -195,7 +194,7 @@ def test_many_long_flagged_items_still_fit_with_every_criterion():
         {"name": f"Extra {n} " + "e" * 400, "passed": False, "gap": "x" * 2000, "score": None}
         for n in range(20)
     ]
-    message = evaluation_message(evaluation(criteria=criteria, unmatched=flagged))
+    message = posted(evaluation(criteria=criteria, unmatched=flagged))
     body = all_text(message)
     assert all(f"Criterion {n} " in body and f"Extra {n} " in body for n in range(20))
     assert_within_slack_limits(message)
@@ -204,13 +203,13 @@ def test_many_long_flagged_items_still_fit_with_every_criterion():
 def test_evaluation_message_says_when_team_examples_calibrated_the_grader():
     example = {"criterion": "Cites a source", "grader_verdict": "pass", "team_verdict": "fail", "comment": ""}
     assert "Calibrated with 2 team review examples" in all_text(
-        evaluation_message(evaluation(calibration=[example, example]))
+        posted(evaluation(calibration=[example, example]))
     )
-    assert "Calibrated" not in all_text(evaluation_message(evaluation(calibration=[])))
+    assert "Calibrated" not in all_text(posted(evaluation(calibration=[])))
 
 
 def test_evaluation_message_shows_scores_and_aggregate_for_scored_rubrics():
-    message = evaluation_message(
+    message = posted(
         evaluation(
             kind="scored",
             result="satisfied",
@@ -232,7 +231,7 @@ def test_evaluation_message_shows_scores_and_aggregate_for_scored_rubrics():
 
 
 def test_evaluation_buttons_carry_the_run_and_iteration():
-    message = evaluation_message(evaluation(grading_run_id="abc-123", iteration=2))
+    message = posted(evaluation(grading_run_id="abc-123", iteration=2))
     actions = message["blocks"][-1]
     assert actions["type"] == "actions"
     buttons = {b["action_id"]: b for b in actions["elements"]}
@@ -246,33 +245,8 @@ def test_evaluation_buttons_carry_the_run_and_iteration():
     }
 
 
-@pytest.mark.parametrize(
-    ("value", "problem"),
-    [
-        ('{"r":"run-1","i":1e999}', "i: Input should be a valid integer"),
-        (f'{{"r":"run-1","i":{ITERATION_MAX + 1}}}', "less than or equal"),
-        ('{"r":"run-1","i":-1}', "greater than or equal"),
-        ('{"r":"run-1","i":"2"}', "valid integer"),
-        ('{"r":"run-1","i":true}', "valid integer"),
-        ('{"r":"","i":0}', "r: String should have at least 1 character"),
-        ('{"r":"run-1"}', "i: Field required"),
-        ('{"r":"run-1","i":0,"x":1}', "x: Extra inputs"),
-        ('["run-1",0]', "object"),
-        ("run-1:0", "Invalid JSON"),
-    ],
-)
-def test_a_button_value_the_bot_did_not_make_is_a_clear_value_error(value, problem):
-    with pytest.raises(ValueError, match="not a review button's value") as error:
-        parse_review_value(value)
-    assert problem in str(error.value)
-
-
-def test_the_largest_iteration_round_trips():
-    assert parse_review_value(review_value("run-1", ITERATION_MAX)) == ("run-1", ITERATION_MAX)
-
-
 def test_grader_error_without_criteria_offers_nothing_to_review():
-    message = evaluation_message(
+    message = posted(
         evaluation(result="grader_error", criteria=[], explanation="Model timed out", usage=None)
     )
     assert "Grader error" in message["blocks"][0]["text"]["text"]
@@ -291,7 +265,7 @@ def test_forty_criteria_with_long_gaps_all_fit_and_none_is_dropped():
         for i in range(40)
     ]
     criteria[1]["gap"] = "A short gap stays whole."
-    message = evaluation_message(evaluation(criteria=criteria, explanation="e " * 3000))
+    message = posted(evaluation(criteria=criteria, explanation="e " * 3000))
     assert_within_slack_limits(message)
     body = all_text(message)
     for i, criterion in enumerate(criteria):
@@ -304,7 +278,7 @@ def test_forty_criteria_with_long_gaps_all_fit_and_none_is_dropped():
 
 
 def test_evaluation_escapes_model_and_rubric_text():
-    message = evaluation_message(
+    message = posted(
         evaluation(
             criteria=[{"name": "Mentions <!here>", "passed": False, "gap": "Say <@U1> & go", "score": None}]
         )
@@ -313,31 +287,6 @@ def test_evaluation_escapes_model_and_rubric_text():
     assert "<!here>" not in body and "<@U1>" not in body
     assert "Mentions &lt;!here&gt;" in body
     assert "Say &lt;@U1&gt; &amp; go" in body
-
-
-def test_review_tally_line():
-    message = evaluation_message(evaluation(), tally=ReviewTally(2, {"Clarity": 1}))
-    assert "2 reviews · 1 disagreement on Clarity" in all_text(message)
-    assert message["blocks"][-1]["type"] == "actions"
-    assert ReviewTally(1).summary() == "1 review · no disagreements"
-    assert ReviewTally(3, {"Tone": 1, "Clarity": 2}).summary() == (
-        "3 reviews · 2 disagreements on Clarity, 1 on Tone"
-    )
-
-
-def test_review_tally_from_stored_rows():
-    now = datetime.now(UTC)
-
-    def row(reviewer, criterion, grader, human):
-        return ReviewRow("T", "C", "1.0", "run", 0, criterion, grader, human, "", reviewer, now)
-
-    rows = [
-        row("U1", "Clarity", "pass", "fail"),
-        row("U1", "Tone", "pass", "pass"),
-        row("U2", "Clarity", "pass", "fail"),
-        row("U2", "Tone", "3", "4"),
-    ]
-    assert ReviewTally.from_rows(rows) == ReviewTally(2, {"Clarity": 2, "Tone": 1})
 
 
 # --- Final messages --------------------------------------------------------------------------------

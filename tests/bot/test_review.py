@@ -9,24 +9,42 @@ import pytest
 from slack_sdk.models.views import View
 
 from bot.payloads import ITERATION_MAX, SubmittedView
-from bot.render import ReviewTally
+from bot.render import evaluation_message
 from bot.review import (
     COMMENT_MAX,
     REVIEW_CALLBACK_ID,
     ReviewContext,
+    ReviewTally,
     agree_verdicts,
     grader_verdicts,
     parse_review_submission,
+    parse_review_value,
     review_context,
+    review_controls,
     review_modal,
+    review_value,
     verdict_label,
 )
 from bot.store import ReviewRow, ReviewVerdict
 from grading.rubric import MAX_CRITERIA
+from tests.bot.blocks import all_text
+
+UNGRADED = {
+    "explanation": "",
+    "unmatched": [],
+    "score": None,
+    "verdict": None,
+    "usage": None,
+    "grader_calls": 1,
+    "answer_message_id": "ai-1",
+    "best_iteration": None,
+    "calibration": [],
+}
+"""The rest of a RubricEvaluation, which the review does not look at."""
 
 
 def list_evaluation(**overrides):
-    base = {
+    base = UNGRADED | {
         "grading_run_id": "run-7",
         "iteration": 1,
         "max_iterations": 3,
@@ -41,7 +59,7 @@ def list_evaluation(**overrides):
 
 
 def scored_evaluation(**overrides):
-    base = {
+    base = UNGRADED | {
         "grading_run_id": "run-9",
         "iteration": 0,
         "max_iterations": 2,
@@ -350,3 +368,57 @@ def test_tally_of_an_agree_and_a_disagree_review():
     tally = ReviewTally.from_rows(agreed + disagreed)
     assert tally == ReviewTally(2, {"Cites a source": 1})
     assert tally.summary() == "2 reviews · 1 disagreement on Cites a source"
+
+
+# --- the buttons' value and the tally on the evaluation message ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ('{"r":"run-1","i":1e999}', "i: Input should be a valid integer"),
+        (f'{{"r":"run-1","i":{ITERATION_MAX + 1}}}', "less than or equal"),
+        ('{"r":"run-1","i":-1}', "greater than or equal"),
+        ('{"r":"run-1","i":"2"}', "valid integer"),
+        ('{"r":"run-1","i":true}', "valid integer"),
+        ('{"r":"","i":0}', "r: String should have at least 1 character"),
+        ('{"r":"run-1"}', "i: Field required"),
+        ('{"r":"run-1","i":0,"x":1}', "x: Extra inputs"),
+        ('["run-1",0]', "object"),
+        ("run-1:0", "Invalid JSON"),
+    ],
+)
+def test_a_button_value_the_bot_did_not_make_is_a_clear_value_error(value, problem):
+    with pytest.raises(ValueError, match="not a review button's value") as error:
+        parse_review_value(value)
+    assert problem in str(error.value)
+
+
+def test_the_largest_iteration_round_trips():
+    assert parse_review_value(review_value("run-1", ITERATION_MAX)) == ("run-1", ITERATION_MAX)
+
+
+def test_review_tally_line():
+    ev = list_evaluation()
+    message = evaluation_message(ev, review=review_controls(ev, ReviewTally(2, {"Clarity": 1})))
+    assert "2 reviews · 1 disagreement on Clarity" in all_text(message)
+    assert message["blocks"][-1]["type"] == "actions"
+    assert ReviewTally(1).summary() == "1 review · no disagreements"
+    assert ReviewTally(3, {"Tone": 1, "Clarity": 2}).summary() == (
+        "3 reviews · 2 disagreements on Clarity, 1 on Tone"
+    )
+
+
+def test_review_tally_from_stored_rows():
+    now = datetime.now(UTC)
+
+    def row(reviewer, criterion, grader, human):
+        return ReviewRow("T", "C", "1.0", "run", 0, criterion, grader, human, "", reviewer, now)
+
+    rows = [
+        row("U1", "Clarity", "pass", "fail"),
+        row("U1", "Tone", "pass", "pass"),
+        row("U2", "Clarity", "pass", "fail"),
+        row("U2", "Tone", "3", "4"),
+    ]
+    assert ReviewTally.from_rows(rows) == ReviewTally(2, {"Clarity": 2, "Tone": 1})
