@@ -57,9 +57,6 @@ them, except the case's own — showing a case its own review would measure memo
 CALIBRATION_MODES: tuple[Calibration, ...] = get_args(Calibration)
 """The calibration choices, as the CLI offers them."""
 
-DEFAULT_MAX_ITERATIONS = 3
-"""The cap a case is replayed under when its stored evaluation predates recording one."""
-
 CHARS_PER_TOKEN = 4
 """Rough characters per token of English text, for the dry run's estimate (no tokenizer is
 loaded: a provider's tokenizer may need a download)."""
@@ -90,7 +87,7 @@ class Case:
     @property
     def max_iterations(self) -> int:
         """The iteration cap the grader was told about."""
-        return int(self.record.evaluation.get("max_iterations") or DEFAULT_MAX_ITERATIONS)
+        return self.record.evaluation["max_iterations"]
 
     @property
     def original_verdicts(self) -> dict[str, str]:
@@ -205,7 +202,7 @@ async def examples_for(store: Store, case: Case, calibration: Calibration) -> li
     if calibration == "off":
         return []
     if calibration == "on":
-        return list(case.record.evaluation.get("calibration") or [])
+        return list(case.record.evaluation["calibration"])
     own = sum(row.disagrees for row in case.reviews)
     record = case.record
     rows = await store.recent_disagreements(
@@ -249,7 +246,7 @@ async def regrade(
 
 def total_usage(regrades: Iterable[Regrade]) -> UsageMetadata:
     """The candidate's tokens over the regrades (zero when no model reported any)."""
-    parts = [r.evaluation["usage"] for r in regrades if r.evaluation.get("usage")]
+    parts = [usage for r in regrades if (usage := r.evaluation["usage"])]
     zero: UsageMetadata = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
     return functools.reduce(add_usage, parts, zero)  # type: ignore[arg-type]
 
