@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
@@ -288,6 +288,11 @@ def _turn_usage(
     messages: Sequence[AnyMessage], evaluations: Sequence[RubricEvaluation]
 ) -> UsageMetadata | None:
     """The worker's tokens of the turn's answers plus the grader's of each evaluation."""
-    parts = [m.usage_metadata for m in messages if isinstance(m, AIMessage) and m.usage_metadata]
-    parts += [e["usage"] for e in evaluations if e["usage"]]
-    return functools.reduce(add_usage, parts) if parts else None
+    worker = [m.usage_metadata for m in messages if isinstance(m, AIMessage)]
+    return sum_usage([*worker, *(e["usage"] for e in evaluations)])
+
+
+def sum_usage(parts: Iterable[UsageMetadata | None]) -> UsageMetadata | None:
+    """Token counts added up with langchain-core's `add_usage`; None when no model reported any."""
+    reported = [part for part in parts if part]
+    return functools.reduce(add_usage, reported) if reported else None

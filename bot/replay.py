@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from langchain_core.messages import AnyMessage
-from langchain_core.messages.ai import UsageMetadata, add_usage
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from bot.agent import sum_usage
 from bot.conversation import thread_id
 from bot.report import period_start
 from bot.review import CALIBRATION_EXAMPLES, calibration_examples, grader_verdicts
@@ -246,9 +247,8 @@ async def regrade(
 
 def total_usage(regrades: Iterable[Regrade]) -> UsageMetadata:
     """The candidate's tokens over the regrades (zero when no model reported any)."""
-    parts = [usage for r in regrades if (usage := r.evaluation["usage"])]
-    zero: UsageMetadata = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
-    return functools.reduce(add_usage, parts, zero)  # type: ignore[arg-type]
+    total = sum_usage(r.evaluation["usage"] for r in regrades)
+    return total or {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
 
 
 def estimate_tokens(case: Case, examples: Sequence[CalibrationExample], system_prompt: str | None) -> int:
