@@ -115,7 +115,7 @@ class ChannelReplays:
             await attempt(stopped, f"tell {request.channel} its replay stopped")
             raise
         except SLACK_ERRORS as exc:
-            logger.warning("could not post the replay in %s: %s", request.channel, exc)
+            logger.warning("could not post the replay in %s: %s", request.channel, describe_error(exc))
             await tell(
                 text=f"The replay finished but I couldn't post it here ({describe_error(exc)}). If I'm not "
                 "in this channel, invite me with `/invite @rubric-bot` and try again."

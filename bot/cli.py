@@ -445,7 +445,7 @@ async def _channel(text: str, settings: Settings) -> tuple[str, str]:
     or_id = "or pass the channel's id (C0123ABCD: the channel's details, at the bottom of About)"
     if settings.slack_bot_token is None:
         raise NothingToReport(f"looking up #{name} needs SLACK_BOT_TOKEN (environment or .env); {or_id}")
-    from bot.slack import build_client  # Slack's client is only needed for a name
+    from bot.slack import build_client, describe_error  # Slack's client is only needed for a name
 
     try:
         pages = await build_client(settings).conversations_list(
@@ -456,7 +456,7 @@ async def _channel(text: str, settings: Settings) -> tuple[str, str]:
                 if found["name"] == name:
                     return found["id"], f"Channel #{name} ({found['id']})"
     except SlackApiError as exc:
-        error = exc.response.get("error")
+        error = describe_error(exc)
         raise NothingToReport(
             f"Slack would not list channels to find #{name} ({error}); the bot needs the channels:read "
             f"and groups:read scopes (in manifest.yml; reinstall the app after adding them), {or_id}"

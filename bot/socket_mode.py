@@ -22,6 +22,7 @@ from slack_sdk.socket_mode.websockets import SocketModeClient
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import ConfigError, problem
+from bot.slack import describe_error
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ async def check_tokens(client: AsyncWebClient, app_token: str) -> None:
         try:
             await call()
         except SlackApiError as exc:
-            error = exc.response.get("error")
+            error = describe_error(exc)
             if error in TOKEN_ERRORS:
                 raise ConfigError([problem(name, f"was refused by Slack ({error})")]) from None
             raise
