@@ -43,9 +43,9 @@ BUSY_TIMEOUT_MS = 5_000
 """How long a SQLite statement waits for another connection's write lock (the checkpointer's
 connection shares the file) before failing."""
 
-CHECKPOINT_SYNC_PRAGMA = "PRAGMA synchronous = NORMAL"
-"""Durability of SQLite checkpoint commits: with WAL (which the saver turns on), NORMAL survives a
-crash of the process and only an OS crash can lose the last commits; it spares an fsync per write."""
+SYNC_PRAGMA = "PRAGMA synchronous = NORMAL"
+"""Durability of SQLite commits, the checkpointer's and the store's: with WAL, NORMAL survives a crash
+of the process and only an OS crash can lose the last commits; it spares an fsync per write."""
 
 WRITE_LOCK_OPTION = "rubric_bot_write_lock"
 """Execution option marking a connection whose transactions write: on SQLite they start with
@@ -150,6 +150,7 @@ def _sqlite_connect_hook(*, read_only: bool) -> Any:
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if not read_only:
             cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute(SYNC_PRAGMA)
         cursor.close()
 
     return on_connect
@@ -179,5 +180,5 @@ async def open_checkpointer(database: Database) -> AsyncIterator[Checkpointer]:
             yield AsyncPostgresSaver(pool)
         return
     async with aiosqlite.connect(str(database.sqlite_path), timeout=BUSY_TIMEOUT_MS / 1000) as connection:
-        await connection.execute(CHECKPOINT_SYNC_PRAGMA)
+        await connection.execute(SYNC_PRAGMA)
         yield AsyncSqliteSaver(connection)
