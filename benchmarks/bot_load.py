@@ -20,6 +20,26 @@ Targets (issue 10): two processes finish >= 1.6x the conversations per second of
 one-process wall time within 1.2x SQLite's; the bot's CPU per conversation <= 1.3x the agent
 loop's; ack p99 < 300 ms throughout.
 
+Where the CPU goes (issue 10; sqlite, one process, 100 at once, 1 grader iteration, py-spy --gil
+on the bot plus per-thread CPU from the OS; runs vary 49-66 ms per conversation on the shared 2 cores,
+the agent loop alone 22-25 ms), in ms per conversation:
+
+- agent loop (langchain/langgraph, grading middleware and grader sub-agent) ~12; OpenAI SDK and
+  httpx ~9; checkpointer on the event loop ~4 -- together what ``agent_floor.py`` also pays;
+- our store (SQLAlchemy async over aiosqlite, ~10 short transactions: thread, run, ledger,
+  evaluation, calibration reads, finish) ~10 on the event loop, plus SQLite's own threads (store and
+  checkpointer, C work and fsyncs) ~9 (~11 before the store's ``synchronous = NORMAL``);
+- Slack Web API client, 4.8 calls (2.8 ``assistant.threads.setStatus``: drafting, grading, cleared;
+  2 ``chat.postMessage``: the evaluation and the final status) ~4 with its aiohttp client;
+- Bolt/aiohttp ingress and ack ~1; rendering ~0.5; logging ~0.4;
+- asyncio scheduling not attributable to one of the above ~6-13.
+
+So the bot's own work (store, Slack calls, ingress, the extra event-loop traffic they cause) is about
+25-30 ms on top of the loop's ~25: without dropping the run records or the thread statuses that
+users see, ~1.6-1.8x the agent loop is the floor here, not 1.3x. Worker and grader already share one
+OpenAI client (one ChatOpenAI when RUBRIC_BOT_GRADER_MODEL is unset; langchain-openai caches the
+httpx pool per base URL and timeout).
+
     python benchmarks/bot_load.py [--threads 100] [--latency 0.3] [--setups sqlite,postgres,postgres-2]
 
 Writes a JSON summary to benchmarks/results/bot_load.json.
