@@ -182,20 +182,30 @@ def test_tokens_do_not_print_from_settings(monkeypatch):
     assert "very-secret" not in str(settings)
 
 
-def test_serve_with_bad_settings_exits_2_with_one_message_and_no_traceback(tmp_path):
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "SLACK_BOT_TOKEN": "not-a-token-hunter2",
-        "RUBRIC_BOT_MAX_ITERATIONS": "many",
-    }
+VALID_HTTP_SETTINGS = {
+    "SLACK_BOT_TOKEN": "xoxb-1",
+    "SLACK_SIGNING_SECRET": "s3cret",
+    "RUBRIC_BOT_MODEL": "openai:gpt-4o-mini",
+    "OPENAI_API_KEY": "test",
+}
+"""Settings `serve --http` accepts, for tests whose failure comes after the settings are read."""
 
-    result = subprocess.run(
-        [sys.executable, "-m", "bot", "serve", "--http"],
-        cwd=tmp_path,
-        env=env,
+
+def serve_http(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`rubric-bot serve --http` in a process of its own with only ``env`` (and PATH) set."""
+    return subprocess.run(
+        [sys.executable, "-m", "bot", "serve", "--http", *args],
+        cwd=cwd,
+        env={"PATH": "/usr/bin:/bin", **env},
         capture_output=True,
         text=True,
         timeout=60,
+    )
+
+
+def test_serve_with_bad_settings_exits_2_with_one_message_and_no_traceback(tmp_path):
+    result = serve_http(
+        tmp_path, {"SLACK_BOT_TOKEN": "not-a-token-hunter2", "RUBRIC_BOT_MAX_ITERATIONS": "many"}
     )
 
     assert result.returncode == 2
@@ -270,23 +280,9 @@ def test_each_providers_extra_installs_its_package():
 
 
 def test_a_database_in_a_missing_directory_is_one_line_and_exit_2(tmp_path):
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "SLACK_BOT_TOKEN": "xoxb-1",
-        "SLACK_SIGNING_SECRET": "s3cret",
-        "RUBRIC_BOT_MODEL": "openai:gpt-4o-mini",
-        "OPENAI_API_KEY": "test",
-        "RUBRIC_BOT_DB": str(tmp_path / "nonexistent" / "dir" / "x.sqlite"),
-    }
+    database = str(tmp_path / "nonexistent" / "dir" / "x.sqlite")
 
-    result = subprocess.run(
-        [sys.executable, "-m", "bot", "serve", "--http", "--port", "9"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = serve_http(tmp_path, {**VALID_HTTP_SETTINGS, "RUBRIC_BOT_DB": database}, "--port", "9")
 
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
@@ -312,25 +308,11 @@ def test_an_unsupported_database_url_is_explained(monkeypatch):
 
 
 def test_a_taken_http_port_is_one_line_not_a_traceback(tmp_path):
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "SLACK_BOT_TOKEN": "xoxb-1",
-        "SLACK_SIGNING_SECRET": "s3cret",
-        "RUBRIC_BOT_MODEL": "openai:gpt-4o-mini",
-        "OPENAI_API_KEY": "test",
-    }
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run(
-            [sys.executable, "-m", "bot", "serve", "--http", "--port", str(port)],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = serve_http(tmp_path, VALID_HTTP_SETTINGS, "--port", str(port))
 
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
