@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from slack_sdk.models.blocks import (
     Block,
@@ -41,9 +40,6 @@ from bot.markdown import inert_mentions, split_markdown, truncate_markdown
 from bot.mrkdwn import SECTION_TEXT_MAX, escape, truncate
 from grading import CriterionResult, RubricEvaluation
 from grading.rubric import MAX_RUBRIC_CHARS, Dimension, Rubric
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "MODAL_BLOCK_ID",
@@ -416,19 +412,18 @@ REQUEST_PROMPT = "What should I do? Reply in this thread with your request."
 CHANGE_RUBRIC_HINT = "_Start a message with `rubric:` to grade this thread against a different rubric._"
 """Tells a thread that already has a rubric how to use another."""
 
-NO_RUBRIC_YET = (
-    "_There's no rubric here yet, so answers are not graded. Start a message with `rubric:` in this "
-    "thread to set one, or set a channel default with `/rubric set`._"
+HOW_TO_SET_A_RUBRIC = (
+    "Start a message with `rubric:` in this thread to set one, or set a channel default with `/rubric set`."
 )
+"""The two ways to give a thread a rubric, in one sentence."""
+
+NO_RUBRIC_YET = f"_There's no rubric here yet, so answers are not graded. {HOW_TO_SET_A_RUBRIC}_"
 """Tells a thread without a rubric, before any answer, how to get one."""
 
 
 def no_rubric_hint() -> str:
     """One line telling a thread without a rubric how to get one."""
-    return (
-        "_No rubric here, so this answer wasn't graded. Start a message with `rubric:` in this "
-        "thread to set one, or set a channel default with `/rubric set`._"
-    )
+    return f"_No rubric here, so this answer wasn't graded. {HOW_TO_SET_A_RUBRIC}_"
 
 
 def error_message(summary: str, detail: str | None) -> dict:
