@@ -377,7 +377,7 @@ def review_modal(
         message_ts=message_ts,
         thread_ts=thread_ts,
     )
-    choices = SCORES[::-1] if evaluation["kind"] == "scored" else (PASS, FAIL)
+    choices = _verdict_choices(evaluation)
     blocks: list[Block] = [_intro(evaluation, revisiting=bool(earlier))]
     for index, (name, grader) in enumerate(verdicts.items()):
         before = earlier.get(name)
@@ -403,6 +403,11 @@ def review_notice(text: str) -> dict:
         blocks=[section_block(truncate(escape(text), SECTION_TEXT_MAX))],
     )
     return view.to_dict()
+
+
+def _verdict_choices(evaluation: RubricEvaluation) -> tuple[str, ...]:
+    """The verdicts a reviewer may give on the evaluation's criteria, in the menus' order (best first)."""
+    return SCORES[::-1] if evaluation["kind"] == "scored" else (PASS, FAIL)
 
 
 def _intro(evaluation: RubricEvaluation, *, revisiting: bool) -> SectionBlock:
@@ -480,7 +485,7 @@ def parse_review_submission(
     about = (evaluation["grading_run_id"], evaluation["iteration"])
     if about != (context.grading_run_id, context.iteration):
         raise ValueError("the review form is about a different iteration than the evaluation given")
-    allowed = set(SCORES) if evaluation["kind"] == "scored" else {PASS, FAIL}
+    allowed = _verdict_choices(evaluation)
     verdicts = []
     for index, (name, grader) in enumerate(grader_verdicts(evaluation).items()):
         block_id = _VERDICT_BLOCK.format(index)
