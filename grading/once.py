@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -19,7 +19,7 @@ from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
 from grading.grader import CalibrationExample
-from grading.middleware import EVALUATION_END_EVENT, RubricEvaluation, RubricMiddleware
+from grading.middleware import RubricEvaluation, RubricMiddleware
 from grading.rubric import Rubric
 
 
@@ -33,25 +33,6 @@ class _Given:
 def _given_examples(rubric: Rubric, runtime: Runtime[_Given]) -> Sequence[CalibrationExample]:
     """The middleware's calibration source: the examples this grade's runtime carries."""
     return runtime.context.examples
-
-
-@dataclass
-class _Call:
-    """One grade: the hook to run, the state and runtime to run it with, and what it streamed."""
-
-    hook: RubricMiddleware
-    state: dict[str, Any]
-    examples: Sequence[CalibrationExample]
-    evaluations: list[RubricEvaluation] = field(default_factory=list)
-
-    @property
-    def runtime(self) -> Runtime[_Given]:
-        # Each grade's examples travel in its own runtime, so concurrent grades never mix them.
-        return Runtime(context=_Given(list(self.examples)), stream_writer=self._keep)
-
-    def _keep(self, event: dict[str, Any]) -> None:
-        if event.get("type") == EVALUATION_END_EVENT:
-            self.evaluations.append({k: v for k, v in event.items() if k != "type"})  # type: ignore[arg-type]
 
 
 class TranscriptGrader:
@@ -93,9 +74,8 @@ class TranscriptGrader:
         grader as the team's worked examples. A grader failure is an evaluation whose result is
         `grader_error`, never an exception.
         """
-        call = self._call(rubric, messages, iteration, max_iterations, calibration)
-        await call.hook.aafter_agent(call.state, call.runtime)
-        return call.evaluations[0]
+        hook, state, runtime = self._call(rubric, messages, iteration, max_iterations, calibration)
+        return _evaluation(await hook.aafter_agent(state, runtime))
 
     def grade(
         self,
@@ -107,9 +87,8 @@ class TranscriptGrader:
         calibration: Sequence[CalibrationExample] = (),
     ) -> RubricEvaluation:
         """Sync twin of `agrade`."""
-        call = self._call(rubric, messages, iteration, max_iterations, calibration)
-        call.hook.after_agent(call.state, call.runtime)
-        return call.evaluations[0]
+        hook, state, runtime = self._call(rubric, messages, iteration, max_iterations, calibration)
+        return _evaluation(hook.after_agent(state, runtime))
 
     def _call(
         self,
@@ -118,7 +97,7 @@ class TranscriptGrader:
         iteration: int,
         max_iterations: int,
         calibration: Sequence[CalibrationExample],
-    ) -> _Call:
+    ) -> tuple[RubricMiddleware, dict[str, Any], Runtime[_Given]]:
         if max_iterations not in self._hooks:
             # One middleware per cap, since the cap is the middleware's; each builds its grader once.
             self._hooks[max_iterations] = RubricMiddleware(
@@ -138,4 +117,11 @@ class TranscriptGrader:
             "_rubric_status": None,
             "_rubric_evaluations": [],
         }
-        return _Call(self._hooks[max_iterations], state, calibration)
+        # Each grade's examples travel in its own runtime, so concurrent grades never mix them.
+        return self._hooks[max_iterations], state, Runtime(context=_Given(calibration))
+
+
+def _evaluation(update: dict[str, Any] | None) -> RubricEvaluation:
+    """The one evaluation a grading hook's state update appends (the state started with none)."""
+    assert update is not None  # the hook grades whenever the state has a rubric
+    return update["_rubric_evaluations"][-1]
