@@ -529,11 +529,9 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
 def _advance(steps: _Steps, outcome: Any) -> _Call | dict[str, Any] | None:
     """Feed the grading step an answer (or failure; None to start); return its next call or its update."""
     try:
-        if outcome is None:
-            return next(steps)
         if isinstance(outcome, Exception):
             return steps.throw(outcome)
-        return steps.send(outcome)
+        return steps.send(outcome)  # sending None is what starts a fresh generator
     except StopIteration as done:
         return done.value
 
