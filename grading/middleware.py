@@ -599,11 +599,10 @@ def _judge(rubric: Rubric, graded: _Graded) -> dict[str, Any]:
         return {**verdict, "result": result, "criteria": criteria}
     scores = {name: item.score for name, item in zip(rubric.names, _in_order(graded), strict=True)}
     outcome = aggregate(rubric, scores)
-    floors = {d.name: d.fail_below for d in rubric.dimensions}
     criteria = [
         CriterionResult(
             name=name,
-            passed=scores[name] >= (floors[name] or 1) and scores[name] >= rubric.pass_score,
+            passed=name not in outcome.below_floor and scores[name] >= rubric.pass_score,
             gap=item.gap.strip() if scores[name] < 5 else "",
             score=scores[name],
         )
