@@ -329,6 +329,26 @@ def test_scored_rubric_one_fatal_dimension_fails_despite_a_mean_of_four(run):
     assert "1: Contains false information." in anchors and "fail the whole answer" in anchors
 
 
+STRICT_FLOOR_YAML = """
+dimensions:
+  - name: Accuracy
+    fail_below: 5
+  - name: Style
+pass_score: 4
+"""
+
+
+def test_a_scored_criterion_under_its_floor_is_failed_even_at_the_pass_score(run):
+    seen: list[dict[str, Any]] = []
+    at_pass_score = scored({"Accuracy": 4, "Style": 5})
+    agent, _, _ = build(answers("x", "y", "z"), lambda m: at_pass_score, on_evaluation=seen.append)
+    run(agent, ask("Explain", STRICT_FLOOR_YAML))
+    accuracy, style = seen[0]["criteria"]
+    assert seen[0]["verdict"] == "FAIL"
+    assert accuracy["score"] == 4 and not accuracy["passed"]
+    assert style["passed"]
+
+
 def test_scored_feedback_lists_the_weakest_dimension_first(run):
     seen: list[dict[str, Any]] = []
     mixed = scored({"Correctness": 4, "Completeness": 2, "Clarity": 3, "Tone": 5})
