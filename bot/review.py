@@ -219,10 +219,10 @@ def calibration_source(
 
     async def examples(rubric: Rubric, runtime: Runtime[ThreadContext]) -> list[CalibrationExample]:
         where = runtime.context
-        if where is None or not await store.calibration_enabled(where.team, where.channel):
+        if where is None:
             return []
         rows = await store.recent_disagreements(
-            where.team, where.channel, rubric.text, limit=CALIBRATION_EXAMPLES
+            where.team, where.channel, rubric.text, limit=CALIBRATION_EXAMPLES, calibrating_only=True
         )
         return calibration_examples(rows)
 

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast
 from weakref import WeakValueDictionary
 
-from sqlalchemy import Select, Update, and_, delete, exists, func, insert, select, text, update
+from sqlalchemy import Select, Update, and_, delete, exists, false, func, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -546,17 +546,34 @@ class Store:
         return [ReviewRow(**row) for row in await self._rows(query)]
 
     async def recent_disagreements(
-        self, team: str, channel: str, rubric_text: str | None = None, limit: int = 5
+        self,
+        team: str,
+        channel: str,
+        rubric_text: str | None = None,
+        limit: int = 5,
+        *,
+        calibrating_only: bool = False,
     ) -> list[ReviewRow]:
         """The channel's latest reviews that differ from the grader, newest first.
 
-        With ``rubric_text`` only those of evaluations graded against that exact rubric.
+        With ``rubric_text`` only those of evaluations graded against that exact rubric. With
+        ``calibrating_only`` none at all if calibration is switched off in the channel: the grader
+        reads its examples in one query.
         """
         query = select(*_REVIEW_COLUMNS).where(
             reviews.c.team == team,
             reviews.c.channel == channel,
             reviews.c.reviewer_verdict != reviews.c.grader_verdict,
         )
+        if calibrating_only:
+            settings = channel_settings
+            query = query.where(
+                ~exists().where(
+                    settings.c.team == team,
+                    settings.c.channel == channel,
+                    settings.c.calibration.is_(false()),
+                )
+            )
         if rubric_text is not None:
             query = query.where(
                 exists().where(

@@ -326,6 +326,18 @@ async def test_recent_disagreements_newest_first_and_by_rubric(store):
     assert await store.recent_disagreements("T1", "C2", limit=10) == []
 
 
+async def test_disagreements_for_calibration_are_none_while_it_is_switched_off(store):
+    await review(store, "U1", [("Clarity", "pass", "fail", "overruled")])
+    assert [r.comment for r in await store.recent_disagreements("T1", "C1", calibrating_only=True)] == [
+        "overruled"
+    ]
+    await store.set_calibration("T1", "C1", False)
+    assert await store.recent_disagreements("T1", "C1", calibrating_only=True) == []
+    assert len(await store.recent_disagreements("T1", "C1")) == 1
+    await store.set_calibration("T1", "C1", True)
+    assert len(await store.recent_disagreements("T1", "C1", calibrating_only=True)) == 1
+
+
 # --- the file itself --------------------------------------------------------------------------------
 
 
