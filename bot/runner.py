@@ -137,9 +137,7 @@ class ThreadRunner:
         runs = await self._store.claim_abandoned_runs(started_before)
         for run in runs:
             request = _request_of(run)
-            await self._submit(
-                request.thread_id, NOTICE_JOB, {"message": asdict(request), "run_id": run.run_id}
-            )
+            await self._submit(request.thread_id, NOTICE_JOB, _run_payload(request, run.run_id))
         return len(runs)
 
     async def reply(self, message: UserMessage, payload: dict[str, Any]) -> str | None:
