@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage
 
 from bot.cli import CLI_SUBCOMMANDS, grade, main
 from tests.e2e.conftest import SCRUBBED_ENV_PREFIXES
-from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
+from tests.grading.scripted import ScriptedChatModel, grade_call, grader_wanting
 from tests.standins.model_api import REVISED_ANSWER, ModelApiStandin, fixed_grader, scripted_revision
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,17 +65,6 @@ def test_python_dash_m_bot_is_the_same_program():
     assert result.stdout == (ROOT / "manifest.yml").read_text()
 
 
-def river_grader(messages: list[Any]) -> AIMessage:
-    latest = payload_of(messages).rsplit("[assistant]", 1)[-1]
-    river = "Seine" in latest
-    criteria = [
-        {"name": "Names the capital", "passed": True},
-        {"name": "Mentions the river", "passed": river, "gap": "" if river else "No river named."},
-    ]
-    result = "satisfied" if river else "needs_revision"
-    return grade_call("RubricGrade", {"result": result, "explanation": "Checked.", "criteria": criteria})
-
-
 async def test_grade_prints_each_iterations_table_then_the_final_answer():
     replies = ["Paris.", "Paris, on the Seine."]
     worker = ScriptedChatModel(script=lambda messages: replies.pop(0))
@@ -85,7 +74,7 @@ async def test_grade_prints_each_iterations_table_then_the_final_answer():
         RUBRIC,
         "Capital of France?",
         worker=worker,
-        grader=ScriptedChatModel(script=river_grader),
+        grader=ScriptedChatModel(script=grader_wanting("Seine")),
         max_iterations=3,
         out=out,
     )

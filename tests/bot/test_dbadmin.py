@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from sqlalchemy.engine import make_url
 
 from bot import dbadmin
@@ -20,22 +20,10 @@ from bot.agent import agent_config, build_agent, run_turn
 from bot.cli import main
 from bot.database import Database, open_checkpointer
 from bot.store import ReviewVerdict, Store
-from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
+from tests.grading.scripted import ScriptedChatModel, grader_wanting
 
 THREAD = "T1:C1:1700000000.000100"
 RUBRIC = "- Names the capital\n- Mentions the river"
-
-
-def grader(messages: list[Any]) -> AIMessage:
-    """Wants the river named; grades whatever criteria the thread's rubric has."""
-    latest = payload_of(messages).rsplit("[assistant]", 1)[-1]
-    river = "Seine" in latest
-    criteria = [
-        {"name": "Names the capital", "passed": True},
-        {"name": "Mentions the river", "passed": river, "gap": "" if river else "No river named."},
-    ]
-    result = "satisfied" if river else "needs_revision"
-    return grade_call("RubricGrade", {"result": result, "explanation": "Checked.", "criteria": criteria})
 
 
 async def converse(database: Database, text: str, worker: ScriptedChatModel, rubric: str | None = None):
@@ -50,7 +38,10 @@ async def converse(database: Database, text: str, worker: ScriptedChatModel, rub
         inputs["rubric"] = rubric
     async with open_checkpointer(database) as checkpointer:
         agent = build_agent(
-            worker, ScriptedChatModel(script=grader), max_iterations=3, checkpointer=checkpointer
+            worker,
+            ScriptedChatModel(script=grader_wanting("Seine")),
+            max_iterations=3,
+            checkpointer=checkpointer,
         )
         outcome = await run_turn(agent, inputs, agent_config(THREAD), keep)
     return outcome, evaluations

@@ -30,7 +30,7 @@ from bot.progress import WORKING_REACTION
 from bot.runner import ThreadRunner
 from bot.slack import build_client
 from bot.store import Store
-from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
+from tests.grading.scripted import ScriptedChatModel, answers, grade_call, grader_wanting, payload_of
 from tests.standins.slack_api import SlackApiStandin
 
 TOKEN = "xoxb-runner-test"
@@ -39,27 +39,6 @@ EVENT_TIMEOUT = 10.0  # a generous bound so a broken scheduler fails instead of 
 
 
 # -- ThreadRunner with the real agent --------------------------------------------------------------
-
-
-def grader_wanting(marker: str) -> Any:
-    """Fails "Mentions the river" until the latest answer contains `marker`."""
-
-    def script(messages: list[Any]) -> AIMessage:
-        latest = payload_of(messages).rsplit("[assistant]", 1)[-1]
-        river = marker in latest
-        criteria = [
-            {"name": "Names the capital", "passed": True},
-            {"name": "Mentions the river", "passed": river, "gap": "" if river else "No river named."},
-        ]
-        result = "satisfied" if river else "needs_revision"
-        return grade_call("RubricGrade", {"result": result, "explanation": "Checked.", "criteria": criteria})
-
-    return script
-
-
-def worker_answers(*texts: str) -> Any:
-    replies = list(texts)
-    return lambda messages: replies.pop(0) if len(replies) > 1 else replies[0]
 
 
 class Harness:
@@ -119,7 +98,7 @@ async def harness(tmp_path):
 
 
 async def test_a_run_posts_each_iteration_then_the_revised_answer(harness):
-    runner = harness.use(worker_answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
+    runner = harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
     await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
     request = harness.message("What is the capital of France?")
 
@@ -162,7 +141,7 @@ async def test_items_the_grader_flagged_outside_the_rubric_are_posted_and_stored
             "RubricGrade", {"result": "needs_revision", "explanation": "Hm.", "criteria": criteria}
         )
 
-    runner = harness.use(worker_answers("Paris, on the Seine."), grader)
+    runner = harness.use(answers("Paris, on the Seine."), grader)
     await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
     request = harness.message("What is the capital of France?")
 
@@ -183,7 +162,7 @@ def statuses(harness: Harness) -> list[str]:
 
 
 async def test_where_the_thread_status_is_refused_the_request_gets_the_reaction_instead(harness):
-    runner = harness.use(worker_answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
+    runner = harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
     await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
     request = harness.message("What is the capital of France?")
     harness.slack.error_next("assistant.threads.setStatus", "missing_scope")
@@ -203,7 +182,7 @@ async def test_where_the_thread_status_is_refused_the_request_gets_the_reaction_
 
 
 async def test_follow_up_is_graded_against_the_threads_rubric_not_a_newer_channel_default(harness):
-    runner = harness.use(worker_answers("Paris on the Seine."), grader_wanting("Seine"))
+    runner = harness.use(answers("Paris on the Seine."), grader_wanting("Seine"))
     await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
     first = harness.message("Capital of France?")
     await runner.submit_request(first)
@@ -220,7 +199,7 @@ async def test_follow_up_is_graded_against_the_threads_rubric_not_a_newer_channe
 
 
 async def test_rubric_message_replaces_the_threads_rubric(harness):
-    runner = harness.use(worker_answers("Paris."), grader_wanting("never"))
+    runner = harness.use(answers("Paris."), grader_wanting("never"))
     root = harness.message("rubric: ...")
 
     await runner.submit_rubric(root, "- Is exactly one word")
@@ -236,7 +215,7 @@ async def test_rubric_message_replaces_the_threads_rubric(harness):
 
 
 async def test_a_rubric_that_does_not_parse_leaves_the_old_one(harness):
-    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
     root = harness.message("rubric: ...")
     await runner.submit_rubric(root, RUBRIC)
 
@@ -249,7 +228,7 @@ async def test_a_rubric_that_does_not_parse_leaves_the_old_one(harness):
 
 
 async def test_without_a_rubric_the_answer_is_plain_with_a_hint(harness):
-    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
     request = harness.message("Capital of France?")
 
     await runner.submit_request(request)
@@ -261,7 +240,7 @@ async def test_without_a_rubric_the_answer_is_plain_with_a_hint(harness):
 
 
 async def test_a_bare_mention_names_the_channels_default_rubric_and_asks_for_the_request(harness):
-    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
     await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
     mention = harness.message("")
 
@@ -277,7 +256,7 @@ async def test_a_bare_mention_names_the_channels_default_rubric_and_asks_for_the
 
 
 async def test_a_bare_mention_after_a_rubric_message_names_the_threads_new_rubric(harness):
-    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
     await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
     root = harness.message("rubric: - Is exactly one word")
 
@@ -291,7 +270,7 @@ async def test_a_bare_mention_after_a_rubric_message_names_the_threads_new_rubri
 
 
 async def test_a_bare_mention_without_any_rubric_says_how_to_set_one(harness):
-    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
     mention = harness.message("")
 
     await runner.ask_for_request(mention)
@@ -314,7 +293,7 @@ async def test_cap_shows_the_best_iteration_labelled(harness):
             "RubricGrade", {"result": "needs_revision", "explanation": "Not yet.", "criteria": criteria}
         )
 
-    runner = harness.use(worker_answers("draft one", "the good one", "draft three"), grader)
+    runner = harness.use(answers("draft one", "the good one", "draft three"), grader)
     root = harness.message("rubric: ...")
     await runner.submit_rubric(root, RUBRIC)
     await runner.submit_request(harness.message("Capital?", thread_ts=root.ts))
@@ -404,7 +383,7 @@ async def test_a_run_longer_than_the_run_timeout_is_ended_and_the_next_request_r
 
 
 async def test_an_answer_slack_never_took_is_recorded_and_logged_as_undelivered(harness, caplog):
-    runner = harness.use(worker_answers("Paris on the Seine."), grader_wanting("Seine"))
+    runner = harness.use(answers("Paris on the Seine."), grader_wanting("Seine"))
     await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
     request = harness.message("Capital?")
     harness.slack.error_next("chat.postMessage", "channel_not_found", times=2)  # evaluation and answer
@@ -421,7 +400,7 @@ async def test_an_answer_slack_never_took_is_recorded_and_logged_as_undelivered(
 
 
 async def test_slack_failures_are_retried_or_logged_without_losing_the_run(harness, caplog):
-    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
     request = harness.message("Capital?")
     harness.slack.fail_next("chat.postMessage", status=503)  # retried by the client
     harness.slack.error_next("assistant.threads.setStatus", "not_allowed")  # ⏳ instead …
@@ -444,7 +423,7 @@ async def crashed_run(harness: Harness, request: UserMessage) -> None:
 
 
 async def test_at_start_up_each_run_a_crash_cut_short_is_reported_at_once(harness):
-    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
     lost = [harness.message("Capital?"), harness.message("River?")]
     for request in lost:
         await crashed_run(harness, request)
@@ -462,7 +441,7 @@ async def test_at_start_up_each_run_a_crash_cut_short_is_reported_at_once(harnes
 
 
 async def test_a_start_up_notice_slack_refused_is_given_when_the_thread_is_next_used(harness):
-    runner = harness.use(worker_answers("Paris."), grader_wanting("Paris"))
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
     root = harness.message("Capital?")
     await crashed_run(harness, root)
     harness.slack.error_next("chat.postMessage", "service_unavailable")
@@ -581,7 +560,7 @@ async def test_a_run_cut_short_resumes_from_its_checkpoint_and_posts_each_messag
 
 async def test_an_attempt_after_one_that_posted_everything_adds_nothing(harness):
     queue = HeldQueue()
-    harness.use(worker_answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
+    harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
     runner = ThreadRunner(agent=harness.agent, store=harness.store, client=harness.client, queue=queue)
     await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
     request = harness.message("What is the capital of France?")
@@ -597,7 +576,7 @@ async def test_an_attempt_after_one_that_posted_everything_adds_nothing(harness)
 
 async def test_a_run_cut_short_too_often_ends_with_a_notice(harness):
     queue = HeldQueue()
-    harness.use(worker_answers("Paris."), grader_wanting("Seine"))
+    harness.use(answers("Paris."), grader_wanting("Seine"))
     runner = ThreadRunner(agent=harness.agent, store=harness.store, client=harness.client, queue=queue)
     request = harness.message("What is the capital of France?")
     await runner.submit_request(request)

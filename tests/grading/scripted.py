@@ -78,6 +78,23 @@ def answers(*texts: str) -> Script:
     return script
 
 
+def grader_wanting(marker: str) -> Script:
+    """A grader of "Names the capital" and "Mentions the river" that fails the river until the
+    latest answer contains `marker`."""
+
+    def script(messages: list[BaseMessage]) -> AIMessage:
+        latest = payload_of(messages).rsplit("[assistant]", 1)[-1]
+        river = marker in latest
+        criteria = [
+            {"name": "Names the capital", "passed": True},
+            {"name": "Mentions the river", "passed": river, "gap": "" if river else "No river named."},
+        ]
+        result = "satisfied" if river else "needs_revision"
+        return grade_call("RubricGrade", {"result": result, "explanation": "Checked.", "criteria": criteria})
+
+    return script
+
+
 def grade_call(schema: str, grade: dict[str, Any]) -> AIMessage:
     """The grader's structured answer, as a call to the schema's tool."""
     return AIMessage(content="", tool_calls=[{"name": schema, "args": grade, "id": f"call_{next(_ids)}"}])
