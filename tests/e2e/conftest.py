@@ -2,7 +2,8 @@
 
 ``slack_api`` and ``model_api`` are started per test. ``bot`` starts ``python -m bot serve --http`` wired
 to both stand-ins with a fresh SQLite file; ``start_bot(env=..., command=...)`` starts more, or with
-changed settings. Every process a test starts is stopped at teardown.
+changed settings. Every process a test starts is stopped at teardown. ``shared_bot`` is the same for a
+module-scoped fixture: stand-ins and one bot shared by a module's tests.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import IO, Self
@@ -173,6 +175,23 @@ def bot_environment(slack_api: SlackApiStandin, model_api: ModelApiStandin, db_p
         PYTHONUNBUFFERED="1",
     )
     return env
+
+
+@contextmanager
+def shared_bot(
+    workdir: Path, env: Mapping[str, str] | None = None
+) -> Iterator[tuple[SlackApiStandin, ModelApiStandin, BotProcess]]:
+    """Both stand-ins and one running bot (database ``workdir/bot.sqlite``, settings changed by `env`),
+    stopped on exit; for a module's shared fixture."""
+    with SlackApiStandin(token=BOT_TOKEN) as slack, ModelApiStandin() as model:
+        settings = bot_environment(slack, model, workdir / "bot.sqlite") | dict(env or {})
+        process = BotProcess(BOT_COMMAND, settings, workdir / "bot.log", workdir)
+        process.start()
+        try:
+            yield slack, model, process
+        finally:
+            process.stop()
+            process.sender.close()
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import BOT_COMMAND, BOT_TOKEN, BotProcess, bot_environment
+from tests.e2e.conftest import BotProcess, shared_bot
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import (
@@ -93,17 +93,9 @@ class Service:
 @pytest.fixture(scope="module")
 def service(tmp_path_factory) -> Iterator[Service]:
     """One bot process for the module; tests that restart it leave it running."""
-    with SlackApiStandin(token=BOT_TOKEN) as slack, ModelApiStandin() as model:
-        tmp = tmp_path_factory.mktemp("shared-bot")
-        env = bot_environment(slack, model, tmp / "bot.sqlite")
-        env["RUBRIC_BOT_SHUTDOWN_GRACE"] = SHUTDOWN_GRACE
-        process = BotProcess(BOT_COMMAND, env, tmp / "bot.log", tmp)
-        process.start()
-        try:
-            yield Service(slack, model, process)
-        finally:
-            process.stop()
-            process.sender.close()
+    env = {"RUBRIC_BOT_SHUTDOWN_GRACE": SHUTDOWN_GRACE}
+    with shared_bot(tmp_path_factory.mktemp("shared-bot"), env) as (slack, model, process):
+        yield Service(slack, model, process)
 
 
 @pytest.fixture

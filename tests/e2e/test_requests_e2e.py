@@ -22,13 +22,12 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.e2e.conftest import BOT_COMMAND, BOT_TOKEN, SIGNING_SECRET, BotProcess, bot_environment
+from tests.e2e.conftest import SIGNING_SECRET, BotProcess, shared_bot
 from tests.e2e.test_bot_e2e import RUN_TIMEOUT
 from tests.e2e.test_review_e2e import CRITERIA, ReviewService, button_value, ephemerals, form_values
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
-from tests.standins.model_api import ModelApiStandin, scripted_revision
-from tests.standins.slack_api import SlackApiStandin
+from tests.standins.model_api import scripted_revision
 from tests.standins.slack_requests import SlackResponse
 
 MARKER = "BODY-MARKER-7f3a"
@@ -43,16 +42,8 @@ TOO_LARGE = 2 * 1024 * 1024
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory) -> Iterator[ReviewService]:
-    with SlackApiStandin(token=BOT_TOKEN) as slack, ModelApiStandin() as model:
-        tmp = tmp_path_factory.mktemp("requests-bot")
-        db_path = tmp / "bot.sqlite"
-        process = BotProcess(BOT_COMMAND, bot_environment(slack, model, db_path), tmp / "bot.log", tmp)
-        process.start()
-        try:
-            yield ReviewService(slack, model, process, db_path)
-        finally:
-            process.stop()
-            process.sender.close()
+    with shared_bot(tmp_path_factory.mktemp("requests-bot")) as (slack, model, process):
+        yield ReviewService(slack, model, process)
 
 
 @pytest.fixture

@@ -20,15 +20,13 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from tests.e2e.conftest import BOT_COMMAND, BOT_TOKEN, BotProcess, bot_environment
-from tests.e2e.test_bot_e2e import RUN_TIMEOUT, Service, evaluations
+from tests.e2e.conftest import shared_bot
+from tests.e2e.test_bot_e2e import CRITERIA, RUBRIC, RUN_TIMEOUT, Service, evaluations
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
-from tests.standins.model_api import ModelApiStandin, scripted_revision
+from tests.standins.model_api import scripted_revision
 from tests.standins.slack_api import BOT_USER_ID, SlackApiStandin, SlackCall, SlackMessage
 
-CRITERIA = ["Cites a source", "Is polite"]
-RUBRIC = "- Cites a source\n- Is polite"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 COMMENT = "Too curt for a customer-facing answer."
 
@@ -37,7 +35,9 @@ COMMENT = "Too curt for a customer-facing answer."
 class ReviewService(Service):
     """The shared bot with its stand-ins, plus its database file and review helpers."""
 
-    db_path: Path
+    @property
+    def db_path(self) -> Path:
+        return Path(self.bot.env["RUBRIC_BOT_DB"])
 
     def graded_thread(self, channel: str) -> tuple[str, SlackMessage]:
         """A thread with the rubric and one answered request; its root and first evaluation.
@@ -130,16 +130,8 @@ def preset(view: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory) -> Iterator[ReviewService]:
-    with SlackApiStandin(token=BOT_TOKEN) as slack, ModelApiStandin() as model:
-        tmp = tmp_path_factory.mktemp("review-bot")
-        db_path = tmp / "bot.sqlite"
-        process = BotProcess(BOT_COMMAND, bot_environment(slack, model, db_path), tmp / "bot.log", tmp)
-        process.start()
-        try:
-            yield ReviewService(slack, model, process, db_path)
-        finally:
-            process.stop()
-            process.sender.close()
+    with shared_bot(tmp_path_factory.mktemp("review-bot")) as (slack, model, process):
+        yield ReviewService(slack, model, process)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from contextlib import closing
 
 import pytest
 
-from tests.e2e.conftest import BOT_COMMAND, BOT_TOKEN, BotProcess, bot_environment
+from tests.e2e.conftest import BotProcess, shared_bot
 from tests.e2e.test_bot_e2e import CRITERIA, RUBRIC, Service, evaluations, wait_until_working
 from tests.standins import wait_for
 from tests.standins.model_api import (
@@ -26,12 +26,11 @@ from tests.standins.model_api import (
     ChatRequest,
     ErrorReply,
     Json,
-    ModelApiStandin,
     Script,
     Silence,
     grade,
 )
-from tests.standins.slack_api import SlackApiStandin, SlackMessage
+from tests.standins.slack_api import SlackMessage
 
 MODEL_TIMEOUT = 2
 """Seconds per model call for the shared bot: the stand-ins answer in milliseconds, a hung call is
@@ -49,17 +48,9 @@ NOTICE_TIMEOUT = 40.0
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """One bot for the module with short model timeouts; tests that restart it leave it running."""
-    with SlackApiStandin(token=BOT_TOKEN) as slack, ModelApiStandin() as model:
-        tmp = tmp_path_factory.mktemp("run-endings")
-        env = bot_environment(slack, model, tmp / "bot.sqlite")
-        env |= {"RUBRIC_BOT_MODEL_TIMEOUT": str(MODEL_TIMEOUT), "RUBRIC_BOT_SHUTDOWN_GRACE": SHUTDOWN_GRACE}
-        process = BotProcess(BOT_COMMAND, env, tmp / "bot.log", tmp)
-        process.start()
-        try:
-            yield Service(slack, model, process)
-        finally:
-            process.stop()
-            process.sender.close()
+    env = {"RUBRIC_BOT_MODEL_TIMEOUT": str(MODEL_TIMEOUT), "RUBRIC_BOT_SHUTDOWN_GRACE": SHUTDOWN_GRACE}
+    with shared_bot(tmp_path_factory.mktemp("run-endings"), env) as (slack, model, process):
+        yield Service(slack, model, process)
 
 
 @pytest.fixture
