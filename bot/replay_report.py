@@ -10,7 +10,7 @@ PNG chart, and a Block Kit message.
 
 from __future__ import annotations
 
-import io
+import functools
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +23,18 @@ from bot.blocks import block_dicts, context_block, header_block, plural, section
 from bot.mrkdwn import escape, truncate
 from bot.render import usage_words
 from bot.replay import Case, Regrade, Skipped, describe
-from bot.report import LIST_KIND, SCORED_KIND, aligned_columns, one_line, rows_by_criterion
+from bot.report import (
+    LIST_KIND,
+    SCORED_KIND,
+    aligned_columns,
+    kappa_words,
+    one_line,
+    percent_words,
+    png_bytes,
+    rows_by_criterion,
+    shown_kappa,
+    two_panel_chart,
+)
 from bot.review import verdict_label
 from grading.agreement import (
     KAPPA_TARGET,
@@ -110,7 +121,7 @@ class CriterionComparison:
 
     @property
     def kappa_difference(self) -> float | None:
-        was, now = _shown_kappa(self.before), _shown_kappa(self.after)
+        was, now = shown_kappa(self.before), shown_kappa(self.after)
         return None if was is None or now is None else now - was
 
 
@@ -279,19 +290,6 @@ def _flips(case: Case, before: Mapping[str, str], after: Mapping[str, str]) -> l
 # --- Shared wording ---------------------------------------------------------------------------
 
 
-def _shown_kappa(agreement: CriterionAgreement) -> float | None:
-    """κ as reported: only once there are enough verdicts, so a noisy number is never shown."""
-    return agreement.kappa if agreement.enough else None
-
-
-def _percent(value: float | None) -> str:
-    return "—" if value is None else f"{value:.0%}"
-
-
-def _kappa(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}"
-
-
 def _points(value: float) -> str:
     return f"{value * 100:+.0f} pts"
 
@@ -356,11 +354,11 @@ def _table(rows: Sequence[CriterionComparison]) -> list[str]:
             one_line(row.criterion, TABLE_NAME_MAX),
             row.kind,
             str(row.n),
-            _percent(row.before.percent_agreement),
-            _percent(row.after.percent_agreement),
+            percent_words(row.before.percent_agreement),
+            percent_words(row.after.percent_agreement),
             _change(row.agreement_difference, row.agreement_interval, percent=True),
-            _kappa(_shown_kappa(row.before)),
-            _kappa(_shown_kappa(row.after)),
+            kappa_words(shown_kappa(row.before)),
+            kappa_words(shown_kappa(row.after)),
             _change(row.kappa_difference, row.kappa_interval, percent=False),
         )
         for row in rows
@@ -414,7 +412,7 @@ def _row_json(row: CriterionComparison) -> dict[str, Any]:
     def side(agreement: CriterionAgreement) -> dict[str, Any]:
         return {
             "agreement": agreement.percent_agreement,
-            "kappa": _shown_kappa(agreement),
+            "kappa": shown_kappa(agreement),
             "majority_baseline": agreement.baseline,
         }
 
@@ -468,8 +466,8 @@ def _headline(comparison: Comparison) -> str:
     if overall is None or overall.agreement_difference is None:
         return "no reviewed verdicts to compare"
     return (
-        f"agreement {_percent(overall.before.percent_agreement)} → "
-        f"{_percent(overall.after.percent_agreement)} over {plural(comparison.compared, 'case')}"
+        f"agreement {percent_words(overall.before.percent_agreement)} → "
+        f"{percent_words(overall.after.percent_agreement)} over {plural(comparison.compared, 'case')}"
     )
 
 
@@ -477,12 +475,12 @@ def _slack_line(row: CriterionComparison) -> str:
     """E.g. ``*Is polite* (pass/fail) — 12 verdicts · agree 58% → 92% (+33 pts [+8, +58]) · κ …``."""
     facts = [
         plural(row.n, "verdict"),
-        f"agree {_percent(row.before.percent_agreement)} → {_percent(row.after.percent_agreement)} "
+        f"agree {percent_words(row.before.percent_agreement)} → {percent_words(row.after.percent_agreement)} "
         f"({_change(row.agreement_difference, row.agreement_interval, percent=True)})",
     ]
     if row.kappa_difference is not None:
         facts.append(
-            f"κ {_kappa(_shown_kappa(row.before))} → *{_kappa(_shown_kappa(row.after))}* "
+            f"κ {kappa_words(shown_kappa(row.before))} → *{kappa_words(shown_kappa(row.after))}* "
             f"({_change(row.kappa_difference, row.kappa_interval, percent=False)})"
         )
     else:
@@ -510,24 +508,11 @@ def render_chart(comparison: Comparison, path_or_buffer: str | PathLike[str] | I
 
     A κ that is not shown (too few verdicts, one label only) is a hatched band, never a bar at 0.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     rows = [*comparison.criteria, *comparison.overall]
-    figure = Figure(figsize=(13, max(3.5, 2 + 0.6 * len(rows))), dpi=100, layout="constrained")
-    FigureCanvasAgg(figure)
-    figure.suptitle(
-        f"Replay: {comparison.after_label} vs {comparison.before_label} — {comparison.summary()}",
-        fontsize=12,
-    )
-    if not rows:
-        axes = figure.subplots()
-        axes.set_axis_off()
-        axes.text(0.5, 0.5, "No reviewed verdicts to compare", ha="center", va="center", fontsize=14)
-    else:
-        kappa_axes, agreement_axes = figure.subplots(1, 2, sharey=True)
-        labels = (comparison.before_label, comparison.after_label)
-        _draw_pairs(kappa_axes, rows, [(_shown_kappa(r.before), _shown_kappa(r.after)) for r in rows], labels)
+    labels = (comparison.before_label, comparison.after_label)
+
+    def draw(kappa_axes: Any, agreement_axes: Any) -> None:
+        _draw_pairs(kappa_axes, rows, [(shown_kappa(r.before), shown_kappa(r.after)) for r in rows], labels)
         kappa_axes.axvline(KAPPA_TARGET, linestyle="--", color="#616161", label=f"κ target {KAPPA_TARGET}")
         kappa_axes.set_title("Cohen's κ with the team")
         kappa_axes.set_xlim(min([-0.2, *[v - 0.2 for r in rows for v in _kappas(r)]]), 1.15)
@@ -535,21 +520,25 @@ def render_chart(comparison: Comparison, path_or_buffer: str | PathLike[str] | I
         _draw_pairs(agreement_axes, rows, pairs, labels, percent=True)
         agreement_axes.set_title("Share of the team's verdicts matched")
         agreement_axes.set_xlim(0, 1.15)
-        handles, names = kappa_axes.get_legend_handles_labels()
-        legend = dict(zip(names, handles, strict=True))
-        figure.legend(legend.values(), legend.keys(), loc="outside lower center", ncols=len(legend))
-    figure.savefig(path_or_buffer, format="png")
+
+    two_panel_chart(
+        path_or_buffer,
+        title=f"Replay: {comparison.after_label} vs {comparison.before_label} — {comparison.summary()}",
+        title_size=12,
+        rows=len(rows),
+        row_height=0.6,
+        empty="No reviewed verdicts to compare",
+        draw=draw,
+    )
 
 
 def chart_png(comparison: Comparison) -> bytes:
     """The chart of :func:`render_chart` as PNG bytes, e.g. for an upload."""
-    buffer = io.BytesIO()
-    render_chart(comparison, buffer)
-    return buffer.getvalue()
+    return png_bytes(functools.partial(render_chart, comparison))
 
 
 def _kappas(row: CriterionComparison) -> list[float]:
-    return [v for v in (_shown_kappa(row.before), _shown_kappa(row.after)) if v is not None]
+    return [v for v in (shown_kappa(row.before), shown_kappa(row.after)) if v is not None]
 
 
 def _draw_pairs(

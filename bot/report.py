@@ -12,10 +12,11 @@ the reviews and presents the result three ways: Block Kit, a terminal table and 
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import itertools
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from os import PathLike
@@ -42,14 +43,19 @@ __all__ = [
     "aligned_columns",
     "build_report",
     "chart_png",
+    "kappa_words",
     "load_report",
     "one_line",
+    "percent_words",
     "period_start",
     "period_words",
+    "png_bytes",
     "render_chart",
     "report_blocks",
     "report_table",
     "rows_by_criterion",
+    "shown_kappa",
+    "two_panel_chart",
 ]
 
 ANCHOR_ADVICE = (
@@ -226,8 +232,8 @@ def _correlated(evaluations: Iterable[RubricEvaluation]) -> list[CorrelatedPair]
 # --- Shared wording ---------------------------------------------------------------------------
 
 
-def _shown_kappa(criterion: CriterionAgreement) -> float | None:
-    """κ as reported: only once there are enough reviews, so a noisy number is never shown."""
+def shown_kappa(criterion: CriterionAgreement) -> float | None:
+    """κ as reported: only once there are enough reviewed verdicts, so a noisy number is never shown."""
     return criterion.kappa if criterion.enough else None
 
 
@@ -242,11 +248,13 @@ def _status_words(criterion: CriterionAgreement) -> str:
     return criterion.note
 
 
-def _percent(value: float | None) -> str:
+def percent_words(value: float | None) -> str:
+    """A share as reported, e.g. ``83%``; ``—`` when undefined."""
     return "—" if value is None else f"{value:.0%}"
 
 
-def _kappa_words(value: float | None) -> str:
+def kappa_words(value: float | None) -> str:
+    """A κ as reported, e.g. ``0.72``; ``—`` when not shown."""
     return "—" if value is None else f"{value:.2f}"
 
 
@@ -312,11 +320,13 @@ def _headline(report: Report) -> str:
 
 def _slack_line(criterion: CriterionAgreement) -> str:
     """E.g. ``⚠️ *Tone* (1–5) — 28 reviews · agree 25% (baseline 25%) · *κ 0.33*``."""
-    value = _shown_kappa(criterion)
-    agree = f"agree {_percent(criterion.percent_agreement)} (baseline {_percent(criterion.baseline)})"
+    value = shown_kappa(criterion)
+    agree = (
+        f"agree {percent_words(criterion.percent_agreement)} (baseline {percent_words(criterion.baseline)})"
+    )
     if value is not None:
         mark = "⚠️" if criterion.flagged else "✅"
-        facts = [plural(criterion.n, "review"), agree, f"*κ {_kappa_words(value)}*"]
+        facts = [plural(criterion.n, "review"), agree, f"*κ {kappa_words(value)}*"]
     elif not criterion.enough:
         mark, facts = "⏳", [f"_{criterion.note}_", agree]
     else:
@@ -367,9 +377,9 @@ def _table(report: Report) -> list[str]:
             one_line(c.criterion, TABLE_NAME_MAX),
             _criterion_kind(c),
             str(c.n),
-            _percent(c.percent_agreement),
-            _percent(c.baseline),
-            _kappa_words(_shown_kappa(c)),
+            percent_words(c.percent_agreement),
+            percent_words(c.baseline),
+            kappa_words(shown_kappa(c)),
             ("⚠ " if c.flagged else "") + _status_words(c),
         )
         for c in report.criteria
@@ -400,42 +410,75 @@ def render_chart(report: Report, path_or_buffer: str | PathLike[str] | IO[bytes]
     """Write the report as a PNG: κ per criterion against the 0.6 line, and agreement vs baseline.
 
     Criteria without a κ (too few reviews, one label only) get a hatched band saying why,
-    never a bar at 0. Rendered with matplotlib's Agg canvas: no display is needed.
+    never a bar at 0.
+    """
+
+    def draw(kappa_axes: Any, agreement_axes: Any) -> None:
+        _draw_kappa(kappa_axes, report)
+        _draw_agreement(agreement_axes, report)
+
+    two_panel_chart(
+        path_or_buffer,
+        title=f"Grader agreement, {report.period} — {report.summary()}",
+        title_size=13,
+        rows=len(report.criteria),
+        row_height=0.42,
+        empty="No reviews yet",
+        draw=draw,
+    )
+
+
+def chart_png(report: Report) -> bytes:
+    """The chart of :func:`render_chart` as PNG bytes, e.g. for an upload."""
+    return png_bytes(functools.partial(render_chart, report))
+
+
+def two_panel_chart(
+    path_or_buffer: str | PathLike[str] | IO[bytes],
+    *,
+    title: str,
+    title_size: int,
+    rows: int,
+    row_height: float,
+    empty: str,
+    draw: Callable[[Any, Any], None],
+) -> None:
+    """Write a PNG of two panels side by side sharing their ``rows`` rows (κ, then agreement), drawn
+    by ``draw(kappa_axes, agreement_axes)``, with one legend below for both; ``empty`` in their place
+    when there are no rows. Rendered with matplotlib's Agg canvas: no display is needed.
     """
     # Imported here: matplotlib takes a while to import and only reports draw charts.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    count = len(report.criteria)
-    figure = Figure(figsize=(13, max(3.5, 2 + 0.42 * count)), dpi=100, layout="constrained")
+    figure = Figure(figsize=(13, max(3.5, 2 + row_height * rows)), dpi=100, layout="constrained")
     FigureCanvasAgg(figure)
-    figure.suptitle(f"Grader agreement, {report.period} — {report.summary()}", fontsize=13)
-    if not report.criteria:
+    figure.suptitle(title, fontsize=title_size)
+    if not rows:
         axes = figure.subplots()
         axes.set_axis_off()
-        axes.text(0.5, 0.5, "No reviews yet", ha="center", va="center", fontsize=14)
+        axes.text(0.5, 0.5, empty, ha="center", va="center", fontsize=14)
     else:
-        kappa_axes, agreement_axes = figure.subplots(1, 2, sharey=True)
-        _draw_kappa(kappa_axes, report)
-        _draw_agreement(agreement_axes, report)
+        panels = figure.subplots(1, 2, sharey=True)
+        draw(*panels)
         legend = {}
-        for axes in (kappa_axes, agreement_axes):
+        for axes in panels:
             handles, labels = axes.get_legend_handles_labels()
             legend.update(zip(labels, handles, strict=True))
         figure.legend(legend.values(), legend.keys(), loc="outside lower center", ncols=len(legend))
     figure.savefig(path_or_buffer, format="png")
 
 
-def chart_png(report: Report) -> bytes:
-    """The chart of :func:`render_chart` as PNG bytes, e.g. for an upload."""
+def png_bytes(render: Callable[[IO[bytes]], None]) -> bytes:
+    """What ``render`` writes to a buffer, e.g. a chart for an upload."""
     buffer = io.BytesIO()
-    render_chart(report, buffer)
+    render(buffer)
     return buffer.getvalue()
 
 
 def _draw_kappa(axes: Any, report: Report) -> None:
     rows = range(len(report.criteria))
-    values = [_shown_kappa(c) for c in report.criteria]
+    values = [shown_kappa(c) for c in report.criteria]
     left = min([-0.2, *[v - 0.3 for v in values if v is not None]])
     for row, criterion, value in zip(rows, report.criteria, values, strict=True):
         if value is None:
