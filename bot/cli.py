@@ -127,7 +127,8 @@ def _add_concurrency(parser: argparse.ArgumentParser) -> None:
 
 
 def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    """An argparse type: a whole number of at least 1."""
+    if not text.isdecimal() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
     return int(text)
 
@@ -560,7 +561,7 @@ def _configure_replay(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--channel", help="a Slack channel id, e.g. C0123ABCD (default: every channel)")
     which.add_argument("--days", type=_days, help="only those reviewed in the last N days")
     which.add_argument("--rubric-match", metavar="TEXT", help="only rubrics containing TEXT (ignoring case)")
-    which.add_argument("--limit", type=replay_cli.positive, metavar="N", help="only the latest N of them")
+    which.add_argument("--limit", type=_positive_int, metavar="N", help="only the latest N of them")
     candidate = parser.add_argument_group("the candidate grader")
     candidate.add_argument(
         "--grader-model",
@@ -578,7 +579,7 @@ def _configure_replay(parser: argparse.ArgumentParser) -> None:
     running = parser.add_argument_group("running and output")
     running.add_argument(
         "--concurrency",
-        type=replay_cli.positive,
+        type=_positive_int,
         default=replay_cli.DEFAULT_CONCURRENCY,
         help=f"grader calls at once (default {replay_cli.DEFAULT_CONCURRENCY})",
     )

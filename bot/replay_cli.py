@@ -78,13 +78,6 @@ class Candidate:
         return " · ".join(words)
 
 
-def positive(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    if not text.isdecimal() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return int(text)
-
-
 def run(args: argparse.Namespace) -> int:
     """Run `rubric-bot replay`; the exit code."""
     try:
