@@ -29,7 +29,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.blocks import MAX_VIEW_BLOCKS, block_dicts, code, context_block, header_block, section_block
 from bot.render import status_words
-from bot.report import Report, chart_png, load_report, report_blocks
+from bot.report import Report, chart_title, chart_upload, load_report, report_blocks
 from bot.slack import SLACK_ERRORS, attempt, describe_error
 from bot.store import FAILED, INTERRUPTED, TIMED_OUT, RunRecord, Store
 
@@ -148,10 +148,9 @@ async def _with_chart(client: AsyncWebClient, team: str, home: ChannelHome) -> C
     key = _chart_key(team, home)
     file_id = _CHART_FILES.get(key)
     if file_id is None:
-        png = await asyncio.to_thread(chart_png, home.report)
-        title = f"Grader agreement, {home.report.period}"
+        chart = await asyncio.to_thread(chart_upload, home.report)
         uploaded = await attempt(
-            client.files_upload_v2(file=png, filename="grader-agreement.png", title=title),
+            client.files_upload_v2(**chart),
             f"upload the Home tab chart of {home.channel}",
         )
         if uploaded is None:
@@ -232,7 +231,7 @@ def _channel_blocks(home: ChannelHome) -> list[dict]:
             ImageBlock(
                 slack_file={"id": home.chart},
                 alt_text=f"Chart of how far the grader agrees with the team's reviews, {period}",
-                title=f"Grader agreement, {period}",
+                title=chart_title(home.report),
             )
         )
     report = report_blocks(home.report, channel=home.channel)["blocks"]

@@ -556,7 +556,8 @@ def _draw_pairs(
             y = index + (side - 0.5) * 0.4
             if value is None:
                 axes.barh(y, 1, left=0, height=0.36, fill=False, hatch="//", edgecolor="#bdbdbd")
-                axes.text(0.02, y, row.before.note or "undefined", va="center", fontsize=8)
+                note = (row.before, row.after)[side].note
+                axes.text(0.02, y, note or "undefined", va="center", fontsize=8)
                 continue
             bars = axes.barh(y, value, height=0.36, color=colour, label=label)
             axes.bar_label(bars, fmt=fmt, padding=3, fontsize=8)

@@ -433,6 +433,20 @@ def chart_png(report: Report) -> bytes:
     return png_bytes(functools.partial(render_chart, report))
 
 
+CHART_FILENAME = "grader-agreement.png"
+"""File name of the agreement chart wherever it is uploaded to Slack."""
+
+
+def chart_title(report: Report) -> str:
+    """The agreement chart's title in Slack: what it shows and over which period."""
+    return f"Grader agreement, {report.period}"
+
+
+def chart_upload(report: Report) -> dict[str, Any]:
+    """``files_upload_v2`` arguments for the report's chart (rendering it: run off the event loop)."""
+    return {"file": chart_png(report), "filename": CHART_FILENAME, "title": chart_title(report)}
+
+
 def two_panel_chart(
     path_or_buffer: str | PathLike[str] | IO[bytes],
     *,

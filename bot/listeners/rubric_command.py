@@ -34,7 +34,7 @@ from bot.command_text import (
 )
 from bot.conversation import slack_unescape
 from bot.listeners.context import services_of, workspace_of
-from bot.report import Report, chart_png, load_report, report_blocks
+from bot.report import Report, chart_upload, load_report, report_blocks
 from bot.review import CALIBRATION_EXAMPLES
 from bot.slack import SLACK_ERRORS, attempt, describe_error
 from bot.store import Store
@@ -44,9 +44,6 @@ logger = logging.getLogger(__name__)
 
 COMMAND = "/rubric"
 """The slash command's name, as declared in manifest.yml."""
-
-CHART_FILENAME = "grader-agreement.png"
-"""File name of the report's chart when uploaded to the channel."""
 
 CHART_COMMENT = (
     "κ per criterion against the 0.6 bar, and how often the grader matched the reviewers next to "
@@ -170,14 +167,8 @@ async def _report(call: Invocation) -> None:
 
 async def _post_report(client: AsyncWebClient, report: Report, channel: str) -> None:
     await client.chat_postMessage(channel=channel, **report_blocks(report, channel=channel))
-    chart = await asyncio.to_thread(chart_png, report)
-    await client.files_upload_v2(
-        channel=channel,
-        file=chart,
-        filename=CHART_FILENAME,
-        title=f"Grader agreement, {report.period}",
-        initial_comment=CHART_COMMENT,
-    )
+    chart = await asyncio.to_thread(chart_upload, report)
+    await client.files_upload_v2(channel=channel, initial_comment=CHART_COMMENT, **chart)
 
 
 async def _respond(context: AsyncBoltContext, **message: Any) -> None:
