@@ -24,7 +24,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import StateSnapshot
 
 from bot.config import ConfigError, Settings, problem
-from bot.database import open_checkpointer
+from bot.db.database import open_checkpointer
 from grading import (
     DEFAULT_MAX_GRADER_CALLS,
     EVALUATION_END_EVENT,

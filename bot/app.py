@@ -9,51 +9,37 @@ drains the runner before the process exits.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import signal
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
-from urllib.parse import parse_qsl
 
 import aiohttp
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
-from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.logger import get_bolt_logger
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
-from slack_bolt.request.async_internals import build_async_context
-from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import open_agent
-from bot.channel_replay import open_replays
+from bot.agreement.channel_replay import open_replays
 from bot.config import DEFAULT_CONCURRENCY, Settings
-from bot.dbadmin import upgrade
-from bot.jobs import open_queue
+from bot.db.admin import upgrade
+from bot.db.store import Store
 from bot.listeners import register
 from bot.listeners.context import Services
-from bot.review import calibration_source
-from bot.runner import ThreadRunner
-from bot.slack import build_client, log_listener_failure
-from bot.socket_mode import serve_socket_mode
-from bot.store import Store
+from bot.review.review import calibration_source
+from bot.slack.client import build_client, log_listener_failure
+from bot.slack.http import EVENTS_PATH, slack_web_app
+from bot.slack.socket_mode import serve_socket_mode
+from bot.threads.jobs import open_queue
+from bot.threads.runner import ThreadRunner
 
 logger = logging.getLogger(__name__)
 
-EVENTS_PATH = "/slack/events"
-"""The one HTTP path for events, slash commands and interactivity (as in manifest.yml)."""
-
 HTTP_SHUTDOWN_SECONDS = 5.0
 """How long a stopping HTTP server waits for requests already being answered (acks are fast)."""
-
-FORM_FIELDS_NEEDED = frozenset({"payload", "command", "ssl_check"})
-"""A form Slack posts carries one of these: interactivity's JSON ``payload``, a slash command's
-fields, or the ``ssl_check`` Slack sends when a command's URL is configured."""
 
 
 class _ClientCarriesTheToken(logging.Filter):
@@ -68,7 +54,7 @@ get_bolt_logger(AsyncApp).addFilter(_ClientCarriesTheToken())
 
 
 def create_app(settings: Settings, services: Services, client: AsyncWebClient) -> AsyncApp:
-    """The Bolt app with every listener registered; what a listener raises is logged, see bot.slack."""
+    """The Bolt app with every listener registered; what a listener raises is logged, see bot.slack.client."""
     secret = settings.slack_signing_secret
     app = AsyncApp(
         client=client,
@@ -171,94 +157,3 @@ async def _serve_http(app: AsyncApp, settings: Settings, port: int, stop: asynci
     finally:
         # Closing the port first means Slack's retries of anything new reach the next process.
         await web_runner.cleanup()
-
-
-def slack_web_app(app: AsyncApp, signing_secret: str) -> web.Application:
-    """The aiohttp application Slack posts to: each request is verified, then parsed, then Bolt's.
-
-    Bolt's own adapter parses a body before checking its signature, so anyone who can reach the
-    port could make it fail on garbage (a 500 and a traceback per request). Here a request without
-    Slack's valid signature is a 401 before its body is looked at, and a signed body that is not
-    what Slack sends is a 400; either is one log line, without the body. A body over aiohttp's
-    ``client_max_size`` is still refused with 413 while it is read. Bolt verifies the signature
-    again: that check stays on in case this application is ever bypassed.
-    """
-    verifier = SignatureVerifier(signing_secret)
-
-    async def answer(request: web.Request) -> web.StreamResponse:
-        body = await request.read()
-        if not _signed_by_slack(verifier, body, request):
-            logger.info("refused a request from %s: no valid Slack signature", request.remote)
-            return web.json_response({"error": "invalid signature"}, status=401)
-        try:
-            bolt_request = _bolt_request(body, request)
-        except MalformedRequest as exc:
-            logger.warning("refused a signed request from %s: %s", request.remote, exc)
-            return web.json_response({"error": str(exc)}, status=400)
-        return await to_aiohttp_response(await app.async_dispatch(bolt_request))
-
-    web_app = web.Application()
-    web_app.router.add_post(EVENTS_PATH, answer)
-    return web_app
-
-
-class MalformedRequest(ValueError):
-    """A signed request whose body is not one Slack would send; the message says what is wrong."""
-
-
-def _signed_by_slack(verifier: SignatureVerifier, body: bytes, request: web.Request) -> bool:
-    """Whether the request carries Slack's signature of ``body``, made within the last 5 minutes."""
-    try:
-        return verifier.is_valid(
-            body,
-            request.headers.get("X-Slack-Request-Timestamp"),
-            request.headers.get("X-Slack-Signature"),
-        )
-    except ValueError:  # a timestamp that is not a whole number, or a body that is not UTF-8
-        return False
-
-
-def _bolt_request(body: bytes, request: web.Request) -> AsyncBoltRequest:
-    """The verified request as Bolt's; MalformedRequest if Bolt could not make sense of it."""
-    text = body.decode()  # the signature check has read it as UTF-8 already
-    payload = _slack_payload(text, request.headers.get("Content-Type", ""))
-    try:
-        bolt_request = AsyncBoltRequest(body=text, query=request.query_string, headers=request.headers)
-    except (AttributeError, KeyError, IndexError, TypeError, ValueError):
-        # Bolt reads ids out of fields such as team, user and channel as it builds the request.
-        raise MalformedRequest("its fields are not shaped the way Slack shapes them") from None
-    if bolt_request.body != payload:
-        # Bolt takes any form with "payload" somewhere in its text for interactivity, so a slash
-        # command saying "payload" (or run in a #payload-team channel) would reach it empty.
-        bolt_request.body = payload
-        bolt_request.context = build_async_context(AsyncBoltContext(), payload)
-    return bolt_request
-
-
-def _slack_payload(text: str, content_type: str) -> dict[str, Any]:
-    """What a signed body says, read as Bolt reads it; MalformedRequest if it is not Slack's.
-
-    Bolt reads JSON when the content type says so or the body starts with ``{``, and a form
-    otherwise, taking a form's ``payload`` field as JSON when there is one.
-    """
-    if content_type.split(";")[0] == "application/json" or text.startswith("{"):
-        return _json_object(text, "the body")
-    try:
-        form = dict(parse_qsl(text, keep_blank_values=True, strict_parsing=True, errors="strict"))
-    except ValueError:
-        raise MalformedRequest("the body is neither JSON nor a form") from None
-    if not FORM_FIELDS_NEEDED & form.keys():
-        raise MalformedRequest("the form has no payload, command or ssl_check field")
-    if "payload" in form:
-        return _json_object(form["payload"], "the payload field")
-    return form
-
-
-def _json_object(text: str, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        raise MalformedRequest(f"{what} is not JSON") from None
-    if not isinstance(value, dict):
-        raise MalformedRequest(f"{what} is JSON but not an object")
-    return value

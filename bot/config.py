@@ -26,7 +26,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from bot.database import DEFAULT_DB, Database
+from bot.db.database import DEFAULT_DB, Database
 from grading import DEFAULT_MAX_GRADER_CALLS
 
 ENV_FILE = ".env"
@@ -54,7 +54,7 @@ model, so many fit in one process. (With SQLite the one process runs every threa
 
 DEFAULT_STALLED_AFTER = 30.0
 """Seconds without a heartbeat after which a worker on PostgreSQL counts as dead: its runs then
-resume in another process within 4/3 of this (see `bot.jobs.DurableQueue`)."""
+resume in another process within 4/3 of this (see `bot.threads.jobs.DurableQueue`)."""
 
 HINTS: dict[str, str] = {
     SLACK_CONNECTION: (

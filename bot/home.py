@@ -27,11 +27,11 @@ from slack_sdk.models.blocks import Block, DividerBlock, ImageBlock
 from slack_sdk.models.views import View
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.blocks import MAX_VIEW_BLOCKS, block_dicts, code, context_block, header_block, section_block
-from bot.render import status_words
-from bot.report import Report, chart_title, chart_upload, load_report, report_blocks
-from bot.slack import SLACK_ERRORS, attempt, describe_error
-from bot.store import FAILED, INTERRUPTED, TIMED_OUT, RunRecord, Store
+from bot.agreement.report import Report, chart_title, chart_upload, load_report, report_blocks
+from bot.db.store import FAILED, INTERRUPTED, TIMED_OUT, RunRecord, Store
+from bot.slack.blocks import MAX_VIEW_BLOCKS, block_dicts, code, context_block, header_block, section_block
+from bot.slack.client import SLACK_ERRORS, attempt, describe_error
+from bot.threads.render import status_words
 
 __all__ = ["ChannelHome", "home_view", "load_home", "publish_home"]
 

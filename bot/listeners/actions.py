@@ -1,6 +1,6 @@
 """The review buttons on evaluation messages: Agree records a review, Disagree… opens the form.
 
-What a review is, saving it and refreshing its message's tally belong to :mod:`bot.review`; these
+What a review is, saving it and refreshing its message's tally belong to :mod:`bot.review.review`; these
 listeners read the click and answer the clicker. The form's submission is handled in
 :mod:`bot.listeners.views`.
 """
@@ -14,9 +14,9 @@ from pydantic import ValidationError
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.db.store import EvaluationRecord, Store
 from bot.listeners.context import services_of
-from bot.payloads import Click, problems
-from bot.review import (
+from bot.review.review import (
     AGREE_ACTION_ID,
     DISAGREE_ACTION_ID,
     UNKNOWN_EVALUATION,
@@ -26,8 +26,8 @@ from bot.review import (
     review_modal,
     save_review,
 )
-from bot.slack import attempt
-from bot.store import EvaluationRecord, Store
+from bot.slack.client import attempt
+from bot.slack.payloads import Click, problems
 
 logger = logging.getLogger(__name__)
 

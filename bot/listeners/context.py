@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from slack_bolt.async_app import AsyncBoltContext
 
-from bot.channel_replay import ChannelReplays
+from bot.agreement.channel_replay import ChannelReplays
 from bot.config import Settings
-from bot.runner import ThreadRunner
-from bot.store import Store
+from bot.db.store import Store
+from bot.threads.runner import ThreadRunner
 
 SERVICES_KEY = "rubric_bot_services"
 """Where `Services` lives in each request's Bolt context."""

@@ -12,8 +12,10 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import render
-from bot.conversation import (
+from bot.home import publish_home
+from bot.listeners.context import Services, services_of, workspace_of
+from bot.threads import render
+from bot.threads.conversation import (
     MAX_INPUT_CHARS,
     UserMessage,
     is_direct_message,
@@ -22,8 +24,6 @@ from bot.conversation import (
     rubric_directive,
     user_message,
 )
-from bot.home import publish_home
-from bot.listeners.context import Services, services_of, workspace_of
 
 HOME_TAB = "home"
 """The ``tab`` of an app_home_opened event for the Home tab (the other is ``messages``)."""

@@ -21,10 +21,10 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import render
-from bot.blocks import section_block
-from bot.channel_replay import ReplayRequest
-from bot.command_text import (
+from bot.agreement.channel_replay import ReplayRequest
+from bot.agreement.report import Report, chart_upload, load_report, report_blocks
+from bot.db.store import Store
+from bot.listeners.command_text import (
     Argument,
     CommandError,
     ParsedCommand,
@@ -32,12 +32,12 @@ from bot.command_text import (
     parse_command,
     report_days,
 )
-from bot.conversation import slack_unescape
 from bot.listeners.context import services_of, workspace_of
-from bot.report import Report, chart_upload, load_report, report_blocks
-from bot.review import CALIBRATION_EXAMPLES
-from bot.slack import SLACK_ERRORS, attempt, describe_error
-from bot.store import Store
+from bot.review.review import CALIBRATION_EXAMPLES
+from bot.slack.blocks import section_block
+from bot.slack.client import SLACK_ERRORS, attempt, describe_error
+from bot.threads import render
+from bot.threads.conversation import slack_unescape
 from grading import RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)

@@ -9,10 +9,8 @@ from pydantic import ValidationError
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import render
 from bot.listeners.context import services_of, workspace_of
-from bot.payloads import RubricEditorMetadata, Submission, problems
-from bot.review import (
+from bot.review.review import (
     REVIEW_CALLBACK_ID,
     UNKNOWN_EVALUATION,
     ReviewInputError,
@@ -22,7 +20,9 @@ from bot.review import (
     review_notice,
     save_review,
 )
-from bot.slack import attempt
+from bot.slack.client import attempt
+from bot.slack.payloads import RubricEditorMetadata, Submission, problems
+from bot.threads import render
 from grading import RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)

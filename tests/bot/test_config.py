@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.agent import PROVIDERS, init_models
-from bot.cli import main
+from bot.cli.main import main
 from bot.config import (
     DEFAULT_MODEL_TIMEOUT,
     DEFAULT_RUN_TIMEOUT,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from bot.agreement.report import build_report
 from bot.config import Settings
+from bot.db.store import RunRecord, Store
 from bot.home import ChannelHome, home_view, publish_home
-from bot.report import build_report
-from bot.slack import build_client
-from bot.store import RunRecord, Store
+from bot.slack.client import build_client
 from tests.standins.slack_api import BOT_USER_ID, SlackApiStandin
 from tests.standins.slack_api import block_problems as slack_problems
 

@@ -1,6 +1,6 @@
 """`/rubric replay` end to end: the real bot process, a database of reviewed iterations, the stand-ins.
 
-The database is seeded before the bot starts, as the bot fills it (tests/bot/replay_seed.py). The
+The database is seeded before the bot starts, as the bot fills it (tests/bot/agreement/replay_seed.py). The
 model stand-in grades like the seed's replayed grader: it fails "Is polite" only when shown a team
 example on the transcript's topic, so leave-one-out calibration beats none on the seeded cases.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from tests.bot.replay_seed import CASES, CHANNEL, TEAM, replayed_grade, seed
+from tests.bot.agreement.replay_seed import CASES, CHANNEL, TEAM, replayed_grade, seed
 from tests.e2e.conftest import BotProcess
 from tests.e2e.test_review_e2e import responses
 from tests.standins import slack_requests as sr

@@ -4,7 +4,7 @@ The model stand-in plays a provider that accepts a call and never answers (``NO_
 (``ErrorReply``). Whatever ended a run, its thread is told in words (after a crash, as soon as the bot
 is back), its working status goes, and the thread's next request starts a fresh grading run: labels
 from 1/3, a new grading run id and all three iterations. That processes starting together report a
-crashed run once is pinned at the store (tests/bot/test_store.py), where the claim is made.
+crashed run once is pinned at the store (tests/bot/db/test_store.py), where the claim is made.
 """
 
 from __future__ import annotations

@@ -155,7 +155,7 @@ def test_a_stop_signal_ends_the_bot_within_the_grace_period_while_slack_refuses_
 
     assert bot.stop(sig, timeout=GRACE_SECONDS) == 0  # exited by itself, not killed
     log = bot.stderr_text()
-    assert "WARNING bot.socket_mode: could not connect to Slack (attempt 1)" in log
+    assert "WARNING bot.slack.socket_mode: could not connect to Slack (attempt 1)" in log
     assert "503" in log and "retrying in 1s" in log and "retrying in 2s" in log  # the reason; backing off
     assert "Traceback" not in log
 
@@ -170,7 +170,7 @@ def test_a_dropped_connection_is_retried_with_one_warning_per_attempt_then_works
     answer = deliver(slack_api, "slash_commands", sr.slash_command(f"set {RUBRIC}", "C3")).payload
     assert answer is not None and "Channel default rubric set" in answer["text"]
     log = socket_bot.stderr_text()
-    assert "WARNING bot.socket_mode: the Socket Mode connection to Slack was lost; reconnecting" in log
+    assert "WARNING bot.slack.socket_mode: the Socket Mode connection to Slack was lost; reconnecting" in log
     warnings = [line for line in log.splitlines() if "could not connect to Slack" in line]
     assert len(warnings) >= 2 and all("WARNING" in line and "503" in line for line in warnings)
     assert "Traceback" not in log and " ERROR " not in log

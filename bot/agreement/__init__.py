@@ -1,0 +1,7 @@
+"""How far the grader agrees with the team, and whether another grader would agree more.
+
+- ``report``: the agreement report per criterion (Slack blocks, terminal table, chart).
+- ``replay``: the replay engine: reviewed iterations rebuilt and graded again by a candidate.
+- ``comparison``: a replayed grader's agreement next to the original's (Slack, terminal, JSON, chart).
+- ``channel_replay``: `/rubric replay` in the background, one per channel.
+"""

@@ -1,0 +1,203 @@
+"""`/rubric replay [days]` in the background: does calibration help in this channel?
+
+The channel's reviewed iterations are replayed twice on the bot's own grader — with the team's
+other disagreements as examples (``loo``) and with none (``off``) — and the comparison is posted in
+the channel with its chart, naming who asked. One replay per channel at a time: it costs two
+grader calls per reviewed iteration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.agent import init_models
+from bot.agreement.comparison import Comparison, chart_png, compare, comparison_blocks
+from bot.agreement.replay import (
+    Calibration,
+    Case,
+    Regrade,
+    attach_transcripts,
+    load_cases,
+    regrade,
+    total_usage,
+)
+from bot.agreement.report import period_words
+from bot.config import Settings
+from bot.db.database import open_checkpointer
+from bot.db.store import Store
+from bot.slack.client import SLACK_ERRORS, attempt, describe_error
+from grading import EVIDENCE_TOOLS, TranscriptGrader
+
+logger = logging.getLogger(__name__)
+
+CONCURRENCY = 4
+"""Grader calls a channel's replay makes at once; the bot's own threads share the provider."""
+
+BASELINE, CANDIDATE = "off", "loo"
+"""The calibration compared against (none) and the one measured (the team's other disagreements)."""
+
+CHART_FILENAME = "calibration-replay.png"
+"""File name of the replay's chart when uploaded to the channel."""
+
+Tell = Callable[..., Awaitable[None]]
+"""Answers the person who asked, only for them (Slack's response_url): ``await tell(text=...)``."""
+
+
+@dataclass(frozen=True)
+class ReplayRequest:
+    """Who asked for a replay of which channel, over which period."""
+
+    team: str
+    channel: str
+    user: str
+    days: int | None
+
+    @property
+    def title(self) -> str:
+        return f"Does calibration help? Replay · {period_words(self.days)}"
+
+
+class ChannelReplays:
+    """Runs `/rubric replay` in the background, at most one per channel, and posts the result."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        checkpointer: BaseCheckpointSaver,
+        grader: TranscriptGrader,
+        client: AsyncWebClient,
+    ) -> None:
+        self._store = store
+        self._checkpointer = checkpointer
+        self._grader = grader
+        self._client = client
+        self._running: dict[tuple[str, str], tuple[ReplayRequest, asyncio.Task[None]]] = {}
+
+    def running(self, team: str, channel: str) -> ReplayRequest | None:
+        """The replay under way in the channel, if any."""
+        found = self._running.get((team, channel))
+        return found[0] if found else None
+
+    def start(self, request: ReplayRequest, tell: Tell) -> bool:
+        """Start replaying the channel; False (starting nothing) while a replay of it runs."""
+        key = (request.team, request.channel)
+        if key in self._running:
+            return False
+        task = asyncio.create_task(self._run(request, tell), name=f"replay {request.channel}")
+        self._running[key] = (request, task)
+        task.add_done_callback(lambda _: self._running.pop(key, None))
+        return True
+
+    async def drain(self) -> None:
+        """Stop every replay (the bot is stopping); each channel is told its replay was stopped."""
+        tasks = [task for _, task in self._running.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run(self, request: ReplayRequest, tell: Tell) -> None:
+        try:
+            comparison = await self._compare(request)
+            if comparison is None:
+                await tell(
+                    text=f"Nothing to replay in <#{request.channel}> ({period_words(request.days)}): "
+                    "no reviewed grader iterations whose conversation history is still there. Review "
+                    "the grader with *Agree* or *Disagree…* on its messages first."
+                )
+                return
+            await self._post(request, comparison)
+        except asyncio.CancelledError:
+            stopped = self._client.chat_postMessage(
+                channel=request.channel,
+                text=f"The replay <@{request.user}> asked for was stopped because the bot is restarting. "
+                "Run `/rubric replay` again once it is back.",
+            )
+            await attempt(stopped, f"tell {request.channel} its replay stopped")
+            raise
+        except SLACK_ERRORS as exc:
+            logger.warning("could not post the replay in %s: %s", request.channel, describe_error(exc))
+            await tell(
+                text=f"The replay finished but I couldn't post it here ({describe_error(exc)}). If I'm not "
+                "in this channel, invite me with `/invite @rubric-bot` and try again."
+            )
+        except Exception as exc:
+            logger.exception("replay of %s failed", request.channel)
+            await tell(text=f"The replay failed: {type(exc).__name__}: {exc}")
+
+    async def _compare(self, request: ReplayRequest) -> Comparison | None:
+        reviewed = await load_cases(self._store, channel=request.channel, days=request.days)
+        reviewed = [case for case in reviewed if case.record.team == request.team]
+        cases, skipped = await attach_transcripts(self._checkpointer, reviewed)
+        if not cases:
+            return None
+        baseline = await self._regrade(cases, BASELINE)
+        candidate = await self._regrade(cases, CANDIDATE)
+        failed = [r for r in [*baseline, *candidate] if r.error is not None]
+        return await asyncio.to_thread(
+            compare,
+            cases,
+            _verdicts(baseline),
+            _verdicts(candidate),
+            labels=(f"calibration {BASELINE}", f"calibration {CANDIDATE}"),
+            planned=len(cases),
+            skipped=skipped,
+            failed=failed,
+            usage=total_usage([*baseline, *candidate]),
+        )
+
+    async def _regrade(self, cases: list[Case], calibration: Calibration) -> list[Regrade]:
+        done: list[Regrade] = []
+        await regrade(
+            cases, self._grader, calibration, self._store, concurrency=CONCURRENCY, on_graded=done.append
+        )
+        return done
+
+    async def _post(self, request: ReplayRequest, comparison: Comparison) -> None:
+        message = comparison_blocks(
+            comparison, title=request.title, asked_by=request.user, channel=request.channel
+        )
+        await self._client.chat_postMessage(channel=request.channel, **message)
+        chart = await asyncio.to_thread(chart_png, comparison)
+        await self._client.files_upload_v2(
+            channel=request.channel,
+            file=chart,
+            filename=CHART_FILENAME,
+            title=request.title,
+            initial_comment=f"Agreement and κ with the team's reviews, calibration off vs leave-one-out "
+            f"(asked by <@{request.user}>).",
+        )
+
+
+@asynccontextmanager
+async def open_replays(
+    settings: Settings, store: Store, client: AsyncWebClient
+) -> AsyncIterator[ChannelReplays]:
+    """The `/rubric replay` runner of a serving process, on the bot's grader and database.
+
+    Replays read the checkpoint history on a connection of their own. Closing stops every replay
+    still running, and each channel is told.
+    """
+    async with open_checkpointer(settings.database) as checkpointer:
+        _, grader = init_models(settings)
+        replays = ChannelReplays(
+            store=store,
+            checkpointer=checkpointer,
+            grader=TranscriptGrader(grader, tools=EVIDENCE_TOOLS),
+            client=client,
+        )
+        try:
+            yield replays
+        finally:
+            await replays.drain()
+
+
+def _verdicts(regrades: list[Regrade]) -> dict[tuple[str, int], dict[str, str]]:
+    return {r.case.key: r.verdicts for r in regrades if r.error is None}

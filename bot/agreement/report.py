@@ -1,0 +1,547 @@
+"""The agreement report: how far a channel's grader can be trusted, per criterion.
+
+From the team's stored reviews it gives, per criterion, the number of reviewed verdicts, the
+share on which reviewer and grader agreed, Cohen's κ (quadratic-weighted for 1–5 scores,
+unweighted for pass/fail) and the agreement of a constant majority-label grader, so agreement
+can be told from luck; and, from the grader's own scores, dimension pairs so correlated they
+likely measure one thing. The numbers come from :mod:`grading.agreement`; this module groups
+the reviews and presents the result three ways: Block Kit, a terminal table and a PNG chart.
+:func:`load_report` builds it from the bot's store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import io
+import itertools
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from os import PathLike
+from typing import IO, Any
+
+from bot.db.store import ReviewRow, Store
+from bot.review.review import grader_verdicts, verdict_label
+from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
+from bot.slack.mrkdwn import escape, truncate
+from grading import RubricEvaluation
+from grading.agreement import (
+    CORRELATION_THRESHOLD,
+    KAPPA_TARGET,
+    MIN_REVIEWS_FOR_KAPPA,
+    CriterionAgreement,
+    agreement_report,
+    correlated_dimensions,
+)
+from grading.rubric import normalize_name
+
+__all__ = [
+    "CorrelatedPair",
+    "Report",
+    "aligned_columns",
+    "build_report",
+    "chart_png",
+    "kappa_words",
+    "load_report",
+    "one_line",
+    "percent_words",
+    "period_start",
+    "period_words",
+    "png_bytes",
+    "render_chart",
+    "report_blocks",
+    "report_table",
+    "rows_by_criterion",
+    "shown_kappa",
+    "two_panel_chart",
+]
+
+ANCHOR_ADVICE = (
+    f"κ under {KAPPA_TARGET} means the grader and the team read the criterion differently: "
+    "rewrite its anchors (what a 1, 3 and 5 look like) or its wording, then review again."
+)
+"""What to do about a criterion whose agreement is too low (the grader and the team read it
+differently, so its wording or anchors need to change), said once per report."""
+
+MERGE_ADVICE = "likely the same dimension — merge or drop one"
+"""What a pair of dimensions whose grader scores correlate too strongly is flagged with."""
+
+SLACK_NAME_MAX = 60
+"""Longest criterion name in the Slack report; 30 criteria must share one message."""
+
+SLACK_PAIRS_MAX = 10
+"""Most correlated pairs listed in Slack (strongest first); the rest are counted."""
+
+TABLE_NAME_MAX = 40
+"""Width of the criterion column in the terminal table."""
+
+CHART_NAME_MAX = 38
+"""Longest criterion label on the chart's axis."""
+
+SCORED_KIND, LIST_KIND = "1–5", "pass/fail"
+"""How a criterion's kind of verdict reads in the report."""
+
+KAPPA_COLOURS = {"ok": "#2e7d32", "flagged": "#c62828"}
+"""Bar colours for a κ at or above the target and one below it."""
+
+AGREEMENT_COLOURS = {"agreement with reviewers": "#1565c0", "always-majority baseline": "#b0bec5"}
+"""Bar colours for percent agreement and the majority baseline."""
+
+Label = bool | int
+"""A verdict as agreement is computed on it: pass/fail as a bool, a score as an int."""
+
+
+@dataclass(frozen=True)
+class CorrelatedPair:
+    """Two dimensions whose grader scores correlate above the threshold over ``answers`` answers."""
+
+    first: str
+    second: str
+    r: float
+    answers: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """A channel's agreement report; build it with :func:`build_report`."""
+
+    criteria: list[CriterionAgreement]
+    correlated: list[CorrelatedPair]
+    reviews: int
+    reviewers: int
+    days: int | None
+    min_reviews: int
+
+    @property
+    def flagged(self) -> list[CriterionAgreement]:
+        """Criteria with enough reviews and κ under the target."""
+        return [c for c in self.criteria if c.flagged]
+
+    @property
+    def period(self) -> str:
+        """E.g. ``last 7 days`` or ``all time``."""
+        return period_words(self.days)
+
+    def summary(self) -> str:
+        """E.g. ``14 reviews by 3 reviewers``."""
+        return f"{plural(self.reviews, 'review')} by {plural(self.reviewers, 'reviewer')}"
+
+
+def period_words(days: int | None) -> str:
+    """A period of the last ``days`` days in words: ``last 7 days``, ``last day``, ``all time``."""
+    if days is None:
+        return "all time"
+    return "last day" if days == 1 else f"last {days} days"
+
+
+def build_report(
+    reviews: Sequence[ReviewRow],
+    evaluations: Iterable[RubricEvaluation],
+    *,
+    days: int | None,
+    min_reviews: int = MIN_REVIEWS_FOR_KAPPA,
+) -> Report:
+    """The report over the given reviews and grader evaluations of one channel.
+
+    The caller picks the period (``days`` only names it): ``reviews`` are the stored review
+    rows, ``evaluations`` the grader's evaluation dicts, whose scores feed the correlation
+    check. A criterion is identified by its name (ignoring case and trailing punctuation), and
+    by its kind when two rubrics use one name for a pass/fail criterion and a scored dimension.
+    """
+    criteria = agreement_report(_pairs_by_criterion(reviews), min_reviews=min_reviews)
+    return Report(
+        criteria=criteria,
+        correlated=_correlated(evaluations),
+        reviews=len({(r.reviewer, r.grading_run_id, r.iteration) for r in reviews}),
+        reviewers=len({r.reviewer for r in reviews}),
+        days=days,
+        min_reviews=min_reviews,
+    )
+
+
+async def load_report(store: Store, *, team: str | None, channel: str | None, days: int | None) -> Report:
+    """The report over the reviews and evaluations of a channel's last ``days`` days (None: all).
+
+    ``None`` for ``team`` or ``channel`` spans every one. The numbers are worked out in a thread:
+    scikit-learn's import and κ would otherwise hold up the event loop that answers Slack.
+    """
+    since = period_start(days)
+    reviews = await store.reviews_in_channel(team, channel, since)
+    evaluations = await store.evaluations_in_channel(team, channel, since)
+    return await asyncio.to_thread(build_report, reviews, evaluations, days=days)
+
+
+def period_start(days: int | None) -> datetime | None:
+    """When a report over the last ``days`` days begins; None for all time."""
+    return datetime.now(UTC) - timedelta(days=days) if days is not None else None
+
+
+def rows_by_criterion(reviews: Iterable[ReviewRow]) -> dict[str, list[ReviewRow]]:
+    """The review rows of each criterion, named as first reviewed, in that order.
+
+    A criterion is identified by its name (ignoring case and trailing punctuation) and the kind of
+    its verdicts; a name used for both a pass/fail criterion and a scored dimension gets its kind
+    added.
+    """
+    rows: dict[tuple[str, str], list[ReviewRow]] = {}
+    for row in reviews:
+        judge = verdict_label(row.grader_verdict)
+        key = (normalize_name(row.criterion), LIST_KIND if isinstance(judge, bool) else SCORED_KIND)
+        rows.setdefault(key, []).append(row)
+    kinds = Counter(name for name, _ in rows)
+    return {
+        found[0].criterion + (f" ({kind})" if kinds[name] > 1 else ""): found
+        for (name, kind), found in rows.items()
+    }
+
+
+def _pairs_by_criterion(reviews: Iterable[ReviewRow]) -> dict[str, list[tuple[Label, Label]]]:
+    """(reviewer, grader) label pairs per criterion (see :func:`rows_by_criterion`)."""
+    return {
+        name: [(verdict_label(r.reviewer_verdict), verdict_label(r.grader_verdict)) for r in rows]
+        for name, rows in rows_by_criterion(reviews).items()
+    }
+
+
+def _correlated(evaluations: Iterable[RubricEvaluation]) -> list[CorrelatedPair]:
+    """Dimension pairs whose scores, paired within each graded answer, correlate too strongly.
+
+    Each pair is checked over the answers that scored both, so dimensions of different rubrics
+    in one channel are compared only where they met.
+    """
+    answers: list[dict[str, int]] = []
+    spelling: dict[str, str] = {}
+    for evaluation in evaluations:
+        if evaluation["kind"] != "scored":
+            continue
+        scores = {}
+        for name, verdict in grader_verdicts(evaluation).items():
+            spelling.setdefault(normalize_name(name), name)
+            scores[normalize_name(name)] = int(verdict)
+        answers.append(scores)
+    found = []
+    for a, b in itertools.combinations(spelling, 2):
+        both = [(scores[a], scores[b]) for scores in answers if a in scores and b in scores]
+        series = {spelling[a]: [x for x, _ in both], spelling[b]: [y for _, y in both]}
+        found += [CorrelatedPair(x, y, r, len(both)) for x, y, r in correlated_dimensions(series)]
+    return sorted(found, key=lambda pair: pair.r, reverse=True)
+
+
+# --- Shared wording ---------------------------------------------------------------------------
+
+
+def shown_kappa(criterion: CriterionAgreement) -> float | None:
+    """κ as reported: only once there are enough reviewed verdicts, so a noisy number is never shown."""
+    return criterion.kappa if criterion.enough else None
+
+
+def _criterion_kind(criterion: CriterionAgreement) -> str:
+    return LIST_KIND if criterion.weights is None else SCORED_KIND
+
+
+def _status_words(criterion: CriterionAgreement) -> str:
+    """Why a criterion has no κ or is flagged ('' when its κ is fine)."""
+    if criterion.flagged:
+        return f"κ under {KAPPA_TARGET}: rewrite its anchors"
+    return criterion.note
+
+
+def percent_words(value: float | None) -> str:
+    """A share as reported, e.g. ``83%``; ``—`` when undefined."""
+    return "—" if value is None else f"{value:.0%}"
+
+
+def kappa_words(value: float | None) -> str:
+    """A κ as reported, e.g. ``0.72``; ``—`` when not shown."""
+    return "—" if value is None else f"{value:.2f}"
+
+
+def one_line(name: str, width: int) -> str:
+    """A name on one line, at most ``width`` characters, cut at a space when one is near the end."""
+    flat = " ".join(name.split())
+    if len(flat) <= width:
+        return flat
+    head = flat[: width - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > width // 2 else head).rstrip() + "…"
+
+
+# --- Slack -------------------------------------------------------------------------------------
+
+
+def report_blocks(report: Report, *, channel: str) -> dict:
+    """The report as one compact Block Kit message: ``{"text", "blocks"}``.
+
+    Names are shortened and correlated pairs capped so even 30 criteria fit Slack's limits.
+    """
+    title = f"Grader agreement · {report.period}"
+    blocks = [header_block(title)]
+    if report.criteria:
+        blocks.append(
+            context_block(
+                f"<#{channel}> · {report.summary()} · κ is measured once a criterion has "
+                f"{report.min_reviews} reviews; {KAPPA_TARGET} is the bar"
+            )
+        )
+        lines = "\n".join(_slack_line(c) for c in report.criteria)
+        blocks += sections(lines)
+    else:
+        blocks.append(
+            section_block(
+                f"No reviews in <#{channel}> ({report.period}) yet. Review the grader with *Agree* "
+                "or *Disagree…* on its messages in a thread."
+            )
+        )
+    if report.flagged:
+        blocks.append(section_block(f"⚠️ {ANCHOR_ADVICE}"))
+    if report.correlated:
+        blocks.append(section_block(_slack_pairs(report.correlated)))
+    if report.criteria:
+        blocks.append(
+            context_block(
+                "Agreement: share of verdicts where reviewer and grader matched. Baseline: what "
+                "always giving the reviewers' most common verdict would score. κ: agreement beyond "
+                "chance (quadratic-weighted for 1–5 scores)."
+            )
+        )
+    return {"text": f"{title}: {_headline(report)}", "blocks": block_dicts(blocks)}
+
+
+def _headline(report: Report) -> str:
+    """E.g. ``5 criteria, 1 below κ 0.6`` (the notification text)."""
+    if not report.criteria:
+        return "no reviews yet"
+    flagged = len(report.flagged)
+    text = plural(len(report.criteria), "criterion", "criteria")
+    return text + (f", {flagged} below κ {KAPPA_TARGET}" if flagged else "")
+
+
+def _slack_line(criterion: CriterionAgreement) -> str:
+    """E.g. ``⚠️ *Tone* (1–5) — 28 reviews · agree 25% (baseline 25%) · *κ 0.33*``."""
+    value = shown_kappa(criterion)
+    agree = (
+        f"agree {percent_words(criterion.percent_agreement)} (baseline {percent_words(criterion.baseline)})"
+    )
+    if value is not None:
+        mark = "⚠️" if criterion.flagged else "✅"
+        facts = [plural(criterion.n, "review"), agree, f"*κ {kappa_words(value)}*"]
+    elif not criterion.enough:
+        mark, facts = "⏳", [f"_{criterion.note}_", agree]
+    else:
+        mark, facts = "➖", [plural(criterion.n, "review"), agree, f"_{criterion.note}_"]
+    name = truncate(escape(criterion.criterion), SLACK_NAME_MAX)
+    return f"{mark} *{name}* ({_criterion_kind(criterion)}) — {' · '.join(facts)}"
+
+
+def _slack_pairs(pairs: Sequence[CorrelatedPair]) -> str:
+    lines = [
+        f"🔗 *{MERGE_ADVICE.capitalize()}* — their grader scores correlate above {CORRELATION_THRESHOLD}:"
+    ]
+    for pair in pairs[:SLACK_PAIRS_MAX]:
+        first = truncate(escape(pair.first), SLACK_NAME_MAX)
+        second = truncate(escape(pair.second), SLACK_NAME_MAX)
+        lines.append(f"• *{first}* & *{second}* (r = {pair.r:.2f} over {pair.answers} answers)")
+    if len(pairs) > SLACK_PAIRS_MAX:
+        lines.append(f"…and {plural(len(pairs) - SLACK_PAIRS_MAX, 'more pair')}")
+    return "\n".join(lines)
+
+
+# --- Terminal --------------------------------------------------------------------------------
+
+
+def report_table(report: Report) -> str:
+    """The report as plain text for a terminal: a table, then the advice and correlated pairs."""
+    lines = [f"Grader agreement, {report.period}: {report.summary()}"]
+    lines += _table(report) if report.criteria else ["No reviews yet."]
+    if report.flagged:
+        names = ", ".join(c.criterion for c in report.flagged)
+        lines += ["", f"Flagged: {names}", ANCHOR_ADVICE]
+    if report.correlated:
+        lines += [
+            "",
+            f"Dimension pairs whose grader scores correlate above {CORRELATION_THRESHOLD} ({MERGE_ADVICE}):",
+        ]
+        lines += [
+            f"  {p.first} & {p.second}: r = {p.r:.2f} over {p.answers} answers" for p in report.correlated
+        ]
+    return "\n".join(lines)
+
+
+def _table(report: Report) -> list[str]:
+    """One aligned line per criterion under a header line, and a note on when κ is shown."""
+    header = ("Criterion", "Kind", "n", "Agree", "Baseline", "κ", "Flag")
+    rows = [
+        (
+            one_line(c.criterion, TABLE_NAME_MAX),
+            _criterion_kind(c),
+            str(c.n),
+            percent_words(c.percent_agreement),
+            percent_words(c.baseline),
+            kappa_words(shown_kappa(c)),
+            ("⚠ " if c.flagged else "") + _status_words(c),
+        )
+        for c in report.criteria
+    ]
+    lines = aligned_columns([header, *rows], numeric={2, 3, 4, 5})
+    lines.append(
+        f"κ is shown once a criterion has {report.min_reviews} reviews; quadratic-weighted for 1–5 scores."
+    )
+    return lines
+
+
+def aligned_columns(rows: Sequence[Sequence[str]], *, numeric: Collection[int]) -> list[str]:
+    """Rows of cells as lines of aligned columns; the ``numeric`` columns are right-aligned."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            cell.rjust(w) if i in numeric else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+# --- Chart -----------------------------------------------------------------------------------
+
+
+def render_chart(report: Report, path_or_buffer: str | PathLike[str] | IO[bytes]) -> None:
+    """Write the report as a PNG: κ per criterion against the 0.6 line, and agreement vs baseline.
+
+    Criteria without a κ (too few reviews, one label only) get a hatched band saying why,
+    never a bar at 0.
+    """
+
+    def draw(kappa_axes: Any, agreement_axes: Any) -> None:
+        _draw_kappa(kappa_axes, report)
+        _draw_agreement(agreement_axes, report)
+
+    two_panel_chart(
+        path_or_buffer,
+        title=f"Grader agreement, {report.period} — {report.summary()}",
+        title_size=13,
+        rows=len(report.criteria),
+        row_height=0.42,
+        empty="No reviews yet",
+        draw=draw,
+    )
+
+
+def chart_png(report: Report) -> bytes:
+    """The chart of :func:`render_chart` as PNG bytes, e.g. for an upload."""
+    return png_bytes(functools.partial(render_chart, report))
+
+
+CHART_FILENAME = "grader-agreement.png"
+"""File name of the agreement chart wherever it is uploaded to Slack."""
+
+
+def chart_title(report: Report) -> str:
+    """The agreement chart's title in Slack: what it shows and over which period."""
+    return f"Grader agreement, {report.period}"
+
+
+def chart_upload(report: Report) -> dict[str, Any]:
+    """``files_upload_v2`` arguments for the report's chart (rendering it: run off the event loop)."""
+    return {"file": chart_png(report), "filename": CHART_FILENAME, "title": chart_title(report)}
+
+
+def two_panel_chart(
+    path_or_buffer: str | PathLike[str] | IO[bytes],
+    *,
+    title: str,
+    title_size: int,
+    rows: int,
+    row_height: float,
+    empty: str,
+    draw: Callable[[Any, Any], None],
+) -> None:
+    """Write a PNG of two panels side by side sharing their ``rows`` rows (κ, then agreement), drawn
+    by ``draw(kappa_axes, agreement_axes)``, with one legend below for both; ``empty`` in their place
+    when there are no rows. Rendered with matplotlib's Agg canvas: no display is needed.
+    """
+    # Imported here: matplotlib takes a while to import and only reports draw charts.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(13, max(3.5, 2 + row_height * rows)), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    figure.suptitle(title, fontsize=title_size)
+    if not rows:
+        axes = figure.subplots()
+        axes.set_axis_off()
+        axes.text(0.5, 0.5, empty, ha="center", va="center", fontsize=14)
+    else:
+        panels = figure.subplots(1, 2, sharey=True)
+        draw(*panels)
+        legend = {}
+        for axes in panels:
+            handles, labels = axes.get_legend_handles_labels()
+            legend.update(zip(labels, handles, strict=True))
+        figure.legend(legend.values(), legend.keys(), loc="outside lower center", ncols=len(legend))
+    figure.savefig(path_or_buffer, format="png")
+
+
+def png_bytes(render: Callable[[IO[bytes]], None]) -> bytes:
+    """What ``render`` writes to a buffer, e.g. a chart for an upload."""
+    buffer = io.BytesIO()
+    render(buffer)
+    return buffer.getvalue()
+
+
+def _draw_kappa(axes: Any, report: Report) -> None:
+    rows = range(len(report.criteria))
+    values = [shown_kappa(c) for c in report.criteria]
+    left = min([-0.2, *[v - 0.3 for v in values if v is not None]])
+    for row, criterion, value in zip(rows, report.criteria, values, strict=True):
+        if value is None:
+            axes.barh(
+                row,
+                1.1 - left,
+                left=left,
+                height=0.6,
+                fill=False,
+                hatch="//",
+                edgecolor="#bdbdbd",
+                label="no κ (why is written in the band)",
+            )
+            axes.text(
+                0.02,
+                row,
+                _status_words(criterion),
+                va="center",
+                fontsize=9,
+                color="#424242",
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+            )
+            continue
+        colour = KAPPA_COLOURS["flagged" if criterion.flagged else "ok"]
+        bars = axes.barh(row, value, height=0.6, color=colour)
+        axes.bar_label(bars, fmt="%.2f", padding=3, fontsize=9)
+    axes.axvline(KAPPA_TARGET, linestyle="--", color="#616161", label=f"κ target {KAPPA_TARGET}")
+    axes.axvline(0, color="black", linewidth=0.8)
+    axes.set_xlim(left, 1.1)
+    axes.set_yticks(list(rows), [one_line(c.criterion, CHART_NAME_MAX) for c in report.criteria])
+    axes.invert_yaxis()
+    axes.set_title("Cohen's κ per criterion (red: under the target)")
+    axes.set_xlabel("κ, quadratic-weighted for 1–5 scores")
+
+
+def _draw_agreement(axes: Any, report: Report) -> None:
+    from matplotlib.ticker import PercentFormatter
+
+    rows = range(len(report.criteria))
+    series = (
+        ("agreement with reviewers", [c.percent_agreement for c in report.criteria], -0.2),
+        ("always-majority baseline", [c.baseline for c in report.criteria], 0.2),
+    )
+    for label, values, offset in series:
+        bars = axes.barh(
+            [r + offset for r in rows], values, height=0.38, color=AGREEMENT_COLOURS[label], label=label
+        )
+        axes.bar_label(bars, fmt=lambda v: f"{v:.0%}", padding=2, fontsize=8)
+    axes.set_xlim(0, 1.12)
+    axes.xaxis.set_major_formatter(PercentFormatter(1.0))
+    axes.set_title("Agreement vs. a grader always giving the majority verdict")
+    axes.set_xlabel("share of reviewed verdicts")

@@ -1,0 +1,8 @@
+"""Where the bot keeps its data: SQLite by default, PostgreSQL at scale, one schema for both.
+
+- ``database``: which database ``RUBRIC_BOT_DB`` names; its engine and langgraph checkpointer.
+- ``schema``: the bot's own tables (SQLAlchemy Core).
+- ``store``: every read and write of those tables.
+- ``admin``: `rubric-bot db` (upgrade, copy).
+- ``migrations``: the versioned Alembic migrations of ``schema``.
+"""

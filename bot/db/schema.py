@@ -1,0 +1,180 @@
+"""The bot's own tables, defined once for SQLite and PostgreSQL (SQLAlchemy Core).
+
+Migrations in `bot/db/migrations` create and change them; this module is what the code reads and
+writes, and a test checks that the two agree on both databases. Langgraph's checkpoint tables
+are the checkpointer's own and are not described here.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    false,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+FINAL_STEP = "final"
+"""The `posted.iteration` of a run's closing messages (its other rows hold iteration numbers)."""
+
+
+class UtcTimestamp(TypeDecorator[datetime]):
+    """A timezone-aware moment, read back in UTC.
+
+    PostgreSQL stores ``timestamptz``. SQLite has no date type: there it is fixed-width ISO-8601
+    text in UTC, as the tables from before migrations hold it, which sorts in time order.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(Text())
+        return dialect.type_descriptor(DateTime(timezone=True))
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("timestamps must be timezone-aware")
+        moment = value.astimezone(UTC)
+        return moment.isoformat(timespec="microseconds") if dialect.name == "sqlite" else moment
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+        return moment.astimezone(UTC)
+
+
+Document = JSON().with_variant(JSONB(), "postgresql")
+"""A JSON document: ``jsonb`` on PostgreSQL, JSON text on SQLite."""
+
+metadata = MetaData()
+"""Every table of the bot's own."""
+
+claims = Table(
+    "claims",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("claimed_at", UtcTimestamp, nullable=False),
+)
+"""Dedupe keys of Slack deliveries already taken: a key's row exists once, whoever inserts it."""
+
+threads = Table(
+    "threads",
+    metadata,
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("thread_ts", Text, nullable=False),
+    Column("created_at", UtcTimestamp, nullable=False),
+    PrimaryKeyConstraint("team", "channel", "thread_ts"),
+)
+"""Threads the bot takes part in (it listens to every message there)."""
+
+channel_rubrics = Table(
+    "channel_rubrics",
+    metadata,
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("rubric_text", Text, nullable=False),
+    Column("set_by", Text, nullable=False),
+    Column("updated_at", UtcTimestamp, nullable=False),
+    PrimaryKeyConstraint("team", "channel"),
+)
+"""Each channel's default rubric for new conversations."""
+
+channel_settings = Table(
+    "channel_settings",
+    metadata,
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("calibration", Boolean, nullable=False),
+    Column("updated_at", UtcTimestamp, nullable=False),
+    PrimaryKeyConstraint("team", "channel"),
+)
+"""Per-channel switches; a channel without a row has the defaults."""
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", Integer, primary_key=True, autoincrement=True),
+    Column("thread_id", Text, nullable=False),
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("thread_ts", Text, nullable=False),
+    Column("request_ts", Text, nullable=False),
+    Column("status", Text),
+    Column("started_at", UtcTimestamp, nullable=False),
+    Column("finished_at", UtcTimestamp),
+    Column("acknowledged", Boolean, nullable=False, server_default=false()),
+    Column("undelivered", Boolean, nullable=False, server_default=false()),
+    Index("runs_by_thread", "thread_id", "finished_at"),
+)
+"""Requests the bot started answering; an unfinished one outlived the process that ran it.
+``acknowledged`` is set once the thread was told that the run was interrupted, ``undelivered``
+when the run's closing message (its answer, or the notice of its failure) never reached Slack."""
+
+evaluations = Table(
+    "evaluations",
+    metadata,
+    Column("grading_run_id", Text, nullable=False),
+    Column("iteration", Integer, nullable=False),
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("thread_ts", Text, nullable=False),
+    Column("message_ts", Text, nullable=False),
+    Column("evaluation", Document, nullable=False),
+    Column("rubric_text", Text, nullable=False),
+    Column("created_at", UtcTimestamp, nullable=False),
+    PrimaryKeyConstraint("grading_run_id", "iteration"),
+    Index("evaluations_by_channel", "team", "channel", "created_at"),
+)
+"""Evaluation messages the bot posted, with the rubric they graded against."""
+
+reviews = Table(
+    "reviews",
+    metadata,
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("thread_ts", Text, nullable=False),
+    Column("grading_run_id", Text, nullable=False),
+    Column("iteration", Integer, nullable=False),
+    Column("criterion", Text, nullable=False),
+    Column("grader_verdict", Text, nullable=False),
+    Column("reviewer_verdict", Text, nullable=False),
+    Column("comment", Text, nullable=False),
+    Column("reviewer", Text, nullable=False),
+    Column("created_at", UtcTimestamp, nullable=False),
+    PrimaryKeyConstraint("grading_run_id", "iteration", "criterion", "reviewer"),
+    Index("reviews_by_channel", "team", "channel", "created_at"),
+)
+"""Teammates' verdicts on the grader's, one row per criterion, iteration and reviewer."""
+
+posted = Table(
+    "posted",
+    metadata,
+    Column("run_id", Integer, ForeignKey("runs.run_id"), nullable=False),
+    Column("iteration", Text, nullable=False),
+    Column("part", Integer, nullable=False),
+    Column("message_ts", Text, nullable=False),
+    Column("posted_at", UtcTimestamp, nullable=False),
+    PrimaryKeyConstraint("run_id", "iteration", "part"),
+)
+"""Thread messages a run posted, by iteration number (or 'final') and part of a long message; a
+resumed run posts only what is missing here."""

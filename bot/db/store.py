@@ -1,0 +1,668 @@
+"""The bot's own tables (dedupe, threads, channel rubrics and settings, runs, evaluations, reviews,
+the posted-message ledger), on SQLite or PostgreSQL.
+
+The tables are defined in :mod:`bot.db.schema` and migrated by :mod:`bot.db.migrations`; a Store opened
+for writing brings them to the newest version first. Every method is one transaction on a pooled
+connection, so several processes may share one database:
+
+- a dedupe claim is one INSERT of unique keys, which only one process can win;
+- channel rubrics and settings are upserts: the last writer wins and no write is half-applied;
+- a review save locks the reviewed iteration (``SELECT … FOR UPDATE`` of its evaluation row on
+  PostgreSQL, the write lock on SQLite), and so does a tally read for refreshing its message
+  (see :meth:`Store.locked_reviews`), so they take turns across processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, cast
+from weakref import WeakValueDictionary
+
+from sqlalchemy import Select, Update, and_, delete, exists, false, func, insert, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from bot.db import migrations
+from bot.db.database import WRITE_LOCK_OPTION, Database, DatabaseError
+from bot.db.schema import (
+    FINAL_STEP,
+    channel_rubrics,
+    channel_settings,
+    claims,
+    evaluations,
+    posted,
+    reviews,
+    runs,
+    threads,
+)
+from grading import RubricEvaluation
+
+INTERRUPTED = "interrupted"
+"""Run status of a run stopped before it finished (shutdown, or found after a crash)."""
+
+ANSWERED = "answered"
+"""Run status of a run answered without a rubric (nothing was graded)."""
+
+TIMED_OUT = "timed_out"
+"""Run status of a run ended because a model call or the whole run took longer than allowed."""
+
+FAILED = "error"
+"""Run status of a run ended by any other failure of the models or the agent."""
+
+MIGRATION_LOCK_KEY = 0x7275_6272_6963
+"""PostgreSQL advisory lock held while migrating, so processes starting together migrate one by one."""
+
+Step = int | Literal["final"]
+"""What a posted message belongs to: a grader iteration's number, or the run's final messages."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One request the bot started answering."""
+
+    run_id: int
+    thread_id: str
+    team: str
+    channel: str
+    thread_ts: str
+    request_ts: str
+    status: str | None
+    undelivered: bool
+    """Whether the run's closing message never reached the thread."""
+    started_at: datetime
+    finished_at: datetime | None
+
+
+EVALUATION_DEFAULTS: dict[str, Any] = {"unmatched": [], "grader_calls": 0}
+"""Values of the evaluation keys that grading added after the bot began storing evaluations:
+an evaluation stored before them reads as if the grader flagged nothing and made no count."""
+
+
+@dataclass(frozen=True)
+class EvaluationRecord:
+    """An evaluation message the bot posted, with what it graded against."""
+
+    grading_run_id: str
+    iteration: int
+    team: str
+    channel: str
+    thread_ts: str
+    message_ts: str
+    evaluation: RubricEvaluation
+    rubric_text: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ReviewVerdict:
+    """A reviewer's verdict on one criterion; verdicts are "pass"/"fail" or "1".."5"."""
+
+    criterion: str
+    grader_verdict: str
+    reviewer_verdict: str
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class ReviewRow:
+    """One stored review of one criterion of one iteration by one reviewer."""
+
+    team: str
+    channel: str
+    thread_ts: str
+    grading_run_id: str
+    iteration: int
+    criterion: str
+    grader_verdict: str
+    reviewer_verdict: str
+    comment: str
+    reviewer: str
+    created_at: datetime
+
+    @property
+    def disagrees(self) -> bool:
+        """Whether the reviewer's verdict differs from the grader's."""
+        return self.reviewer_verdict != self.grader_verdict
+
+
+@dataclass(frozen=True)
+class PostedMessage:
+    """A thread message a run posted: which step and part of it, and its Slack ts."""
+
+    run_id: int
+    step: Step
+    part: int
+    message_ts: str
+    posted_at: datetime
+
+
+_RUN_COLUMNS = [runs.c[name] for name in RunRecord.__dataclass_fields__]
+"""The runs columns read into a RunRecord."""
+
+_EVALUATION_COLUMNS = [evaluations.c[name] for name in EvaluationRecord.__dataclass_fields__]
+"""The evaluations columns read into an EvaluationRecord."""
+
+_REVIEW_COLUMNS = [reviews.c[name] for name in ReviewRow.__dataclass_fields__]
+"""The reviews columns read into a ReviewRow."""
+
+
+class Store:
+    """The bot's tables on one database; build it with :meth:`open`."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._writer = engine.execution_options(**{WRITE_LOCK_OPTION: True})
+        self._postgres = engine.dialect.name == "postgresql"
+        self._upsert = postgresql.insert if self._postgres else sqlite.insert
+        # SQLite serves one process through one connection, its statements in arrival order (as
+        # the lock queues them): messages a thread receives back to back reach the runner in
+        # that order. PostgreSQL serves many processes and needs no such queue.
+        self._turns: AbstractAsyncContextManager[Any] = nullcontext() if self._postgres else asyncio.Lock()
+        self._refreshes: WeakValueDictionary[tuple[str, int], asyncio.Lock] = WeakValueDictionary()
+
+    @classmethod
+    async def open(cls, database: str | Database, *, read_only: bool = False) -> Store:
+        """Open a SQLite path or ``postgresql://`` URL, migrating its tables to the newest schema.
+
+        ``read_only`` changes nothing, not even the schema: SQLite opens the file with
+        ``mode=ro`` (`DatabaseError` if there is none), PostgreSQL makes every transaction read-only.
+        """
+        if isinstance(database, str):
+            database = Database.parse(database)
+        if read_only and not database.is_postgres and not database.sqlite_path.is_file():
+            raise DatabaseError(f"no database at {database}")
+        engine = database.create_engine(read_only=read_only)
+        try:
+            if not read_only:
+                await migrate(engine)
+        except BaseException:
+            await engine.dispose()
+            raise
+        return cls(engine)
+
+    async def close(self) -> None:
+        """Close every connection; the Store cannot be used afterwards."""
+        await self._engine.dispose()
+
+    # -- dedupe --------------------------------------------------------------------------------
+
+    async def claim(self, *keys: str) -> bool:
+        """Record every key at once; False (recording nothing) if any was recorded before.
+
+        One transaction inserts them all, so two deliveries of the same Slack message racing
+        here (even in two processes) cannot both win, and a refused claim leaves no key behind.
+        """
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            raise ValueError("claim needs at least one key")
+        now = _now()
+        try:
+            async with self._write() as connection:
+                await connection.execute(insert(claims), [{"key": key, "claimed_at": now} for key in unique])
+        except IntegrityError:
+            return False
+        return True
+
+    async def prune_claims(self, older_than_days: int = 7) -> int:
+        """Forget claims older than the given days (Slack stops retrying within hours); the count."""
+        cutoff = _now() - timedelta(days=older_than_days)
+        async with self._write() as connection:
+            result = await connection.execute(delete(claims).where(claims.c.claimed_at < cutoff))
+        return result.rowcount
+
+    # -- threads ---------------------------------------------------------------------------------
+
+    async def add_thread(self, team: str, channel: str, thread_ts: str) -> None:
+        """Remember that the bot takes part in this thread."""
+        row = {"team": team, "channel": channel, "thread_ts": thread_ts, "created_at": _now()}
+        async with self._write() as connection:
+            await connection.execute(self._upsert(threads).values(row).on_conflict_do_nothing())
+
+    async def has_thread(self, team: str, channel: str, thread_ts: str) -> bool:
+        """Whether the bot takes part in this thread."""
+        query = select(
+            exists().where(
+                threads.c.team == team, threads.c.channel == channel, threads.c.thread_ts == thread_ts
+            )
+        )
+        return bool(await self._scalar(query))
+
+    # -- channel rubrics and settings ------------------------------------------------------------
+
+    async def set_channel_rubric(self, team: str, channel: str, text: str, user: str) -> None:
+        """Set (or replace) the channel's default rubric for new conversations; the last write wins."""
+        await self._put_channel_row(
+            channel_rubrics, team, channel, {"rubric_text": text, "set_by": user, "updated_at": _now()}
+        )
+
+    async def get_channel_rubric(self, team: str, channel: str) -> str | None:
+        """The channel's default rubric text, or None."""
+        table = channel_rubrics
+        return await self._scalar(
+            select(table.c.rubric_text).where(table.c.team == team, table.c.channel == channel)
+        )
+
+    async def clear_channel_rubric(self, team: str, channel: str) -> bool:
+        """Remove the channel's default rubric; False if it had none."""
+        table = channel_rubrics
+        async with self._write() as connection:
+            result = await connection.execute(
+                delete(table).where(table.c.team == team, table.c.channel == channel)
+            )
+        return result.rowcount > 0
+
+    async def set_calibration(self, team: str, channel: str, on: bool) -> None:
+        """Switch grader calibration from the team's reviews on or off for the channel."""
+        await self._put_channel_row(
+            channel_settings, team, channel, {"calibration": on, "updated_at": _now()}
+        )
+
+    async def calibration_enabled(self, team: str, channel: str) -> bool:
+        """Whether calibration is on for the channel (on unless switched off)."""
+        table = channel_settings
+        value = await self._scalar(
+            select(table.c.calibration).where(table.c.team == team, table.c.channel == channel)
+        )
+        return value is None or bool(value)
+
+    async def _put_channel_row(self, table: Any, team: str, channel: str, values: dict[str, Any]) -> None:
+        """Insert or replace the channel's row in one atomic upsert."""
+        statement = self._upsert(table).values(team=team, channel=channel, **values)
+        statement = statement.on_conflict_do_update(
+            index_elements=["team", "channel"], set_={name: statement.excluded[name] for name in values}
+        )
+        async with self._write() as connection:
+            await connection.execute(statement)
+
+    # -- runs ------------------------------------------------------------------------------------
+
+    async def start_run(
+        self, thread_id: str, team: str, channel: str, thread_ts: str, request_ts: str
+    ) -> int:
+        """Record that a request started running; its run id."""
+        row = {
+            "thread_id": thread_id,
+            "team": team,
+            "channel": channel,
+            "thread_ts": thread_ts,
+            "request_ts": request_ts,
+            "started_at": _now(),
+        }
+        async with self._write() as connection:
+            result = await connection.execute(insert(runs).values(row).returning(runs.c.run_id))
+            return int(result.scalar_one())
+
+    async def finish_run(self, run_id: int, status: str) -> None:
+        """Record that a run ended with ``status``."""
+        async with self._write() as connection:
+            await connection.execute(
+                update(runs).where(runs.c.run_id == run_id).values(status=status, finished_at=_now())
+            )
+
+    async def mark_interrupted(self, run_id: int) -> None:
+        """Record that a run was stopped before finishing; it is reported until acknowledged."""
+        await self.finish_run(run_id, INTERRUPTED)
+
+    async def acknowledge_interrupted(self, run_id: int) -> None:
+        """Mark an interrupted run as reported (and as interrupted, if it never finished)."""
+        async with self._write() as connection:
+            await connection.execute(_interrupted_and_reported(update(runs).where(runs.c.run_id == run_id)))
+
+    async def claim_abandoned_runs(self, started_before: datetime) -> list[RunRecord]:
+        """Take the unreported runs an earlier process left behind, marking them interrupted and reported.
+
+        Those are runs that never finished and started before ``started_before`` (this process's
+        start), and interrupted runs whose thread was not told. One UPDATE … RETURNING claims them,
+        so processes starting together each get different runs and every run is reported once.
+        """
+        return await self._claim_interrupted(
+            (runs.c.finished_at.is_(None) & (runs.c.started_at < started_before))
+            | (runs.c.status == INTERRUPTED)
+        )
+
+    async def claim_interrupted_runs(self, thread_id: str) -> list[RunRecord]:
+        """Take the thread's interrupted runs nobody has reported yet, marking them reported."""
+        return await self._claim_interrupted((runs.c.thread_id == thread_id) & (runs.c.status == INTERRUPTED))
+
+    async def release_interrupted(self, run_id: int) -> None:
+        """Undo a claim whose report could not be posted, so that a later attempt reports the run."""
+        async with self._write() as connection:
+            await connection.execute(update(runs).where(runs.c.run_id == run_id).values(acknowledged=False))
+
+    async def _claim_interrupted(self, condition: Any) -> list[RunRecord]:
+        statement = _interrupted_and_reported(
+            update(runs).where(runs.c.acknowledged.is_(False), condition)
+        ).returning(*_RUN_COLUMNS)
+        async with self._write() as connection:
+            claimed = [RunRecord(**row) for row in (await connection.execute(statement)).mappings()]
+        return sorted(claimed, key=lambda run: run.run_id)
+
+    async def mark_undelivered(self, run_id: int) -> None:
+        """Record that the run's closing message could not be posted in its thread."""
+        async with self._write() as connection:
+            await connection.execute(update(runs).where(runs.c.run_id == run_id).values(undelivered=True))
+
+    async def undelivered_runs(
+        self, team: str | None, channel: str | None, since: datetime | None = None
+    ) -> list[RunRecord]:
+        """Runs whose closing message never reached Slack, oldest first; from ``since`` on if given.
+
+        ``None`` for ``team`` or ``channel`` matches every one, as in the other channel queries.
+        """
+        query = (
+            select(*_RUN_COLUMNS)
+            .where(runs.c.undelivered.is_(True), *_scope(runs, team, channel, since, runs.c.started_at))
+            .order_by(runs.c.run_id)
+        )
+        return [RunRecord(**row) for row in await self._rows(query)]
+
+    async def recent_graded_runs(self, team: str, channel: str, limit: int) -> list[RunRecord]:
+        """The channel's latest runs, newest first, leaving out those answered without a rubric."""
+        query = (
+            select(*_RUN_COLUMNS)
+            .where(
+                runs.c.team == team,
+                runs.c.channel == channel,
+                runs.c.status.is_(None) | (runs.c.status != ANSWERED),
+            )
+            .order_by(runs.c.started_at.desc(), runs.c.run_id.desc())
+            .limit(limit)
+        )
+        return [RunRecord(**row) for row in await self._rows(query)]
+
+    # -- the posted-message ledger ---------------------------------------------------------------
+
+    async def record_posted(self, run_id: int, step: Step, part: int, message_ts: str) -> bool:
+        """Record that part ``part`` of the run's ``step`` is in the thread as ``message_ts``.
+
+        False (changing nothing) if that part was recorded before: it is already in the thread.
+        """
+        row = {
+            "run_id": run_id,
+            "iteration": str(step),
+            "part": part,
+            "message_ts": message_ts,
+            "posted_at": _now(),
+        }
+        statement = self._upsert(posted).values(row).on_conflict_do_nothing().returning(posted.c.run_id)
+        async with self._write() as connection:
+            inserted = (await connection.execute(statement)).first()
+        return inserted is not None
+
+    async def posted_messages(self, run_id: int) -> list[PostedMessage]:
+        """What the run has posted so far, in the order it was posted."""
+        query = select(posted).where(posted.c.run_id == run_id).order_by(posted.c.posted_at, posted.c.part)
+        return [
+            PostedMessage(
+                run_id=row["run_id"],
+                step=FINAL_STEP if row["iteration"] == FINAL_STEP else int(row["iteration"]),
+                part=row["part"],
+                message_ts=row["message_ts"],
+                posted_at=row["posted_at"],
+            )
+            for row in await self._rows(query)
+        ]
+
+    # -- evaluations -----------------------------------------------------------------------------
+
+    async def save_evaluation(
+        self,
+        team: str,
+        channel: str,
+        thread_ts: str,
+        message_ts: str,
+        evaluation: RubricEvaluation,
+        rubric_text: str,
+    ) -> None:
+        """Remember a posted evaluation message, keyed by its grading run id and iteration."""
+        values = {
+            "team": team,
+            "channel": channel,
+            "thread_ts": thread_ts,
+            "message_ts": message_ts,
+            "evaluation": evaluation,
+            "rubric_text": rubric_text,
+        }
+        statement = self._upsert(evaluations).values(
+            grading_run_id=evaluation["grading_run_id"],
+            iteration=evaluation["iteration"],
+            created_at=_now(),
+            **values,
+        )
+        statement = statement.on_conflict_do_update(
+            index_elements=["grading_run_id", "iteration"],
+            set_={name: statement.excluded[name] for name in values},
+        )
+        async with self._write() as connection:
+            await connection.execute(statement)
+
+    async def get_evaluation(self, grading_run_id: str, iteration: int) -> EvaluationRecord | None:
+        """A posted evaluation by grading run id and iteration, or None."""
+        query = select(*_EVALUATION_COLUMNS).where(_iteration_of(evaluations, grading_run_id, iteration))
+        rows = await self._rows(query)
+        if not rows:
+            return None
+        return EvaluationRecord(**{**rows[0], "evaluation": _stored_evaluation(rows[0]["evaluation"])})
+
+    async def evaluations_in_channel(
+        self, team: str | None, channel: str | None, since: datetime | None = None
+    ) -> list[RubricEvaluation]:
+        """The evaluations posted in a channel, oldest first; only those from ``since`` on if given.
+
+        ``None`` for ``team`` or ``channel`` matches every one (the terminal report may span them).
+        """
+        table = evaluations
+        query = (
+            select(table.c.evaluation)
+            .where(*_scope(table, team, channel, since))
+            .order_by(table.c.created_at, table.c.grading_run_id, table.c.iteration)
+        )
+        return [_stored_evaluation(row["evaluation"]) for row in await self._rows(query)]
+
+    # -- reviews ---------------------------------------------------------------------------------
+
+    async def save_review(
+        self,
+        team: str,
+        channel: str,
+        thread_ts: str,
+        grading_run_id: str,
+        iteration: int,
+        reviewer: str,
+        verdicts: Sequence[ReviewVerdict],
+    ) -> None:
+        """Store a reviewer's verdicts on an iteration, replacing their earlier review of it.
+
+        It waits for a message refresh of the same iteration (see :meth:`locked_reviews`) to end.
+        """
+        now = _now()
+        rows = [
+            {
+                "team": team,
+                "channel": channel,
+                "thread_ts": thread_ts,
+                "grading_run_id": grading_run_id,
+                "iteration": iteration,
+                "criterion": verdict.criterion,
+                "grader_verdict": verdict.grader_verdict,
+                "reviewer_verdict": verdict.reviewer_verdict,
+                "comment": verdict.comment,
+                "reviewer": reviewer,
+                "created_at": now,
+            }
+            for verdict in verdicts
+        ]
+        async with self._write() as connection:
+            await _lock_iteration(connection, grading_run_id, iteration)
+            await connection.execute(
+                delete(reviews).where(
+                    _iteration_of(reviews, grading_run_id, iteration), reviews.c.reviewer == reviewer
+                )
+            )
+            if rows:
+                await connection.execute(insert(reviews), rows)
+
+    @asynccontextmanager
+    async def locked_reviews(self, grading_run_id: str, iteration: int) -> AsyncIterator[list[ReviewRow]]:
+        """Every review of the iteration, with the iteration locked until the block ends.
+
+        Other refreshes of the same iteration wait meanwhile, so a refresh that updates the
+        iteration's message inside the block is never overtaken by one that read fewer reviews.
+        On PostgreSQL the lock is the evaluation row's (``FOR UPDATE``): refreshes and saves in
+        every process wait for it. SQLite serves one process, whose refreshes take turns on a lock
+        of this Store; holding the file's write lock instead would stall every other write
+        (checkpoints included) for as long as the block talks to Slack.
+        """
+        if not self._postgres:
+            async with self._refreshes.setdefault((grading_run_id, iteration), asyncio.Lock()):
+                yield await self.reviews_for_iteration(grading_run_id, iteration)
+            return
+        async with self._write() as connection:
+            await _lock_iteration(connection, grading_run_id, iteration)
+            yield await self._reviews_of_iteration(connection, grading_run_id, iteration)
+
+    async def reviews_for_iteration(self, grading_run_id: str, iteration: int) -> list[ReviewRow]:
+        """Every reviewer's verdicts on one iteration, oldest review first."""
+        async with self._turns, self._engine.connect() as connection:
+            return await self._reviews_of_iteration(connection, grading_run_id, iteration)
+
+    async def reviews_in_channel(
+        self, team: str | None, channel: str | None, since: datetime | None = None
+    ) -> list[ReviewRow]:
+        """The channel's reviews, oldest first; only those made at or after ``since`` if given.
+
+        ``None`` for ``team`` or ``channel`` matches every one (the terminal report may span them).
+        """
+        query = (
+            select(*_REVIEW_COLUMNS)
+            .where(*_scope(reviews, team, channel, since))
+            .order_by(reviews.c.created_at, reviews.c.reviewer, reviews.c.criterion)
+        )
+        return [ReviewRow(**row) for row in await self._rows(query)]
+
+    async def recent_disagreements(
+        self,
+        team: str,
+        channel: str,
+        rubric_text: str | None = None,
+        limit: int = 5,
+        *,
+        calibrating_only: bool = False,
+    ) -> list[ReviewRow]:
+        """The channel's latest reviews that differ from the grader, newest first.
+
+        With ``rubric_text`` only those of evaluations graded against that exact rubric. With
+        ``calibrating_only`` none at all if calibration is switched off in the channel: the grader
+        reads its examples in one query.
+        """
+        query = select(*_REVIEW_COLUMNS).where(
+            reviews.c.team == team,
+            reviews.c.channel == channel,
+            reviews.c.reviewer_verdict != reviews.c.grader_verdict,
+        )
+        if calibrating_only:
+            settings = channel_settings
+            query = query.where(
+                ~exists().where(
+                    settings.c.team == team,
+                    settings.c.channel == channel,
+                    settings.c.calibration.is_(false()),
+                )
+            )
+        if rubric_text is not None:
+            query = query.where(
+                exists().where(
+                    evaluations.c.grading_run_id == reviews.c.grading_run_id,
+                    evaluations.c.iteration == reviews.c.iteration,
+                    evaluations.c.rubric_text == rubric_text,
+                )
+            )
+        query = query.order_by(reviews.c.created_at.desc()).limit(limit)
+        return [ReviewRow(**row) for row in await self._rows(query)]
+
+    @staticmethod
+    async def _reviews_of_iteration(
+        connection: AsyncConnection, grading_run_id: str, iteration: int
+    ) -> list[ReviewRow]:
+        query = (
+            select(*_REVIEW_COLUMNS)
+            .where(_iteration_of(reviews, grading_run_id, iteration))
+            .order_by(reviews.c.created_at, reviews.c.reviewer, reviews.c.criterion)
+        )
+        result = await connection.execute(query)
+        return [ReviewRow(**row) for row in result.mappings()]
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction that writes: committed when the block ends, rolled back if it raises."""
+        async with self._turns, self._writer.begin() as connection:
+            yield connection
+
+    async def _rows(self, query: Select[Any]) -> list[Any]:
+        async with self._turns, self._engine.connect() as connection:
+            result = await connection.execute(query)
+            return list(result.mappings())
+
+    async def _scalar(self, query: Select[Any]) -> Any:
+        async with self._turns, self._engine.connect() as connection:
+            return await connection.scalar(query)
+
+
+async def migrate(engine: AsyncEngine) -> None:
+    """Bring the bot's tables to the newest schema, one process at a time, in one transaction."""
+    async with engine.execution_options(**{WRITE_LOCK_OPTION: True}).begin() as connection:
+        if engine.dialect.name == "postgresql":
+            await connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        await connection.run_sync(migrations.upgrade)
+
+
+async def _lock_iteration(connection: AsyncConnection, grading_run_id: str, iteration: int) -> None:
+    """Lock the iteration's evaluation row until the transaction ends (SQLite: already locked)."""
+    query = select(evaluations.c.iteration).where(_iteration_of(evaluations, grading_run_id, iteration))
+    await connection.execute(query.with_for_update())
+
+
+def _interrupted_and_reported(statement: Update) -> Update:
+    """``statement`` setting runs reported, and interrupted now unless they had ended already."""
+    return statement.values(
+        acknowledged=True,
+        status=func.coalesce(runs.c.status, INTERRUPTED),
+        finished_at=func.coalesce(runs.c.finished_at, _now()),
+    )
+
+
+def _iteration_of(table: Any, grading_run_id: str, iteration: int) -> Any:
+    return and_(table.c.grading_run_id == grading_run_id, table.c.iteration == iteration)
+
+
+def _scope(
+    table: Any, team: str | None, channel: str | None, since: datetime | None, time: Any = None
+) -> list[Any]:
+    """Conditions for rows of a team and channel made from ``since`` on; a None filter is left out.
+
+    The time is the table's ``created_at`` unless another column is given (runs: ``started_at``).
+    """
+    conditions = []
+    if team is not None:
+        conditions.append(table.c.team == team)
+    if channel is not None:
+        conditions.append(table.c.channel == channel)
+    if since is not None:
+        conditions.append((table.c.created_at if time is None else time) >= since)
+    return conditions
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _stored_evaluation(document: dict[str, Any]) -> RubricEvaluation:
+    """A stored evaluation as the typed RubricEvaluation, keys added since it was stored filled in."""
+    return cast(RubricEvaluation, {**EVALUATION_DEFAULTS, **document})

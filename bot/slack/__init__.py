@@ -1,0 +1,10 @@
+"""Slack plumbing shared by every feature: how the bot talks to Slack and what Slack sends it.
+
+- ``client``: the bot's Web API client, what its calls raise, and reporting a failed call.
+- ``http``: the signed-request HTTP app Slack posts events, commands and interactivity to.
+- ``socket_mode``: check the tokens, connect, stay connected, stop when asked.
+- ``blocks``: Block Kit limits and the generic builders every surface renders with.
+- ``mrkdwn``: the bot's own mrkdwn text: escaping, truncation, splitting.
+- ``markdown``: model-written Markdown for ``markdown`` blocks: mentions kept inert, split to limits.
+- ``payloads``: inbound interactivity payloads (clicks, modal submissions) as pydantic models.
+"""

@@ -1,0 +1,8 @@
+"""One Slack thread, one conversation: requests in, graded answers out.
+
+- ``conversation``: which Slack messages are requests, and which thread (conversation) each is in.
+- ``jobs``: the job queues (in-process for SQLite, PostgreSQL's for many processes) and their payloads.
+- ``runner``: what a job does: run the agent on a request and post each iteration and the answer.
+- ``progress``: what a thread shows while the bot works (thread status, else ⏳).
+- ``render``: the thread messages and the rubric UI, as pure functions to Slack payloads.
+"""

@@ -1,0 +1,407 @@
+"""Background jobs per Slack thread: one at a time per thread, in arrival order, many threads at once.
+
+Listeners ack at once and submit a job (a kind name and a JSON payload) under the thread's key.
+Two queues do that behind one small protocol, `JobQueue`:
+
+- `ThreadScheduler`, the embedded default (SQLite): asyncio tasks in this process. Jobs live in
+  memory, so a stopping process abandons what it has not reached (the thread is told).
+- `DurableQueue` (PostgreSQL): procrastinate jobs whose lock is the thread key, so a thread's jobs
+  run one at a time in creation order across every `serve` and `worker` process. Jobs outlive
+  processes: a stopping process leaves them for the others (or its successor), and a job whose
+  process died is found by its missing heartbeat and run again (see `DurableQueue`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import os
+import socket
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import procrastinate
+import psycopg
+from procrastinate import JobContext
+from procrastinate.exceptions import ConnectorException
+from procrastinate.schema import SchemaManager
+
+from bot.config import DEFAULT_CONCURRENCY, DEFAULT_STALLED_AFTER
+from bot.db.database import Database
+
+logger = logging.getLogger(__name__)
+
+Payload = Mapping[str, Any]
+"""A job's arguments: JSON-serialisable, since a durable job is stored in the database."""
+
+
+class Abandoned(enum.Enum):
+    """Why a job will never be done."""
+
+    STOPPING = "stopping"
+    """The embedded queue's process stopped before it reached the job."""
+    GAVE_UP = "gave_up"
+    """The job was cut short `MAX_ATTEMPTS` times (crashes or restarts mid-run)."""
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """One kind of job: how to do it, and what to tell its thread when it will never be done."""
+
+    name: str
+    run: Callable[[Payload, int], Awaitable[None]]
+    """Does the job; the int counts earlier attempts that were cut short (0 on the first try),
+    so a later attempt knows to resume rather than start."""
+    abandon: Callable[[Payload, Abandoned], Awaitable[None]]
+
+
+class JobQueue(Protocol):
+    """Where the runner puts work: per key (a thread) one job at a time, in submission order."""
+
+    @property
+    def durable(self) -> bool:
+        """Whether queued and running jobs outlive this process (and so are never abandoned)."""
+        ...
+
+    @property
+    def busy(self) -> int:
+        """Jobs queued or running in this process (for the shutdown log)."""
+        ...
+
+    def register(self, kind: JobKind) -> None:
+        """Make `kind` known; every kind is registered before `start`."""
+        ...
+
+    async def start(self) -> None:
+        """Begin running jobs."""
+        ...
+
+    async def submit(self, key: str, kind: str, payload: Payload) -> bool:
+        """Queue a job behind the key's earlier ones; False if the queue no longer takes jobs."""
+        ...
+
+    async def drain(self, grace: float) -> None:
+        """Stop: give running jobs `grace` seconds to finish, then cut them short."""
+        ...
+
+
+# -- embedded ------------------------------------------------------------------------------------
+
+
+@dataclass
+class ThreadScheduler:
+    """The in-process queue: runs jobs one at a time per key, in submission order, keys concurrently.
+
+    Each busy key has one asyncio task that empties its queue and then exits, so idle threads cost
+    nothing and thousands of threads can be known without thousands of tasks.
+    """
+
+    _kinds: dict[str, JobKind] = field(default_factory=dict)
+    _queues: dict[str, deque[tuple[JobKind, Payload]]] = field(default_factory=dict)
+    _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _closed: bool = False
+
+    @property
+    def durable(self) -> bool:
+        """Jobs live in this process's memory only."""
+        return False
+
+    @property
+    def busy(self) -> int:
+        """How many keys have work queued or running."""
+        return len(self._workers)
+
+    def register(self, kind: JobKind) -> None:
+        """Make `kind` known to `submit`."""
+        self._kinds[kind.name] = kind
+
+    async def start(self) -> None:
+        """Nothing to start: each submitted key gets its own task."""
+
+    async def submit(self, key: str, kind: str, payload: Payload) -> bool:
+        """Queue the job behind the key's earlier jobs; False once draining has begun."""
+        if self._closed:
+            return False
+        self._queues.setdefault(key, deque()).append((self._kinds[kind], payload))
+        if key not in self._workers:
+            self._workers[key] = asyncio.create_task(self._work(key), name=f"thread {key}")
+        return True
+
+    async def _work(self, key: str) -> None:
+        queue = self._queues[key]
+        try:
+            while queue:
+                kind, payload = queue.popleft()
+                try:
+                    await kind.run(payload, 0)
+                except Exception:
+                    # One failed job must not strand the ones queued behind it.
+                    logger.exception("%s job for thread %s failed", kind.name, key)
+        finally:
+            del self._queues[key]
+            del self._workers[key]
+
+    async def drain(self, grace: float) -> None:
+        """Stop taking jobs, abandon queued ones, give running ones `grace` seconds, cancel the rest."""
+        self._closed = True
+        queued = [job for queue in self._queues.values() for job in queue]
+        for queue in self._queues.values():
+            queue.clear()
+        await asyncio.gather(
+            *(kind.abandon(payload, Abandoned.STOPPING) for kind, payload in queued),
+            return_exceptions=True,
+        )
+        running = list(self._workers.values())
+        if not running:
+            return
+        _, late = await asyncio.wait(running, timeout=grace)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+
+
+# -- durable (PostgreSQL) ------------------------------------------------------------------------
+
+TASK_PREFIX = "rubric_bot."
+"""Prefix of the procrastinate task names of job kinds (`rubric_bot.request`, ...)."""
+
+MAX_ATTEMPTS = 3
+"""How many times a job may be cut short (its process crashed or was stopped mid-run) before it is
+given up and its thread told; each new attempt resumes from the conversation's checkpoint."""
+
+HEARTBEATS_PER_TIMEOUT = 3
+"""Workers beat (and look for dead workers' jobs) this many times per stalled-after period: a
+live worker is never mistaken for a dead one unless its event loop stalls for two beats."""
+
+FETCH_POLL_SECONDS = 1.0
+"""How often an idle worker looks for jobs without being woken. Wake-ups (PostgreSQL notifications)
+make this a fallback, but procrastinate drops one that arrives while it is already fetching, so a
+thread's next job may wait up to this long."""
+
+POOL_MAX_CONNECTIONS = 5
+"""Connections the queue's pool may open per process (jobs touch the queue at start and end only);
+the worker's wake-up listener holds one more of its own."""
+
+SCHEMA_LOCK = 72_190_001
+"""PostgreSQL advisory lock key held while the queue's schema is applied, so that processes
+starting together do not apply it twice."""
+
+SWEEP_LOCK = 72_190_002
+"""PostgreSQL advisory lock key held while one process re-queues dead workers' jobs, so two
+processes never re-queue the same job (the second could catch it already running again)."""
+
+LOCK_RELEASED_TRIGGER = """
+CREATE OR REPLACE FUNCTION rubric_bot_notify_lock_released() RETURNS trigger
+    LANGUAGE plpgsql
+AS $$
+DECLARE
+    payload TEXT := json_build_object('type', 'job_inserted', 'job_id', OLD.id)::text;
+BEGIN
+    PERFORM pg_notify('procrastinate_queue_v1#' || OLD.queue_name, payload);
+    PERFORM pg_notify('procrastinate_any_queue_v1', payload);
+    RETURN NULL;
+END;
+$$;
+DROP TRIGGER IF EXISTS rubric_bot_lock_released ON procrastinate_jobs;
+CREATE TRIGGER rubric_bot_lock_released
+    AFTER UPDATE OF status OR DELETE ON procrastinate_jobs
+    FOR EACH ROW WHEN (old.status = 'doing' AND old.lock IS NOT NULL)
+    EXECUTE PROCEDURE rubric_bot_notify_lock_released();
+"""
+"""Wakes the workers when a job with a lock stops running (finished, deleted or re-queued).
+procrastinate notifies them only when a job is inserted, so a thread's next job, held back by the
+lock, would otherwise wait for the next poll; this sends procrastinate's own "job inserted"
+notification when the lock frees up."""
+
+
+class DurableQueue:
+    """Jobs in PostgreSQL through procrastinate: the lock of each job is its thread key.
+
+    Every process that `start`s runs a procrastinate worker (`concurrency` jobs at once) that beats
+    every `stalled_after / 3` seconds. Each of them also looks, as often, for jobs left `doing` by
+    workers whose heartbeat is older than `stalled_after` and re-queues them; a job whose process
+    died therefore runs again within `stalled_after * 4 / 3` seconds (40 s by default), as a later
+    attempt, before any later job of its thread.
+    """
+
+    def __init__(
+        self,
+        app: procrastinate.App,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        stalled_after: float = DEFAULT_STALLED_AFTER,
+    ) -> None:
+        self._app = app
+        self._concurrency = concurrency
+        self._stalled_after = stalled_after
+        self._running: set[asyncio.Task[Any]] = set()
+        self._worker: asyncio.Task[None] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls,
+        url: str,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        stalled_after: float = DEFAULT_STALLED_AFTER,
+    ) -> AsyncIterator[DurableQueue]:
+        """The queue in the PostgreSQL database at `url` (its schema applied: see `apply_schema`)."""
+        app = procrastinate.App(
+            connector=procrastinate.PsycopgConnector(conninfo=url, max_size=POOL_MAX_CONNECTIONS)
+        )
+        async with app.open_async():
+            queue = cls(app, concurrency=concurrency, stalled_after=stalled_after)
+            try:
+                yield queue
+            finally:
+                await queue.drain(0)
+
+    @property
+    def durable(self) -> bool:
+        """Jobs live in PostgreSQL."""
+        return True
+
+    @property
+    def busy(self) -> int:
+        """Jobs running in this process (queued ones wait in the database)."""
+        return len(self._running)
+
+    def register(self, kind: JobKind) -> None:
+        """Register `kind` as a procrastinate task, retried when cut short."""
+
+        async def run(context: JobContext, **payload: Any) -> None:
+            attempt = context.job.attempts
+            if attempt >= MAX_ATTEMPTS:
+                await kind.abandon(payload, Abandoned.GAVE_UP)
+                return
+            # procrastinate runs each job in a task of its own: `drain` cancels it after the grace.
+            task = asyncio.current_task()
+            assert task is not None
+            self._running.add(task)
+            try:
+                await kind.run(payload, attempt)
+            finally:
+                self._running.discard(task)
+
+        self._app.task(
+            name=TASK_PREFIX + kind.name,
+            pass_context=True,
+            # One more try than MAX_ATTEMPTS: the last one tells the thread it was given up.
+            retry=procrastinate.RetryStrategy(max_attempts=MAX_ATTEMPTS),
+        )(run)
+
+    async def start(self) -> None:
+        """Run a worker and the dead-worker sweep in the background until `drain`."""
+        heartbeat = self._stalled_after / HEARTBEATS_PER_TIMEOUT
+        self._worker = asyncio.create_task(
+            self._app.run_worker_async(
+                name=f"{socket.gethostname()}:{os.getpid()}",
+                concurrency=self._concurrency,
+                install_signal_handlers=False,
+                fetch_job_polling_interval=FETCH_POLL_SECONDS,
+                update_heartbeat_interval=heartbeat,
+                stalled_worker_timeout=self._stalled_after,
+                delete_jobs="successful",
+            ),
+            name="procrastinate worker",
+        )
+        self._sweeper = asyncio.create_task(self._sweep_forever(heartbeat), name="stalled job sweep")
+
+    async def submit(self, key: str, kind: str, payload: Payload) -> bool:
+        """Store the job in PostgreSQL behind the thread's earlier jobs."""
+        await self._app.configure_task(TASK_PREFIX + kind, lock=key).defer_async(**payload)
+        return True
+
+    async def drain(self, grace: float) -> None:
+        """Stop fetching jobs; running ones get `grace` seconds, then are cut short and re-queued."""
+        sweeper, worker, self._sweeper, self._worker = self._sweeper, self._worker, None, None
+        if sweeper is not None:
+            sweeper.cancel()
+            await asyncio.gather(sweeper, return_exceptions=True)
+        if worker is None:
+            return
+        # A cancelled procrastinate worker fetches no more jobs and waits for the running ones;
+        # those cut short after the grace end as aborted, and the retry strategy re-queues them.
+        worker.cancel()
+        done, _ = await asyncio.wait([worker], timeout=grace)
+        if not done:
+            for task in list(self._running):
+                task.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+
+    async def requeue_stalled(self) -> int:
+        """Re-queue the jobs of workers that stopped beating; how many (0 if another process is at it)."""
+        connector = self._app.connector
+        assert isinstance(connector, procrastinate.PsycopgConnector)
+        async with connector.pool.connection() as connection:
+            got = await connection.execute("SELECT pg_try_advisory_lock(%s)", (SWEEP_LOCK,))
+            row = await got.fetchone()
+            if not row or not row[0]:
+                return 0
+            try:
+                return await self._requeue(connection)
+            finally:
+                await connection.execute("SELECT pg_advisory_unlock(%s)", (SWEEP_LOCK,))
+
+    async def _requeue(self, connection: psycopg.AsyncConnection[Any]) -> int:
+        manager = self._app.job_manager
+        stalled = await manager.get_stalled_jobs(seconds_since_heartbeat=self._stalled_after)
+        count = 0
+        for job in stalled:
+            try:
+                await manager.retry_job(job)
+            except ConnectorException:
+                logger.warning("job %s finished before it could be re-queued", job.id)
+                continue
+            logger.warning("re-queued job %s of thread %s: its worker stopped beating", job.id, job.lock)
+            count += 1
+        return count
+
+    async def _sweep_forever(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.requeue_stalled()
+            except (ConnectorException, psycopg.Error):
+                logger.exception("looking for stalled jobs failed; trying again in %.0f s", interval)
+
+
+@contextlib.asynccontextmanager
+async def open_queue(
+    database: Database,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    stalled_after: float = DEFAULT_STALLED_AFTER,
+) -> AsyncIterator[JobQueue]:
+    """The queue that suits the database: procrastinate's in PostgreSQL, the in-process one with SQLite."""
+    if not database.is_postgres:
+        yield ThreadScheduler()
+        return
+    async with DurableQueue.open(
+        database.conninfo, concurrency=concurrency, stalled_after=stalled_after
+    ) as queue:
+        yield queue
+
+
+async def apply_schema(url: str) -> None:
+    """Create procrastinate's tables, functions and our wake-up trigger in `url`'s database if absent.
+
+    Several processes may start at once: an advisory lock lets one apply it while the rest wait.
+    """
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+        await connection.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+        try:
+            present = await connection.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
+            row = await present.fetchone()
+            if not (row and row[0]):
+                async with connection.transaction():
+                    await connection.execute(SchemaManager.get_schema())
+                    await connection.execute(LOCK_RELEASED_TRIGGER)
+        finally:
+            await connection.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))

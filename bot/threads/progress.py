@@ -1,0 +1,76 @@
+"""What a thread shows while the bot works on a request: Slack's thread status, else ⏳.
+
+The thread status (``assistant.threads.setStatus``, sent with Bolt's ``AsyncSetStatus``) says
+what is happening now: writing a draft, grading iteration 2/3, revising. Slack shows it under the
+thread and clears it whenever the bot posts there (and after two minutes without a post), so it
+is set again at each step. Where Slack refuses the status (an app installed without the scope
+the method needs, a workspace or conversation that does not support it), the request gets the
+⏳ reaction for the whole run instead.
+"""
+
+from __future__ import annotations
+
+from slack_bolt.async_app import AsyncSetStatus
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.client import attempt
+from bot.threads.conversation import UserMessage
+
+WORKING_REACTION = "hourglass_flowing_sand"
+"""Reaction put on a request while the bot works on it where the thread status is refused."""
+
+DRAFTING = "is writing a draft…"
+"""Thread status while the worker writes its first answer (Slack puts the app's name before it)."""
+
+GRADING = "is grading iteration {position}…"
+"""Thread status while the grader checks an answer; ``position`` reads like ``2/3``."""
+
+REVISING = "is revising…"
+"""Thread status while the worker revises its answer after the grader's feedback."""
+
+CLEARED = ""
+"""The empty status, which takes the status off the thread."""
+
+
+class WorkingIndicator:
+    """One run's progress in its thread: call `start` before the run and `stop` after it."""
+
+    def __init__(self, client: AsyncWebClient, request: UserMessage) -> None:
+        self._client = client
+        self._request = request
+        self._set_status = AsyncSetStatus(client, request.channel, request.thread_ts)
+        self._reacting = False
+
+    async def start(self) -> None:
+        """Show that the worker is drafting; ⏳ on the request where the status is refused."""
+        if not await self._show(DRAFTING):
+            self._reacting = True
+            await react(self._client, "reactions_add", self._request)
+
+    async def grading(self, iteration: int, max_iterations: int) -> None:
+        """Show that the grader is checking iteration ``iteration`` (0-based) of ``max_iterations``."""
+        await self._show(GRADING.format(position=f"{iteration + 1}/{max_iterations}"))
+
+    async def revising(self) -> None:
+        """Show that the worker is revising after the grader's feedback."""
+        await self._show(REVISING)
+
+    async def stop(self) -> None:
+        """Take the status (or ⏳) off the thread."""
+        if self._reacting:
+            await react(self._client, "reactions_remove", self._request)
+        else:
+            await self._show(CLEARED)
+
+    async def _show(self, status: str) -> bool:
+        """Set the thread status; False (logged) if Slack refused it or this run uses ⏳."""
+        if self._reacting:
+            return False
+        shown = await attempt(self._set_status(status), f"set the thread status in {self._request.thread_id}")
+        return shown is not None
+
+
+async def react(client: AsyncWebClient, method: str, request: UserMessage) -> None:
+    """Add (``reactions_add``) or remove (``reactions_remove``) ⏳ on a request; failures are logged."""
+    call = getattr(client, method)(channel=request.channel, timestamp=request.ts, name=WORKING_REACTION)
+    await attempt(call, f"{method} ⏳ in thread {request.thread_id}")

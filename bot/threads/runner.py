@@ -1,0 +1,455 @@
+"""The thread runner: background work per Slack thread, one job at a time per thread.
+
+Listeners ack at once and hand requests here. A job queue (`bot.threads.jobs`) keeps each thread's jobs in
+arrival order while different threads run concurrently; `ThreadRunner` does the work of a job — runs the
+agent, posts each evaluation and the final answer into the thread — and records runs so that a
+restart or crash in the middle is reported in the thread instead of passing silently, a run that
+takes too long ends with a notice, and an answer Slack never took is recorded as undelivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from langchain_core.messages import AnyMessage, HumanMessage
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.agent import ConversationAgent, ThreadContext, TurnOutcome, agent_config, run_turn, turn_evaluations
+from bot.config import DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
+from bot.db.store import ANSWERED, FAILED, FINAL_STEP, INTERRUPTED, TIMED_OUT, RunRecord, Step, Store
+from bot.review.review import review_controls
+from bot.slack.blocks import MAX_BLOCKS, context_block
+from bot.slack.client import attempt, describe_error
+from bot.threads import render
+from bot.threads.conversation import UserMessage
+from bot.threads.jobs import MAX_ATTEMPTS, Abandoned, JobKind, JobQueue, Payload, ThreadScheduler
+from bot.threads.progress import WorkingIndicator, react
+from grading import RubricError, RubricEvaluation, parse_rubric
+
+logger = logging.getLogger(__name__)
+
+
+REQUEST_JOB = "request"
+"""Job kind of a request for the agent; payload: the message and its run id."""
+
+RUBRIC_JOB = "rubric"
+"""Job kind of a `rubric:` message; payload: the message and the rubric text."""
+
+PROMPT_JOB = "prompt"
+"""Job kind of a mention with nothing to do; payload: the message. Queued so that it names the
+rubric in force after any earlier `rubric:` message in the thread."""
+
+NOTICE_JOB = "interrupted_notice"
+"""Job kind telling a thread that an earlier process died in its run; payload: the request and run id."""
+
+
+class RunTimeout(Exception):
+    """A whole run took longer than the runner allows (`RUBRIC_BOT_RUN_TIMEOUT`)."""
+
+
+@dataclass
+class _Ledger:
+    """What one run has put in its thread, kept in the `posted` table as it goes: a resumed run
+    posts only the parts that are missing. (A crash between Slack taking a message and the ledger
+    recording it is the one window in which a part can appear twice.)"""
+
+    reply: Callable[[dict[str, Any]], Awaitable[str | None]]
+    """Posts a message in the run's thread; its ts, or None if Slack failed."""
+    store: Store
+    run_id: int
+    posted: dict[tuple[Step, int], str]
+
+    async def post(self, step: Step, part: int, payload: dict[str, Any]) -> str | None:
+        """Post part `part` of `step` unless it is in the thread already; its ts, None if Slack failed."""
+        if (step, part) in self.posted:
+            return self.posted[(step, part)]
+        ts = await self.reply(payload)
+        if ts is not None:
+            await self.store.record_posted(self.run_id, step, part, ts)
+            self.posted[(step, part)] = ts
+        return ts
+
+
+class ThreadRunner:
+    """Does the bot's work in Slack threads: rubric changes and graded runs, posted as they happen."""
+
+    def __init__(
+        self,
+        *,
+        agent: ConversationAgent,
+        store: Store,
+        client: AsyncWebClient,
+        queue: JobQueue | None = None,
+        model_timeout: float = DEFAULT_MODEL_TIMEOUT,
+        run_timeout: float = DEFAULT_RUN_TIMEOUT,
+    ) -> None:
+        """`model_timeout` is what the models were built with (for the notice); `run_timeout` is enforced."""
+        self._agent = agent
+        self._store = store
+        self._client = client
+        self._queue = queue or ThreadScheduler()
+        self._model_timeout = model_timeout
+        self._run_timeout = run_timeout
+        self._kinds = {
+            kind.name: kind
+            for kind in (
+                JobKind(REQUEST_JOB, self._request_job, self._abandon_request),
+                JobKind(RUBRIC_JOB, self._rubric_job, self._abandon_message),
+                JobKind(PROMPT_JOB, self._prompt_job, self._abandon_message),
+                JobKind(NOTICE_JOB, self._notice_job, self._abandon_notice),
+            )
+        }
+        for kind in self._kinds.values():
+            self._queue.register(kind)
+
+    @property
+    def busy_threads(self) -> int:
+        """Jobs queued or running in this process."""
+        return self._queue.busy
+
+    async def submit_request(self, message: UserMessage) -> None:
+        """Queue a request for the agent in its thread (recorded first, so a crash is noticed)."""
+        run_id = await self._store.start_run(
+            message.thread_id, message.team, message.channel, message.thread_ts, message.ts
+        )
+        await self._submit(message.thread_id, REQUEST_JOB, _run_payload(message, run_id))
+
+    async def submit_rubric(self, message: UserMessage, rubric_text: str) -> None:
+        """Queue a `rubric:` message: it replaces the thread's rubric after any earlier runs."""
+        await self._submit(message.thread_id, RUBRIC_JOB, {"message": asdict(message), "rubric": rubric_text})
+
+    async def ask_for_request(self, message: UserMessage) -> None:
+        """Queue the answer to a mention with nothing to do: the rubric in force, and "what should I do?"."""
+        await self._submit(message.thread_id, PROMPT_JOB, {"message": asdict(message)})
+
+    async def report_abandoned_runs(self, started_before: datetime) -> int:
+        """Tell each thread whose run an earlier process left unfinished, once; how many there were.
+
+        The runs are claimed at once (another process starting now gets none of them); each notice
+        is queued in its thread, so it comes before any new request's answer there.
+        """
+        runs = await self._store.claim_abandoned_runs(started_before)
+        for run in runs:
+            request = _request_of(run)
+            await self._submit(request.thread_id, NOTICE_JOB, _run_payload(request, run.run_id))
+        return len(runs)
+
+    async def reply(self, message: UserMessage, payload: dict[str, Any]) -> str | None:
+        """Post a message in `message`'s thread; its ts, or None if Slack failed (logged)."""
+        response = await attempt(
+            self._client.chat_postMessage(channel=message.channel, thread_ts=message.thread_ts, **payload),
+            f"post in thread {message.thread_id}",
+        )
+        return response.get("ts") if response is not None else None
+
+    async def drain(self, grace: float) -> None:
+        """Stop for a restart: finish what can finish within `grace`, mark the rest interrupted."""
+        await self._queue.drain(grace)
+
+    # -- jobs ------------------------------------------------------------------
+
+    async def _submit(self, thread_id: str, kind: str, payload: Payload) -> None:
+        if not await self._queue.submit(thread_id, kind, payload):
+            await self._kinds[kind].abandon(payload, Abandoned.STOPPING)
+
+    async def _request_job(self, payload: Payload, attempt: int) -> None:
+        await self._run_request(_message_of(payload), payload["run_id"], resumed=attempt > 0)
+
+    async def _rubric_job(self, payload: Payload, attempt: int) -> None:
+        await self._replace_rubric(_message_of(payload), payload["rubric"])
+
+    async def _prompt_job(self, payload: Payload, attempt: int) -> None:
+        await self._prompt(_message_of(payload))
+
+    async def _notice_job(self, payload: Payload, attempt: int) -> None:
+        await self._tell_abandoned(_message_of(payload), payload["run_id"])
+
+    async def _abandon_request(self, payload: Payload, why: Abandoned) -> None:
+        message, run_id = _message_of(payload), payload["run_id"]
+        if why is Abandoned.STOPPING:
+            await self._tell_interrupted(message, run_id, started=False)
+            return
+        ledger = await self._ledger(message, run_id, resumed=True)
+        await react(self._client, "reactions_remove", message)
+        told = await ledger.post(FINAL_STEP, 0, _gave_up_notice())
+        await self._store.finish_run(run_id, FAILED)
+        if told is None:
+            await self._record_undelivered(message, run_id, FAILED)
+
+    async def _abandon_message(self, payload: Payload, why: Abandoned) -> None:
+        message = _message_of(payload)
+        if why is Abandoned.STOPPING:
+            await self._tell_interrupted(message, None, started=False)
+        else:
+            await self.reply(message, _gave_up_notice())
+
+    async def _abandon_notice(self, payload: Payload, why: Abandoned) -> None:
+        await self._store.release_interrupted(payload["run_id"])
+
+    async def _replace_rubric(self, message: UserMessage, rubric_text: str) -> None:
+        await self._report_interrupted(message)
+        try:
+            rubric = parse_rubric(rubric_text)
+        except RubricError as exc:
+            await self.reply(message, render.rubric_error(str(exc)))
+            return
+        await self._agent.aupdate_state(agent_config(message.thread_id), {"rubric": rubric_text})
+        await self.reply(message, render.rubric_confirmation(rubric))
+
+    async def _prompt(self, message: UserMessage) -> None:
+        state = await self._agent.aget_state(agent_config(message.thread_id))
+        scope, text = "thread", state.values.get("rubric")
+        if not text:
+            scope, text = "channel", await self._store.get_channel_rubric(message.team, message.channel)
+        try:
+            rubric = parse_rubric(text) if text else None
+        except RubricError as exc:  # stored before a change to the rubric format
+            notice = render.error_message(f"This {scope}'s rubric no longer parses", str(exc))
+            await self.reply(message, notice)
+            return
+        await self.reply(message, render.request_prompt(rubric, scope=scope))
+
+    async def _run_request(self, message: UserMessage, run_id: int, *, resumed: bool = False) -> None:
+        """Answer the request; `resumed` when an earlier attempt was cut short (it continues from the
+        conversation's checkpoint and posts only what that attempt did not)."""
+        status, delivered = FAILED, False
+        ledger = await self._ledger(message, run_id, resumed=resumed)
+        progress = WorkingIndicator(self._client, message)
+        try:
+            await self._report_interrupted(message)
+            await progress.start()
+            try:
+                outcome = await self._answer(message, progress, ledger)
+            except Exception as exc:
+                status, notice = self._failure(message, exc)
+                delivered = await ledger.post(FINAL_STEP, 0, notice) is not None
+            else:
+                status = outcome.status or ANSWERED
+                delivered = await self._post_final(ledger, outcome)
+        except asyncio.CancelledError:
+            status = INTERRUPTED
+            # A durable job cut short runs again elsewhere and resumes; an embedded one is lost.
+            if not self._queue.durable:
+                await self._tell_interrupted(message, run_id, started=True)
+            raise
+        finally:
+            await progress.stop()
+            if status != INTERRUPTED:
+                await self._store.finish_run(run_id, status)
+                if not delivered:
+                    await self._record_undelivered(message, run_id, status)
+
+    async def _answer(self, message: UserMessage, progress: WorkingIndicator, ledger: _Ledger) -> TurnOutcome:
+        """Run the agent on the request, posting each evaluation; `RunTimeout` past the run's limit.
+
+        If the checkpoint already holds the request, an earlier attempt was cut short after it got
+        there: the turn continues from the checkpoint instead of starting over.
+        """
+        config = agent_config(message.thread_id)
+        state = (await self._agent.aget_state(config)).values
+        request_id = request_message_id(message)
+        earlier = _messages_through(state.get("messages", []), request_id)
+        rubric_text = state.get("rubric")
+        inputs: dict[str, Any] | None = None
+        before = state
+        if earlier is None:
+            inputs = {"messages": [HumanMessage(message.text, id=request_id)]}
+            if not rubric_text:
+                # A conversation without its own rubric picks up the channel default.
+                rubric_text = await self._store.get_channel_rubric(message.team, message.channel)
+                if rubric_text:
+                    inputs["rubric"] = rubric_text
+        else:
+            before = {**state, "messages": earlier}
+        post_evaluation = partial(self._post_evaluation, message, rubric_text or "", progress, ledger)
+        if earlier is not None:
+            # Iterations the cut-short attempt checkpointed but may not have posted, in order.
+            for evaluation in turn_evaluations(state, state["messages"][len(earlier) :]):
+                await post_evaluation(evaluation)
+        guard = asyncio.timeout(self._run_timeout)
+        try:
+            async with guard:
+                return await run_turn(
+                    self._agent,
+                    inputs,
+                    config,
+                    post_evaluation,
+                    on_grading=progress.grading,
+                    context=ThreadContext(team=message.team, channel=message.channel),
+                    before=before,
+                )
+        except TimeoutError as exc:
+            if guard.expired():
+                raise RunTimeout from exc
+            raise
+
+    def _failure(self, message: UserMessage, exc: Exception) -> tuple[str, dict[str, Any]]:
+        """The run status and the thread's notice for a run that failed with `exc` (logged here)."""
+        if isinstance(exc, RunTimeout):
+            logger.warning("run in thread %s took longer than %gs", message.thread_id, self._run_timeout)
+            return TIMED_OUT, render.error_message(
+                f"The model did not finish this request within {self._run_timeout:g} s",
+                "Each request may take that long at most, so one slow provider cannot hold the thread.",
+            )
+        if _is_timeout(exc):
+            logger.warning("model call in thread %s timed out: %s", message.thread_id, describe_error(exc))
+            return TIMED_OUT, render.error_message(
+                f"The model did not answer within {self._model_timeout:g} s",
+                "The model provider accepted the request but sent no answer in time.",
+            )
+        logger.exception("run in thread %s failed", message.thread_id)
+        return FAILED, render.error_message("The model failed", describe_error(exc))
+
+    async def _post_evaluation(
+        self,
+        message: UserMessage,
+        rubric_text: str,
+        progress: WorkingIndicator,
+        ledger: _Ledger,
+        evaluation: RubricEvaluation,
+    ) -> None:
+        payload = render.evaluation_message(evaluation, review=review_controls(evaluation))
+        ts = await ledger.post(evaluation["iteration"], 0, payload)
+        if ts is not None:
+            await self._store.save_evaluation(
+                message.team, message.channel, message.thread_ts, ts, evaluation, rubric_text
+            )
+        if (
+            evaluation["result"] == "needs_revision"
+            and evaluation["iteration"] + 1 < evaluation["max_iterations"]
+        ):
+            await progress.revising()
+
+    async def _post_final(self, ledger: _Ledger, outcome: TurnOutcome) -> bool:
+        """Post the run's status and answer; whether every part of it reached the thread."""
+        messages = render.final_messages(
+            outcome.status,
+            outcome.answer,
+            iterations=outcome.iterations,
+            max_iterations=outcome.max_iterations,
+            best_iteration=outcome.best_iteration,
+            usage=outcome.usage,
+        )
+        if outcome.status is None:
+            messages = _with_hint(messages, render.no_rubric_hint())
+        posted = [await ledger.post(FINAL_STEP, part, payload) for part, payload in enumerate(messages)]
+        return None not in posted
+
+    async def _ledger(self, message: UserMessage, run_id: int, *, resumed: bool) -> _Ledger:
+        """The run's record of posted messages (only a resumed run can have posted any yet)."""
+        posted = await self._store.posted_messages(run_id) if resumed else []
+        done = {(p.step, p.part): p.message_ts for p in posted}
+        return _Ledger(partial(self.reply, message), self._store, run_id, done)
+
+    async def _record_undelivered(self, message: UserMessage, run_id: int, status: str) -> None:
+        # The grading status says how the answer did; this says nobody saw it, for the operator.
+        logger.error(
+            "run %d in thread %s ended %s, but its answer never reached the thread",
+            run_id,
+            message.thread_id,
+            status,
+        )
+        await self._store.mark_undelivered(run_id)
+
+    # -- interruptions ---------------------------------------------------------
+
+    async def _tell_interrupted(self, message: UserMessage, run_id: int | None, *, started: bool) -> None:
+        what = "stopped before finishing" if started else "didn't get to"
+        told = await self.reply(
+            message,
+            render.error_message(
+                f"The bot is restarting and {what} this request",
+                "Send it again in this thread once the bot is back.",
+            ),
+        )
+        if run_id is not None:
+            await self._store.mark_interrupted(run_id)
+            if told is not None:  # otherwise the next start-up tells the thread
+                await self._store.acknowledge_interrupted(run_id)
+
+    async def _tell_abandoned(self, request: UserMessage, run_id: int) -> None:
+        """Tell the thread a run was lost with the process that ran it, and take its ⏳ off."""
+        told = await self.reply(
+            request,
+            render.error_message(
+                "Your request was interrupted by a restart",
+                "The bot stopped before it finished, so it has no answer. Reply in this thread to try again.",
+            ),
+        )
+        await react(self._client, "reactions_remove", request)
+        if told is None:
+            await self._store.release_interrupted(run_id)
+
+    async def _report_interrupted(self, message: UserMessage) -> None:
+        """Tell the thread about interrupted runs whose notice could not be posted before."""
+        for run in await self._store.claim_interrupted_runs(message.thread_id):
+            await self._tell_abandoned(_request_of(run), run.run_id)
+
+
+def _with_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
+    """The messages with `hint` on a context line at the end (a message of its own if the last is full)."""
+    *earlier, last = messages
+    blocks = last.get("blocks", [])
+    if len(blocks) >= MAX_BLOCKS:
+        return [*messages, {"text": hint}]
+    return [*earlier, {**last, "blocks": [*blocks, context_block(hint).to_dict()]}]
+
+
+def request_message_id(message: UserMessage) -> str:
+    """The id of the request's message in the conversation's checkpoint: the Slack message's own,
+    so an attempt can tell whether an earlier one already added the request."""
+    return f"slack:{message.channel}:{message.ts}"
+
+
+def _messages_through(messages: list[AnyMessage], message_id: str) -> list[AnyMessage] | None:
+    """The conversation up to and including the message with `message_id`; None if it is not there."""
+    ids = [message.id for message in messages]
+    return messages[: ids.index(message_id) + 1] if message_id in ids else None
+
+
+def _gave_up_notice() -> dict[str, Any]:
+    return render.error_message(
+        "The bot could not finish this request",
+        f"It was cut short {MAX_ATTEMPTS} times (the bot process running it stopped each time). "
+        "Send it again in this thread to start over.",
+    )
+
+
+def _run_payload(message: UserMessage, run_id: int) -> dict[str, Any]:
+    """The payload of a job about one run: the request's message and the run's id."""
+    return {"message": asdict(message), "run_id": run_id}
+
+
+def _message_of(payload: Payload) -> UserMessage:
+    """The Slack message a job's payload carries."""
+    return UserMessage(**payload["message"])
+
+
+def _request_of(run: RunRecord) -> UserMessage:
+    """The request a recorded run was answered for, enough to reply to it (its text is not kept)."""
+    return UserMessage(
+        team=run.team, channel=run.channel, ts=run.request_ts, thread_ts=run.thread_ts, user="", text=""
+    )
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it came from, is a call that gave up waiting.
+
+    Provider SDKs raise their own types for a call that timed out (openai's and anthropic's
+    `APITimeoutError`, httpx's `TimeoutException`, …) rather than `TimeoutError`, so they are
+    recognised by name, along the chain of causes.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, TimeoutError) or any("Timeout" in t.__name__ for t in type(current).__mro__):
+            return True
+        current = current.__cause__ or current.__context__
+    return False

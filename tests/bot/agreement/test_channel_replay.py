@@ -1,0 +1,65 @@
+"""`/rubric replay`'s background runner below the listener: one per channel, and a clean stop.
+
+The seeded database (tests/bot/agreement/replay_seed.py), the real SQLite store and checkpointer, a scripted
+grader and the local Slack stand-in; the full command is driven end to end in
+tests/e2e/test_replay_e2e.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.agreement.channel_replay import ChannelReplays, ReplayRequest
+from bot.db.store import Store
+from grading import TranscriptGrader
+from tests.bot.agreement.replay_seed import CHANNEL, TEAM, replayed_grader, seed
+from tests.grading.scripted import ScriptedChatModel
+from tests.standins.slack_api import SlackApiStandin
+
+TOKEN = "xoxb-channel-replay"
+WAIT = 30.0  # bound for the replay to reach its first grader call
+
+
+async def test_stopping_the_bot_stops_a_replay_and_says_so_in_the_channel(tmp_path):
+    path = tmp_path / "bot.sqlite"
+    await seed(path)
+    started, release = threading.Event(), threading.Event()
+
+    def hanging_grader(messages):
+        started.set()
+        release.wait(WAIT)  # the provider never answers while the bot stops
+        return replayed_grader(messages)
+
+    told: list[dict] = []
+
+    async def tell(**message):
+        told.append(message)
+
+    with SlackApiStandin(token=TOKEN) as slack:
+        store = await Store.open(str(path))
+        try:
+            async with AsyncSqliteSaver.from_conn_string(str(path)) as checkpointer:
+                replays = ChannelReplays(
+                    store=store,
+                    checkpointer=checkpointer,
+                    grader=TranscriptGrader(ScriptedChatModel(script=hanging_grader)),
+                    client=AsyncWebClient(token=TOKEN, base_url=slack.api_url),
+                )
+                request = ReplayRequest(TEAM, CHANNEL, "U7", days=None)
+                assert replays.start(request, tell)
+                assert not replays.start(ReplayRequest(TEAM, CHANNEL, "U8", days=7), tell)
+                assert replays.running(TEAM, CHANNEL) == request
+                assert await asyncio.to_thread(started.wait, WAIT)
+
+                await replays.drain()
+                release.set()
+        finally:
+            await store.close()
+
+    (notice,) = slack.messages(CHANNEL)
+    assert "The replay <@U7> asked for was stopped because the bot is restarting" in notice.text
+    assert replays.running(TEAM, CHANNEL) is None and told == []

@@ -1,0 +1,259 @@
+"""The review wiring below the listeners: `/rubric report|calibration` parsing, the store's channel
+queries, and calibration from the team's disagreements into the grader's prompt.
+
+Calibration runs through the real agent (langchain + RubricMiddleware) with scripted models, the
+real SQLite store, and the runner posting to the local Slack stand-in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from bot.agent import ThreadContext, agent_config, build_agent, run_turn
+from bot.config import Settings
+from bot.db.store import ReviewRow, ReviewVerdict, Store
+from bot.listeners.command_text import (
+    MAX_REPORT_DAYS,
+    CommandError,
+    ParsedCommand,
+    calibration_switch,
+    parse_command,
+    report_days,
+)
+from bot.listeners.rubric_command import RUBRIC_SUBCOMMANDS
+from bot.review.review import CALIBRATION_EXAMPLES, calibration_examples, calibration_source
+from bot.slack.client import build_client
+from bot.threads import render
+from bot.threads.conversation import UserMessage
+from bot.threads.runner import ThreadRunner
+from grading import CalibrationExample, RubricEvaluation
+from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
+from tests.standins.slack_api import SlackApiStandin
+
+ROOT = Path(__file__).resolve().parents[3]
+TOKEN = "xoxb-review-flow"
+RUBRIC = "- Names the capital\n- Mentions the river"
+EVENT_TIMEOUT = 10.0  # bound for a run to finish; the scripted models answer at once
+
+
+# -- /rubric report and /rubric calibration ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("report", ParsedCommand("report")),
+        ("REPORT 30", ParsedCommand("report", "30")),
+        ("calibration", ParsedCommand("calibration")),
+        ("calibration Off", ParsedCommand("calibration", "Off")),
+    ],
+)
+def test_report_and_calibration_take_an_optional_word(text, parsed):
+    assert parse_command(text, {s.name: s for s in RUBRIC_SUBCOMMANDS}) == parsed
+
+
+def test_report_days_are_a_bounded_whole_number_or_all_time():
+    assert report_days("") is None
+    assert report_days(" 7 ") == 7
+    assert report_days(str(MAX_REPORT_DAYS)) == MAX_REPORT_DAYS
+    for bad in ("0", "-3", "1.5", "week", str(MAX_REPORT_DAYS + 1)):
+        with pytest.raises(CommandError, match="not a number of days"):
+            report_days(bad)
+
+
+def test_calibration_switch_reads_on_and_off():
+    assert calibration_switch("") is None
+    assert calibration_switch("ON") is True
+    assert calibration_switch("off") is False
+    with pytest.raises(CommandError, match="`on` or `off`, not `maybe`"):
+        calibration_switch("maybe")
+
+
+def test_help_and_the_manifest_name_every_subcommand_of_the_table():
+    text = render.help_text([(s.usage, s.help) for s in RUBRIC_SUBCOMMANDS])
+    manifest = yaml.safe_load((ROOT / "manifest.yml").read_text())
+    (command,) = manifest["features"]["slash_commands"]
+
+    assert "/rubric report [days]" in text and "/rubric calibration on|off" in text
+    alternatives = command["usage_hint"].removeprefix("[").removesuffix("]").split(" | ")
+    hinted = {alternative.split()[0] for alternative in alternatives}
+    assert hinted == {s.name for s in RUBRIC_SUBCOMMANDS}
+    assert "files:write" in manifest["oauth_config"]["scopes"]["bot"]  # the chart upload
+
+
+# -- the store's channel queries ---------------------------------------------------------------------
+
+
+@pytest.fixture
+async def store(tmp_path):
+    opened = await Store.open(str(tmp_path / "bot.sqlite"))
+    yield opened
+    await opened.close()
+
+
+def evaluation(run: str, iteration: int = 0, *, passed: bool = True) -> dict[str, Any]:
+    criteria = [{"name": "Names the capital", "passed": passed, "gap": "", "score": None}]
+    return {"grading_run_id": run, "iteration": iteration, "kind": "list", "criteria": criteria}
+
+
+async def test_evaluations_in_channel_by_team_channel_and_period(store):
+    await store.save_evaluation("T1", "C1", "1.0", "1.1", evaluation("a"), RUBRIC)
+    await store.save_evaluation("T1", "C1", "1.0", "1.2", evaluation("a", 1), RUBRIC)
+    await store.save_evaluation("T1", "C2", "2.0", "2.1", evaluation("b"), RUBRIC)
+    await store.save_evaluation("T2", "C1", "3.0", "3.1", evaluation("c"), RUBRIC)
+
+    def runs(found: list[dict[str, Any]]) -> list[tuple[str, int]]:
+        return [(e["grading_run_id"], e["iteration"]) for e in found]
+
+    assert runs(await store.evaluations_in_channel("T1", "C1")) == [("a", 0), ("a", 1)]
+    assert runs(await store.evaluations_in_channel(None, "C1")) == [("a", 0), ("a", 1), ("c", 0)]
+    assert len(await store.evaluations_in_channel(None, None)) == 4
+    later = datetime.now(UTC) + timedelta(minutes=1)
+    assert await store.evaluations_in_channel("T1", "C1", since=later) == []
+
+
+async def test_reviews_in_channel_can_span_teams_and_channels(store):
+    verdict = [ReviewVerdict("Names the capital", "pass", "fail")]
+    await store.save_review("T1", "C1", "1.0", "a", 0, "U1", verdict)
+    await store.save_review("T2", "C2", "2.0", "b", 0, "U1", verdict)
+
+    assert [r.grading_run_id for r in await store.reviews_in_channel(None, None)] == ["a", "b"]
+    assert [r.grading_run_id for r in await store.reviews_in_channel(None, "C2")] == ["b"]
+
+
+# -- calibration examples ------------------------------------------------------------------------------
+
+
+def review_row(criterion: str, grader: str, reviewer: str, comment: str) -> ReviewRow:
+    return ReviewRow(
+        "T1", "C1", "1.0", "run", 0, criterion, grader, reviewer, comment, "U1", datetime.now(UTC)
+    )
+
+
+def test_calibration_examples_say_scores_out_of_five():
+    rows = [
+        review_row("Mentions the river", "pass", "fail", "The Seine is only implied."),
+        review_row("Clarity", "4", "2", ""),
+    ]
+
+    assert calibration_examples(rows) == [
+        CalibrationExample(
+            criterion="Mentions the river",
+            grader_verdict="pass",
+            team_verdict="fail",
+            comment="The Seine is only implied.",
+        ),
+        CalibrationExample(criterion="Clarity", grader_verdict="4/5", team_verdict="2/5", comment=""),
+    ]
+
+
+def river_grader(messages: list[Any]) -> Any:
+    criteria = [
+        {"name": "Names the capital", "passed": True},
+        {"name": "Mentions the river", "passed": True},
+    ]
+    return grade_call("RubricGrade", {"result": "satisfied", "explanation": "Fine.", "criteria": criteria})
+
+
+async def test_the_calibration_source_reads_the_runs_channel_from_its_thread_context(tmp_path):
+    store = await Store.open(str(tmp_path / "bot.sqlite"))
+    await disagree(store, "run-1", "Name it.")  # a review in T1's channel C1
+    grader = ScriptedChatModel(script=river_grader)
+    agent = build_agent(
+        ScriptedChatModel(script=lambda messages: "Paris, on the Seine."),
+        grader,
+        max_iterations=2,
+        checkpointer=InMemorySaver(),
+        calibration=calibration_source(store),
+    )
+    seen: list[RubricEvaluation] = []
+
+    async def record(evaluation: RubricEvaluation) -> None:
+        seen.append(evaluation)
+
+    inputs = {"messages": [HumanMessage("Capital of France?")], "rubric": RUBRIC}
+    await run_turn(
+        agent, inputs, agent_config("in C1"), record, context=ThreadContext(team="T1", channel="C1")
+    )
+    await run_turn(
+        agent, inputs, agent_config("in C2"), record, context=ThreadContext(team="T1", channel="C2")
+    )
+    await run_turn(agent, inputs, agent_config("no context"), record)
+    await store.close()
+
+    calibrated, elsewhere, without = (payload_of(call) for call in grader.calls)
+    assert "For criterion “Mentions the river” the team judged fail where the grader said pass" in calibrated
+    assert "Name it." in calibrated
+    assert "calibration" not in elsewhere.lower() and "calibration" not in without.lower()
+    example = CalibrationExample(
+        criterion="Mentions the river", grader_verdict="pass", team_verdict="fail", comment="Name it."
+    )
+    assert [e["calibration"] for e in seen] == [[example], [], []]
+
+
+# -- calibration through the runner -----------------------------------------------------------------
+
+
+@pytest.fixture
+async def runner_parts(tmp_path):
+    with SlackApiStandin(token=TOKEN) as slack:
+        store = await Store.open(str(tmp_path / "bot.sqlite"))
+        client = build_client(Settings(slack_bot_token=TOKEN, slack_api_url=slack.api_url))
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "bot.sqlite")) as checkpointer:
+            grader = ScriptedChatModel(script=river_grader)
+            agent = build_agent(
+                ScriptedChatModel(script=lambda messages: "Paris, on the Seine."),
+                grader,
+                max_iterations=2,
+                checkpointer=checkpointer,
+                calibration=calibration_source(store),
+            )
+            yield ThreadRunner(agent=agent, store=store, client=client), store, grader
+        await store.close()
+
+
+async def ask(runner: ThreadRunner, ts: str) -> None:
+    await runner.submit_request(
+        UserMessage(team="T1", channel="C1", ts=ts, thread_ts=ts, user="U1", text="Capital of France?")
+    )
+    async with asyncio.timeout(EVENT_TIMEOUT):
+        while runner.busy_threads:
+            await asyncio.sleep(0.01)
+
+
+async def disagree(store: Store, run: str, comment: str, rubric: str = RUBRIC) -> None:
+    """A stored evaluation graded against `rubric`, and a reviewer overruling its river verdict."""
+    await store.save_evaluation("T1", "C1", "1.0", f"{run}.ts", evaluation(run), rubric)
+    verdicts = [ReviewVerdict("Mentions the river", "pass", "fail", comment)]
+    await store.save_review("T1", "C1", "1.0", run, 0, "U2", verdicts)
+
+
+async def test_the_grader_sees_the_latest_disagreements_with_its_rubric_until_switched_off(runner_parts):
+    runner, store, grader = runner_parts
+    await store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    extra = 2
+    for number in range(CALIBRATION_EXAMPLES + extra):
+        await disagree(store, f"run-{number}", f"comment {number}")
+    await disagree(store, "other-rubric", "about another rubric", rubric="- Something else")
+
+    await ask(runner, "1700000000.000001")
+    prompt = payload_of(grader.calls[-1])
+    shown = [n for n in range(CALIBRATION_EXAMPLES + extra) if f"comment {n}" in prompt]
+    assert shown == list(range(extra, CALIBRATION_EXAMPLES + extra))  # the newest ones, bounded
+    assert "about another rubric" not in prompt
+    recorded = (await store.evaluations_in_channel("T1", "C1"))[-1]["calibration"]
+    assert len(recorded) == CALIBRATION_EXAMPLES
+
+    await store.set_calibration("T1", "C1", False)
+    await ask(runner, "1700000000.000002")
+    assert "comment" not in payload_of(grader.calls[-1])
+    assert (await store.evaluations_in_channel("T1", "C1"))[-1]["calibration"] == []

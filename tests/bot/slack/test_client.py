@@ -1,0 +1,47 @@
+"""Slack plumbing: what a failed Web API call and a failing listener leave in the log."""
+
+from __future__ import annotations
+
+import logging
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.slack_response import SlackResponse
+
+from bot.slack.client import attempt, describe_error, log_listener_failure
+
+CLICK = {"type": "block_actions", "actions": [{"action_id": "review_agree"}]}
+
+
+def slack_failure(code: str) -> SlackApiError:
+    response = SlackResponse(
+        client=None, http_verb="POST", api_url="https://slack.test/api/x", req_args={},
+        data={"ok": False, "error": code}, headers={}, status_code=200,
+    )  # fmt: skip
+    return SlackApiError("failed", response)
+
+
+async def test_a_failed_call_is_logged_with_slacks_error_code_and_the_work_goes_on(caplog):
+    async def refused() -> None:
+        raise slack_failure("not_in_channel")
+
+    with caplog.at_level(logging.WARNING):
+        assert await attempt(refused(), "post in C1") is None
+
+    assert "could not post in C1: not_in_channel" in caplog.text
+
+
+async def test_a_bug_in_a_listener_is_logged_with_its_traceback_naming_the_request(caplog):
+    try:
+        raise KeyError("user")
+    except KeyError as exc:
+        await log_listener_failure(exc, CLICK)
+
+    assert "handling block_actions review_agree failed" in caplog.text
+    assert "Traceback" in caplog.text and "KeyError: 'user'" in caplog.text
+
+
+async def test_a_slack_failure_reaching_the_error_handler_is_one_line(caplog):
+    await log_listener_failure(slack_failure("channel_not_found"), {"command": "/rubric"})
+
+    assert caplog.messages == ["Slack call failed while handling /rubric: channel_not_found"]
+    assert describe_error(TimeoutError()) == "TimeoutError"

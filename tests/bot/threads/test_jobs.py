@@ -1,0 +1,267 @@
+"""Both job queues: per-thread order, cross-thread concurrency, draining; and what only the durable
+(PostgreSQL) queue does: order across processes, runs that outlive a dead or stopped process.
+
+A "process" here is one `DurableQueue` with its own connection pool and procrastinate worker; two
+of them in one test behave towards PostgreSQL exactly as two bot processes do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import pytest
+
+from bot.threads.jobs import (
+    MAX_ATTEMPTS,
+    Abandoned,
+    DurableQueue,
+    JobKind,
+    JobQueue,
+    Payload,
+    ThreadScheduler,
+    apply_schema,
+)
+
+EVENT_TIMEOUT = 20.0
+"""A generous bound so a broken queue fails instead of hanging (dead-worker detection included)."""
+
+STALLED_AFTER = 1.0
+"""Heartbeat timeout of the durable queues under test: dead workers are found within ~1.3 s."""
+
+
+@dataclass
+class Recorder:
+    """A job kind `step` that logs its start and end; a step named in `gates` waits for its gate."""
+
+    log: list[str] = field(default_factory=list)
+    gates: dict[str, asyncio.Event] = field(default_factory=dict)
+    attempts: dict[str, list[int]] = field(default_factory=dict)
+    failures: set[str] = field(default_factory=set)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def kind(self) -> JobKind:
+        return JobKind("step", self._run, self._abandon)
+
+    async def _run(self, payload: Payload, attempt: int) -> None:
+        name = payload["name"]
+        self.attempts.setdefault(name, []).append(attempt)
+        self._note(f"start {name}")
+        if name in self.failures:
+            raise RuntimeError(f"{name} failed")
+        if name in self.gates:
+            await asyncio.wait_for(self.gates[name].wait(), EVENT_TIMEOUT)
+        self._note(f"end {name}")
+
+    async def _abandon(self, payload: Payload, why: Abandoned) -> None:
+        self._note(f"abandoned {payload['name']} ({why.value})")
+
+    def _note(self, entry: str) -> None:
+        self.log.append(entry)
+        self.changed.set()
+
+    async def wait_for(self, entry: str) -> None:
+        async def seen() -> None:
+            while entry not in self.log:
+                self.changed.clear()
+                await self.changed.wait()
+
+        await asyncio.wait_for(seen(), EVENT_TIMEOUT)
+
+
+# -- fixtures ------------------------------------------------------------------------------------
+
+
+QueueFactory = Callable[..., Awaitable[Any]]
+"""Opens a queue running a recorder's kind: `factory(recorder, start=True)`."""
+
+
+def durable_factory(stack: AsyncExitStack, url: str) -> QueueFactory:
+    """Opens `DurableQueue`s ("processes") on one database."""
+
+    async def open_queue(recorder: Recorder, *, start: bool = True) -> DurableQueue:
+        await apply_schema(url)
+        queue = await stack.enter_async_context(
+            DurableQueue.open(url, concurrency=10, stalled_after=STALLED_AFTER)
+        )
+        queue.register(recorder.kind())
+        if start:
+            await queue.start()
+        return queue
+
+    return open_queue
+
+
+@pytest.fixture
+async def durable_queues(postgres_url: str) -> AsyncIterator[QueueFactory]:
+    async with AsyncExitStack() as stack:
+        yield durable_factory(stack, postgres_url)
+
+
+@pytest.fixture(params=["embedded", pytest.param("durable", marks=pytest.mark.postgres)])
+async def queues(request: pytest.FixtureRequest) -> AsyncIterator[QueueFactory]:
+    """Either queue: the embedded one is one in-process scheduler, the durable one a process."""
+    async with AsyncExitStack() as stack:
+        if request.param == "durable":
+            yield durable_factory(stack, request.getfixturevalue("postgres_url"))
+            return
+        scheduler = ThreadScheduler()
+        stack.push_async_callback(scheduler.drain, 0)
+
+        async def open_scheduler(recorder: Recorder) -> JobQueue:
+            scheduler.register(recorder.kind())
+            await scheduler.start()
+            return scheduler
+
+        yield open_scheduler
+
+
+async def submit(queue: JobQueue, key: str, *names: str) -> None:
+    for name in names:
+        assert await queue.submit(key, "step", {"name": name})
+
+
+# -- what both queues do -------------------------------------------------------------------------
+
+
+async def test_jobs_of_one_thread_run_one_at_a_time_in_arrival_order(queues: QueueFactory):
+    recorder = Recorder(gates={"a": asyncio.Event()})
+    queue = await queues(recorder)
+    await submit(queue, "t1", "a", "b", "c")
+    await recorder.wait_for("start a")
+    await submit(queue, "t2", "other")
+    await recorder.wait_for("end other")
+    assert "start b" not in recorder.log  # b waits for a, however long a takes
+
+    recorder.gates["a"].set()
+    await recorder.wait_for("end c")
+    thread = [entry for entry in recorder.log if "other" not in entry]
+    assert thread == ["start a", "end a", "start b", "end b", "start c", "end c"]
+
+
+async def test_different_threads_run_concurrently(queues: QueueFactory):
+    # Each job ends only once the other has started: a serial queue times out.
+    recorder = Recorder(gates={"one": asyncio.Event(), "two": asyncio.Event()})
+    queue = await queues(recorder)
+    await submit(queue, "t1", "one")
+    await submit(queue, "t2", "two")
+    await recorder.wait_for("start one")
+    await recorder.wait_for("start two")
+    for gate in recorder.gates.values():
+        gate.set()
+    await recorder.wait_for("end one")
+    await recorder.wait_for("end two")
+
+
+async def test_a_failing_job_does_not_strand_the_next(queues: QueueFactory):
+    recorder = Recorder(failures={"boom"})
+    queue = await queues(recorder)
+    await submit(queue, "t1", "boom", "next")
+    await recorder.wait_for("end next")
+    assert recorder.log.index("start boom") < recorder.log.index("start next")
+
+
+# -- the embedded queue when its process stops ---------------------------------------------------
+
+
+async def test_drain_abandons_queued_jobs_and_cancels_what_outlives_the_grace():
+    recorder = Recorder(gates={"running": asyncio.Event()})
+    scheduler = ThreadScheduler()
+    scheduler.register(recorder.kind())
+    await submit(scheduler, "t1", "running", "queued")
+    await submit(scheduler, "t2", "quick")
+    await recorder.wait_for("start running")
+
+    await scheduler.drain(grace=0.2)
+
+    assert "abandoned queued (stopping)" in recorder.log and "start queued" not in recorder.log
+    assert "end quick" in recorder.log
+    assert "end running" not in recorder.log  # cancelled after the grace period
+    assert scheduler.busy == 0
+    assert not await scheduler.submit("t3", "step", {"name": "late"})
+
+
+async def test_drain_lets_running_jobs_finish_within_the_grace():
+    recorder = Recorder(gates={"running": asyncio.Event()})
+    scheduler = ThreadScheduler()
+    scheduler.register(recorder.kind())
+    await submit(scheduler, "t1", "running")
+    await recorder.wait_for("start running")
+    asyncio.get_running_loop().call_later(0.1, recorder.gates["running"].set)
+
+    await scheduler.drain(grace=EVENT_TIMEOUT)
+
+    assert recorder.log == ["start running", "end running"]
+
+
+# -- the durable queue across processes ----------------------------------------------------------
+
+
+async def test_a_threads_jobs_keep_their_order_whichever_process_queued_them(durable_queues):
+    recorder = Recorder()
+    first, second = await durable_queues(recorder), await durable_queues(recorder)
+    for number in range(6):
+        await submit(first if number % 2 else second, "t1", f"job{number}")
+    await recorder.wait_for("end job5")
+    expected = [f"{edge} job{number}" for number in range(6) for edge in ("start", "end")]
+    assert recorder.log == expected
+
+
+async def test_a_job_whose_process_died_runs_again_before_the_threads_next_job(durable_queues):
+    recorder = Recorder()
+    # The "dead" process: it took the job and then stopped beating (a SIGKILL does exactly that).
+    dead = await durable_queues(recorder, start=False)
+    await submit(dead, "t1", "cut short", "next")
+    manager = dead._app.job_manager
+    worker_id = await manager.register_worker()
+    taken = await manager.fetch_job(queues=None, worker_id=worker_id)
+    assert taken is not None and taken.task_kwargs == {"name": "cut short"}
+
+    await durable_queues(recorder)
+    await recorder.wait_for("end next")
+
+    assert recorder.log == ["start cut short", "end cut short", "start next", "end next"]
+    assert recorder.attempts["cut short"] == [1]  # a later attempt: it knows to resume
+
+
+async def test_a_job_cut_short_by_a_restart_is_resumed_by_another_process(durable_queues):
+    recorder = Recorder(gates={"long": asyncio.Event()})
+    stopping, other = await durable_queues(recorder), await durable_queues(recorder, start=False)
+    await submit(stopping, "t1", "long", "queued behind")
+    await recorder.wait_for("start long")
+
+    await stopping.drain(grace=0.1)
+    recorder.gates["long"].set()
+    await other.start()
+    await recorder.wait_for("end queued behind")
+
+    assert not any(entry.startswith("abandoned") for entry in recorder.log)
+    assert recorder.log == [
+        "start long",
+        "start long",
+        "end long",
+        "start queued behind",
+        "end queued behind",
+    ]
+    assert recorder.attempts["long"] == [0, 1]
+
+
+async def test_a_job_cut_short_too_often_is_given_up_and_its_thread_told(durable_queues):
+    recorder = Recorder(failures={"doomed"})
+    queue = await durable_queues(recorder)
+    await submit(queue, "t1", "doomed", "next")
+    await recorder.wait_for("end next")
+
+    assert recorder.attempts["doomed"] == list(range(MAX_ATTEMPTS))
+    assert recorder.log.index("abandoned doomed (gave_up)") < recorder.log.index("start next")
+
+
+async def test_processes_starting_together_apply_the_schema_once(postgres_url: str):
+    await asyncio.gather(*(apply_schema(postgres_url) for _ in range(3)))
+    async with await psycopg.AsyncConnection.connect(postgres_url) as connection:
+        cursor = await connection.execute("SELECT count(*) FROM procrastinate_jobs")
+        assert await cursor.fetchone() == (0,)

@@ -1,0 +1,589 @@
+"""The thread runner: per-thread order, cross-thread concurrency, draining, and what a run posts.
+
+Scheduling is tested with plain jobs; runs use the real agent (langchain + RubricMiddleware) with
+scripted models, the real SQLite store, and a real Slack client talking to the local Slack stand-in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import re
+import sqlite3
+import threading
+from contextlib import closing
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from langchain_core.messages import AIMessage
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from bot.agent import agent_config, build_agent
+from bot.config import Settings
+from bot.db.store import Store
+from bot.slack.client import build_client
+from bot.threads.conversation import UserMessage
+from bot.threads.jobs import Abandoned, JobKind, Payload
+from bot.threads.progress import WORKING_REACTION
+from bot.threads.runner import ThreadRunner
+from tests.grading.scripted import ScriptedChatModel, answers, grade_call, grader_wanting, payload_of
+from tests.standins.slack_api import SlackApiStandin
+
+TOKEN = "xoxb-runner-test"
+RUBRIC = "- Names the capital\n- Mentions the river"
+EVENT_TIMEOUT = 10.0  # a generous bound so a broken scheduler fails instead of hanging
+
+
+# -- ThreadRunner with the real agent --------------------------------------------------------------
+
+
+class Harness:
+    """A ThreadRunner wired to scripted models, a temp database and the Slack stand-in."""
+
+    def __init__(
+        self, slack: SlackApiStandin, store: Store, checkpointer: AsyncSqliteSaver, db_path: str
+    ) -> None:
+        self.slack = slack
+        self.store = store
+        self.db_path = db_path
+        self.checkpointer = checkpointer
+        self.client = build_client(Settings(slack_bot_token=TOKEN, slack_api_url=slack.api_url))
+        self.runner: ThreadRunner | None = None
+        self.grader: ScriptedChatModel | None = None
+        self.count = 0
+
+    def use(self, worker: Any, grader: Any, max_iterations: int = 3, **timeouts: float) -> ThreadRunner:
+        self.grader = ScriptedChatModel(script=grader)
+        agent = build_agent(
+            ScriptedChatModel(script=worker),
+            self.grader,
+            max_iterations=max_iterations,
+            checkpointer=self.checkpointer,
+        )
+        self.agent = agent
+        self.runner = ThreadRunner(agent=agent, store=self.store, client=self.client, **timeouts)
+        return self.runner
+
+    def message(self, text: str, thread_ts: str | None = None) -> UserMessage:
+        self.count += 1
+        ts = f"1600000000.{self.count:06d}"
+        return UserMessage(team="T1", channel="C1", ts=ts, thread_ts=thread_ts or ts, user="U1", text=text)
+
+    async def settle(self) -> None:
+        assert self.runner is not None
+        while self.runner.busy_threads:
+            await asyncio.sleep(0.01)
+
+    def thread(self, thread_ts: str) -> list[Any]:
+        return self.slack.messages_in_thread("C1", thread_ts)
+
+    def runs(self) -> list[tuple[str, str | None, int]]:
+        """(request ts, status, undelivered) of every recorded run, as an operator would query them."""
+        with closing(sqlite3.connect(self.db_path)) as db:
+            return db.execute("SELECT request_ts, status, undelivered FROM runs ORDER BY run_id").fetchall()
+
+
+@pytest.fixture
+async def harness(tmp_path):
+    with SlackApiStandin(token=TOKEN) as slack:
+        path = str(tmp_path / "bot.sqlite")
+        store = await Store.open(path)
+        async with AsyncSqliteSaver.from_conn_string(path) as checkpointer:
+            yield Harness(slack, store, checkpointer, path)
+        await store.close()
+
+
+async def test_a_run_posts_each_iteration_then_the_revised_answer(harness):
+    runner = harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    request = harness.message("What is the capital of France?")
+
+    await runner.submit_request(request)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    posted = harness.thread(request.ts)
+    kinds = [m.event_type for m in posted]
+    assert kinds == ["rubric_evaluation", "rubric_evaluation", "rubric_final"]
+    first, second, final = posted
+    assert "1/3" in first.all_text and "No river named." in first.all_text
+    assert "2/3" in second.all_text
+    assert "Rubric satisfied" in final.all_text and "Paris, on the Seine." in final.all_text
+    assert re.search(r"Tokens this run: [\d,]+ in", final.all_text)
+    # The evaluation messages are recorded for reviews, with the rubric they were graded against.
+    run_id = first.metadata["event_payload"]["grading_run_id"]
+    record = await harness.store.get_evaluation(run_id, 0)
+    assert record is not None and record.message_ts == first.ts and record.rubric_text == RUBRIC
+    # The thread's status said what was happening at each step, and is gone.
+    assert statuses(harness) == [
+        "is writing a draft…",
+        "is grading iteration 1/3…",
+        "is revising…",
+        "is grading iteration 2/3…",
+        "",
+    ]
+    assert {c.args["thread_ts"] for c in harness.slack.calls("assistant.threads.setStatus")} == {request.ts}
+    assert harness.slack.thread_status("C1", request.ts) == ""
+    assert not [c for c in harness.slack.calls() if c.method.startswith("reactions.")]
+
+
+async def test_items_the_grader_flagged_outside_the_rubric_are_posted_and_stored(harness):
+    def grader(messages: list[Any]) -> AIMessage:
+        criteria = [
+            {"name": "Names the capital", "passed": True},
+            {"name": "Mentions the river", "passed": True},
+            {"name": "Gives the population", "passed": False, "gap": "No population given."},
+        ]
+        return grade_call(
+            "RubricGrade", {"result": "needs_revision", "explanation": "Hm.", "criteria": criteria}
+        )
+
+    runner = harness.use(answers("Paris, on the Seine."), grader)
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    request = harness.message("What is the capital of France?")
+
+    await runner.submit_request(request)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    evaluation, final = harness.thread(request.ts)
+    assert "The grader also flagged" in evaluation.all_text
+    assert "❌ Gives the population\n> No population given." in evaluation.all_text
+    assert "Rubric satisfied" in final.all_text
+    stored = await harness.store.get_evaluation(evaluation.metadata["event_payload"]["grading_run_id"], 0)
+    assert stored is not None
+    assert [item["name"] for item in stored.evaluation["unmatched"]] == ["Gives the population"]
+
+
+def statuses(harness: Harness) -> list[str]:
+    return [c.args["status"] for c in harness.slack.calls("assistant.threads.setStatus")]
+
+
+async def test_where_the_thread_status_is_refused_the_request_gets_the_reaction_instead(harness):
+    runner = harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    request = harness.message("What is the capital of France?")
+    harness.slack.error_next("assistant.threads.setStatus", "missing_scope")
+
+    await runner.submit_request(request)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    assert [m.event_type for m in harness.thread(request.ts)][-1] == "rubric_final"
+    assert statuses(harness) == ["is writing a draft…"]  # refused once, not asked again this run
+    assert [
+        (c.method, c.args["name"]) for c in harness.slack.calls() if c.method.startswith("reactions.")
+    ] == [
+        ("reactions.add", WORKING_REACTION),
+        ("reactions.remove", WORKING_REACTION),
+    ]
+    assert harness.slack.reactions("C1", request.ts) == set()
+
+
+async def test_follow_up_is_graded_against_the_threads_rubric_not_a_newer_channel_default(harness):
+    runner = harness.use(answers("Paris on the Seine."), grader_wanting("Seine"))
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    first = harness.message("Capital of France?")
+    await runner.submit_request(first)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+    await harness.store.set_channel_rubric("T1", "C1", "- Something else entirely", "U9")
+
+    await runner.submit_request(harness.message("And again, please", thread_ts=first.ts))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    assert harness.grader is not None
+    payloads = [payload_of(call) for call in harness.grader.calls]
+    assert len(payloads) == 2
+    assert "Mentions the river" in payloads[1] and "Something else" not in payloads[1]
+
+
+async def test_rubric_message_replaces_the_threads_rubric(harness):
+    runner = harness.use(answers("Paris."), grader_wanting("never"))
+    root = harness.message("rubric: ...")
+
+    await runner.submit_rubric(root, "- Is exactly one word")
+    await runner.submit_request(harness.message("Capital of France?", thread_ts=root.ts))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    posted = harness.thread(root.ts)
+    assert "Is exactly one word" in posted[0].all_text  # the confirmation lists the criterion
+    assert harness.grader is not None and harness.grader.calls
+    assert "Is exactly one word" in payload_of(harness.grader.calls[0])
+    state = await harness.agent.aget_state(agent_config(root.thread_id))
+    assert state.values["rubric"] == "- Is exactly one word"
+
+
+async def test_a_rubric_that_does_not_parse_leaves_the_old_one(harness):
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
+    root = harness.message("rubric: ...")
+    await runner.submit_rubric(root, RUBRIC)
+
+    await runner.submit_rubric(harness.message("rubric:", thread_ts=root.ts), "")
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    assert "didn't parse" in harness.thread(root.ts)[-1].all_text
+    state = await harness.agent.aget_state(agent_config(root.thread_id))
+    assert state.values["rubric"] == RUBRIC
+
+
+async def test_without_a_rubric_the_answer_is_plain_with_a_hint(harness):
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
+    request = harness.message("Capital of France?")
+
+    await runner.submit_request(request)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    (final,) = harness.thread(request.ts)
+    assert "Paris." in final.all_text and "rubric:" in final.all_text
+    assert harness.grader is not None and harness.grader.calls == []
+
+
+async def test_a_bare_mention_names_the_channels_default_rubric_and_asks_for_the_request(harness):
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    mention = harness.message("")
+
+    await runner.ask_for_request(mention)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    (prompt,) = harness.thread(mention.ts)
+    assert "What should I do?" in prompt.all_text
+    assert "this channel's default rubric" in prompt.all_text
+    assert "Names the capital" in prompt.all_text and "Mentions the river" in prompt.all_text
+    assert "No rubric here" not in prompt.all_text and "wasn't graded" not in prompt.all_text
+    assert harness.grader is not None and harness.grader.calls == []  # nothing was run
+
+
+async def test_a_bare_mention_after_a_rubric_message_names_the_threads_new_rubric(harness):
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    root = harness.message("rubric: - Is exactly one word")
+
+    await runner.submit_rubric(root, "- Is exactly one word")
+    await runner.ask_for_request(harness.message("", thread_ts=root.ts))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    _, prompt = harness.thread(root.ts)
+    assert "this thread's rubric" in prompt.all_text and "Is exactly one word" in prompt.all_text
+    assert "Names the capital" not in prompt.all_text
+
+
+async def test_a_bare_mention_without_any_rubric_says_how_to_set_one(harness):
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
+    mention = harness.message("")
+
+    await runner.ask_for_request(mention)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    (prompt,) = harness.thread(mention.ts)
+    assert "What should I do?" in prompt.all_text
+    assert "no rubric here yet" in prompt.all_text and "/rubric set" in prompt.all_text
+
+
+async def test_cap_shows_the_best_iteration_labelled(harness):
+    def grader(messages: list[Any]) -> AIMessage:
+        latest = payload_of(messages).rsplit("[assistant]", 1)[-1]
+        good = "good" in latest
+        criteria = [
+            {"name": "Names the capital", "passed": good, "gap": "" if good else "Vague."},
+            {"name": "Mentions the river", "passed": False, "gap": "No river."},
+        ]
+        return grade_call(
+            "RubricGrade", {"result": "needs_revision", "explanation": "Not yet.", "criteria": criteria}
+        )
+
+    runner = harness.use(answers("draft one", "the good one", "draft three"), grader)
+    root = harness.message("rubric: ...")
+    await runner.submit_rubric(root, RUBRIC)
+    await runner.submit_request(harness.message("Capital?", thread_ts=root.ts))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    final = harness.thread(root.ts)[-1]
+    assert final.event_type == "rubric_final"
+    assert "Max iterations reached (3/3)" in final.all_text
+    assert "iteration 2 of 3" in final.all_text and "the good one" in final.all_text
+    assert "draft three" not in final.all_text
+
+
+async def test_a_model_failure_is_reported_and_the_thread_keeps_working(harness, caplog):
+    replies: list[Any] = [RuntimeError("model exploded"), "Second time lucky."]
+
+    def worker(messages: list[Any]) -> str:
+        reply = replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    runner = harness.use(worker, grader_wanting("x"))
+    first = harness.message("Capital?")
+    await runner.submit_request(first)
+    await runner.submit_request(harness.message("Try again", thread_ts=first.ts))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    error, answer = harness.thread(first.ts)
+    assert "The model failed" in error.all_text and "model exploded" in error.all_text
+    assert "Second time lucky." in answer.all_text
+    assert [status for _, status, _ in harness.runs()] == ["error", "answered"]
+
+
+def hung_call() -> openai.APITimeoutError:
+    """What langchain-openai raises when the provider sends nothing within the client's timeout."""
+    return openai.APITimeoutError(request=httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions"))
+
+
+async def test_a_model_call_that_times_out_ends_the_run_in_words_and_the_next_request_runs(harness, caplog):
+    replies: list[Any] = [hung_call(), "Second time lucky."]
+
+    def worker(messages: list[Any]) -> str:
+        reply = replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    runner = harness.use(worker, grader_wanting("x"), model_timeout=7.5)
+    first = harness.message("Capital?")
+    await runner.submit_request(first)
+    await runner.submit_request(harness.message("Try again", thread_ts=first.ts))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    notice, answer = harness.thread(first.ts)
+    assert "The model did not answer within 7.5 s" in notice.all_text
+    assert "Traceback" not in caplog.text  # an expected outcome, not a crash
+    assert "Second time lucky." in answer.all_text
+    assert harness.slack.reactions("C1", first.ts) == set()
+    assert [status for _, status, _ in harness.runs()] == ["timed_out", "answered"]
+
+
+async def test_a_run_longer_than_the_run_timeout_is_ended_and_the_next_request_runs(harness):
+    release = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    replies = ["Too slow.", "Quick answer."]
+
+    def worker(messages: list[Any]) -> str:
+        reply = replies.pop(0)
+        if reply == "Too slow.":  # a provider that answers each call in time, but the run drags on
+            asyncio.run_coroutine_threadsafe(release.wait(), loop).result(timeout=EVENT_TIMEOUT)
+        return reply
+
+    runner = harness.use(worker, grader_wanting("x"), run_timeout=0.3)
+    first = harness.message("Slow one")
+    await runner.submit_request(first)
+    await runner.submit_request(harness.message("Quick one", thread_ts=first.ts))
+    try:
+        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+    finally:
+        release.set()
+
+    notice, answer = harness.thread(first.ts)
+    assert "The model did not finish this request within 0.3 s" in notice.all_text
+    assert "Quick answer." in answer.all_text and "Too slow." not in answer.all_text
+    assert harness.slack.reactions("C1", first.ts) == set()
+    assert [status for _, status, _ in harness.runs()] == ["timed_out", "answered"]
+
+
+async def test_an_answer_slack_never_took_is_recorded_and_logged_as_undelivered(harness, caplog):
+    runner = harness.use(answers("Paris on the Seine."), grader_wanting("Seine"))
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    request = harness.message("Capital?")
+    harness.slack.error_next("chat.postMessage", "channel_not_found", times=2)  # evaluation and answer
+
+    with caplog.at_level(logging.WARNING):
+        await runner.submit_request(request)
+        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    assert harness.thread(request.ts) == []
+    assert harness.runs() == [(request.ts, "satisfied", 1)]  # graded fine, never seen
+    (lost,) = await harness.store.undelivered_runs("T1", "C1")
+    assert lost.request_ts == request.ts
+    assert f"thread {request.thread_id} ended satisfied, but its answer never reached" in caplog.text
+
+
+async def test_slack_failures_are_retried_or_logged_without_losing_the_run(harness, caplog):
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
+    request = harness.message("Capital?")
+    harness.slack.fail_next("chat.postMessage", status=503)  # retried by the client
+    harness.slack.error_next("assistant.threads.setStatus", "not_allowed")  # ⏳ instead …
+    harness.slack.error_next("reactions.add", "missing_scope")  # … which fails too: logged
+
+    with caplog.at_level(logging.WARNING):
+        await runner.submit_request(request)
+        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    (final,) = harness.thread(request.ts)
+    assert "Paris." in final.all_text
+    assert "missing_scope" in caplog.text
+    assert TOKEN not in caplog.text
+
+
+async def crashed_run(harness: Harness, request: UserMessage) -> None:
+    """What a process that died mid-run leaves: a recorded run, and ⏳ on the request."""
+    await harness.store.start_run(request.thread_id, "T1", "C1", request.thread_ts, request.ts)
+    await harness.client.reactions_add(channel="C1", timestamp=request.ts, name=WORKING_REACTION)
+
+
+async def test_at_start_up_each_run_a_crash_cut_short_is_reported_at_once(harness):
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
+    lost = [harness.message("Capital?"), harness.message("River?")]
+    for request in lost:
+        await crashed_run(harness, request)
+    started = datetime.now(UTC)
+
+    assert await runner.report_abandoned_runs(started) == 2
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+    assert await runner.report_abandoned_runs(started) == 0  # once
+
+    for request in lost:
+        (notice,) = harness.thread(request.ts)
+        assert "interrupted by a restart" in notice.all_text and "Reply in this thread" in notice.all_text
+        assert harness.slack.reactions("C1", request.ts) == set()
+    assert [status for _, status, _ in harness.runs()] == ["interrupted", "interrupted"]
+
+
+async def test_a_start_up_notice_slack_refused_is_given_when_the_thread_is_next_used(harness):
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
+    root = harness.message("Capital?")
+    await crashed_run(harness, root)
+    harness.slack.error_next("chat.postMessage", "service_unavailable")
+
+    await runner.report_abandoned_runs(datetime.now(UTC))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+    assert harness.thread(root.ts) == []
+
+    await runner.submit_request(harness.message("Hello?", thread_ts=root.ts))
+    await runner.submit_request(harness.message("Again?", thread_ts=root.ts))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    texts = [m.all_text for m in harness.thread(root.ts)]
+    assert sum("interrupted" in t for t in texts) == 1
+    assert "interrupted" in texts[0]
+
+
+async def test_drain_marks_a_run_that_outlives_the_grace_as_interrupted(harness):
+    release = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def slow_worker(messages: list[Any]) -> str:
+        # Runs in langchain's executor thread; blocks until the test lets it go.
+        asyncio.run_coroutine_threadsafe(release.wait(), loop).result(timeout=EVENT_TIMEOUT)
+        return "Too late."
+
+    runner = harness.use(slow_worker, grader_wanting("x"))
+    running = harness.message("Slow one")
+    queued = harness.message("Queued", thread_ts=running.ts)
+    await runner.submit_request(running)
+    await runner.submit_request(queued)
+    await asyncio.sleep(0.2)
+
+    await runner.drain(grace=0.2)
+    release.set()
+
+    texts = [m.all_text for m in harness.thread(running.ts)]
+    assert sum("restarting" in t for t in texts) == 2  # one for each request
+    assert all("Too late." not in t for t in texts)
+    assert await runner.report_abandoned_runs(datetime.now(UTC)) == 0  # told already
+
+
+# -- a run cut short and resumed (a durable queue runs it again as a later attempt) ---------------
+
+
+class HeldQueue:
+    """A durable queue whose jobs the test runs itself, as whichever attempt it likes."""
+
+    durable = True
+    busy = 0
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, JobKind] = {}
+        self.jobs: list[tuple[str, Payload]] = []
+
+    def register(self, kind: JobKind) -> None:
+        self.kinds[kind.name] = kind
+
+    async def start(self) -> None:
+        pass
+
+    async def submit(self, key: str, kind: str, payload: Payload) -> bool:
+        self.jobs.append((kind, payload))
+        return True
+
+    async def drain(self, grace: float) -> None:
+        pass
+
+    async def attempt(self, number: int) -> None:
+        kind, payload = self.jobs[-1]
+        await self.kinds[kind].run(payload, number)
+
+
+def revision_held_until(release: threading.Event, started: threading.Event) -> Any:
+    """Drafts "Paris."; the revision waits for `release` (the model is slow), then names the Seine."""
+    calls = itertools.count()
+
+    def script(messages: list[Any]) -> str:
+        if next(calls) == 0:
+            return "Paris."
+        started.set()
+        release.wait(EVENT_TIMEOUT)
+        return "Paris, on the Seine."
+
+    return script
+
+
+async def test_a_run_cut_short_resumes_from_its_checkpoint_and_posts_each_message_once(harness):
+    release, revising = threading.Event(), threading.Event()
+    worker = revision_held_until(release, revising)
+    queue = HeldQueue()
+    harness.use(worker, grader_wanting("Seine"))
+    runner = ThreadRunner(agent=harness.agent, store=harness.store, client=harness.client, queue=queue)
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    request = harness.message("What is the capital of France?")
+    await runner.submit_request(request)
+
+    first = asyncio.create_task(queue.attempt(0))
+    await asyncio.wait_for(asyncio.to_thread(revising.wait), EVENT_TIMEOUT)
+    first.cancel()  # the process running it dies while the worker revises
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    release.set()
+    assert [m.event_type for m in harness.thread(request.ts)] == ["rubric_evaluation"]
+
+    await queue.attempt(1)
+
+    posted = harness.thread(request.ts)
+    assert [m.event_type for m in posted] == ["rubric_evaluation", "rubric_evaluation", "rubric_final"]
+    assert "1/3" in posted[0].all_text and "2/3" in posted[1].all_text
+    assert "Seine" in posted[2].all_text and "2/3" in posted[2].all_text
+    assert not any("restarting" in m.all_text for m in posted)  # nothing was lost: no notice
+    assert len(harness.grader.calls) == 2  # the first iteration was not graded again
+    assert harness.runs() == [(request.ts, "satisfied", 0)]
+
+
+async def test_an_attempt_after_one_that_posted_everything_adds_nothing(harness):
+    queue = HeldQueue()
+    harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
+    runner = ThreadRunner(agent=harness.agent, store=harness.store, client=harness.client, queue=queue)
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    request = harness.message("What is the capital of France?")
+    await runner.submit_request(request)
+    await queue.attempt(0)
+    posted = harness.thread(request.ts)
+
+    await queue.attempt(1)  # its process died after the last post, before the job was marked done
+
+    assert harness.thread(request.ts) == posted
+    assert len(harness.grader.calls) == 2
+
+
+async def test_a_run_cut_short_too_often_ends_with_a_notice(harness):
+    queue = HeldQueue()
+    harness.use(answers("Paris."), grader_wanting("Seine"))
+    runner = ThreadRunner(agent=harness.agent, store=harness.store, client=harness.client, queue=queue)
+    request = harness.message("What is the capital of France?")
+    await runner.submit_request(request)
+
+    kind, payload = queue.jobs[-1]
+    await queue.kinds[kind].abandon(payload, Abandoned.GAVE_UP)
+
+    (notice,) = harness.thread(request.ts)
+    assert "could not finish" in notice.all_text and "Send it again" in notice.all_text
+    assert harness.runs() == [(request.ts, "error", 0)]
