@@ -40,6 +40,7 @@ from bot.db.schema import (
     runs,
     threads,
 )
+from bot.threads.conversation import ThreadKey
 from grading import RubricEvaluation
 
 INTERRUPTED = "interrupted"
@@ -77,6 +78,11 @@ class RunRecord:
     started_at: datetime
     finished_at: datetime | None
 
+    @property
+    def thread(self) -> ThreadKey:
+        """The thread the run answered in."""
+        return ThreadKey(self.team, self.channel, self.thread_ts)
+
 
 EVALUATION_DEFAULTS: dict[str, Any] = {"unmatched": [], "grader_calls": 0}
 """Values of the evaluation keys that grading added after the bot began storing evaluations:
@@ -96,6 +102,11 @@ class EvaluationRecord:
     evaluation: RubricEvaluation
     rubric_text: str
     created_at: datetime
+
+    @property
+    def thread(self) -> ThreadKey:
+        """The thread the evaluation message is in."""
+        return ThreadKey(self.team, self.channel, self.thread_ts)
 
 
 @dataclass(frozen=True)
@@ -217,17 +228,19 @@ class Store:
 
     # -- threads ---------------------------------------------------------------------------------
 
-    async def add_thread(self, team: str, channel: str, thread_ts: str) -> None:
+    async def add_thread(self, thread: ThreadKey) -> None:
         """Remember that the bot takes part in this thread."""
-        row = {"team": team, "channel": channel, "thread_ts": thread_ts, "created_at": _now()}
+        row = {**_thread_columns(thread), "created_at": _now()}
         async with self._write() as connection:
             await connection.execute(self._upsert(threads).values(row).on_conflict_do_nothing())
 
-    async def has_thread(self, team: str, channel: str, thread_ts: str) -> bool:
+    async def has_thread(self, thread: ThreadKey) -> bool:
         """Whether the bot takes part in this thread."""
         query = select(
             exists().where(
-                threads.c.team == team, threads.c.channel == channel, threads.c.thread_ts == thread_ts
+                threads.c.team == thread.team,
+                threads.c.channel == thread.channel,
+                threads.c.thread_ts == thread.thread_ts,
             )
         )
         return bool(await self._scalar(query))
@@ -281,15 +294,11 @@ class Store:
 
     # -- runs ------------------------------------------------------------------------------------
 
-    async def start_run(
-        self, thread_id: str, team: str, channel: str, thread_ts: str, request_ts: str
-    ) -> int:
-        """Record that a request started running; its run id."""
+    async def start_run(self, thread: ThreadKey, request_ts: str) -> int:
+        """Record that the request ``request_ts`` in the thread started running; its run id."""
         row = {
-            "thread_id": thread_id,
-            "team": team,
-            "channel": channel,
-            "thread_ts": thread_ts,
+            "thread_id": thread.thread_id,
+            **_thread_columns(thread),
             "request_ts": request_ts,
             "started_at": _now(),
         }
@@ -325,9 +334,11 @@ class Store:
             | (runs.c.status == INTERRUPTED)
         )
 
-    async def claim_interrupted_runs(self, thread_id: str) -> list[RunRecord]:
+    async def claim_interrupted_runs(self, thread: ThreadKey) -> list[RunRecord]:
         """Take the thread's interrupted runs nobody has reported yet, marking them reported."""
-        return await self._claim_interrupted((runs.c.thread_id == thread_id) & (runs.c.status == INTERRUPTED))
+        return await self._claim_interrupted(
+            (runs.c.thread_id == thread.thread_id) & (runs.c.status == INTERRUPTED)
+        )
 
     async def release_interrupted(self, run_id: int) -> None:
         """Undo a claim whose report could not be posted, so that a later attempt reports the run."""
@@ -411,19 +422,11 @@ class Store:
     # -- evaluations -----------------------------------------------------------------------------
 
     async def save_evaluation(
-        self,
-        team: str,
-        channel: str,
-        thread_ts: str,
-        message_ts: str,
-        evaluation: RubricEvaluation,
-        rubric_text: str,
+        self, thread: ThreadKey, message_ts: str, evaluation: RubricEvaluation, rubric_text: str
     ) -> None:
-        """Remember a posted evaluation message, keyed by its grading run id and iteration."""
+        """Remember an evaluation message posted in the thread, keyed by its grading run id and iteration."""
         values = {
-            "team": team,
-            "channel": channel,
-            "thread_ts": thread_ts,
+            **_thread_columns(thread),
             "message_ts": message_ts,
             "evaluation": evaluation,
             "rubric_text": rubric_text,
@@ -468,9 +471,7 @@ class Store:
 
     async def save_review(
         self,
-        team: str,
-        channel: str,
-        thread_ts: str,
+        thread: ThreadKey,
         grading_run_id: str,
         iteration: int,
         reviewer: str,
@@ -483,9 +484,7 @@ class Store:
         now = _now()
         rows = [
             {
-                "team": team,
-                "channel": channel,
-                "thread_ts": thread_ts,
+                **_thread_columns(thread),
                 "grading_run_id": grading_run_id,
                 "iteration": iteration,
                 "criterion": verdict.criterion,
@@ -657,6 +656,11 @@ def _scope(
     if since is not None:
         conditions.append((table.c.created_at if time is None else time) >= since)
     return conditions
+
+
+def _thread_columns(thread: ThreadKey) -> dict[str, str]:
+    """The columns that say which thread a row belongs to."""
+    return {"team": thread.team, "channel": thread.channel, "thread_ts": thread.thread_ts}
 
 
 def _now() -> datetime:

@@ -17,6 +17,7 @@ from bot.listeners.context import Services, services_of, workspace_of
 from bot.threads import render
 from bot.threads.conversation import (
     MAX_INPUT_CHARS,
+    ThreadKey,
     UserMessage,
     is_direct_message,
     is_from_person,
@@ -59,7 +60,9 @@ async def on_message(body: dict[str, Any], event: dict[str, Any], context: Async
         or mentions_bot(event.get("text") or "", bot_user_id or "")
         or (
             bool(event.get("thread_ts"))
-            and await services.store.has_thread(workspace_of(context), event["channel"], event["thread_ts"])
+            and await services.store.has_thread(
+                ThreadKey(workspace_of(context), event["channel"], event["thread_ts"])
+            )
         )
     )
     if for_bot:
@@ -77,7 +80,7 @@ async def _accept(
     )
     if not await services.store.claim(*message.dedupe_keys):
         return  # a retried delivery, or the other twin of a mention
-    await services.store.add_thread(message.team, message.channel, message.thread_ts)
+    await services.store.add_thread(message.thread)
     await _dispatch(services, message)
 
 

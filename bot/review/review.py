@@ -324,15 +324,7 @@ async def save_review(
     store: Store, record: EvaluationRecord, reviewer: str, verdicts: Sequence[ReviewVerdict]
 ) -> None:
     """Store ``reviewer``'s verdicts on the iteration, replacing their earlier review of it."""
-    await store.save_review(
-        record.team,
-        record.channel,
-        record.thread_ts,
-        record.grading_run_id,
-        record.iteration,
-        reviewer,
-        verdicts,
-    )
+    await store.save_review(record.thread, record.grading_run_id, record.iteration, reviewer, verdicts)
 
 
 async def refresh_tally(store: Store, client: AsyncWebClient, record: EvaluationRecord) -> None:

@@ -27,6 +27,24 @@ def thread_id(team: str, channel: str, root_ts: str) -> str:
     return f"{team}:{channel}:{root_ts}"
 
 
+@dataclass(frozen=True)
+class ThreadKey:
+    """Which Slack thread: its workspace, its channel and its root message's ts.
+
+    What the store keys a thread's rows by and the job queues keep a thread's jobs in order by.
+    """
+
+    team: str
+    channel: str
+    thread_ts: str
+    """The thread root's ts: a top-level message starts a thread under itself."""
+
+    @property
+    def thread_id(self) -> str:
+        """The conversation's checkpoint key (and the durable queue's lock)."""
+        return thread_id(self.team, self.channel, self.thread_ts)
+
+
 def slack_unescape(text: str) -> str:
     """Undo Slack's escaping of `<`, `>` and `&` (rubrics and tasks are read as typed).
 
@@ -87,9 +105,14 @@ class UserMessage:
     event_id: str | None = None
 
     @property
+    def thread(self) -> ThreadKey:
+        """The thread the message is in."""
+        return ThreadKey(self.team, self.channel, self.thread_ts)
+
+    @property
     def thread_id(self) -> str:
         """The conversation's checkpoint key."""
-        return thread_id(self.team, self.channel, self.thread_ts)
+        return self.thread.thread_id
 
     @property
     def dedupe_keys(self) -> tuple[str, ...]:

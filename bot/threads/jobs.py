@@ -1,14 +1,16 @@
 """Background jobs per Slack thread: one at a time per thread, in arrival order, many threads at once.
 
-Listeners ack at once and submit a job (a kind name and a JSON payload) under the thread's key.
-Two queues do that behind one small protocol, `JobQueue`:
+Listeners ack at once and submit a job (a `JobPayload`: one pydantic model per kind of job) under
+the thread's key. Two queues do that behind one small protocol, `JobQueue`:
 
 - `ThreadScheduler`, the embedded default (SQLite): asyncio tasks in this process. Jobs live in
   memory, so a stopping process abandons what it has not reached (the thread is told).
 - `DurableQueue` (PostgreSQL): procrastinate jobs whose lock is the thread key, so a thread's jobs
   run one at a time in creation order across every `serve` and `worker` process. Jobs outlive
   processes: a stopping process leaves them for the others (or its successor), and a job whose
-  process died is found by its missing heartbeat and run again (see `DurableQueue`).
+  process died is found by its missing heartbeat and run again (see `DurableQueue`). A job read
+  back from the database is validated against its kind's model first (`MalformedJob` if it does
+  not fit).
 """
 
 from __future__ import annotations
@@ -22,21 +24,81 @@ import socket
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import procrastinate
 import psycopg
 from procrastinate import JobContext
 from procrastinate.exceptions import ConnectorException
+from procrastinate.jobs import Job
+from procrastinate.retry import RetryDecision
 from procrastinate.schema import SchemaManager
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.config import DEFAULT_CONCURRENCY, DEFAULT_STALLED_AFTER
 from bot.db.database import Database
+from bot.slack.payloads import problems
+from bot.threads.conversation import ThreadKey, UserMessage
 
 logger = logging.getLogger(__name__)
 
-Payload = Mapping[str, Any]
-"""A job's arguments: JSON-serialisable, since a durable job is stored in the database."""
+
+# -- payloads ------------------------------------------------------------------------------------
+
+
+class JobPayload(BaseModel):
+    """A job's arguments, one subclass per kind of job; a durable job is stored as its JSON."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: ClassVar[str]
+    """The kind of job this payload is for (the procrastinate task is `TASK_PREFIX` + kind)."""
+
+
+class _MessageJob(JobPayload):
+    message: UserMessage
+    """The person's message the job answers in its thread."""
+
+
+class PromptJob(_MessageJob):
+    """A mention with nothing to do: answered with the rubric in force and "what should I do?".
+    Queued so that it names the rubric in force after any earlier `rubric:` message in the thread."""
+
+    kind: ClassVar[str] = "prompt"
+
+
+class RubricJob(_MessageJob):
+    """A `rubric:` message: it replaces the thread's rubric after the thread's earlier jobs."""
+
+    kind: ClassVar[str] = "rubric"
+
+    rubric: str
+    """The rubric text after `rubric:`."""
+
+
+class _RunJob(_MessageJob):
+    run_id: int
+    """The run recorded for the request (see `bot.db.store.Store.start_run`)."""
+
+
+class RequestJob(_RunJob):
+    """A request for the agent: run it, posting each evaluation and the answer."""
+
+    kind: ClassVar[str] = "request"
+
+
+class NoticeJob(_RunJob):
+    """Telling a thread that an earlier process died in its run (the request and that run)."""
+
+    kind: ClassVar[str] = "interrupted_notice"
+
+
+P = TypeVar("P", bound=JobPayload)
+"""The payload model of one kind of job."""
+
+
+class MalformedJob(ValueError):
+    """A stored job's arguments do not fit its kind's model: it can never run, so it is not retried."""
 
 
 class Abandoned(enum.Enum):
@@ -49,14 +111,27 @@ class Abandoned(enum.Enum):
 
 
 @dataclass(frozen=True)
-class JobKind:
-    """One kind of job: how to do it, and what to tell its thread when it will never be done."""
+class JobKind(Generic[P]):
+    """One kind of job: its payload model, how to do it, and what to tell its thread when it will
+    never be done."""
 
-    name: str
-    run: Callable[[Payload, int], Awaitable[None]]
+    payload: type[P]
+    run: Callable[[P, int], Awaitable[None]]
     """Does the job; the int counts earlier attempts that were cut short (0 on the first try),
     so a later attempt knows to resume rather than start."""
-    abandon: Callable[[Payload, Abandoned], Awaitable[None]]
+    abandon: Callable[[P, Abandoned], Awaitable[None]]
+
+    @property
+    def name(self) -> str:
+        """The kind's name, as its payloads say."""
+        return self.payload.kind
+
+    def read(self, stored: Mapping[str, Any]) -> P:
+        """A stored job's arguments as this kind's payload; `MalformedJob` naming what is wrong."""
+        try:
+            return self.payload.model_validate(stored)
+        except ValidationError as exc:
+            raise MalformedJob(f"a stored {self.name} job does not fit its payload: {problems(exc)}") from exc
 
 
 class JobQueue(Protocol):
@@ -72,7 +147,7 @@ class JobQueue(Protocol):
         """Jobs queued or running in this process (for the shutdown log)."""
         ...
 
-    def register(self, kind: JobKind) -> None:
+    def register(self, kind: JobKind[Any]) -> None:
         """Make `kind` known; every kind is registered before `start`."""
         ...
 
@@ -80,8 +155,8 @@ class JobQueue(Protocol):
         """Begin running jobs."""
         ...
 
-    async def submit(self, key: str, kind: str, payload: Payload) -> bool:
-        """Queue a job behind the key's earlier ones; False if the queue no longer takes jobs."""
+    async def submit(self, thread: ThreadKey, payload: JobPayload) -> bool:
+        """Queue a job behind the thread's earlier ones; False if the queue no longer takes jobs."""
         ...
 
     async def drain(self, grace: float) -> None:
@@ -100,9 +175,9 @@ class ThreadScheduler:
     nothing and thousands of threads can be known without thousands of tasks.
     """
 
-    _kinds: dict[str, JobKind] = field(default_factory=dict)
-    _queues: dict[str, deque[tuple[JobKind, Payload]]] = field(default_factory=dict)
-    _workers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _kinds: dict[str, JobKind[Any]] = field(default_factory=dict)
+    _queues: dict[ThreadKey, deque[tuple[JobKind[Any], JobPayload]]] = field(default_factory=dict)
+    _workers: dict[ThreadKey, asyncio.Task[None]] = field(default_factory=dict)
     _closed: bool = False
 
     @property
@@ -115,23 +190,23 @@ class ThreadScheduler:
         """How many keys have work queued or running."""
         return len(self._workers)
 
-    def register(self, kind: JobKind) -> None:
+    def register(self, kind: JobKind[Any]) -> None:
         """Make `kind` known to `submit`."""
         self._kinds[kind.name] = kind
 
     async def start(self) -> None:
         """Nothing to start: each submitted key gets its own task."""
 
-    async def submit(self, key: str, kind: str, payload: Payload) -> bool:
-        """Queue the job behind the key's earlier jobs; False once draining has begun."""
+    async def submit(self, thread: ThreadKey, payload: JobPayload) -> bool:
+        """Queue the job behind the thread's earlier jobs; False once draining has begun."""
         if self._closed:
             return False
-        self._queues.setdefault(key, deque()).append((self._kinds[kind], payload))
-        if key not in self._workers:
-            self._workers[key] = asyncio.create_task(self._work(key), name=f"thread {key}")
+        self._queues.setdefault(thread, deque()).append((self._kinds[payload.kind], payload))
+        if thread not in self._workers:
+            self._workers[thread] = asyncio.create_task(self._work(thread), name=f"thread {thread.thread_id}")
         return True
 
-    async def _work(self, key: str) -> None:
+    async def _work(self, key: ThreadKey) -> None:
         queue = self._queues[key]
         try:
             while queue:
@@ -140,7 +215,7 @@ class ThreadScheduler:
                     await kind.run(payload, 0)
                 except Exception:
                     # One failed job must not strand the ones queued behind it.
-                    logger.exception("%s job for thread %s failed", kind.name, key)
+                    logger.exception("%s job for thread %s failed", kind.name, key.thread_id)
         finally:
             del self._queues[key]
             del self._workers[key]
@@ -272,10 +347,11 @@ class DurableQueue:
         """Jobs running in this process (queued ones wait in the database)."""
         return len(self._running)
 
-    def register(self, kind: JobKind) -> None:
-        """Register `kind` as a procrastinate task, retried when cut short."""
+    def register(self, kind: JobKind[Any]) -> None:
+        """Register `kind` as a procrastinate task, retried when cut short (unless malformed)."""
 
-        async def run(context: JobContext, **payload: Any) -> None:
+        async def run(context: JobContext, **stored: Any) -> None:
+            payload = kind.read(stored)
             attempt = context.job.attempts
             if attempt >= MAX_ATTEMPTS:
                 await kind.abandon(payload, Abandoned.GAVE_UP)
@@ -293,7 +369,7 @@ class DurableQueue:
             name=TASK_PREFIX + kind.name,
             pass_context=True,
             # One more try than MAX_ATTEMPTS: the last one tells the thread it was given up.
-            retry=procrastinate.RetryStrategy(max_attempts=MAX_ATTEMPTS),
+            retry=_RetryUnlessMalformed(max_attempts=MAX_ATTEMPTS),
         )(run)
 
     async def start(self) -> None:
@@ -313,9 +389,10 @@ class DurableQueue:
         )
         self._sweeper = asyncio.create_task(self._sweep_forever(heartbeat), name="stalled job sweep")
 
-    async def submit(self, key: str, kind: str, payload: Payload) -> bool:
+    async def submit(self, thread: ThreadKey, payload: JobPayload) -> bool:
         """Store the job in PostgreSQL behind the thread's earlier jobs."""
-        await self._app.configure_task(TASK_PREFIX + kind, lock=key).defer_async(**payload)
+        task = self._app.configure_task(TASK_PREFIX + payload.kind, lock=thread.thread_id)
+        await task.defer_async(**payload.model_dump(mode="json"))
         return True
 
     async def drain(self, grace: float) -> None:
@@ -370,6 +447,16 @@ class DurableQueue:
                 await self.requeue_stalled()
             except (ConnectorException, psycopg.Error):
                 logger.exception("looking for stalled jobs failed; trying again in %.0f s", interval)
+
+
+class _RetryUnlessMalformed(procrastinate.RetryStrategy):
+    """procrastinate's retries, except for a job whose stored arguments can never be read."""
+
+    def get_retry_decision(self, *, exception: BaseException, job: Job) -> RetryDecision | None:
+        """No retry for `MalformedJob`; the strategy's decision otherwise."""
+        if isinstance(exception, MalformedJob):
+            return None
+        return super().get_retry_decision(exception=exception, job=job)
 
 
 @contextlib.asynccontextmanager

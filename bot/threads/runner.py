@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -27,26 +27,23 @@ from bot.review.review import review_controls
 from bot.slack.blocks import MAX_BLOCKS, context_block
 from bot.slack.client import attempt, describe_error
 from bot.threads import render
-from bot.threads.conversation import UserMessage
-from bot.threads.jobs import MAX_ATTEMPTS, Abandoned, JobKind, JobQueue, Payload, ThreadScheduler
+from bot.threads.conversation import ThreadKey, UserMessage
+from bot.threads.jobs import (
+    MAX_ATTEMPTS,
+    Abandoned,
+    JobKind,
+    JobPayload,
+    JobQueue,
+    NoticeJob,
+    PromptJob,
+    RequestJob,
+    RubricJob,
+    ThreadScheduler,
+)
 from bot.threads.progress import WorkingIndicator, react
 from grading import RubricError, RubricEvaluation, parse_rubric
 
 logger = logging.getLogger(__name__)
-
-
-REQUEST_JOB = "request"
-"""Job kind of a request for the agent; payload: the message and its run id."""
-
-RUBRIC_JOB = "rubric"
-"""Job kind of a `rubric:` message; payload: the message and the rubric text."""
-
-PROMPT_JOB = "prompt"
-"""Job kind of a mention with nothing to do; payload: the message. Queued so that it names the
-rubric in force after any earlier `rubric:` message in the thread."""
-
-NOTICE_JOB = "interrupted_notice"
-"""Job kind telling a thread that an earlier process died in its run; payload: the request and run id."""
 
 
 class RunTimeout(Exception):
@@ -96,13 +93,13 @@ class ThreadRunner:
         self._queue = queue or ThreadScheduler()
         self._model_timeout = model_timeout
         self._run_timeout = run_timeout
-        self._kinds = {
+        self._kinds: dict[str, JobKind[Any]] = {
             kind.name: kind
             for kind in (
-                JobKind(REQUEST_JOB, self._request_job, self._abandon_request),
-                JobKind(RUBRIC_JOB, self._rubric_job, self._abandon_message),
-                JobKind(PROMPT_JOB, self._prompt_job, self._abandon_message),
-                JobKind(NOTICE_JOB, self._notice_job, self._abandon_notice),
+                JobKind(RequestJob, self._request_job, self._abandon_request),
+                JobKind(RubricJob, self._rubric_job, self._abandon_message),
+                JobKind(PromptJob, self._prompt_job, self._abandon_message),
+                JobKind(NoticeJob, self._notice_job, self._abandon_notice),
             )
         }
         for kind in self._kinds.values():
@@ -115,18 +112,16 @@ class ThreadRunner:
 
     async def submit_request(self, message: UserMessage) -> None:
         """Queue a request for the agent in its thread (recorded first, so a crash is noticed)."""
-        run_id = await self._store.start_run(
-            message.thread_id, message.team, message.channel, message.thread_ts, message.ts
-        )
-        await self._submit(message.thread_id, REQUEST_JOB, _run_payload(message, run_id))
+        run_id = await self._store.start_run(message.thread, message.ts)
+        await self._submit(message.thread, RequestJob(message=message, run_id=run_id))
 
     async def submit_rubric(self, message: UserMessage, rubric_text: str) -> None:
         """Queue a `rubric:` message: it replaces the thread's rubric after any earlier runs."""
-        await self._submit(message.thread_id, RUBRIC_JOB, {"message": asdict(message), "rubric": rubric_text})
+        await self._submit(message.thread, RubricJob(message=message, rubric=rubric_text))
 
     async def ask_for_request(self, message: UserMessage) -> None:
         """Queue the answer to a mention with nothing to do: the rubric in force, and "what should I do?"."""
-        await self._submit(message.thread_id, PROMPT_JOB, {"message": asdict(message)})
+        await self._submit(message.thread, PromptJob(message=message))
 
     async def report_abandoned_runs(self, started_before: datetime) -> int:
         """Tell each thread whose run an earlier process left unfinished, once; how many there were.
@@ -136,8 +131,7 @@ class ThreadRunner:
         """
         runs = await self._store.claim_abandoned_runs(started_before)
         for run in runs:
-            request = _request_of(run)
-            await self._submit(request.thread_id, NOTICE_JOB, _run_payload(request, run.run_id))
+            await self._submit(run.thread, NoticeJob(message=_request_of(run), run_id=run.run_id))
         return len(runs)
 
     async def reply(self, message: UserMessage, payload: dict[str, Any]) -> str | None:
@@ -154,24 +148,24 @@ class ThreadRunner:
 
     # -- jobs ------------------------------------------------------------------
 
-    async def _submit(self, thread_id: str, kind: str, payload: Payload) -> None:
-        if not await self._queue.submit(thread_id, kind, payload):
-            await self._kinds[kind].abandon(payload, Abandoned.STOPPING)
+    async def _submit(self, thread: ThreadKey, payload: JobPayload) -> None:
+        if not await self._queue.submit(thread, payload):
+            await self._kinds[payload.kind].abandon(payload, Abandoned.STOPPING)
 
-    async def _request_job(self, payload: Payload, attempt: int) -> None:
-        await self._run_request(_message_of(payload), payload["run_id"], resumed=attempt > 0)
+    async def _request_job(self, job: RequestJob, attempt: int) -> None:
+        await self._run_request(job.message, job.run_id, resumed=attempt > 0)
 
-    async def _rubric_job(self, payload: Payload, attempt: int) -> None:
-        await self._replace_rubric(_message_of(payload), payload["rubric"])
+    async def _rubric_job(self, job: RubricJob, attempt: int) -> None:
+        await self._replace_rubric(job.message, job.rubric)
 
-    async def _prompt_job(self, payload: Payload, attempt: int) -> None:
-        await self._prompt(_message_of(payload))
+    async def _prompt_job(self, job: PromptJob, attempt: int) -> None:
+        await self._prompt(job.message)
 
-    async def _notice_job(self, payload: Payload, attempt: int) -> None:
-        await self._tell_abandoned(_message_of(payload), payload["run_id"])
+    async def _notice_job(self, job: NoticeJob, attempt: int) -> None:
+        await self._tell_abandoned(job.message, job.run_id)
 
-    async def _abandon_request(self, payload: Payload, why: Abandoned) -> None:
-        message, run_id = _message_of(payload), payload["run_id"]
+    async def _abandon_request(self, job: RequestJob, why: Abandoned) -> None:
+        message, run_id = job.message, job.run_id
         if why is Abandoned.STOPPING:
             await self._tell_interrupted(message, run_id, started=False)
             return
@@ -182,15 +176,15 @@ class ThreadRunner:
         if told is None:
             await self._record_undelivered(message, run_id, FAILED)
 
-    async def _abandon_message(self, payload: Payload, why: Abandoned) -> None:
-        message = _message_of(payload)
+    async def _abandon_message(self, job: PromptJob | RubricJob, why: Abandoned) -> None:
+        message = job.message
         if why is Abandoned.STOPPING:
             await self._tell_interrupted(message, None, started=False)
         else:
             await self.reply(message, _gave_up_notice())
 
-    async def _abandon_notice(self, payload: Payload, why: Abandoned) -> None:
-        await self._store.release_interrupted(payload["run_id"])
+    async def _abandon_notice(self, job: NoticeJob, why: Abandoned) -> None:
+        await self._store.release_interrupted(job.run_id)
 
     async def _replace_rubric(self, message: UserMessage, rubric_text: str) -> None:
         await self._report_interrupted(message)
@@ -317,9 +311,7 @@ class ThreadRunner:
         payload = render.evaluation_message(evaluation, review=review_controls(evaluation))
         ts = await ledger.post(evaluation["iteration"], 0, payload)
         if ts is not None:
-            await self._store.save_evaluation(
-                message.team, message.channel, message.thread_ts, ts, evaluation, rubric_text
-            )
+            await self._store.save_evaluation(message.thread, ts, evaluation, rubric_text)
         if (
             evaluation["result"] == "needs_revision"
             and evaluation["iteration"] + 1 < evaluation["max_iterations"]
@@ -388,7 +380,7 @@ class ThreadRunner:
 
     async def _report_interrupted(self, message: UserMessage) -> None:
         """Tell the thread about interrupted runs whose notice could not be posted before."""
-        for run in await self._store.claim_interrupted_runs(message.thread_id):
+        for run in await self._store.claim_interrupted_runs(message.thread):
             await self._tell_abandoned(_request_of(run), run.run_id)
 
 
@@ -419,16 +411,6 @@ def _gave_up_notice() -> dict[str, Any]:
         f"It was cut short {MAX_ATTEMPTS} times (the bot process running it stopped each time). "
         "Send it again in this thread to start over.",
     )
-
-
-def _run_payload(message: UserMessage, run_id: int) -> dict[str, Any]:
-    """The payload of a job about one run: the request's message and the run's id."""
-    return {"message": asdict(message), "run_id": run_id}
-
-
-def _message_of(payload: Payload) -> UserMessage:
-    """The Slack message a job's payload carries."""
-    return UserMessage(**payload["message"])
 
 
 def _request_of(run: RunRecord) -> UserMessage:

@@ -19,7 +19,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from bot.agent import agent_config, build_agent, run_turn
 from bot.db.store import ReviewVerdict, Store
-from bot.threads.conversation import thread_id
+from bot.threads.conversation import ThreadKey, thread_id
 from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
 
 RUBRIC = "- Cites a source\n- Is polite"
@@ -87,7 +87,7 @@ def replayed_grader(messages: list[BaseMessage]):
 async def _ask(agent, store: Store, root: str, text: str, into: list[dict], rubric: str | None = None):
     async def save(evaluation: dict) -> None:
         into.append(evaluation)
-        await store.save_evaluation(TEAM, CHANNEL, root, f"{root}.{len(into)}", evaluation, RUBRIC)
+        await store.save_evaluation(ThreadKey(TEAM, CHANNEL, root), f"{root}.{len(into)}", evaluation, RUBRIC)
 
     inputs = {"messages": [HumanMessage(text)], **({"rubric": rubric} if rubric else {})}
     await run_turn(agent, inputs, agent_config(thread_id(TEAM, CHANNEL, root)), save)
@@ -117,10 +117,12 @@ async def seed(path: Path) -> ScriptedChatModel:
                     _review("Cites a source", "pass", "pass"),
                     _review("Is polite", "pass", polite, comment),
                 ]
-                await store.save_review(TEAM, CHANNEL, root, final["grading_run_id"], 1, "U1", verdicts)
+                await store.save_review(
+                    ThreadKey(TEAM, CHANNEL, root), final["grading_run_id"], 1, "U1", verdicts
+                )
                 if i in REVIEWED_FIRST_DRAFTS:
                     await store.save_review(
-                        TEAM, CHANNEL, root, draft["grading_run_id"], 0, "U1",
+                        ThreadKey(TEAM, CHANNEL, root), draft["grading_run_id"], 0, "U1",
                         [_review("Cites a source", "fail", "fail"), _review("Is polite", "pass", "pass")],
                     )  # fmt: skip
             # A later request in the first thread: its history grows past the reviewed iterations.

@@ -20,6 +20,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from bot.cli.main import main
 from bot.db.store import ReviewVerdict, Store
+from bot.threads.conversation import ThreadKey
 from tests.e2e.conftest import BOT_TOKEN, SCRUBBED_ENV_PREFIXES
 from tests.standins.slack_api import SlackApiStandin
 
@@ -58,23 +59,27 @@ async def seed(path: Path) -> None:
             row = [verdicts("Cites a source", reviewer, grader)]
             if i < len(POLITE[0]):
                 row.append(verdicts("Is polite", POLITE[0][i], POLITE[1][i]))
-            await store.save_review("T1", "C1", "1.0", f"list-{i}", 0, "U1", row)
+            await store.save_review(ThreadKey("T1", "C1", "1.0"), f"list-{i}", 0, "U1", row)
         for i in range(len(CLARITY[0])):
             row = [
                 verdicts("Clarity", CLARITY[0][i], CLARITY[1][i]),
                 verdicts("Tone", TONE[0][i], TONE[1][i]),
             ]
-            await store.save_review("T1", "C1", "2.0", f"scored-{i}", 0, "U2", row)
+            await store.save_review(ThreadKey("T1", "C1", "2.0"), f"scored-{i}", 0, "U2", row)
         for i, (clarity, concision) in enumerate(CORRELATED):
             evaluation = scored_evaluation(f"scored-{i}", clarity, concision)
-            await store.save_evaluation("T1", "C1", "2.0", f"3.{i}", evaluation, "dimensions: …")
+            await store.save_evaluation(ThreadKey("T1", "C1", "2.0"), f"3.{i}", evaluation, "dimensions: …")
         # Two old disagreements on Cites a source, and another channel's review: outside the report.
         for i in range(2):
             await store.save_review(
-                "T1", "C1", "1.0", f"old-{i}", 0, "U1", [verdicts("Cites a source", "fail", "pass")]
+                ThreadKey("T1", "C1", "1.0"),
+                f"old-{i}",
+                0,
+                "U1",
+                [verdicts("Cites a source", "fail", "pass")],
             )
         await store.save_review(
-            "T1", "C2", "9.0", "other", 0, "U1", [verdicts("Cites a source", "fail", "pass")]
+            ThreadKey("T1", "C2", "9.0"), "other", 0, "U1", [verdicts("Cites a source", "fail", "pass")]
         )
     finally:
         await store.close()
@@ -252,7 +257,7 @@ async def add_runs(path: Path) -> None:
     store = await Store.open(str(path))
     try:
         for channel, request, undelivered in (("C1", "5.1", False), ("C1", "5.2", True), ("C2", "6.1", True)):
-            run_id = await store.start_run(f"T1:{channel}:5.0", "T1", channel, "5.0", request)
+            run_id = await store.start_run(ThreadKey("T1", channel, "5.0"), request)
             await store.finish_run(run_id, "satisfied")
             if undelivered:
                 await store.mark_undelivered(run_id)

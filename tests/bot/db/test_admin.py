@@ -20,9 +20,10 @@ from bot.cli.main import main
 from bot.db import admin as dbadmin
 from bot.db.database import Database, open_checkpointer
 from bot.db.store import ReviewVerdict, Store
+from bot.threads.conversation import ThreadKey
 from tests.grading.scripted import ScriptedChatModel, grader_wanting
 
-THREAD = "T1:C1:1700000000.000100"
+THREAD = ThreadKey("T1", "C1", "1700000000.000100")
 RUBRIC = "- Names the capital\n- Mentions the river"
 
 
@@ -43,7 +44,7 @@ async def converse(database: Database, text: str, worker: ScriptedChatModel, rub
             max_iterations=3,
             checkpointer=checkpointer,
         )
-        outcome = await run_turn(agent, inputs, agent_config(THREAD), keep)
+        outcome = await run_turn(agent, inputs, agent_config(THREAD.thread_id), keep)
     return outcome, evaluations
 
 
@@ -58,14 +59,14 @@ async def fill(database: Database) -> int:
     store = await Store.open(database)
     try:
         await store.claim("event:Ev1")
-        await store.add_thread("T1", "C1", "1700000000.000100")
+        await store.add_thread(THREAD)
         await store.set_channel_rubric("T1", "C1", RUBRIC, "U1")
         await store.set_calibration("T1", "C1", False)
-        run_id = await store.start_run(THREAD, "T1", "C1", "1700000000.000100", "1700000000.000200")
+        run_id = await store.start_run(THREAD, "1700000000.000200")
         for evaluation in evaluations:
-            await store.save_evaluation("T1", "C1", "1700000000.000100", "1.5", evaluation, RUBRIC)
+            await store.save_evaluation(THREAD, "1.5", evaluation, RUBRIC)
         await store.save_review(
-            "T1", "C1", "1700000000.000100", evaluations[0]["grading_run_id"], 0, "U2",
+            THREAD, evaluations[0]["grading_run_id"], 0, "U2",
             [ReviewVerdict("Mentions the river", "fail", "fail", "agreed")],
         )  # fmt: skip
         await store.record_posted(run_id, "final", 0, "1.9")
@@ -98,7 +99,7 @@ async def test_a_copied_conversation_continues_on_postgresql_with_its_history_an
     store = await Store.open(target)
     try:
         assert not await store.claim("event:Ev1")
-        assert await store.has_thread("T1", "C1", "1700000000.000100")
+        assert await store.has_thread(THREAD)
         assert await store.get_channel_rubric("T1", "C1") == RUBRIC
         assert not await store.calibration_enabled("T1", "C1")
         record = await store.get_evaluation(evaluations[0]["grading_run_id"], 0)
@@ -108,7 +109,7 @@ async def test_a_copied_conversation_continues_on_postgresql_with_its_history_an
         (review,) = await store.reviews_in_channel("T1", "C1")
         assert review.comment == "agreed"
         assert [m.message_ts for m in await store.posted_messages(run_id)] == ["1.9"]
-        assert await store.start_run(THREAD, "T1", "C1", "1700000000.000100", "2.0") == run_id + 1
+        assert await store.start_run(THREAD, "2.0") == run_id + 1
     finally:
         await store.close()
 

@@ -18,6 +18,7 @@ from bot.db.database import Database
 from bot.db.migrations import alembic_config
 from bot.db.schema import metadata
 from bot.db.store import EVALUATION_DEFAULTS, Store
+from bot.threads.conversation import ThreadKey
 
 SCHEMA_BEFORE_MIGRATIONS = (
     "CREATE TABLE IF NOT EXISTS claims (key TEXT NOT NULL PRIMARY KEY, claimed_at TEXT NOT NULL)",
@@ -48,7 +49,7 @@ SCHEMA_BEFORE_MIGRATIONS = (
 DELIVERY_COLUMN = "ALTER TABLE runs ADD COLUMN undelivered INTEGER NOT NULL DEFAULT 0"
 """What the last of those versions added to ``runs`` on open (its ADDED_COLUMNS)."""
 
-THREAD = "T1:C1:1.0"
+THREAD = ThreadKey("T1", "C1", "1.0")
 EARLIER = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 EVALUATION = {"grading_run_id": "run-1", "iteration": 0, "result": "needs_revision", "criteria": []}
 
@@ -72,9 +73,9 @@ def make_old_database(path: str, *statements: str) -> None:
             "INSERT INTO runs (thread_id, team, channel, thread_ts, request_ts, status, started_at, "
             "finished_at, acknowledged) VALUES (?, 'T1', 'C1', '1.0', ?, ?, ?, ?, ?)",
             [
-                (THREAD, "1.1", "satisfied", at, at, 0),
-                (THREAD, "1.2", None, at, None, 0),  # cut short by a crash, not yet reported
-                (THREAD, "1.3", "interrupted", at, at, 1),
+                (THREAD.thread_id, "1.1", "satisfied", at, at, 0),
+                (THREAD.thread_id, "1.2", None, at, None, 0),  # cut short by a crash, not yet reported
+                (THREAD.thread_id, "1.3", "interrupted", at, at, 1),
             ],
         )
         db.execute(
@@ -96,10 +97,10 @@ async def test_a_file_from_before_migrations_keeps_every_row(tmp_path, added):
     store = await Store.open(path)
     try:
         assert not await store.claim("event:Ev1")
-        assert await store.has_thread("T1", "C1", "1.0")
+        assert await store.has_thread(THREAD)
         assert await store.get_channel_rubric("T1", "C1") == "- Be brief"
         assert not await store.calibration_enabled("T1", "C1")
-        assert await store.start_run(THREAD, "T1", "C1", "1.0", "1.4") == 4
+        assert await store.start_run(THREAD, "1.4") == 4
         (crashed,) = await store.claim_abandoned_runs(EARLIER + timedelta(seconds=1))
         assert (crashed.request_ts, crashed.started_at, crashed.undelivered) == ("1.2", EARLIER, False)
         await store.mark_undelivered(crashed.run_id)
@@ -155,7 +156,7 @@ async def test_migrated_database_matches_the_schema(database_url):
 async def test_processes_starting_together_migrate_once(database_url):
     stores = await asyncio.gather(*(Store.open(database_url) for _ in range(4)))
     try:
-        run_ids = [await store.start_run(THREAD, "T1", "C1", "1.0", "1.1") for store in stores]
+        run_ids = [await store.start_run(THREAD, "1.1") for store in stores]
     finally:
         await asyncio.gather(*(store.close() for store in stores))
     assert len(set(run_ids)) == 4

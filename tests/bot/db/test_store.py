@@ -12,8 +12,9 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from bot.db.database import DatabaseError
 from bot.db.store import ReviewVerdict, Store
+from bot.threads.conversation import ThreadKey
 
-THREAD = "T1:C1:1700000000.000100"
+THREAD = ThreadKey("T1", "C1", "1700000000.000100")
 
 
 @pytest.fixture
@@ -95,14 +96,14 @@ async def test_prune_claims_forgets_only_old_claims(store):
 
 
 async def test_threads_the_bot_takes_part_in(store, db_path):
-    assert not await store.has_thread("T1", "C1", "1.0")
-    await store.add_thread("T1", "C1", "1.0")
-    await store.add_thread("T1", "C1", "1.0")  # again: no error
-    assert await store.has_thread("T1", "C1", "1.0")
-    assert not await store.has_thread("T1", "C2", "1.0")
+    assert not await store.has_thread(ThreadKey("T1", "C1", "1.0"))
+    await store.add_thread(ThreadKey("T1", "C1", "1.0"))
+    await store.add_thread(ThreadKey("T1", "C1", "1.0"))  # again: no error
+    assert await store.has_thread(ThreadKey("T1", "C1", "1.0"))
+    assert not await store.has_thread(ThreadKey("T1", "C2", "1.0"))
     store = await reopen(store, db_path)
     try:
-        assert await store.has_thread("T1", "C1", "1.0")
+        assert await store.has_thread(ThreadKey("T1", "C1", "1.0"))
     finally:
         await store.close()
 
@@ -138,15 +139,15 @@ async def test_calibration_is_on_until_switched_off(store, db_path):
 
 
 async def test_runs_an_earlier_process_left_unfinished_are_claimed_once(store, db_path):
-    finished = await store.start_run(THREAD, "T1", "C1", "1700000000.000100", "1700000001.0")
-    crashed = await store.start_run(THREAD, "T1", "C1", "1700000000.000100", "1700000002.0")
-    elsewhere = await store.start_run("T1:C9:1.0", "T1", "C9", "1.0", "1.0")
+    finished = await store.start_run(THREAD, "1700000001.0")
+    crashed = await store.start_run(THREAD, "1700000002.0")
+    elsewhere = await store.start_run(ThreadKey("T1", "C9", "1.0"), "1.0")
     await store.finish_run(finished, "satisfied")
 
     store = await reopen(store, db_path)  # the process died and came back
     try:
         booted = datetime.now(UTC)
-        mine = await store.start_run(THREAD, "T1", "C1", "1700000000.000100", "1700000003.0")
+        mine = await store.start_run(THREAD, "1700000003.0")
         claimed = await store.claim_abandoned_runs(booted)
         assert [r.run_id for r in claimed] == [crashed, elsewhere]  # not the finished one, nor mine
         run = claimed[0]
@@ -160,7 +161,7 @@ async def test_runs_an_earlier_process_left_unfinished_are_claimed_once(store, d
 
 
 async def test_processes_starting_together_claim_each_abandoned_run_once(store, db_path):
-    runs = {await store.start_run(f"T1:C1:{n}.0", "T1", "C1", f"{n}.0", f"{n}.0") for n in range(20)}
+    runs = {await store.start_run(ThreadKey("T1", "C1", f"{n}.0"), f"{n}.0") for n in range(20)}
     booted = datetime.now(UTC)
     others = [await Store.open(db_path) for _ in range(3)]
     try:
@@ -173,7 +174,7 @@ async def test_processes_starting_together_claim_each_abandoned_run_once(store, 
 
 
 async def test_an_interrupted_run_whose_report_failed_is_claimed_again(store):
-    run_id = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
+    run_id = await store.start_run(THREAD, "2.0")
     await store.mark_interrupted(run_id)
     (run,) = await store.claim_interrupted_runs(THREAD)
     assert run.status == "interrupted" and run.finished_at is not None
@@ -186,7 +187,7 @@ async def test_an_interrupted_run_whose_report_failed_is_claimed_again(store):
 
 
 async def test_a_reported_interruption_is_not_claimed(store):
-    run_id = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
+    run_id = await store.start_run(THREAD, "2.0")
     await store.mark_interrupted(run_id)
     await store.acknowledge_interrupted(run_id)
     assert await store.claim_interrupted_runs(THREAD) == []
@@ -194,10 +195,10 @@ async def test_a_reported_interruption_is_not_claimed(store):
 
 
 async def test_recent_graded_runs_newest_first_without_plain_answers(store):
-    graded = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
-    plain = await store.start_run(THREAD, "T1", "C1", "1.0", "3.0")
-    running = await store.start_run(THREAD, "T1", "C1", "1.0", "4.0")
-    await store.start_run("T1:C9:1.0", "T1", "C9", "1.0", "1.0")
+    graded = await store.start_run(THREAD, "2.0")
+    plain = await store.start_run(THREAD, "3.0")
+    running = await store.start_run(THREAD, "4.0")
+    await store.start_run(ThreadKey("T1", "C9", "1.0"), "1.0")
     await store.finish_run(graded, "satisfied")
     await store.finish_run(plain, "answered")
     assert [r.run_id for r in await store.recent_graded_runs("T1", "C1", limit=5)] == [running, graded]
@@ -205,9 +206,9 @@ async def test_recent_graded_runs_newest_first_without_plain_answers(store):
 
 
 async def test_undelivered_runs_are_listed_by_channel(store):
-    delivered = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
-    lost = await store.start_run(THREAD, "T1", "C1", "1.0", "3.0")
-    lost_elsewhere = await store.start_run("T1:C9:1.0", "T1", "C9", "1.0", "1.0")
+    delivered = await store.start_run(THREAD, "2.0")
+    lost = await store.start_run(THREAD, "3.0")
+    lost_elsewhere = await store.start_run(ThreadKey("T1", "C9", "1.0"), "1.0")
     for run_id in (delivered, lost, lost_elsewhere):
         await store.finish_run(run_id, "satisfied")
     await store.mark_undelivered(lost)
@@ -231,7 +232,7 @@ async def test_a_database_from_before_delivery_tracking_gets_the_column(tmp_path
         connection.commit()
     store = await Store.open(old)
     try:
-        run_id = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
+        run_id = await store.start_run(THREAD, "2.0")
         await store.mark_undelivered(run_id)
         assert [r.run_id for r in await store.undelivered_runs(None, None)] == [run_id]
     finally:
@@ -242,8 +243,10 @@ async def test_a_database_from_before_delivery_tracking_gets_the_column(tmp_path
 
 
 async def test_evaluations_are_kept_by_run_and_iteration(store, db_path):
-    await store.save_evaluation("T1", "C1", "1.0", "1.5", evaluation(explanation="first"), "- Be brief")
-    await store.save_evaluation("T1", "C1", "1.0", "1.6", evaluation(iteration=1), "- Be brief")
+    await store.save_evaluation(
+        ThreadKey("T1", "C1", "1.0"), "1.5", evaluation(explanation="first"), "- Be brief"
+    )
+    await store.save_evaluation(ThreadKey("T1", "C1", "1.0"), "1.6", evaluation(iteration=1), "- Be brief")
     store = await reopen(store, db_path)
     try:
         record = await store.get_evaluation("run-1", 0)
@@ -254,7 +257,9 @@ async def test_evaluations_are_kept_by_run_and_iteration(store, db_path):
         assert (await store.get_evaluation("run-1", 1)).message_ts == "1.6"
         assert await store.get_evaluation("run-1", 2) is None
         # Posting the same iteration again (e.g. a re-post) updates it in place.
-        await store.save_evaluation("T1", "C1", "1.0", "1.9", evaluation(explanation="again"), "- Be brief")
+        await store.save_evaluation(
+            ThreadKey("T1", "C1", "1.0"), "1.9", evaluation(explanation="again"), "- Be brief"
+        )
         record = await store.get_evaluation("run-1", 0)
         assert (record.message_ts, record.evaluation["explanation"]) == ("1.9", "again")
     finally:
@@ -265,7 +270,7 @@ async def test_evaluations_are_kept_by_run_and_iteration(store, db_path):
 
 
 async def review(store, reviewer, items, run="run-1", iteration=0, channel="C1"):
-    await store.save_review("T1", channel, "1.0", run, iteration, reviewer, verdicts(*items))
+    await store.save_review(ThreadKey("T1", channel, "1.0"), run, iteration, reviewer, verdicts(*items))
 
 
 async def test_a_reviewers_latest_review_replaces_their_earlier_one(store, db_path):
@@ -311,8 +316,8 @@ async def test_reviews_in_channel_since(store):
 
 
 async def test_recent_disagreements_newest_first_and_by_rubric(store):
-    await store.save_evaluation("T1", "C1", "1.0", "1.1", evaluation("run-a"), "- Rubric A")
-    await store.save_evaluation("T1", "C1", "1.0", "1.2", evaluation("run-b"), "- Rubric B")
+    await store.save_evaluation(ThreadKey("T1", "C1", "1.0"), "1.1", evaluation("run-a"), "- Rubric A")
+    await store.save_evaluation(ThreadKey("T1", "C1", "1.0"), "1.2", evaluation("run-b"), "- Rubric B")
     await review(store, "U1", [("Clarity", "pass", "fail", "old"), ("Tone", "pass", "pass", "")], run="run-a")
     await review(store, "U2", [("Clarity", "fail", "pass", "newer")], run="run-b")
     await review(store, "U3", [("Tone", "2", "4", "newest")], run="run-a")
@@ -344,7 +349,7 @@ async def test_disagreements_for_calibration_are_none_while_it_is_switched_off(s
 async def test_sqlite_database_uses_wal_and_shares_the_file(tmp_path):
     db_path = str(tmp_path / "bot.sqlite")
     store = await Store.open(db_path)
-    await store.add_thread("T1", "C1", "1.0")
+    await store.add_thread(ThreadKey("T1", "C1", "1.0"))
     await store.close()
     with closing(sqlite3.connect(db_path)) as other:
         assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -357,8 +362,8 @@ async def test_sqlite_database_uses_wal_and_shares_the_file(tmp_path):
 
 
 async def test_posted_ledger_records_each_part_once(store, db_path):
-    run_id = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
-    other_run = await store.start_run(THREAD, "T1", "C1", "1.0", "3.0")
+    run_id = await store.start_run(THREAD, "2.0")
+    other_run = await store.start_run(THREAD, "3.0")
     assert await store.record_posted(run_id, 0, 0, "2.1")
     assert await store.record_posted(run_id, 1, 0, "2.2")
     assert await store.record_posted(run_id, "final", 0, "2.3")
@@ -383,7 +388,7 @@ async def test_posted_ledger_records_each_part_once(store, db_path):
 async def test_posted_ledger_is_claimed_once_across_processes(db_path, store):
     other = await Store.open(db_path)
     try:
-        run_id = await store.start_run(THREAD, "T1", "C1", "1.0", "2.0")
+        run_id = await store.start_run(THREAD, "2.0")
         results = await asyncio.gather(
             *(s.record_posted(run_id, "final", 0, ts) for s, ts in ((store, "2.1"), (other, "2.2")) * 5)
         )
@@ -409,7 +414,7 @@ async def refresh(store):
 
 
 async def test_refreshes_of_one_iteration_take_turns(db_path, store):
-    await store.save_evaluation("T1", "C1", "1.0", "1.5", evaluation(), "- Be brief")
+    await store.save_evaluation(ThreadKey("T1", "C1", "1.0"), "1.5", evaluation(), "- Be brief")
     await review(store, "U1", [("Clarity", "pass", "fail", "")])
     # PostgreSQL serves several processes (here two Stores); SQLite one.
     other = await Store.open(db_path) if db_path.startswith("postgresql") else store
@@ -427,7 +432,7 @@ async def test_refreshes_of_one_iteration_take_turns(db_path, store):
 async def test_on_postgresql_a_review_waits_for_a_refresh_in_another_process(postgres_url):
     store, other = await Store.open(postgres_url), await Store.open(postgres_url)
     try:
-        await store.save_evaluation("T1", "C1", "1.0", "1.5", evaluation(), "- Be brief")
+        await store.save_evaluation(ThreadKey("T1", "C1", "1.0"), "1.5", evaluation(), "- Be brief")
         await review(store, "U1", [("Clarity", "pass", "fail", "")])
         async with store.locked_reviews("run-1", 0):
             saving = asyncio.create_task(review(other, "U2", [("Clarity", "pass", "pass", "")]))
@@ -442,8 +447,10 @@ async def test_on_postgresql_reviews_of_other_iterations_do_not_wait(postgres_ur
     # SQLite has one write lock for the whole file; PostgreSQL locks only the iteration's row.
     store, other = await Store.open(postgres_url), await Store.open(postgres_url)
     try:
-        await store.save_evaluation("T1", "C1", "1.0", "1.5", evaluation(), "- Be brief")
-        await store.save_evaluation("T1", "C1", "1.0", "1.6", evaluation(iteration=1), "- Be brief")
+        await store.save_evaluation(ThreadKey("T1", "C1", "1.0"), "1.5", evaluation(), "- Be brief")
+        await store.save_evaluation(
+            ThreadKey("T1", "C1", "1.0"), "1.6", evaluation(iteration=1), "- Be brief"
+        )
         async with store.locked_reviews("run-1", 0):
             await review(other, "U2", [("Clarity", "pass", "pass", "")], iteration=1)
             assert len(await store.reviews_for_iteration("run-1", 1)) == 1

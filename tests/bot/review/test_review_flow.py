@@ -33,7 +33,7 @@ from bot.listeners.rubric_command import RUBRIC_SUBCOMMANDS
 from bot.review.review import CALIBRATION_EXAMPLES, calibration_examples, calibration_source
 from bot.slack.client import build_client
 from bot.threads import render
-from bot.threads.conversation import UserMessage
+from bot.threads.conversation import ThreadKey, UserMessage
 from bot.threads.runner import ThreadRunner
 from grading import CalibrationExample, RubricEvaluation
 from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
@@ -106,10 +106,10 @@ def evaluation(run: str, iteration: int = 0, *, passed: bool = True) -> dict[str
 
 
 async def test_evaluations_in_channel_by_team_channel_and_period(store):
-    await store.save_evaluation("T1", "C1", "1.0", "1.1", evaluation("a"), RUBRIC)
-    await store.save_evaluation("T1", "C1", "1.0", "1.2", evaluation("a", 1), RUBRIC)
-    await store.save_evaluation("T1", "C2", "2.0", "2.1", evaluation("b"), RUBRIC)
-    await store.save_evaluation("T2", "C1", "3.0", "3.1", evaluation("c"), RUBRIC)
+    await store.save_evaluation(ThreadKey("T1", "C1", "1.0"), "1.1", evaluation("a"), RUBRIC)
+    await store.save_evaluation(ThreadKey("T1", "C1", "1.0"), "1.2", evaluation("a", 1), RUBRIC)
+    await store.save_evaluation(ThreadKey("T1", "C2", "2.0"), "2.1", evaluation("b"), RUBRIC)
+    await store.save_evaluation(ThreadKey("T2", "C1", "3.0"), "3.1", evaluation("c"), RUBRIC)
 
     def runs(found: list[dict[str, Any]]) -> list[tuple[str, int]]:
         return [(e["grading_run_id"], e["iteration"]) for e in found]
@@ -123,8 +123,8 @@ async def test_evaluations_in_channel_by_team_channel_and_period(store):
 
 async def test_reviews_in_channel_can_span_teams_and_channels(store):
     verdict = [ReviewVerdict("Names the capital", "pass", "fail")]
-    await store.save_review("T1", "C1", "1.0", "a", 0, "U1", verdict)
-    await store.save_review("T2", "C2", "2.0", "b", 0, "U1", verdict)
+    await store.save_review(ThreadKey("T1", "C1", "1.0"), "a", 0, "U1", verdict)
+    await store.save_review(ThreadKey("T2", "C2", "2.0"), "b", 0, "U1", verdict)
 
     assert [r.grading_run_id for r in await store.reviews_in_channel(None, None)] == ["a", "b"]
     assert [r.grading_run_id for r in await store.reviews_in_channel(None, "C2")] == ["b"]
@@ -232,9 +232,9 @@ async def ask(runner: ThreadRunner, ts: str) -> None:
 
 async def disagree(store: Store, run: str, comment: str, rubric: str = RUBRIC) -> None:
     """A stored evaluation graded against `rubric`, and a reviewer overruling its river verdict."""
-    await store.save_evaluation("T1", "C1", "1.0", f"{run}.ts", evaluation(run), rubric)
+    await store.save_evaluation(ThreadKey("T1", "C1", "1.0"), f"{run}.ts", evaluation(run), rubric)
     verdicts = [ReviewVerdict("Mentions the river", "pass", "fail", comment)]
-    await store.save_review("T1", "C1", "1.0", run, 0, "U2", verdicts)
+    await store.save_review(ThreadKey("T1", "C1", "1.0"), run, 0, "U2", verdicts)
 
 
 async def test_the_grader_sees_the_latest_disagreements_with_its_rubric_until_switched_off(runner_parts):

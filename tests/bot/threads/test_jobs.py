@@ -11,18 +11,21 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 import pytest
 
+from bot.threads.conversation import ThreadKey, UserMessage
 from bot.threads.jobs import (
     MAX_ATTEMPTS,
     Abandoned,
     DurableQueue,
     JobKind,
+    JobPayload,
     JobQueue,
-    Payload,
+    MalformedJob,
+    RequestJob,
     ThreadScheduler,
     apply_schema,
 )
@@ -32,6 +35,18 @@ EVENT_TIMEOUT = 20.0
 
 STALLED_AFTER = 1.0
 """Heartbeat timeout of the durable queues under test: dead workers are found within ~1.3 s."""
+
+
+class Step(JobPayload):
+    """The payload of the test's one kind of job."""
+
+    kind: ClassVar[str] = "step"
+    name: str
+
+
+def thread(name: str) -> ThreadKey:
+    """A thread of the test's workspace and channel, named by its root ts."""
+    return ThreadKey("T1", "C1", name)
 
 
 @dataclass
@@ -44,11 +59,11 @@ class Recorder:
     failures: set[str] = field(default_factory=set)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def kind(self) -> JobKind:
-        return JobKind("step", self._run, self._abandon)
+    def kind(self) -> JobKind[Step]:
+        return JobKind(Step, self._run, self._abandon)
 
-    async def _run(self, payload: Payload, attempt: int) -> None:
-        name = payload["name"]
+    async def _run(self, payload: Step, attempt: int) -> None:
+        name = payload.name
         self.attempts.setdefault(name, []).append(attempt)
         self._note(f"start {name}")
         if name in self.failures:
@@ -57,8 +72,8 @@ class Recorder:
             await asyncio.wait_for(self.gates[name].wait(), EVENT_TIMEOUT)
         self._note(f"end {name}")
 
-    async def _abandon(self, payload: Payload, why: Abandoned) -> None:
-        self._note(f"abandoned {payload['name']} ({why.value})")
+    async def _abandon(self, payload: Step, why: Abandoned) -> None:
+        self._note(f"abandoned {payload.name} ({why.value})")
 
     def _note(self, entry: str) -> None:
         self.log.append(entry)
@@ -122,7 +137,7 @@ async def queues(request: pytest.FixtureRequest) -> AsyncIterator[QueueFactory]:
 
 async def submit(queue: JobQueue, key: str, *names: str) -> None:
     for name in names:
-        assert await queue.submit(key, "step", {"name": name})
+        assert await queue.submit(thread(key), Step(name=name))
 
 
 # -- what both queues do -------------------------------------------------------------------------
@@ -182,7 +197,7 @@ async def test_drain_abandons_queued_jobs_and_cancels_what_outlives_the_grace():
     assert "end quick" in recorder.log
     assert "end running" not in recorder.log  # cancelled after the grace period
     assert scheduler.busy == 0
-    assert not await scheduler.submit("t3", "step", {"name": "late"})
+    assert not await scheduler.submit(thread("t3"), Step(name="late"))
 
 
 async def test_drain_lets_running_jobs_finish_within_the_grace():
@@ -265,3 +280,48 @@ async def test_processes_starting_together_apply_the_schema_once(postgres_url: s
     async with await psycopg.AsyncConnection.connect(postgres_url) as connection:
         cursor = await connection.execute("SELECT count(*) FROM procrastinate_jobs")
         assert await cursor.fetchone() == (0,)
+
+
+# -- stored payloads -----------------------------------------------------------------------------
+
+
+def test_a_stored_payload_that_does_not_fit_its_kind_is_refused_naming_what_is_wrong():
+    async def never(job: RequestJob, value: Any) -> None:
+        raise AssertionError("a malformed job must not be done")
+
+    message = {"team": "T1", "channel": "C1", "thread_ts": "1.0", "user": "U1", "text": "hi"}
+    kind = JobKind(RequestJob, never, never)
+    with pytest.raises(MalformedJob) as refused:
+        kind.read({"message": message, "run_id": "seven"})
+    assert str(refused.value) == (
+        "a stored request job does not fit its payload: message.ts: Field required; "
+        "run_id: Input should be a valid integer, unable to parse string as an integer"
+    )
+    assert kind.read({"message": {**message, "ts": "1.1"}, "run_id": 7}) == RequestJob(
+        message=UserMessage(team="T1", channel="C1", ts="1.1", thread_ts="1.0", user="U1", text="hi"),
+        run_id=7,
+    )
+
+
+async def test_a_malformed_stored_job_fails_once_with_its_problem_and_the_thread_goes_on(
+    durable_queues, postgres_url: str, caplog: pytest.LogCaptureFixture
+):
+    recorder = Recorder()
+    queue = await durable_queues(recorder)
+    # What an older or broken process might have stored: the name is not a string.
+    await queue._app.configure_task("rubric_bot.step", lock=thread("t1").thread_id).defer_async(name=["x"])
+    await submit(queue, "t1", "next")
+    await recorder.wait_for("end next")
+
+    assert recorder.log == ["start next", "end next"]
+    async with await psycopg.AsyncConnection.connect(postgres_url) as connection:
+        cursor = await connection.execute(
+            "SELECT status, attempts FROM procrastinate_jobs WHERE args->'name' = '[\"x\"]'"
+        )
+        assert await cursor.fetchall() == [("failed", 1)]  # kept for the operator, never retried
+    refusals = [
+        r.exc_info[1] for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], MalformedJob)
+    ]
+    assert [str(e) for e in refusals] == [
+        "a stored step job does not fit its payload: name: Input should be a valid string"
+    ]

@@ -26,8 +26,8 @@ from bot.agent import agent_config, build_agent
 from bot.config import Settings
 from bot.db.store import Store
 from bot.slack.client import build_client
-from bot.threads.conversation import UserMessage
-from bot.threads.jobs import Abandoned, JobKind, Payload
+from bot.threads.conversation import ThreadKey, UserMessage
+from bot.threads.jobs import Abandoned, JobKind, JobPayload
 from bot.threads.progress import WORKING_REACTION
 from bot.threads.runner import ThreadRunner
 from tests.grading.scripted import ScriptedChatModel, answers, grade_call, grader_wanting, payload_of
@@ -418,7 +418,7 @@ async def test_slack_failures_are_retried_or_logged_without_losing_the_run(harne
 
 async def crashed_run(harness: Harness, request: UserMessage) -> None:
     """What a process that died mid-run leaves: a recorded run, and ⏳ on the request."""
-    await harness.store.start_run(request.thread_id, "T1", "C1", request.thread_ts, request.ts)
+    await harness.store.start_run(request.thread, request.ts)
     await harness.client.reactions_add(channel="C1", timestamp=request.ts, name=WORKING_REACTION)
 
 
@@ -494,25 +494,25 @@ class HeldQueue:
     busy = 0
 
     def __init__(self) -> None:
-        self.kinds: dict[str, JobKind] = {}
-        self.jobs: list[tuple[str, Payload]] = []
+        self.kinds: dict[str, JobKind[Any]] = {}
+        self.jobs: list[JobPayload] = []
 
-    def register(self, kind: JobKind) -> None:
+    def register(self, kind: JobKind[Any]) -> None:
         self.kinds[kind.name] = kind
 
     async def start(self) -> None:
         pass
 
-    async def submit(self, key: str, kind: str, payload: Payload) -> bool:
-        self.jobs.append((kind, payload))
+    async def submit(self, thread: ThreadKey, payload: JobPayload) -> bool:
+        self.jobs.append(payload)
         return True
 
     async def drain(self, grace: float) -> None:
         pass
 
     async def attempt(self, number: int) -> None:
-        kind, payload = self.jobs[-1]
-        await self.kinds[kind].run(payload, number)
+        payload = self.jobs[-1]
+        await self.kinds[payload.kind].run(payload, number)
 
 
 def revision_held_until(release: threading.Event, started: threading.Event) -> Any:
@@ -581,8 +581,8 @@ async def test_a_run_cut_short_too_often_ends_with_a_notice(harness):
     request = harness.message("What is the capital of France?")
     await runner.submit_request(request)
 
-    kind, payload = queue.jobs[-1]
-    await queue.kinds[kind].abandon(payload, Abandoned.GAVE_UP)
+    payload = queue.jobs[-1]
+    await queue.kinds[payload.kind].abandon(payload, Abandoned.GAVE_UP)
 
     (notice,) = harness.thread(request.ts)
     assert "could not finish" in notice.all_text and "Send it again" in notice.all_text
