@@ -22,15 +22,17 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from slack_sdk.models.blocks import Block, DividerBlock, ImageBlock
 from slack_sdk.models.views import View
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agreement.report import Report, chart_title, chart_upload, load_report, report_blocks
-from bot.db.store import FAILED, INTERRUPTED, TIMED_OUT, RunRecord, Store
+from bot.db.store import FAILED, INTERRUPTED, TIMED_OUT, RunRecord, RunStatus, Store
 from bot.slack.blocks import MAX_VIEW_BLOCKS, block_dicts, code, context_block, header_block, section_block
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
+from bot.slack.messages import BlockJson
 from bot.threads.render import status_words
 
 __all__ = ["ChannelHome", "home_view", "load_home", "publish_home"]
@@ -49,7 +51,7 @@ CHANNEL_TYPES = "public_channel,private_channel"
 CHART_UPLOADS_KEPT = 256
 """Uploaded charts remembered per process, so reopening the tab does not upload an unchanged chart."""
 
-RUN_WORDS: dict[str | None, tuple[str, str]] = {
+RUN_WORDS: dict[RunStatus | None, tuple[str, str]] = {
     None: ("⏳", "In progress"),
     INTERRUPTED: ("🔌", "Interrupted by a restart"),
     TIMED_OUT: ("⌛", "Timed out"),
@@ -177,7 +179,7 @@ def _remember_chart(key: str, file_id: str) -> None:
         _CHART_FILES.popitem(last=False)
 
 
-async def _publish(client: AsyncWebClient, user: str, view: dict) -> object | None:
+async def _publish(client: AsyncWebClient, user: str, view: dict[str, Any]) -> object | None:
     """Publish ``view`` as ``user``'s Home tab; None (logged) if Slack refused it."""
     return await attempt(client.views_publish(user_id=user, view=view), f"publish the Home tab of {user}")
 
@@ -185,12 +187,12 @@ async def _publish(client: AsyncWebClient, user: str, view: dict) -> object | No
 # --- Rendering -------------------------------------------------------------------------------
 
 
-def home_view(channels: Sequence[ChannelHome], *, problem: str | None = None) -> dict:
+def home_view(channels: Sequence[ChannelHome], *, problem: str | None = None) -> dict[str, Any]:
     """The Home tab: a section per channel, as many as Slack's 100 blocks hold.
 
     ``problem`` is Slack's error code when the viewer's channels could not be listed.
     """
-    blocks: list[dict] = block_dicts([header_block("Grading in your channels"), context_block(INTRO)])
+    blocks: list[BlockJson] = block_dicts([header_block("Grading in your channels"), context_block(INTRO)])
     if problem is not None:
         blocks += block_dicts([section_block(_listing_failed(problem))])
     elif not channels:
@@ -211,7 +213,7 @@ def _listing_failed(error: str) -> str:
     )
 
 
-def _channel_blocks(home: ChannelHome) -> list[dict]:
+def _channel_blocks(home: ChannelHome) -> list[BlockJson]:
     """Divider, channel, default rubric, latest runs, the channel's report and its chart."""
     rubric = (
         f"*Default rubric*\n{code(home.rubric)}"

@@ -8,7 +8,7 @@ are the checkpointer's own and are not described here.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import (
     JSON,
@@ -28,7 +28,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-FINAL_STEP = "final"
+FINAL_STEP: Final = "final"
 """The `posted.iteration` of a run's closing messages (its other rows hold iteration numbers)."""
 
 

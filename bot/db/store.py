@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, cast
+from typing import Any, Final, Literal, cast
 from weakref import WeakValueDictionary
 
 from sqlalchemy import Select, Update, and_, delete, exists, false, func, insert, select, text, update
@@ -41,19 +41,26 @@ from bot.db.schema import (
     threads,
 )
 from bot.threads.conversation import ThreadKey
-from grading import RubricEvaluation
+from grading import RubricEvaluation, Status
 
-INTERRUPTED = "interrupted"
+RunStatus = Status | Literal["interrupted", "answered", "timed_out", "error"]
+"""How a run ended (`runs.status`): its grading's final status, or one of the bot's own below."""
+
+INTERRUPTED: Final = "interrupted"
 """Run status of a run stopped before it finished (shutdown, or found after a crash)."""
 
-ANSWERED = "answered"
+ANSWERED: Final = "answered"
 """Run status of a run answered without a rubric (nothing was graded)."""
 
-TIMED_OUT = "timed_out"
+TIMED_OUT: Final = "timed_out"
 """Run status of a run ended because a model call or the whole run took longer than allowed."""
 
-FAILED = "error"
+FAILED: Final = "error"
 """Run status of a run ended by any other failure of the models or the agent."""
+
+Verdict = Literal["pass", "fail", "1", "2", "3", "4", "5"]
+"""A verdict on one criterion, the grader's or a reviewer's: pass/fail for a criterion of a list
+rubric, the score (as text) for a dimension of a scored rubric."""
 
 MIGRATION_LOCK_KEY = 0x7275_6272_6963
 """PostgreSQL advisory lock held while migrating, so processes starting together migrate one by one."""
@@ -72,7 +79,7 @@ class RunRecord:
     channel: str
     thread_ts: str
     request_ts: str
-    status: str | None
+    status: RunStatus | None
     undelivered: bool
     """Whether the run's closing message never reached the thread."""
     started_at: datetime
@@ -111,11 +118,11 @@ class EvaluationRecord:
 
 @dataclass(frozen=True)
 class ReviewVerdict:
-    """A reviewer's verdict on one criterion; verdicts are "pass"/"fail" or "1".."5"."""
+    """A reviewer's verdict on one criterion, beside the grader's."""
 
     criterion: str
-    grader_verdict: str
-    reviewer_verdict: str
+    grader_verdict: Verdict
+    reviewer_verdict: Verdict
     comment: str = ""
 
 
@@ -129,8 +136,8 @@ class ReviewRow:
     grading_run_id: str
     iteration: int
     criterion: str
-    grader_verdict: str
-    reviewer_verdict: str
+    grader_verdict: Verdict
+    reviewer_verdict: Verdict
     comment: str
     reviewer: str
     created_at: datetime
@@ -306,7 +313,7 @@ class Store:
             result = await connection.execute(insert(runs).values(row).returning(runs.c.run_id))
             return int(result.scalar_one())
 
-    async def finish_run(self, run_id: int, status: str) -> None:
+    async def finish_run(self, run_id: int, status: RunStatus) -> None:
         """Record that a run ended with ``status``."""
         async with self._write() as connection:
             await connection.execute(

@@ -4,6 +4,7 @@
 - ``http``: the signed-request HTTP app Slack posts events, commands and interactivity to.
 - ``socket_mode``: check the tokens, connect, stay connected, stop when asked.
 - ``blocks``: Block Kit limits and the generic builders every surface renders with.
+- ``messages``: the typed message (text, blocks, metadata) every renderer returns.
 - ``mrkdwn``: the bot's own mrkdwn text: escaping, truncation, splitting.
 - ``markdown``: model-written Markdown for ``markdown`` blocks: mentions kept inert, split to limits.
 - ``payloads``: inbound interactivity payloads (clicks, modal submissions) as pydantic models.

@@ -21,6 +21,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
+from bot.slack.messages import BlockJson
 from bot.slack.mrkdwn import ELLIPSIS, FENCE, SECTION_TEXT_MAX, escape, split_mrkdwn, truncate
 
 __all__ = [
@@ -120,7 +121,7 @@ def code(text: str) -> str:
     return f"```{body}```"
 
 
-def block_dicts(blocks: Iterable[Block]) -> list[dict]:
+def block_dicts(blocks: Iterable[Block]) -> list[BlockJson]:
     """Serialise blocks; slack_sdk validates each against Slack's field limits on the way."""
     return [block.to_dict() for block in blocks]
 

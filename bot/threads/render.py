@@ -1,7 +1,7 @@
 """Thread messages and the rubric UI: pure functions from evaluations, answers and rubrics to Slack payloads.
 
-A *message* here is a dict ready to splat into ``chat.postMessage``/``chat.update``:
-``{"text": <notification fallback>, "blocks": [...]}`` and, where noted, ``"metadata"``.
+A *message* here is a :class:`bot.slack.messages.SlackMessage`, ready to splat into
+``chat.postMessage``/``chat.update``: notification text, blocks and, where noted, metadata.
 The builders and Slack's limits come from :mod:`bot.slack.blocks`. Nothing here does I/O.
 
 The bot's own texts are mrkdwn, with every user- or model-written string in them escaped (see
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from slack_sdk.models.blocks import (
     Block,
@@ -37,8 +38,9 @@ from bot.slack.blocks import (
     text_length,
 )
 from bot.slack.markdown import inert_mentions, split_markdown, truncate_markdown
+from bot.slack.messages import SlackMessage
 from bot.slack.mrkdwn import SECTION_TEXT_MAX, escape, truncate
-from grading import CriterionResult, RubricEvaluation
+from grading import CriterionResult, RubricEvaluation, Status
 from grading.rubric import MAX_RUBRIC_CHARS, Dimension, Rubric
 
 __all__ = [
@@ -127,7 +129,7 @@ RUBRIC_FORMAT_HINT = (
 # --- Evaluation messages ---------------------------------------------------------------------
 
 
-def evaluation_message(evaluation: RubricEvaluation, *, review: Sequence[Block] = ()) -> dict:
+def evaluation_message(evaluation: RubricEvaluation, *, review: Sequence[Block] = ()) -> SlackMessage:
     """One grader iteration as a message: verdict, every criterion, gaps, explanation, and at the
     end the ``review`` blocks (the team review's tally and buttons, see :mod:`bot.review.review`).
 
@@ -269,14 +271,14 @@ def flagged_words(evaluation: RubricEvaluation) -> str | None:
 
 
 def final_messages(
-    status: str | None,
+    status: Status | None,
     answer_markdown: str,
     *,
     iterations: int | None,
     max_iterations: int | None,
     best_iteration: int | None = None,
     usage: Mapping[str, int] | None = None,
-) -> list[dict]:
+) -> list[SlackMessage]:
     """The run's outcome and the full answer, split over as many messages as Slack needs.
 
     ``status`` is the run's final status (None when the thread has no rubric: the answer
@@ -290,7 +292,7 @@ def final_messages(
     room = MARKDOWN_MESSAGE_BUDGET - len(lead) - (text_length(closing.to_dict()) if closing else 0)
     pieces = split_markdown(inert_mentions(answer_markdown), room) or [EMPTY_ANSWER]
 
-    messages = []
+    messages: list[SlackMessage] = []
     for number, piece in enumerate(pieces, start=1):
         blocks: list[Block] = [markdown_block(piece)]
         if number == 1 and lead:
@@ -310,7 +312,7 @@ def final_messages(
     return messages
 
 
-def _status_headline(status: str | None, iterations: int | None, max_iterations: int | None) -> str:
+def _status_headline(status: Status | None, iterations: int | None, max_iterations: int | None) -> str:
     """E.g. ``Max iterations reached (3/3)``; '' when there is no status."""
     if status is None:
         return ""
@@ -321,7 +323,7 @@ def _status_headline(status: str | None, iterations: int | None, max_iterations:
 
 
 def _status_lines(
-    status: str | None,
+    status: Status | None,
     iterations: int | None,
     max_iterations: int | None,
     best_iteration: int | None,
@@ -340,7 +342,7 @@ def _status_lines(
 # --- Rubric messages ----------------------------------------------------------------------------
 
 
-def rubric_confirmation(rubric: Rubric) -> dict:
+def rubric_confirmation(rubric: Rubric) -> SlackMessage:
     """Confirms a new rubric by listing what was parsed, plus any lint warnings."""
     count, summary, items = _rubric_listing(rubric)
     warnings = [f"⚠️ {escape(w)}" for w in rubric.warnings]
@@ -351,7 +353,7 @@ def rubric_confirmation(rubric: Rubric) -> dict:
     }
 
 
-def request_prompt(rubric: Rubric | None, *, scope: str) -> dict:
+def request_prompt(rubric: Rubric | None, *, scope: str) -> SlackMessage:
     """Answers a mention with nothing to do: asks for the request, naming the rubric that will grade it.
 
     ``scope`` says whose rubric it is: ``thread`` (set with `rubric:`) or ``channel`` (the default).
@@ -397,7 +399,7 @@ def _dimension_lines(dimension: Dimension, weight: float | None) -> str:
     return line + ("\n      " + " · ".join(anchors) if anchors else "")
 
 
-def rubric_error(error: str) -> dict:
+def rubric_error(error: str) -> SlackMessage:
     """Answers a rubric that did not parse; the thread keeps its previous rubric."""
     lead = "⚠️ That rubric didn't parse, so the previous rubric is still in place:"
     return {
@@ -426,7 +428,7 @@ def no_rubric_hint() -> str:
     return f"_No rubric here, so this answer wasn't graded. {HOW_TO_SET_A_RUBRIC}_"
 
 
-def error_message(summary: str, detail: str | None) -> dict:
+def error_message(summary: str, detail: str | None) -> SlackMessage:
     """A model or grader failure in a thread, e.g. summary ``The grader failed: timed out``."""
     text = f"⚠️ *{escape(summary)}*"
     if detail:
@@ -453,7 +455,7 @@ def help_text(subcommands: Sequence[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def rubric_modal(current: str | None, *, channel_id: str) -> dict:
+def rubric_modal(current: str | None, *, channel_id: str) -> dict[str, Any]:
     """The modal for editing a channel's default rubric, pre-filled with the current one.
 
     A current rubric longer than Slack lets an input hold is not pre-filled (it would be cut on

@@ -22,10 +22,21 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import ConversationAgent, ThreadContext, TurnOutcome, agent_config, run_turn, turn_evaluations
 from bot.config import DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
-from bot.db.store import ANSWERED, FAILED, FINAL_STEP, INTERRUPTED, TIMED_OUT, RunRecord, Step, Store
+from bot.db.store import (
+    ANSWERED,
+    FAILED,
+    FINAL_STEP,
+    INTERRUPTED,
+    TIMED_OUT,
+    RunRecord,
+    RunStatus,
+    Step,
+    Store,
+)
 from bot.review.review import review_controls
 from bot.slack.blocks import MAX_BLOCKS, context_block
 from bot.slack.client import attempt, describe_error
+from bot.slack.messages import SlackMessage
 from bot.threads import render
 from bot.threads.conversation import ThreadKey, UserMessage
 from bot.threads.jobs import (
@@ -56,13 +67,13 @@ class _Ledger:
     posts only the parts that are missing. (A crash between Slack taking a message and the ledger
     recording it is the one window in which a part can appear twice.)"""
 
-    reply: Callable[[dict[str, Any]], Awaitable[str | None]]
+    reply: Callable[[SlackMessage], Awaitable[str | None]]
     """Posts a message in the run's thread; its ts, or None if Slack failed."""
     store: Store
     run_id: int
     posted: dict[tuple[Step, int], str]
 
-    async def post(self, step: Step, part: int, payload: dict[str, Any]) -> str | None:
+    async def post(self, step: Step, part: int, payload: SlackMessage) -> str | None:
         """Post part `part` of `step` unless it is in the thread already; its ts, None if Slack failed."""
         if (step, part) in self.posted:
             return self.posted[(step, part)]
@@ -134,7 +145,7 @@ class ThreadRunner:
             await self._submit(run.thread, NoticeJob(message=_request_of(run), run_id=run.run_id))
         return len(runs)
 
-    async def reply(self, message: UserMessage, payload: dict[str, Any]) -> str | None:
+    async def reply(self, message: UserMessage, payload: SlackMessage) -> str | None:
         """Post a message in `message`'s thread; its ts, or None if Slack failed (logged)."""
         response = await attempt(
             self._client.chat_postMessage(channel=message.channel, thread_ts=message.thread_ts, **payload),
@@ -212,7 +223,8 @@ class ThreadRunner:
     async def _run_request(self, message: UserMessage, run_id: int, *, resumed: bool = False) -> None:
         """Answer the request; `resumed` when an earlier attempt was cut short (it continues from the
         conversation's checkpoint and posts only what that attempt did not)."""
-        status, delivered = FAILED, False
+        status: RunStatus = FAILED
+        delivered = False
         ledger = await self._ledger(message, run_id, resumed=resumed)
         progress = WorkingIndicator(self._client, message)
         try:
@@ -283,7 +295,7 @@ class ThreadRunner:
                 raise RunTimeout from exc
             raise
 
-    def _failure(self, message: UserMessage, exc: Exception) -> tuple[str, dict[str, Any]]:
+    def _failure(self, message: UserMessage, exc: Exception) -> tuple[RunStatus, SlackMessage]:
         """The run status and the thread's notice for a run that failed with `exc` (logged here)."""
         if isinstance(exc, RunTimeout):
             logger.warning("run in thread %s took longer than %gs", message.thread_id, self._run_timeout)
@@ -339,7 +351,7 @@ class ThreadRunner:
         done = {(p.step, p.part): p.message_ts for p in posted}
         return _Ledger(partial(self.reply, message), self._store, run_id, done)
 
-    async def _record_undelivered(self, message: UserMessage, run_id: int, status: str) -> None:
+    async def _record_undelivered(self, message: UserMessage, run_id: int, status: RunStatus) -> None:
         # The grading status says how the answer did; this says nobody saw it, for the operator.
         logger.error(
             "run %d in thread %s ended %s, but its answer never reached the thread",
@@ -384,7 +396,7 @@ class ThreadRunner:
             await self._tell_abandoned(_request_of(run), run.run_id)
 
 
-def _with_hint(messages: list[dict[str, Any]], hint: str) -> list[dict[str, Any]]:
+def _with_hint(messages: list[SlackMessage], hint: str) -> list[SlackMessage]:
     """The messages with `hint` on a context line at the end (a message of its own if the last is full)."""
     *earlier, last = messages
     blocks = last.get("blocks", [])
@@ -405,7 +417,7 @@ def _messages_through(messages: list[AnyMessage], message_id: str) -> list[AnyMe
     return messages[: ids.index(message_id) + 1] if message_id in ids else None
 
 
-def _gave_up_notice() -> dict[str, Any]:
+def _gave_up_notice() -> SlackMessage:
     return render.error_message(
         "The bot could not finish this request",
         f"It was cut short {MAX_ATTEMPTS} times (the bot process running it stopped each time). "
