@@ -33,6 +33,7 @@ from grading import (
     CalibrationSource,
     RubricEvaluation,
     RubricMiddleware,
+    Status,
 )
 
 WORKER_SYSTEM_PROMPT = (
@@ -87,7 +88,7 @@ class ConversationAgent(Protocol):
 
     def astream(
         self,
-        input: dict[str, Any],
+        input: dict[str, Any] | None,
         config: RunnableConfig,
         *,
         stream_mode: str,
@@ -166,13 +167,16 @@ def build_agent(
         tools=EVIDENCE_TOOLS,
         calibration=calibration,
     )
-    return create_agent(
+    agent = create_agent(
         worker,
         system_prompt=WORKER_SYSTEM_PROMPT,
         middleware=[rubric],
         context_schema=ThreadContext,
         checkpointer=checkpointer,
     )
+    # Statically the graph takes langchain's InputAgentState only; at run time its input schema
+    # also has the middleware's `rubric` key, which the bot passes (see `run_turn`).
+    return cast(ConversationAgent, agent)
 
 
 @asynccontextmanager
@@ -201,7 +205,7 @@ def agent_config(thread_id: str) -> RunnableConfig:
 class TurnOutcome:
     """What a finished turn shows in the thread."""
 
-    status: str | None
+    status: Status | None
     """The grading status, or None when the conversation has no rubric (a plain answer)."""
     answer: str
     iterations: int | None

@@ -201,7 +201,7 @@ def _clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
 
 
 def _message_text(message: AnyMessage) -> str:
-    parts = [message.text] if message.text else []
+    parts: list[str] = [message.text] if message.text else []
     if isinstance(message, AIMessage):
         parts += [f"(calls tool {call['name']} with {call['args']!r})" for call in message.tool_calls]
     return "\n".join(parts) or "(no text)"

@@ -342,15 +342,19 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         try:
             rubric = _parse_cached(text)
         except RubricError as exc:
-            evaluation = {**base, "result": "failed", "explanation": f"The rubric could not be parsed: {exc}"}
-            return self._conclude(state, runtime, evaluation, None)
+            unparsed: RubricEvaluation = {
+                **base,
+                "result": "failed",
+                "explanation": f"The rubric could not be parsed: {exc}",
+            }
+            return self._conclude(state, runtime, unparsed, None)
         examples = yield from self._team_examples(rubric, runtime)
         meter = GraderMeter(self.max_grader_calls)
         try:
             graded = yield from self._grade(rubric, state["messages"], iteration, examples, meter)
         except Exception as exc:
             logger.warning("RubricMiddleware grader failed: %s", _describe(exc))
-            verdict = {
+            verdict: _Judgement = {
                 "kind": rubric.kind,
                 "result": "grader_error",
                 "explanation": f"The grader failed: {_describe(exc)}",
@@ -359,7 +363,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         else:
             verdict = _judge(rubric, graded)
             _log_contradiction(rubric, graded, verdict, base)
-        evaluation = {
+        evaluation: RubricEvaluation = {
             **base,
             **verdict,
             "usage": meter.usage,
@@ -579,11 +583,23 @@ def _describe(exc: Exception) -> str:
     return str(exc) if isinstance(exc, GraderError) else f"{type(exc).__name__}: {exc}"
 
 
-def _judge(rubric: Rubric, graded: _Graded) -> dict[str, Any]:
+class _Judgement(TypedDict, total=False):
+    """The part of an evaluation that grading decides (the rest is the run's bookkeeping)."""
+
+    kind: Literal["list", "scored"]
+    result: Literal["satisfied", "needs_revision", "failed", "grader_error"]
+    explanation: str
+    criteria: list[CriterionResult]
+    unmatched: list[CriterionResult]
+    score: float | None
+    verdict: Literal["PASS", "REVIEW", "FAIL"] | None
+
+
+def _judge(rubric: Rubric, graded: _Graded) -> _Judgement:
     """Turn the grader's answer into criteria and a verdict from the rubric's rules."""
     if graded.claimed == "failed":
         return {"kind": rubric.kind, "result": "failed", "explanation": graded.explanation}
-    verdict = {
+    verdict: _Judgement = {
         "kind": rubric.kind,
         "explanation": graded.explanation,
         "unmatched": _item_results(rubric, graded.unmatched),
@@ -595,8 +611,8 @@ def _judge(rubric: Rubric, graded: _Graded) -> dict[str, Any]:
             )
             for name, item in zip(rubric.names, _in_order(graded), strict=True)
         ]
-        result = "satisfied" if all(c["passed"] for c in criteria) else "needs_revision"
-        return {**verdict, "result": result, "criteria": criteria}
+        passed = all(c["passed"] for c in criteria)
+        return {**verdict, "result": "satisfied" if passed else "needs_revision", "criteria": criteria}
     scores = {name: item.score for name, item in zip(rubric.names, _in_order(graded), strict=True)}
     outcome = aggregate(rubric, scores)
     criteria = [
@@ -636,7 +652,7 @@ def _item_results(rubric: Rubric, items: Sequence[Any]) -> list[CriterionResult]
 
 
 def _log_contradiction(
-    rubric: Rubric, graded: _Graded, verdict: dict[str, Any], evaluation: RubricEvaluation
+    rubric: Rubric, graded: _Graded, verdict: _Judgement, evaluation: RubricEvaluation
 ) -> None:
     """Log a list grader whose overall word contradicts its criteria; the criteria have won."""
     if rubric.is_scored or graded.claimed == verdict["result"]:
@@ -669,7 +685,8 @@ def _weakest_first(evaluation: RubricEvaluation, rubric: Rubric) -> list[Criteri
     if not rubric.is_scored:
         return evaluation["criteria"]
     by_name = {c["name"]: c for c in evaluation["criteria"]}
-    return [by_name[name] for name in weakest_first(rubric, {n: c["score"] for n, c in by_name.items()})]
+    scores = {name: c["score"] for name, c in by_name.items() if c["score"] is not None}
+    return [by_name[name] for name in weakest_first(rubric, scores)]
 
 
 def _feedback_message(evaluation: RubricEvaluation, rubric: Rubric) -> HumanMessage:

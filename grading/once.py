@@ -19,7 +19,7 @@ from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 
 from grading.grader import CalibrationExample
-from grading.middleware import RubricEvaluation, RubricMiddleware
+from grading.middleware import RubricEvaluation, RubricMiddleware, RubricState
 from grading.rubric import Rubric
 
 
@@ -97,7 +97,7 @@ class TranscriptGrader:
         iteration: int,
         max_iterations: int,
         calibration: Sequence[CalibrationExample],
-    ) -> tuple[RubricMiddleware, dict[str, Any], Runtime[_Given]]:
+    ) -> tuple[RubricMiddleware, RubricState, Runtime[_Given]]:
         if max_iterations not in self._hooks:
             # One middleware per cap, since the cap is the middleware's; each builds its grader once.
             self._hooks[max_iterations] = RubricMiddleware(
@@ -108,7 +108,7 @@ class TranscriptGrader:
                 calibration=_given_examples,
             )
         # The state the grading hook sees at that iteration of a run that started fresh.
-        state = {
+        state: RubricState = {
             "rubric": rubric,
             "messages": list(messages),
             "_rubric_active": rubric,

@@ -286,7 +286,7 @@ def _parse_scored(stripped: str, data: Mapping[Any, Any]) -> Rubric:
         raise RubricError("dimensions: expected a list, one '- name: ...' entry per dimension")
     fields = {k: v for k, v in data.items() if k != "dimensions"}
     try:
-        return Rubric(text=stripped, kind="scored", dimensions=dimensions, **fields)
+        return Rubric.model_validate({**fields, "text": stripped, "kind": "scored", "dimensions": dimensions})
     except ValidationError as exc:
         raise RubricError(_validation_message(exc, dimensions)) from None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import AsyncIterator
-from contextlib import aclosing, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,9 +96,8 @@ async def _refuse_nonempty(target: Database, checkpointer: BaseCheckpointSaver) 
                     )
     finally:
         await engine.dispose()
-    async with aclosing(checkpointer.alist(None, limit=1)) as checkpoints:
-        async for _ in checkpoints:
-            raise CopyError(f"{target} already holds conversations (checkpoints); copy needs an empty one")
+    if [checkpoint async for checkpoint in checkpointer.alist(None, limit=1)]:
+        raise CopyError(f"{target} already holds conversations (checkpoints); copy needs an empty one")
 
 
 async def _copy_tables(source: Database, target: Database) -> dict[str, int]:

@@ -17,7 +17,8 @@ from urllib.parse import quote
 import aiosqlite
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from psycopg.rows import dict_row
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
@@ -174,7 +175,12 @@ async def open_checkpointer(database: Database) -> AsyncIterator[Checkpointer]:
         # prepared statements would break behind a transaction-pooling proxy such as PgBouncer.
         settings = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
         pool = AsyncConnectionPool(
-            database.conninfo, kwargs=settings, min_size=1, max_size=CHECKPOINT_POOL_SIZE, open=False
+            database.conninfo,
+            connection_class=AsyncConnection[DictRow],
+            kwargs=settings,
+            min_size=1,
+            max_size=CHECKPOINT_POOL_SIZE,
+            open=False,
         )
         async with pool:
             yield AsyncPostgresSaver(pool)

@@ -120,6 +120,9 @@ async def _acknowledge_click(
 
 async def tell_clicker(client: AsyncWebClient, click: Click, text: str) -> None:
     """Answer a button click with a message only the clicker sees, in the message's thread."""
+    if click.channel_id is None:  # a click Slack sent without its channel cannot be answered
+        logger.info("a review button click from %s without its channel: %s", click.user.id, text)
+        return
     await attempt(
         client.chat_postEphemeral(
             channel=click.channel_id, user=click.user.id, thread_ts=click.container.thread_ts, text=text

@@ -36,6 +36,7 @@ from bot.listeners.context import services_of, workspace_of
 from bot.review.review import CALIBRATION_EXAMPLES
 from bot.slack.blocks import section_block
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
+from bot.slack.messages import BlockJson
 from bot.threads import render
 from bot.threads.conversation import slack_unescape
 from grading import RubricError, parse_rubric
@@ -110,7 +111,8 @@ async def _set(call: Invocation) -> None:
     try:
         rubric = parse_rubric(text)
     except RubricError as exc:
-        await _answer(call.ack, **render.rubric_error(str(exc)))
+        problem = render.rubric_error(str(exc))
+        await _answer(call.ack, problem["text"], problem["blocks"])
         return
     await call.store.set_channel_rubric(call.team, call.channel, text, call.command["user_id"])
     confirmation = render.rubric_confirmation(rubric)
@@ -283,6 +285,6 @@ def _help_text() -> str:
     return render.help_text([(subcommand.usage, subcommand.help) for subcommand in RUBRIC_SUBCOMMANDS])
 
 
-async def _answer(ack: AsyncAck, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
+async def _answer(ack: AsyncAck, text: str, blocks: list[BlockJson] | None = None) -> None:
     """Answer the command with a message only the caller sees."""
     await ack(text=text, blocks=blocks, response_type="ephemeral")

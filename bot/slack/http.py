@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -75,7 +76,8 @@ def _bolt_request(body: bytes, request: web.Request) -> AsyncBoltRequest:
     text = body.decode()  # the signature check has read it as UTF-8 already
     payload = _slack_payload(text, request.headers.get("Content-Type", ""))
     try:
-        bolt_request = AsyncBoltRequest(body=text, query=request.query_string, headers=request.headers)
+        headers: dict[str, str | Sequence[str]] = dict(request.headers.items())
+        bolt_request = AsyncBoltRequest(body=text, query=request.query_string, headers=headers)
     except (AttributeError, KeyError, IndexError, TypeError, ValueError):
         # Bolt reads ids out of fields such as team, user and channel as it builds the request.
         raise MalformedRequest("its fields are not shaped the way Slack shapes them") from None

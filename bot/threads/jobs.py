@@ -350,7 +350,7 @@ class DurableQueue:
     def register(self, kind: JobKind[Any]) -> None:
         """Register `kind` as a procrastinate task, retried when cut short (unless malformed)."""
 
-        async def run(context: JobContext, **stored: Any) -> None:
+        async def run(context: JobContext, /, **stored: Any) -> None:
             payload = kind.read(stored)
             attempt = context.job.attempts
             if attempt >= MAX_ATTEMPTS:

@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from langchain_core.messages import UsageMetadata
 from slack_sdk.models.blocks import (
     Block,
     InputBlock,
@@ -277,7 +278,7 @@ def final_messages(
     iterations: int | None,
     max_iterations: int | None,
     best_iteration: int | None = None,
-    usage: Mapping[str, int] | None = None,
+    usage: UsageMetadata | None = None,
 ) -> list[SlackMessage]:
     """The run's outcome and the full answer, split over as many messages as Slack needs.
 
@@ -513,7 +514,7 @@ def grader_effort_words(evaluation: RubricEvaluation) -> str:
     return "Grader: " + " · ".join(parts)
 
 
-def usage_words(usage: Mapping[str, int]) -> str:
+def usage_words(usage: UsageMetadata) -> str:
     """Token usage as ``1,234 in · 56 out``."""
     return f"{usage.get('input_tokens', 0):,} in · {usage.get('output_tokens', 0):,} out"
 

@@ -28,12 +28,12 @@ def upgrade() -> None:
     for name, columns in _tables().items():
         if not inspector.has_table(name):
             op.create_table(name, *columns)
-    for index, table, columns in (
+    for index, table, indexed in (
         ("runs_by_thread", "runs", ["thread_id", "finished_at"]),
         ("reviews_by_channel", "reviews", ["team", "channel", "created_at"]),
     ):
         if index not in {existing["name"] for existing in inspector.get_indexes(table)}:
-            op.create_index(index, table, columns)
+            op.create_index(index, table, indexed)
 
 
 def _tables() -> dict[str, list[sa.Column[Any] | sa.PrimaryKeyConstraint]]:
