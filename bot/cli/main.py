@@ -531,8 +531,8 @@ def _run_db(args: argparse.Namespace) -> int:
 
 def _run_db_upgrade(args: argparse.Namespace) -> int:
     database = args.db or load_settings().database
-    asyncio.run(dbadmin.upgrade(database))
-    print(f"{database}: up to date")
+    report = asyncio.run(dbadmin.upgrade(database))
+    print(f"{database}: {report}")
     return 0
 
 

@@ -1,7 +1,8 @@
 """`rubric-bot db`: bring a database to the newest schema, and copy a team's data to another one.
 
 ``upgrade`` runs the bot's migrations, langgraph's checkpointer setup and, on PostgreSQL, the job
-queue's schema (``serve`` and ``worker`` run it at start too). ``copy`` moves everything a team has
+queue's schema, all under one lock so that any number of processes may start at once (``serve``
+and ``worker`` run it at start too), and says what it applied. ``copy`` moves everything a team has
 (threads with their checkpoints, so a copied conversation continues with its history and rubric,
 channel rubrics and settings, runs, evaluations, reviews) into an empty database, typically from
 the SQLite default to PostgreSQL.
@@ -10,24 +11,19 @@ the SQLite default to PostgreSQL.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.db.database import Database, open_checkpointer
+from bot.db.database import Checkpointer, Database, open_checkpointer, schema_lock
 from bot.db.schema import metadata
-from bot.db.store import Store
+from bot.db.store import migrate
 from bot.threads.jobs import apply_schema as apply_queue_schema
-
-CHECKPOINT_SETUP_LOCK_KEY = 0x7275_6272_6964
-"""PostgreSQL advisory lock held while the checkpointer creates or migrates its tables: its setup
-is not safe to run twice at once, and several processes may start together."""
 
 COPY_BATCH_ROWS = 500
 """Rows read and written at a time when copying a table, bounding memory on large histories."""
@@ -46,25 +42,66 @@ class CopyReport:
     checkpoints: int = 0
 
 
-async def upgrade(database: Database) -> None:
+@dataclass(frozen=True)
+class UpgradeReport:
+    """What `upgrade` applied; all empty when the database was up to date."""
+
+    tables: list[str]
+    """The bot's migrations (Alembic revisions) applied, oldest first."""
+    checkpoint_migrations: int
+    """The checkpointer's migrations applied (on SQLite, whose saver keeps no versions: 1 when it
+    created its tables)."""
+    queue_schema: bool
+    """Whether the job queue's schema was created (PostgreSQL)."""
+
+    def __str__(self) -> str:
+        """E.g. ``applied the bot's migrations 0001, 0002; 10 checkpoint migration(s); the job
+        queue's schema``, or ``up to date``."""
+        parts = []
+        if self.tables:
+            parts.append(f"the bot's migrations {', '.join(self.tables)}")
+        if self.checkpoint_migrations:
+            parts.append(f"{self.checkpoint_migrations} checkpoint migration(s)")
+        if self.queue_schema:
+            parts.append("the job queue's schema")
+        return f"applied {'; '.join(parts)}" if parts else "up to date"
+
+
+async def upgrade(database: Database) -> UpgradeReport:
     """Bring the bot's tables, the checkpointer's and (on PostgreSQL) the job queue's to their newest
-    versions (a no-op when they are)."""
-    store = await Store.open(database)  # opening for writing migrates
-    await store.close()
-    async with open_checkpointer(database) as checkpointer, _setup_lock(database):
-        await checkpointer.setup()
-    if database.is_postgres:
-        await apply_queue_schema(database.conninfo)
+    versions (a no-op when they are), one process at a time; what was applied."""
+    async with schema_lock(database):
+        engine = database.create_engine()
+        try:
+            tables = await migrate(engine)
+        finally:
+            await engine.dispose()
+        async with open_checkpointer(database) as checkpointer:
+            before = await _checkpoint_version(checkpointer)
+            await checkpointer.setup()
+            checkpoint_migrations = await _checkpoint_version(checkpointer) - before
+        queue_schema = database.is_postgres and await apply_queue_schema(database.conninfo)
+    return UpgradeReport(tables, checkpoint_migrations, queue_schema)
 
 
-@asynccontextmanager
-async def _setup_lock(database: Database) -> AsyncIterator[None]:
-    if not database.is_postgres:
-        yield  # SQLite serves one process
-        return
-    async with await psycopg.AsyncConnection.connect(database.conninfo, autocommit=True) as connection:
-        await connection.execute("SELECT pg_advisory_lock(%s)", (CHECKPOINT_SETUP_LOCK_KEY,))
-        yield  # closing the connection releases the lock
+async def _checkpoint_version(checkpointer: Checkpointer) -> int:
+    """How many of its migrations the checkpointer has applied (SQLite: 1 once its tables exist)."""
+    if isinstance(checkpointer, AsyncPostgresSaver):
+        pool = checkpointer.conn
+        assert isinstance(pool, AsyncConnectionPool)  # as open_checkpointer opens it
+        async with pool.connection() as connection:
+            found = await (
+                await connection.execute("SELECT to_regclass('checkpoint_migrations') AS t")
+            ).fetchone()
+            if not found or found["t"] is None:
+                return 0
+            applied = await (
+                await connection.execute("SELECT count(*) AS n FROM checkpoint_migrations")
+            ).fetchone()
+        return int(applied["n"]) if applied else 0
+    tables = await checkpointer.conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'checkpoints'")
+    created = await tables.fetchone()
+    return int(created[0]) if created else 0
 
 
 async def copy(source: Database, target: Database) -> CopyReport:

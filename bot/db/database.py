@@ -7,6 +7,8 @@ backends differ only here; everything above works the same on both.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 import aiosqlite
+import psycopg
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from psycopg import AsyncConnection
@@ -22,8 +25,10 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_DB = "rubric-bot.sqlite"
 """`RUBRIC_BOT_DB` when unset: a SQLite file in the working directory."""
@@ -63,6 +68,25 @@ STORE_POOL_SIZE = 10
 """PostgreSQL connections the bot's tables keep open in one process, and the most they use: a busy
 process waits a moment for one rather than opening (and authenticating) a new connection for each
 burst and closing it again, which cost more CPU under load than the queries themselves."""
+
+SCHEMA_LOCK_KEY = 0x7275_6272_6964
+"""PostgreSQL advisory lock (session-level) held by the one process changing the schema: the bot's
+migrations, the checkpointer's setup and the job queue's schema, in that order (see `schema_lock`)."""
+
+SCHEMA_LOCK_RETRY_SECONDS = 0.25
+"""How often a process waiting for another's schema change tries the lock again."""
+
+DATABASE_ERRORS: tuple[type[Exception], ...] = (OSError, SQLAlchemyError, psycopg.Error)
+"""What talking to the database raises when it is unreachable, refuses the login, does not exist or
+denies a statement (SQLite's errors are SQLAlchemy's; psycopg's own reach us from the checkpointer
+and the queue)."""
+
+
+def describe_database_error(exc: BaseException) -> str:
+    """The driver's message for a failed database call, in one line (libpq's never holds the password)."""
+    reason = getattr(exc, "orig", None) or exc
+    text = " ".join(str(reason).split())
+    return text or type(reason).__name__
 
 
 class DatabaseError(ValueError):
@@ -160,6 +184,37 @@ def _sqlite_connect_hook(*, read_only: bool) -> Any:
 def _sqlite_begin(connection: Any) -> None:
     immediate = connection.get_execution_options().get(WRITE_LOCK_OPTION, False)
     connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+@asynccontextmanager
+async def schema_lock(database: Database) -> AsyncIterator[None]:
+    """Hold the schema lock for the block: on PostgreSQL one process at a time changes the schema.
+
+    It is tried (``pg_try_advisory_lock``) every `SCHEMA_LOCK_RETRY_SECONDS` rather than waited for
+    in ``pg_advisory_lock``, on an autocommit connection of its own: a statement waiting for a
+    lock keeps its snapshot, and the checkpointer's ``CREATE INDEX CONCURRENTLY`` (run by the
+    holder) waits for every older snapshot in the database, so processes waiting inside the lock
+    and the one holding it would wait for each other for ever. Between tries a waiting process
+    holds neither a transaction nor a snapshot. Closing the connection releases the lock.
+    SQLite serves one process, so it needs no lock.
+    """
+    if not database.is_postgres:
+        yield
+        return
+    async with await psycopg.AsyncConnection.connect(database.conninfo, autocommit=True) as connection:
+        waited = False
+        while not await _try_schema_lock(connection):
+            if not waited:
+                logger.info("waiting for another process to finish upgrading the schema of %s", database)
+                waited = True
+            await asyncio.sleep(SCHEMA_LOCK_RETRY_SECONDS)
+        yield
+
+
+async def _try_schema_lock(connection: psycopg.AsyncConnection[Any]) -> bool:
+    cursor = await connection.execute("SELECT pg_try_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
+    row = await cursor.fetchone()
+    return bool(row and row[0])
 
 
 @asynccontextmanager

@@ -22,13 +22,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, cast
 from weakref import WeakValueDictionary
 
-from sqlalchemy import Select, Update, and_, delete, exists, false, func, insert, select, text, update
+from sqlalchemy import Select, Update, and_, delete, exists, false, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.db import migrations
-from bot.db.database import WRITE_LOCK_OPTION, Database, DatabaseError
+from bot.db.database import WRITE_LOCK_OPTION, Database, DatabaseError, schema_lock
 from bot.db.schema import (
     FINAL_STEP,
     channel_rubrics,
@@ -61,9 +61,6 @@ FAILED: Final = "error"
 Verdict = Literal["pass", "fail", "1", "2", "3", "4", "5"]
 """A verdict on one criterion, the grader's or a reviewer's: pass/fail for a criterion of a list
 rubric, the score (as text) for a dimension of a scored rubric."""
-
-MIGRATION_LOCK_KEY = 0x7275_6272_6963
-"""PostgreSQL advisory lock held while migrating, so processes starting together migrate one by one."""
 
 Step = int | Literal["final"]
 """What a posted message belongs to: a grader iteration's number, or the run's final messages."""
@@ -197,7 +194,8 @@ class Store:
         engine = database.create_engine(read_only=read_only)
         try:
             if not read_only:
-                await migrate(engine)
+                async with schema_lock(database):
+                    await migrate(engine)
         except BaseException:
             await engine.dispose()
             raise
@@ -621,12 +619,13 @@ class Store:
             return await connection.scalar(query)
 
 
-async def migrate(engine: AsyncEngine) -> None:
-    """Bring the bot's tables to the newest schema, one process at a time, in one transaction."""
+async def migrate(engine: AsyncEngine) -> list[str]:
+    """Bring the bot's tables to the newest schema in one transaction; the revisions applied.
+
+    The caller holds `bot.db.database.schema_lock`, so processes starting together migrate one by one.
+    """
     async with engine.execution_options(**{WRITE_LOCK_OPTION: True}).begin() as connection:
-        if engine.dialect.name == "postgresql":
-            await connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
-        await connection.run_sync(migrations.upgrade)
+        return await connection.run_sync(migrations.upgrade)
 
 
 async def _lock_iteration(connection: AsyncConnection, grading_run_id: str, iteration: int) -> None:

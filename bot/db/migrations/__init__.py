@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 
 SCRIPT_LOCATION = "bot.db:migrations"
@@ -30,6 +32,11 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return config
 
 
-def upgrade(connection: Connection) -> None:
-    """Apply every migration the database lacks, inside the connection's transaction."""
-    command.upgrade(alembic_config(connection), "head")
+def upgrade(connection: Connection) -> list[str]:
+    """Apply every migration the database lacks, inside the connection's transaction; the revisions
+    applied, oldest first (none when it was up to date)."""
+    config = alembic_config(connection)
+    current = MigrationContext.configure(connection).get_current_revision()
+    command.upgrade(config, "head")
+    pending = ScriptDirectory.from_config(config).iterate_revisions("head", current)
+    return [script.revision for script in reversed(list(pending))]

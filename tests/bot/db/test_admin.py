@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,10 +19,14 @@ from sqlalchemy.engine import make_url
 from bot.agent import agent_config, build_agent, run_turn
 from bot.cli.main import main
 from bot.db import admin as dbadmin
+from bot.db import migrations
 from bot.db.database import Database, open_checkpointer
 from bot.db.store import ReviewVerdict, Store
 from bot.threads.conversation import ThreadKey
 from tests.grading.scripted import ScriptedChatModel, grader_wanting
+
+MIGRATIONS = Path(migrations.__file__).parent / "versions"
+"""The bot's migration scripts, one per revision."""
 
 THREAD = ThreadKey("T1", "C1", "1700000000.000100")
 RUBRIC = "- Names the capital\n- Mentions the river"
@@ -149,11 +154,16 @@ def test_db_copy_command_explains_bad_arguments(tmp_path, capsys):
     assert "mysql:// is not supported" in capsys.readouterr().err
 
 
-def test_db_upgrade_command_makes_a_database_ready(tmp_path, postgres_url, capsys):
+def test_db_upgrade_command_makes_a_database_ready_and_says_what_it_applied(tmp_path, postgres_url, capsys):
     for database in (str(tmp_path / "new.sqlite"), postgres_url):
         assert main(["db", "upgrade", "--db", database]) == 0
         assert main(["db", "upgrade", "--db", database]) == 0  # again: nothing to do
-    assert "up to date" in capsys.readouterr().out
+    sqlite_first, sqlite_again, postgres_first, postgres_again = capsys.readouterr().out.splitlines()
+    revisions = ", ".join(path.name[:4] for path in sorted(MIGRATIONS.glob("[0-9]*.py")))
+    assert sqlite_first.endswith(f": applied the bot's migrations {revisions}; 1 checkpoint migration(s)")
+    assert postgres_first.endswith("checkpoint migration(s); the job queue's schema")
+    assert f": applied the bot's migrations {revisions}; " in postgres_first
+    assert sqlite_again.endswith(": up to date") and postgres_again.endswith(": up to date")
     with closing(sqlite3.connect(tmp_path / "new.sqlite")) as db:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"alembic_version", "runs", "posted", "checkpoints", "writes"} <= tables

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import psycopg
 import pytest
 
+from bot.db.database import Database, schema_lock
 from bot.threads.conversation import ThreadKey, UserMessage
 from bot.threads.jobs import (
     MAX_ATTEMPTS,
@@ -276,7 +277,11 @@ async def test_a_job_cut_short_too_often_is_given_up_and_its_thread_told(durable
 
 
 async def test_processes_starting_together_apply_the_schema_once(postgres_url: str):
-    await asyncio.gather(*(apply_schema(postgres_url) for _ in range(3)))
+    async def apply_locked() -> bool:
+        async with schema_lock(Database.parse(postgres_url)):
+            return await apply_schema(postgres_url)
+
+    assert sorted(await asyncio.gather(*(apply_locked() for _ in range(3)))) == [False, False, True]
     async with await psycopg.AsyncConnection.connect(postgres_url) as connection:
         cursor = await connection.execute("SELECT count(*) FROM procrastinate_jobs")
         assert await cursor.fetchone() == (0,)
