@@ -212,8 +212,17 @@ class TurnOutcome:
     max_iterations: int | None
     best_iteration: int | None
     """Set when the cap was hit: the iteration whose answer is shown."""
-    usage: UsageMetadata | None
-    """Worker plus grader tokens of this turn, when the models reported them."""
+    worker_usage: UsageMetadata | None
+    """The worker's tokens of this turn, when the model reported them."""
+    grader_usage: UsageMetadata | None
+    """The grader's tokens of this turn's evaluations, when the model reported them."""
+    grader_calls: int
+    """Grader model calls of this turn's evaluations."""
+
+    @property
+    def usage(self) -> UsageMetadata | None:
+        """Worker plus grader tokens of this turn, when the models reported them."""
+        return sum_usage([self.worker_usage, self.grader_usage])
 
 
 async def run_turn(
@@ -274,7 +283,9 @@ def summarize_turn(
         iterations=len(evaluations) if graded else None,
         max_iterations=last["max_iterations"] if last else None,
         best_iteration=best,
-        usage=_turn_usage(new_messages, evaluations),
+        worker_usage=sum_usage(m.usage_metadata for m in new_messages if isinstance(m, AIMessage)),
+        grader_usage=sum_usage(e["usage"] for e in evaluations),
+        grader_calls=sum(e["grader_calls"] for e in evaluations),
     )
 
 
@@ -286,14 +297,6 @@ def _answer_text(
         wanted = next((e["answer_message_id"] for e in evaluations if e["iteration"] == best), None)
         answers = [m for m in answers if m.id == wanted] or answers
     return answers[-1].text if answers else ""
-
-
-def _turn_usage(
-    messages: Sequence[AnyMessage], evaluations: Sequence[RubricEvaluation]
-) -> UsageMetadata | None:
-    """The worker's tokens of the turn's answers plus the grader's of each evaluation."""
-    worker = [m.usage_metadata for m in messages if isinstance(m, AIMessage)]
-    return sum_usage([*worker, *(e["usage"] for e in evaluations)])
 
 
 def sum_usage(parts: Iterable[UsageMetadata | None]) -> UsageMetadata | None:

@@ -23,6 +23,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Settings
+from bot.ops import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ async def attempt(call: Awaitable[T], what: str) -> T | None:
     try:
         return await call
     except SLACK_ERRORS as exc:
+        metrics.slack_error()
         logger.warning("could not %s: %s", what, describe_error(exc))
         return None
 
@@ -78,6 +80,7 @@ async def log_listener_failure(error: Exception, body: dict[str, Any]) -> None:
     """
     request = _request_name(body)
     if isinstance(error, SLACK_ERRORS):
+        metrics.slack_error()
         logger.warning("Slack call failed while handling %s: %s", request, describe_error(error))
     else:
         logger.error("handling %s failed", request, exc_info=error)

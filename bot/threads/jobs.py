@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import procrastinate
 import psycopg
+import psycopg_pool
 from procrastinate import JobContext
 from procrastinate.exceptions import ConnectorException
 from procrastinate.jobs import Job
@@ -163,6 +164,10 @@ class JobQueue(Protocol):
         """Stop: give running jobs `grace` seconds to finish, then cut them short."""
         ...
 
+    async def job_counts(self) -> dict[str, int]:
+        """How many jobs wait (``todo``) and run (``doing``), and on PostgreSQL ended otherwise."""
+        ...
+
 
 # -- embedded ------------------------------------------------------------------------------------
 
@@ -205,6 +210,10 @@ class ThreadScheduler:
         if thread not in self._workers:
             self._workers[thread] = asyncio.create_task(self._work(thread), name=f"thread {thread.thread_id}")
         return True
+
+    async def job_counts(self) -> dict[str, int]:
+        """This process's jobs: each busy key runs one and holds the rest in its queue."""
+        return {"todo": sum(len(queue) for queue in self._queues.values()), "doing": len(self._workers)}
 
     async def _work(self, key: ThreadKey) -> None:
         queue = self._queues[key]
@@ -260,10 +269,6 @@ thread's next job may wait up to this long."""
 POOL_MAX_CONNECTIONS = 5
 """Connections the queue's pool may open per process (jobs touch the queue at start and end only);
 the worker's wake-up listener holds one more of its own."""
-
-SCHEMA_LOCK = 72_190_001
-"""PostgreSQL advisory lock key held while the queue's schema is applied, so that processes
-starting together do not apply it twice."""
 
 SWEEP_LOCK = 72_190_002
 """PostgreSQL advisory lock key held while one process re-queues dead workers' jobs, so two
@@ -412,11 +417,22 @@ class DurableQueue:
                 task.cancel()
         await asyncio.gather(worker, return_exceptions=True)
 
-    async def requeue_stalled(self) -> int:
-        """Re-queue the jobs of workers that stopped beating; how many (0 if another process is at it)."""
+    async def job_counts(self) -> dict[str, int]:
+        """The shared queue's jobs per procrastinate status (succeeded ones are deleted)."""
+        async with self._pool().connection() as connection:
+            cursor = await connection.execute(
+                "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY status"
+            )
+            return {status: count for status, count in await cursor.fetchall()}
+
+    def _pool(self) -> psycopg_pool.AsyncConnectionPool:
         connector = self._app.connector
         assert isinstance(connector, procrastinate.PsycopgConnector)
-        async with connector.pool.connection() as connection:
+        return connector.pool
+
+    async def requeue_stalled(self) -> int:
+        """Re-queue the jobs of workers that stopped beating; how many (0 if another process is at it)."""
+        async with self._pool().connection() as connection:
             got = await connection.execute("SELECT pg_try_advisory_lock(%s)", (SWEEP_LOCK,))
             row = await got.fetchone()
             if not row or not row[0]:
@@ -476,19 +492,18 @@ async def open_queue(
         yield queue
 
 
-async def apply_schema(url: str) -> None:
-    """Create procrastinate's tables, functions and our wake-up trigger in `url`'s database if absent.
+async def apply_schema(url: str) -> bool:
+    """Create procrastinate's tables, functions and our wake-up trigger in `url`'s database if absent;
+    whether it created them.
 
-    Several processes may start at once: an advisory lock lets one apply it while the rest wait.
+    The caller holds `bot.db.database.schema_lock`, so processes starting together apply it once.
     """
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
-        await connection.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
-        try:
-            present = await connection.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
-            row = await present.fetchone()
-            if not (row and row[0]):
-                async with connection.transaction():
-                    await connection.execute(SchemaManager.get_schema())
-                    await connection.execute(LOCK_RELEASED_TRIGGER)
-        finally:
-            await connection.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+        present = await connection.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
+        row = await present.fetchone()
+        if row and row[0]:
+            return False
+        async with connection.transaction():
+            await connection.execute(SchemaManager.get_schema())
+            await connection.execute(LOCK_RELEASED_TRIGGER)
+        return True

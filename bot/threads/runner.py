@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +34,7 @@ from bot.db.store import (
     Step,
     Store,
 )
+from bot.ops import metrics
 from bot.review.review import review_controls
 from bot.slack.blocks import MAX_BLOCKS, context_block
 from bot.slack.client import attempt, describe_error
@@ -225,6 +227,8 @@ class ThreadRunner:
         conversation's checkpoint and posts only what that attempt did not)."""
         status: RunStatus = FAILED
         delivered = False
+        outcome: TurnOutcome | None = None
+        started = time.monotonic()
         ledger = await self._ledger(message, run_id, resumed=resumed)
         progress = WorkingIndicator(self._client, message)
         try:
@@ -247,6 +251,7 @@ class ThreadRunner:
         finally:
             await progress.stop()
             if status != INTERRUPTED:
+                metrics.run_finished(status, time.monotonic() - started, outcome)
                 await self._store.finish_run(run_id, status)
                 if not delivered:
                     await self._record_undelivered(message, run_id, status)

@@ -1,0 +1,8 @@
+"""What an operator (or an orchestrator) asks a running process: is it alive, is it ready, how is it doing.
+
+- ``health``: `/healthz` (the process answers) and `/readyz` (the database answers, and in Socket Mode
+  the socket is connected; else 503 with the reason in one line).
+- ``metrics``: the Prometheus counters the runner and the Slack client move, and `/metrics`.
+- ``server``: those three routes on the HTTP app Slack posts to, or on a port of their own
+  (`RUBRIC_BOT_METRICS_PORT`) in Socket Mode and in `rubric-bot worker`.
+"""

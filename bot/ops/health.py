@@ -1,0 +1,68 @@
+"""Liveness and readiness, as an orchestrator probes them.
+
+`/healthz` answers 200 whenever the process can answer at all. `/readyz` answers 200 when the process
+can do its work: the database answers a query within `DATABASE_ANSWER_SECONDS` and, in Socket Mode,
+the connection to Slack is up; otherwise 503 with one line saying which is not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from bot.db.database import DATABASE_ERRORS, describe_database_error
+
+logger = logging.getLogger(__name__)
+
+DATABASE_ANSWER_SECONDS = 1.0
+"""How long `/readyz` waits for the database's answer to a trivial query before calling it down."""
+
+
+@dataclass
+class Readiness:
+    """What `/readyz` checks: the database, and the Socket Mode connection when there is one."""
+
+    ping_database: Callable[[], Awaitable[None]]
+    """Runs a trivial query on the process's own connection pool."""
+    socket_mode: bool = False
+    """Whether the process talks to Slack over Socket Mode (and so must be connected to be ready)."""
+    socket_connected: bool = False
+
+    def connection_changed(self, connected: bool) -> None:
+        """Called by Socket Mode as its connection comes up or goes down."""
+        self.socket_connected = connected
+
+    async def problem(self) -> str | None:
+        """Why the process is not ready, in one line; None when it is."""
+        if self.socket_mode and not self.socket_connected:
+            return "not connected to Slack (Socket Mode)"
+        try:
+            async with asyncio.timeout(DATABASE_ANSWER_SECONDS):
+                await self.ping_database()
+        except TimeoutError:
+            return f"the database did not answer within {DATABASE_ANSWER_SECONDS:g} s"
+        except DATABASE_ERRORS as exc:
+            return f"the database did not answer: {describe_database_error(exc)}"
+        return None
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """200 while the process runs."""
+    return web.Response(text="ok\n")
+
+
+def readyz(readiness: Readiness) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """The `/readyz` handler: 200 ``ready``, or 503 with the reason."""
+
+    async def answer(request: web.Request) -> web.Response:
+        problem = await readiness.problem()
+        if problem is None:
+            return web.Response(text="ready\n")
+        logger.debug("not ready: %s", problem)
+        return web.Response(status=503, text=f"not ready: {problem}\n")
+
+    return answer

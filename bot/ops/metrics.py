@@ -1,0 +1,98 @@
+"""The bot's Prometheus metrics, and `/metrics`.
+
+The runner and the Slack client move the counters through `run_finished` and `slack_error`. Each
+`serve` or `worker` process keeps its own (Prometheus scrapes every process and adds them up):
+processes are started side by side, never forked behind one port, so prometheus_client's
+multiprocess mode is not needed. `rubric_bot_queue_jobs` is read from the job queue when scraped; on
+PostgreSQL every process reports the same shared queue, so take one process's value, not the sum.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
+
+from bot.db.database import DATABASE_ERRORS, describe_database_error
+
+if TYPE_CHECKING:
+    from bot.agent import TurnOutcome
+
+logger = logging.getLogger(__name__)
+
+RUN_STATUSES = (
+    "satisfied",
+    "max_iterations_reached",
+    "failed",
+    "grader_error",
+    "answered",
+    "error",
+    "timed_out",
+)
+"""How a run ends: the four grading statuses, ``answered`` (no rubric), ``error`` (the run failed) and
+``timed_out``; each is shown from the start, at 0, so a rate over it is defined before the first."""
+
+RUN_SECONDS_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200)
+"""Upper bounds of the run-duration histogram: runs wait on models for seconds to minutes."""
+
+JOB_STATES = ("todo", "doing", "failed", "aborted", "cancelled")
+"""The job queue's states (procrastinate's; finished jobs are deleted), each shown even at 0."""
+
+RUNS = Counter("rubric_bot_runs", "Runs finished in this process, by how they ended", ["status"])
+GRADER_CALLS = Counter("rubric_bot_grader_calls", "Grader model calls of the runs finished in this process")
+TOKENS = Counter(
+    "rubric_bot_tokens", "Model tokens (input and output) of finished runs, by model role", ["role"]
+)
+RUN_SECONDS = Histogram(
+    "rubric_bot_run_seconds", "Seconds from a run's start to its end", buckets=RUN_SECONDS_BUCKETS
+)
+QUEUE_JOBS = Gauge("rubric_bot_queue_jobs", "Jobs in the job queue, by state", ["state"])
+SLACK_ERRORS = Counter("rubric_bot_slack_errors", "Slack Web API calls that failed after their retries")
+
+for _status in RUN_STATUSES:
+    RUNS.labels(_status)
+for _role in ("worker", "grader"):
+    TOKENS.labels(_role)
+
+
+def run_finished(status: str, seconds: float, outcome: TurnOutcome | None = None) -> None:
+    """Count a run that ended with `status` after `seconds`; with its turn's `outcome` (a run that got
+    one), also the tokens and grader calls the turn used."""
+    RUNS.labels(status).inc()
+    RUN_SECONDS.observe(seconds)
+    if outcome is None:
+        return
+    GRADER_CALLS.inc(outcome.grader_calls)
+    for role, usage in (("worker", outcome.worker_usage), ("grader", outcome.grader_usage)):
+        if usage:
+            TOKENS.labels(role).inc(usage["total_tokens"])
+
+
+def slack_error() -> None:
+    """Count a Slack Web API call that failed for good."""
+    SLACK_ERRORS.inc()
+
+
+JobCounts = Callable[[], Awaitable[Mapping[str, int]]]
+"""Reads how many jobs the queue holds per state."""
+
+
+def metrics(job_counts: JobCounts) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """The `/metrics` handler: the queue's gauge refreshed, then everything in Prometheus's text format."""
+
+    async def answer(request: web.Request) -> web.Response:
+        try:
+            counts = await job_counts()
+        except DATABASE_ERRORS as exc:
+            # Unknown is no series at all, rather than a stale count that looks current.
+            QUEUE_JOBS.clear()
+            logger.warning("could not count the queue's jobs for /metrics: %s", describe_database_error(exc))
+        else:
+            for state in {*JOB_STATES, *counts}:
+                QUEUE_JOBS.labels(state).set(counts.get(state, 0))
+        return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    return answer

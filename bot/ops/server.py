@@ -1,0 +1,52 @@
+"""Where `/healthz`, `/readyz` and `/metrics` are served: beside `/slack/events` in HTTP mode, or on a
+port of their own (`RUBRIC_BOT_METRICS_PORT`) in Socket Mode and in `rubric-bot worker`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from aiohttp import web
+
+from bot.ops.health import Readiness, healthz, readyz
+from bot.ops.metrics import JobCounts, metrics
+
+logger = logging.getLogger(__name__)
+
+HEALTH_PATH = "/healthz"
+"""Answers 200 while the process runs (a liveness probe)."""
+
+READY_PATH = "/readyz"
+"""Answers 200 when the process can work, else 503 with the reason (a readiness probe)."""
+
+METRICS_PATH = "/metrics"
+"""Prometheus's text format."""
+
+
+def add_ops_routes(app: web.Application, readiness: Readiness, job_counts: JobCounts) -> None:
+    """Add the three routes to `app` (before it starts)."""
+    app.router.add_get(HEALTH_PATH, healthz)
+    app.router.add_get(READY_PATH, readyz(readiness))
+    app.router.add_get(METRICS_PATH, metrics(job_counts))
+
+
+@asynccontextmanager
+async def serve_ops(port: int, readiness: Readiness, job_counts: JobCounts) -> AsyncIterator[None]:
+    """Serve the three routes on `port` (all interfaces) for as long as the context is open."""
+    app = web.Application()
+    add_ops_routes(app, readiness, job_counts)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, port=port).start()
+        logger.info(
+            "health and metrics on http://0.0.0.0:%d (%s, %s, %s)",
+            port,
+            HEALTH_PATH,
+            READY_PATH,
+            METRICS_PATH,
+        )
+        yield
+    finally:
+        await runner.cleanup()
