@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
+from functools import partial
 
 import aiohttp
 from aiohttp import web
@@ -25,14 +26,16 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.agent import open_agent
 from bot.agreement.channel_replay import open_replays
 from bot.config import DEFAULT_CONCURRENCY, Settings
-from bot.db.admin import upgrade
 from bot.db.store import Store
 from bot.listeners import register
 from bot.listeners.context import Services
+from bot.ops import startup
+from bot.ops.health import Readiness
+from bot.ops.server import add_ops_routes, serve_ops
 from bot.review.review import calibration_source
 from bot.slack.client import build_client, log_listener_failure
 from bot.slack.http import EVENTS_PATH, slack_web_app
-from bot.slack.socket_mode import serve_socket_mode
+from bot.slack.socket_mode import check_tokens, retry_until_stopped, serve_socket_mode
 from bot.threads.jobs import open_queue
 from bot.threads.runner import ThreadRunner
 
@@ -66,31 +69,64 @@ def create_app(settings: Settings, services: Services, client: AsyncWebClient) -
     return app
 
 
-async def serve(settings: Settings, *, http: bool, port: int, concurrency: int = DEFAULT_CONCURRENCY) -> None:
+async def serve(
+    settings: Settings,
+    *,
+    http: bool,
+    port: int,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    wait_for_db: bool = False,
+) -> None:
     """Run the bot until SIGTERM/SIGINT, then let running requests finish (or mark them interrupted).
 
     On PostgreSQL this process is also a worker (`concurrency` runs at once) among any others.
     """
     stop = _stop_event()
+    socket_mode = settings.socket_mode and not http
+    settings = startup.for_process(settings, "serve")
+    startup.log_start(settings, "Socket Mode" if socket_mode else f"HTTP mode on port {port}", concurrency)
+    if not await startup.prepare_database(settings, wait=wait_for_db, stop=stop):
+        return
     async with (
         open_runner(settings, concurrency) as (store, client, runner),
         open_replays(settings, store, client) as replays,
     ):
         app = create_app(settings, Services(settings, store, runner, replays), client)
-        if settings.socket_mode and not http:
+        readiness = Readiness(store.ping, socket_mode=socket_mode)
+        if socket_mode:
             assert settings.slack_app_token is not None  # socket_mode implies it
-            await serve_socket_mode(app, client, settings.slack_app_token.get_secret_value(), stop)
-        else:
-            await _serve_http(app, settings, port, stop)
+            async with serve_ops(settings.metrics_port, readiness, runner.job_counts):
+                await serve_socket_mode(
+                    app,
+                    client,
+                    settings.slack_app_token.get_secret_value(),
+                    stop,
+                    readiness.connection_changed,
+                )
+        elif await retry_until_stopped(lambda: check_tokens(client), stop, "check the bot token"):
+            await _serve_http(
+                app,
+                settings,
+                port,
+                stop,
+                partial(add_ops_routes, readiness=readiness, job_counts=runner.job_counts),
+            )
         logger.info("stopping: letting %d busy thread(s) finish", runner.busy_threads)
         await runner.drain(settings.shutdown_grace)
     logger.info("stopped")
 
 
-async def work(settings: Settings, *, concurrency: int) -> None:
+async def work(settings: Settings, *, concurrency: int, wait_for_db: bool = False) -> None:
     """Run jobs from the PostgreSQL queue (no Slack ingress) until SIGTERM/SIGINT."""
     stop = _stop_event()
-    async with open_runner(settings, concurrency) as (_, _, runner):
+    settings = startup.for_process(settings, "worker")
+    startup.log_start(settings, "worker", concurrency)
+    if not await startup.prepare_database(settings, wait=wait_for_db, stop=stop):
+        return
+    async with (
+        open_runner(settings, concurrency) as (store, _, runner),
+        serve_ops(settings.metrics_port, Readiness(store.ping), runner.job_counts),
+    ):
         logger.info("rubric-bot worker running up to %d job(s) at once", concurrency)
         await stop.wait()
         logger.info("stopping: letting %d running job(s) finish", runner.busy_threads)
@@ -106,8 +142,7 @@ async def open_runner(
     # Runs started before this moment belong to earlier processes; unfinished, they were cut short.
     started = datetime.now(UTC)
     async with AsyncExitStack() as stack:
-        await upgrade(settings.database)  # as `rubric-bot db upgrade`: never run on an older schema
-        store = await Store.open(settings.database)
+        store = await Store.open(settings.database)  # its schema brought up to date by `prepare_database`
         # Dedupe keys only matter while Slack may still retry; don't let them pile up forever.
         await store.prune_claims()
         stack.push_async_callback(store.close)
@@ -140,15 +175,20 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
-async def _serve_http(app: AsyncApp, settings: Settings, port: int, stop: asyncio.Event) -> None:
+async def _serve_http(
+    app: AsyncApp,
+    settings: Settings,
+    port: int,
+    stop: asyncio.Event,
+    add_routes: Callable[[web.Application], None],
+) -> None:
+    """Serve Slack's requests (and whatever `add_routes` adds) on `port` until `stop` is set."""
     secret = settings.slack_signing_secret
     assert secret is not None  # `serve` requires it in HTTP mode
+    web_app = slack_web_app(app, secret.get_secret_value())
+    add_routes(web_app)
     # No access log: refused requests get one line of their own below, and the rest are Slack's.
-    web_runner = web.AppRunner(
-        slack_web_app(app, secret.get_secret_value()),
-        shutdown_timeout=HTTP_SHUTDOWN_SECONDS,
-        access_log=None,
-    )
+    web_runner = web.AppRunner(web_app, shutdown_timeout=HTTP_SHUTDOWN_SECONDS, access_log=None)
     await web_runner.setup()
     await web.TCPSite(web_runner, port=port).start()
     logger.info("rubric-bot listening for Slack on http://0.0.0.0:%d%s", port, EVENTS_PATH)

@@ -56,6 +56,10 @@ DEFAULT_STALLED_AFTER = 30.0
 """Seconds without a heartbeat after which a worker on PostgreSQL counts as dead: its runs then
 resume in another process within 4/3 of this (see `bot.threads.jobs.DurableQueue`)."""
 
+DEFAULT_METRICS_PORT = 9464
+"""Port of `/healthz`, `/readyz` and `/metrics` in Socket Mode and in `rubric-bot worker` (in HTTP mode
+they share the serve port); OpenTelemetry's Prometheus exporter uses it too, so scrapers expect it."""
+
 HINTS: dict[str, str] = {
     SLACK_CONNECTION: (
         "set SLACK_APP_TOKEN to an app-level token (starts with xapp-; api.slack.com/apps → Basic "
@@ -100,6 +104,10 @@ HINTS: dict[str, str] = {
         "set it to the seconds without a heartbeat after which a PostgreSQL worker counts as dead and "
         f"its runs resume elsewhere, more than 0 (default {DEFAULT_STALLED_AFTER:g})"
     ),
+    "RUBRIC_BOT_METRICS_PORT": (
+        "set it to the TCP port (1-65535) of /healthz, /readyz and /metrics in Socket Mode and in "
+        f"rubric-bot worker (default {DEFAULT_METRICS_PORT})"
+    ),
     "RUBRIC_BOT_MODEL_TIMEOUT": (
         f"set it to the seconds one model call may take, more than 0 (default {DEFAULT_MODEL_TIMEOUT:g})"
     ),
@@ -141,6 +149,9 @@ class Settings(BaseSettings):
     stalled_after: PositiveFloat = Field(DEFAULT_STALLED_AFTER, validation_alias="RUBRIC_BOT_STALLED_AFTER")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", validation_alias="RUBRIC_BOT_LOG_LEVEL"
+    )
+    metrics_port: Annotated[int, Field(ge=1, le=65535)] = Field(
+        DEFAULT_METRICS_PORT, validation_alias="RUBRIC_BOT_METRICS_PORT"
     )
     model_timeout: PositiveFloat = Field(DEFAULT_MODEL_TIMEOUT, validation_alias="RUBRIC_BOT_MODEL_TIMEOUT")
     run_timeout_override: PositiveFloat | None = Field(None, validation_alias="RUBRIC_BOT_RUN_TIMEOUT")

@@ -54,6 +54,11 @@ class UpgradeReport:
     queue_schema: bool
     """Whether the job queue's schema was created (PostgreSQL)."""
 
+    @property
+    def changed(self) -> bool:
+        """Whether anything was applied."""
+        return bool(self.tables or self.checkpoint_migrations or self.queue_schema)
+
     def __str__(self) -> str:
         """E.g. ``applied the bot's migrations 0001, 0002; 10 checkpoint migration(s); the job
         queue's schema``, or ``up to date``."""

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -89,6 +89,11 @@ def describe_database_error(exc: BaseException) -> str:
     return text or type(reason).__name__
 
 
+def cannot_use(database: Database, exc: BaseException) -> str:
+    """The one line saying that `database` (named without its password) cannot be used, and why."""
+    return f"cannot use the database {database}: {describe_database_error(exc)}"
+
+
 class DatabaseError(ValueError):
     """`RUBRIC_BOT_DB` (or a `--db`/`--from`/`--to` argument) names no usable database."""
 
@@ -98,6 +103,9 @@ class Database:
     """A SQLite file or a PostgreSQL database, as SQLAlchemy URL; build it with :meth:`parse`."""
 
     url: URL
+    application_name: str | None = None
+    """What PostgreSQL shows as the connections' ``application_name`` (in ``pg_stat_activity``), unless
+    the URL names one itself; see `named`."""
 
     @classmethod
     def parse(cls, text: str) -> Database:
@@ -135,10 +143,23 @@ class Database:
             raise ValueError(f"{self} is not a SQLite file")
         return Path(self.url.database)
 
+    def named(self, application_name: str) -> Database:
+        """The same database, its PostgreSQL connections named `application_name` (a URL's own
+        ``application_name`` wins)."""
+        return replace(self, application_name=application_name)
+
+    @property
+    def _connection_name(self) -> dict[str, str]:
+        """The connection parameter naming this process's connections, if it is to be added."""
+        if self.application_name is None or "application_name" in self.url.query:
+            return {}
+        return {"application_name": self.application_name}
+
     @property
     def conninfo(self) -> str:
         """The PostgreSQL URL as libpq (and so psycopg) takes it, password included: never print it."""
-        return self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        url = self.url.set(drivername="postgresql").update_query_dict(self._connection_name)
+        return url.render_as_string(hide_password=False)
 
     def __str__(self) -> str:
         """How messages name the database: the file path, or the URL with any password masked."""
@@ -152,6 +173,7 @@ class Database:
         if self.is_postgres:
             return create_async_engine(
                 self.url,
+                connect_args=self._connection_name,
                 execution_options={"postgresql_readonly": read_only},
                 pool_size=STORE_POOL_SIZE,
                 max_overflow=0,

@@ -205,6 +205,10 @@ class Store:
         """Close every connection; the Store cannot be used afterwards."""
         await self._engine.dispose()
 
+    async def ping(self) -> None:
+        """Run a trivial query (for readiness); raises what the database or its driver raises."""
+        await self._scalar(select(1))
+
     # -- dedupe --------------------------------------------------------------------------------
 
     async def claim(self, *keys: str) -> bool:

@@ -17,13 +17,14 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
 
 from bot.db.database import DATABASE_ERRORS, describe_database_error
+from bot.db.store import RunStatus
 
 if TYPE_CHECKING:
     from bot.agent import TurnOutcome
 
 logger = logging.getLogger(__name__)
 
-RUN_STATUSES = (
+RUN_STATUSES: tuple[RunStatus, ...] = (
     "satisfied",
     "max_iterations_reached",
     "failed",
@@ -58,7 +59,7 @@ for _role in ("worker", "grader"):
     TOKENS.labels(_role)
 
 
-def run_finished(status: str, seconds: float, outcome: TurnOutcome | None = None) -> None:
+def run_finished(status: RunStatus, seconds: float, outcome: TurnOutcome | None = None) -> None:
     """Count a run that ended with `status` after `seconds`; with its turn's `outcome` (a run that got
     one), also the tokens and grader calls the turn used."""
     RUNS.labels(status).inc()

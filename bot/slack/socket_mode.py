@@ -1,5 +1,8 @@
 """Socket Mode: check the tokens, connect, stay connected, and stop whenever asked.
 
+(HTTP mode checks its bot token at start with the same `check_tokens`, and the start-up waits for
+the database with the same `retry_until_stopped`.)
+
 slack_sdk's websockets client does the protocol (hello, envelopes, acks, Slack's own refresh
 requests). This module decides *when* to connect: it asks Slack about both tokens first, so a
 wrong one ends start-up with one line instead of endless retries; it paces failed attempts with a
@@ -65,9 +68,16 @@ TOKEN_ERRORS = frozenset(
 
 
 async def serve_socket_mode(
-    app: AsyncApp, client: AsyncWebClient, app_token: str, stop: asyncio.Event
+    app: AsyncApp,
+    client: AsyncWebClient,
+    app_token: str,
+    stop: asyncio.Event,
+    on_connection: Callable[[bool], None] = lambda connected: None,
 ) -> None:
-    """Serve `app` over Socket Mode until `stop` is set; `ConfigError` if Slack refuses a token."""
+    """Serve `app` over Socket Mode until `stop` is set; `ConfigError` if Slack refuses a token.
+
+    `on_connection` hears each time the connection comes up (True) or goes down (False).
+    """
     handler = AsyncSocketModeHandler(app, app_token, web_client=client, logger=client_logger)
     socket = handler.client
     # Reconnecting is this module's job (paced, and stoppable); the client would retry on its own.
@@ -82,23 +92,26 @@ async def serve_socket_mode(
             return
         while await retry_until_stopped(connect, stop, "connect to Slack"):
             logger.info("rubric-bot connected to Slack in Socket Mode")
-            if await until_stopped(_connection_lost(socket), stop) is None:
+            on_connection(True)
+            lost = await until_stopped(_connection_lost(socket), stop) is not None
+            on_connection(False)
+            if not lost:
                 return
             logger.warning("the Socket Mode connection to Slack was lost; reconnecting")
     finally:
         await handler.close_async()
 
 
-async def check_tokens(client: AsyncWebClient, app_token: str) -> None:
-    """Ask Slack about the bot token (`auth.test`) and the app token (`apps.connections.open`).
+async def check_tokens(client: AsyncWebClient, app_token: str | None = None) -> None:
+    """Ask Slack about the bot token (`auth.test`) and any app token (`apps.connections.open`);
+    HTTP mode, which has no app token, checks the bot token alone.
 
     A refused token is a `ConfigError` naming it and how to get a good one; any other failure
     (Slack unreachable, a 5xx) is raised as is, for the caller to retry.
     """
-    checks: tuple[tuple[str, Callable[[], Awaitable[object]]], ...] = (
-        ("SLACK_BOT_TOKEN", client.auth_test),
-        ("SLACK_APP_TOKEN", lambda: client.apps_connections_open(app_token=app_token)),
-    )
+    checks: list[tuple[str, Callable[[], Awaitable[object]]]] = [("SLACK_BOT_TOKEN", client.auth_test)]
+    if app_token is not None:
+        checks.append(("SLACK_APP_TOKEN", lambda: client.apps_connections_open(app_token=app_token)))
     for name, call in checks:
         try:
             await call()
@@ -109,10 +122,16 @@ async def check_tokens(client: AsyncWebClient, app_token: str) -> None:
             raise
 
 
-async def retry_until_stopped(attempt: Callable[[], Awaitable[None]], stop: asyncio.Event, what: str) -> bool:
+async def retry_until_stopped(
+    attempt: Callable[[], Awaitable[None]],
+    stop: asyncio.Event,
+    what: str,
+    describe: Callable[[BaseException], str] | None = None,
+) -> bool:
     """Run `attempt` until it succeeds (True) or `stop` is set (False), backing off between tries.
 
-    Each failure is one WARNING line with its reason; `ConfigError` is not retried.
+    Each failure is one WARNING line with its reason (as `describe` puts it; by default the
+    exception's type and message); `ConfigError` is not retried.
     """
     delay = FIRST_RETRY_SECONDS
     number = 1
@@ -123,7 +142,11 @@ async def retry_until_stopped(attempt: Callable[[], Awaitable[None]], stop: asyn
             raise
         except Exception as exc:
             logger.warning(
-                "could not %s (attempt %d): %s; retrying in %gs", what, number, _reason(exc), delay
+                "could not %s (attempt %d): %s; retrying in %gs",
+                what,
+                number,
+                (describe or _reason)(exc),
+                delay,
             )
             logger.debug("attempt %d to %s failed", number, what, exc_info=True)
         if await until_stopped(asyncio.sleep(delay), stop) is None:

@@ -159,6 +159,10 @@ class ThreadRunner:
         """Stop for a restart: finish what can finish within `grace`, mark the rest interrupted."""
         await self._queue.drain(grace)
 
+    async def job_counts(self) -> dict[str, int]:
+        """How many jobs the queue holds per state (for the metrics)."""
+        return await self._queue.job_counts()
+
     # -- jobs ------------------------------------------------------------------
 
     async def _submit(self, thread: ThreadKey, payload: JobPayload) -> None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -22,6 +22,7 @@ from typing import IO, Self
 
 import pytest
 
+from tests.standins import free_port
 from tests.standins.model_api import ModelApiStandin
 from tests.standins.slack_api import SlackApiStandin
 from tests.standins.slack_requests import SlackSender
@@ -33,7 +34,9 @@ SIGNING_SECRET = "e2e-signing-secret"
 BOT_COMMAND = (sys.executable, "-m", "bot", "serve", "--http", "--port", "{port}")
 """How the bot is started; ``{port}`` is replaced by a free port."""
 BOT_START_TIMEOUT = 30.0
-"""Seconds the bot may take to accept connections (imports of langchain and friends are slow)."""
+"""Seconds the bot may take to be ready (imports of langchain and friends are slow)."""
+READY_PROBE_TIMEOUT = 5.0
+"""Seconds one readiness probe waits for its answer."""
 BOT_STOP_TIMEOUT = 15.0
 """Seconds the bot gets to exit after a signal before it is killed."""
 SCRUBBED_ENV_PREFIXES = (
@@ -62,9 +65,9 @@ class BotProcess:
         cwd: Path,
         ready: Callable[[], bool] | None = None,
     ) -> None:
-        self.port = _free_port()
-        # A bot in Socket Mode opens no port: its readiness is its websocket connection instead.
-        self._ready = ready or partial(_accepts_connections, self.port)
+        self.port = free_port()
+        # A bot in Socket Mode opens no Slack port: its readiness is its websocket connection instead.
+        self._ready = ready or partial(answers_ready, self.port)
         self.env = dict(env)
         self.log_path = log_path
         self.sender = SlackSender(self.url, SIGNING_SECRET)
@@ -91,8 +94,19 @@ class BotProcess:
         """None while running (or never started); the exit code once it has stopped."""
         return None if self._process is None else self._process.poll()
 
+    @property
+    def metrics_port(self) -> int:
+        """The port of /healthz, /readyz and /metrics in Socket Mode and in `worker`."""
+        return int(self.env["RUBRIC_BOT_METRICS_PORT"])
+
     def start(self) -> Self:
-        """Start the process and wait until it is ready (by default: accepts connections on its port)."""
+        """Start the process and wait until it is ready (by default: `/readyz` answers 200 on its port)."""
+        self.launch()
+        self.wait_until_ready()
+        return self
+
+    def launch(self) -> Self:
+        """Start the process without waiting for it (see `wait_until_ready`)."""
         if self.returncode is None and self._process is not None:
             raise RuntimeError("the bot is already running")
         self._runs += 1
@@ -102,7 +116,6 @@ class BotProcess:
         self._process = subprocess.Popen(
             self._command, env=self.env, cwd=self._cwd, stdout=self._log, stderr=subprocess.STDOUT
         )
-        self._wait_until_ready()
         return self
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = BOT_STOP_TIMEOUT) -> int | None:
@@ -129,8 +142,10 @@ class BotProcess:
         """Everything the bot wrote to stdout and stderr so far, across restarts."""
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def _wait_until_ready(self) -> None:
-        deadline = time.monotonic() + BOT_START_TIMEOUT
+    def wait_until_ready(self, timeout: float = BOT_START_TIMEOUT) -> None:
+        """Wait until the launched process is ready; RuntimeError (with its output) if it exits first
+        or is not ready within `timeout` seconds (then it is killed)."""
+        deadline = time.monotonic() + timeout
         while not self._ready():
             code = self.returncode
             if code is not None:
@@ -140,22 +155,17 @@ class BotProcess:
             if time.monotonic() > deadline:
                 self.stop(signal.SIGKILL)
                 raise RuntimeError(
-                    f"the bot was not ready within {BOT_START_TIMEOUT:g}s; its output:\n{self.stderr_text()}"
+                    f"the bot was not ready within {timeout:g}s; its output:\n{self.stderr_text()}"
                 )
             time.sleep(0.05)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _accepts_connections(port: int) -> bool:
+def answers_ready(port: int) -> bool:
+    """Whether the bot answers 200 on ``/readyz`` at `port` (as an orchestrator's readiness probe asks)."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=READY_PROBE_TIMEOUT) as answer:
+            return bool(answer.status == 200)
+    except OSError:  # not listening yet, or 503 (HTTPError is an OSError)
         return False
 
 
@@ -171,6 +181,8 @@ def bot_environment(slack_api: SlackApiStandin, model_api: ModelApiStandin, db_p
         OPENAI_API_KEY="test",
         RUBRIC_BOT_DB=str(db_path),
         RUBRIC_BOT_MAX_ITERATIONS="3",
+        # Socket Mode and worker processes serve /metrics on a port of their own: never a shared one.
+        RUBRIC_BOT_METRICS_PORT=str(free_port()),
         NO_PROXY="127.0.0.1,localhost",
         PYTHONUNBUFFERED="1",
     )
@@ -210,7 +222,8 @@ def model_api() -> Iterator[ModelApiStandin]:
 def start_bot(
     slack_api: SlackApiStandin, model_api: ModelApiStandin, tmp_path: Path
 ) -> Iterator[Callable[..., BotProcess]]:
-    """A factory: ``start_bot(env={"RUBRIC_BOT_MAX_ITERATIONS": "2"})``; a None value unsets a variable.
+    """A factory: ``start_bot(env={"RUBRIC_BOT_MAX_ITERATIONS": "2"})``; a None value unsets a variable;
+    ``wait=False`` returns at once (then call the process's `wait_until_ready`).
 
     Every bot shares the test's database (``tmp_path/bot.sqlite``) and runs in `tmp_path`, so no
     ``.env`` from the developer's checkout is read.
@@ -222,6 +235,7 @@ def start_bot(
         env: EnvOverrides | None = None,
         command: Sequence[str] = BOT_COMMAND,
         ready: Callable[[], bool] | None = None,
+        wait: bool = True,
     ) -> BotProcess:
         settings = bot_environment(slack_api, model_api, tmp_path / "bot.sqlite")
         for key, value in (env or {}).items():
@@ -231,7 +245,7 @@ def start_bot(
                 settings[key] = value
         process = BotProcess(command, settings, tmp_path / f"bot-{len(started) + 1}.log", tmp_path, ready)
         started.append(process)
-        return process.start()
+        return process.start() if wait else process.launch()
 
     yield start
     for process in started:

@@ -108,6 +108,13 @@ class BackgroundServer:
         return int(sock.getsockname()[1])
 
 
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on at the moment."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
 def wait_for(
     predicate: Callable[[], T],
     timeout: float = 10.0,

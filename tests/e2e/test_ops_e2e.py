@@ -1,0 +1,202 @@
+"""Operating the bot: processes that start together, and what `/healthz`, `/readyz` and `/metrics` say.
+
+Everything runs on PostgreSQL: a fresh schema per test (the bot's tables, the checkpointer's and the
+job queue's all land in it). The database outage is real from the bot's side: it reaches PostgreSQL
+through a TCP link the test cuts (tests.standins.tcp_link), so open connections die and new ones
+are refused, while other tests sharing the server go on undisturbed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from functools import partial
+
+import psycopg
+import pytest
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy.engine import make_url
+
+from bot.db.admin import upgrade
+from bot.db.database import Database
+from bot.ops.metrics import RUN_STATUSES
+from tests.e2e.conftest import BOT_COMMAND, BOT_START_TIMEOUT, BotProcess, answers_ready
+from tests.standins import free_port, wait_for
+from tests.standins import slack_requests as sr
+from tests.standins.model_api import scripted_revision
+from tests.standins.slack_api import SlackApiStandin
+from tests.standins.tcp_link import TcpLink, via_link
+
+pytestmark = pytest.mark.postgres
+
+CRITERIA = ["Cites a source", "Is polite"]
+RUBRIC = "- Cites a source\n- Is polite"
+RUN_TIMEOUT = 30.0
+"""Bound for one run to show up in its thread; the stand-ins answer in milliseconds."""
+OUTAGE_TIMEOUT = 30.0
+"""Bound for /readyz to notice the database going away, or coming back."""
+WORKER_COMMAND = (*BOT_COMMAND[:3], "worker")
+"""`rubric-bot worker`, which serves /readyz on RUBRIC_BOT_METRICS_PORT."""
+
+
+def get(url: str) -> tuple[int, str]:
+    """GET `url`: the HTTP status and the body's text (for error statuses too)."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+"""What /metrics shows: each sample's value by its name and sorted labels."""
+
+
+def metrics(port: int) -> Samples:
+    """Every sample /metrics on `port` shows."""
+    status, text = get(f"http://127.0.0.1:{port}/metrics")
+    assert status == 200
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples[(name, tuple(sorted(labels.items())))]
+
+
+def ask(bot: BotProcess, channel: str, text: str) -> str:
+    """Mention the bot in a new thread of `channel` with `text`; the thread's ts."""
+    ts = sr.new_ts()
+    response = bot.sender.send(sr.event_callback(sr.app_mention(text, channel, ts)))
+    assert response.status == 200, (response.status, response.body)
+    return ts
+
+
+def wait_for_final(slack: SlackApiStandin, channel: str, root: str) -> None:
+    def final() -> bool:
+        return any(m.event_type == "rubric_final" for m in slack.messages_in_thread(channel, root))
+
+    wait_for(final, RUN_TIMEOUT, message=f"the final answer in {channel}/{root}")
+
+
+def set_channel_rubric(bot: BotProcess, channel: str) -> None:
+    answer = bot.sender.send(sr.slash_command(f"set {RUBRIC}", channel)).json()
+    assert "Channel default rubric set" in answer["text"]
+
+
+# -- starting together ---------------------------------------------------------------------------
+
+
+def put_checkpointer_a_version_behind(url: str) -> None:
+    """Upgrade the database fully, then undo the checkpointer's index migrations (its CREATE INDEX
+    CONCURRENTLY steps): a database a newer langgraph meets for the first time."""
+    asyncio.run(upgrade(Database.parse(url)))
+    concurrent = [v for v, sql in enumerate(AsyncPostgresSaver.MIGRATIONS) if "CONCURRENTLY" in sql]
+    with psycopg.connect(url, autocommit=True) as connection:
+        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+            connection.execute(f"DROP INDEX {table}_thread_id_idx")
+        connection.execute("DELETE FROM checkpoint_migrations WHERE v >= %s", (min(concurrent),))
+
+
+@pytest.mark.parametrize("schema", ["fresh", "checkpointer_a_version_behind"])
+def test_two_serves_and_a_worker_started_together_all_become_ready(
+    start_bot, slack_api, model_api, postgres_url, schema
+):
+    if schema == "checkpointer_a_version_behind":
+        put_checkpointer_a_version_behind(postgres_url)
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    env = {"RUBRIC_BOT_DB": postgres_url}
+    worker_port = free_port()
+    processes = [
+        start_bot(env=env, wait=False),
+        start_bot(env=env, wait=False),
+        start_bot(
+            env={**env, "RUBRIC_BOT_METRICS_PORT": str(worker_port)},
+            command=WORKER_COMMAND,
+            ready=partial(answers_ready, worker_port),
+            wait=False,
+        ),
+    ]
+
+    # All three were started before any was ready; they share the CPU, so each has its own allowance.
+    for process in processes:
+        process.wait_until_ready(BOT_START_TIMEOUT * len(processes))
+    set_channel_rubric(processes[0], "C1")
+    root = ask(processes[1], "C1", "Is coffee healthy?")
+    wait_for_final(slack_api, "C1", root)
+
+
+def test_two_db_upgrades_at_once_both_finish_and_one_applies_the_schema(postgres_url, tmp_path):
+    command = [sys.executable, "-m", "bot", "db", "upgrade", "--db", postgres_url]
+    upgrades = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [process.communicate(timeout=BOT_START_TIMEOUT * len(upgrades))[0] for process in upgrades]
+
+    assert [process.returncode for process in upgrades] == [0, 0]
+    applied = sorted(line.split(": ", 1)[1].split(" ")[0] for line in outputs)
+    assert applied == ["applied", "up"]  # "applied the bot's migrations …", "up to date"
+
+
+# -- health, readiness, metrics ------------------------------------------------------------------
+
+
+@pytest.fixture
+def link(postgres_url) -> Iterator[TcpLink]:
+    """A link the test can cut between the bot and the test's PostgreSQL server."""
+    server = make_url(postgres_url)
+    with TcpLink(server.host or "127.0.0.1", server.port or 5432) as tcp:
+        yield tcp
+
+
+def test_healthz_readyz_and_metrics_answer_over_http_and_readyz_follows_the_database(
+    start_bot, slack_api, model_api, postgres_url, link
+):
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    bot = start_bot(env={"RUBRIC_BOT_DB": via_link(postgres_url, link)})
+    base = f"http://127.0.0.1:{bot.port}"
+
+    assert get(f"{base}/healthz") == (200, "ok\n")
+    assert get(f"{base}/readyz") == (200, "ready\n")
+
+    link.cut()
+    wait_for(lambda: get(f"{base}/readyz")[0] == 503, OUTAGE_TIMEOUT, message="/readyz to answer 503")
+    status, reason = get(f"{base}/readyz")
+    assert status == 503 and reason.startswith("not ready: the database did not answer")
+    assert len(reason.splitlines()) == 1 and "rubric-bot-ci" not in reason  # one line, no password
+    assert get(f"{base}/healthz")[0] == 200  # alive all the same
+
+    link.restore()
+    wait_for(lambda: get(f"{base}/readyz") == (200, "ready\n"), OUTAGE_TIMEOUT, message="/readyz back to 200")
+
+
+def test_metrics_count_a_finished_run_its_grader_calls_tokens_and_slack_errors(
+    start_bot, slack_api, model_api, postgres_url
+):
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    bot = start_bot(env={"RUBRIC_BOT_DB": postgres_url})
+    before = metrics(bot.port)
+    assert {value(before, "rubric_bot_runs_total", status=s) for s in RUN_STATUSES} == {0.0}
+    assert value(before, "rubric_bot_queue_jobs", state="todo") == 0.0
+
+    set_channel_rubric(bot, "C2")
+    slack_api.error_next("assistant.threads.setStatus", "missing_scope")  # one refused Slack call
+    root = ask(bot, "C2", "Is coffee healthy?")
+    wait_for_final(slack_api, "C2", root)
+    # The run is counted as it ends, just after its final message is posted.
+    counted = lambda: value(metrics(bot.port), "rubric_bot_runs_total", status="satisfied") == 1.0  # noqa: E731
+    wait_for(counted, RUN_TIMEOUT, message="the run counted in /metrics")
+    after = metrics(bot.port)
+
+    assert value(after, "rubric_bot_runs_total", status="satisfied") == 1.0
+    assert value(after, "rubric_bot_run_seconds_count") == 1.0
+    assert value(after, "rubric_bot_grader_calls_total") == 2.0  # one revision: two iterations graded
+    assert value(after, "rubric_bot_tokens_total", role="worker") > 0
+    assert value(after, "rubric_bot_tokens_total", role="grader") > 0
+    assert value(after, "rubric_bot_slack_errors_total") == 1.0
