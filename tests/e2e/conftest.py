@@ -4,27 +4,35 @@
 to both stand-ins with a fresh SQLite file; ``start_bot(env=..., command=...)`` starts more, or with
 changed settings. Every process a test starts is stopped at teardown. ``shared_bot`` is the same for a
 module-scoped fixture: stand-ins and one bot shared by a module's tests.
+
+What the e2e modules share lives here too (they never import each other): the rubric they grade
+with, ``Service`` (bots, stand-ins and the Slack user's moves: mention, click, review form, waits
+for the thread), and helpers that read the bot's messages, forms and ephemeral answers.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import IO, Self
+from typing import IO, Any, Self
 
 import pytest
 
-from tests.standins import free_port
-from tests.standins.model_api import ModelApiStandin
-from tests.standins.slack_api import SlackApiStandin
+from tests.standins import free_port, wait_for
+from tests.standins import slack_requests as sr
+from tests.standins.model_api import ChatRequest, ModelApiStandin, scripted_revision
+from tests.standins.slack_api import SlackApiStandin, SlackCall, SlackMessage
 from tests.standins.slack_requests import SlackSender
 
 BOT_TOKEN = "xoxb-test-token"
@@ -257,3 +265,204 @@ def start_bot(
 def bot(start_bot: Callable[..., BotProcess]) -> BotProcess:
     """The real bot, running in HTTP mode against the stand-ins."""
     return start_bot()
+
+
+# -- what the e2e modules share: the rubric, the service and its helpers ------------------------------
+
+CRITERIA = ["Cites a source", "Is polite"]
+"""The criteria of RUBRIC, as the scripted grader names them."""
+RUBRIC = "- Cites a source\n- Is polite"
+"""The rubric the e2e tests set on threads and channels."""
+RUN_TIMEOUT = 30.0
+"""Bound for one run (a resumed one included) to show up; the stand-ins answer in milliseconds."""
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+"""The first bytes of every PNG file: what an uploaded chart must start with."""
+
+
+@dataclass
+class Service:
+    """One or more bot processes on one database, with the Slack and model stand-ins they share.
+
+    Requests go to ``bot`` unless ``via`` names another process (its index in ``bots``), as a
+    load balancer spreads them.
+    """
+
+    slack: SlackApiStandin
+    model: ModelApiStandin
+    bot: BotProcess
+    others: tuple[BotProcess, ...] = ()
+
+    @property
+    def bots(self) -> tuple[BotProcess, ...]:
+        return (self.bot, *self.others)
+
+    @property
+    def db_path(self) -> Path:
+        """The SQLite file of the bot's database."""
+        return Path(self.bot.env["RUBRIC_BOT_DB"])
+
+    def send(self, payload: dict[str, Any], *, via: int = 0, **options: Any) -> Any:
+        response = self.bots[via].sender.send(payload, **options)
+        assert response.status == 200, (response.status, response.body)
+        return response
+
+    def mention(self, text: str, channel: str, thread_ts: str | None = None, *, via: int = 0) -> str:
+        ts = sr.new_ts()
+        self.send(sr.event_callback(sr.app_mention(text, channel, ts, thread_ts)), via=via)
+        return ts
+
+    def say(
+        self, text: str, channel: str, thread_ts: str | None = None, *, via: int = 0, **fields: Any
+    ) -> str:
+        ts = sr.new_ts()
+        self.send(sr.event_callback(sr.message(text, channel, ts, thread_ts, **fields)), via=via)
+        return ts
+
+    def set_channel_rubric(self, channel: str, *, via: int = 0) -> None:
+        answer = self.send(sr.slash_command(f"set {RUBRIC}", channel), via=via).json()
+        assert "Channel default rubric set" in answer["text"]
+
+    def thread(self, channel: str, root: str) -> list[SlackMessage]:
+        return self.slack.messages_in_thread(channel, root)
+
+    def finals(self, channel: str, root: str) -> list[SlackMessage]:
+        return finals(self.thread(channel, root))
+
+    def wait_thread(self, channel: str, root: str, done: Callable[[list[SlackMessage]], bool]) -> None:
+        """Until `done` holds for the thread's messages; the thread and the bots' logs if it never does."""
+
+        def described() -> str:
+            texts = "\n---\n".join(m.all_text for m in self.thread(channel, root))
+            logs = "\n".join(bot.stderr_text()[-3000:] for bot in self.bots)
+            return f"the thread {channel}/{root} to be complete; it holds:\n{texts}\nbot logs:\n{logs}"
+
+        wait_for(lambda: done(self.thread(channel, root)), RUN_TIMEOUT, message=described)
+
+    def wait_finals(self, channel: str, root: str, count: int) -> list[SlackMessage]:
+        self.wait_thread(channel, root, lambda messages: len(finals(messages)) >= count)
+        return self.finals(channel, root)
+
+    def wait_text(self, channel: str, root: str, needle: str) -> SlackMessage:
+        def found() -> SlackMessage | None:
+            return next((m for m in self.thread(channel, root) if needle in m.all_text), None)
+
+        return wait_for(found, RUN_TIMEOUT, message=lambda: f"{needle!r} in {channel}/{root}")
+
+    def worker_requests_for(self, text: str) -> list[ChatRequest]:
+        return [r for r in self.model.requests("worker") if text in r.all_text]
+
+    # -- reviews
+
+    def graded_thread(self, channel: str) -> tuple[str, SlackMessage]:
+        """A thread with the rubric and one answered request; its root and first evaluation.
+
+        The scripted grader fails "Cites a source" on the first iteration and passes "Is polite".
+        """
+        root = self.mention(f"rubric:\n{RUBRIC}", channel)
+        self.wait_text(channel, root, "Rubric set")
+        self.mention("Is coffee healthy?", channel, thread_ts=root)
+        self.wait_finals(channel, root, 1)
+        return root, evaluations(self.thread(channel, root))[0]
+
+    def click(self, action_id: str, message: SlackMessage, root: str, user: str, **extra: Any) -> None:
+        self.send(
+            sr.block_actions(
+                action_id, button_value(message), message.channel, message.ts, root, user, **extra
+            )
+        )
+
+    def wait_message(self, message: SlackMessage, needle: str) -> SlackMessage:
+        def found() -> SlackMessage | None:
+            current = next(m for m in self.slack.messages(message.channel) if m.ts == message.ts)
+            return current if needle in current.all_text else None
+
+        return wait_for(found, RUN_TIMEOUT, message=lambda: f"{needle!r} on message {message.ts}")
+
+    def open_form(self, message: SlackMessage, root: str, user: str) -> dict[str, Any]:
+        trigger = f"trigger-{message.ts}-{user}-{len(self.slack.calls('views.open'))}"
+        self.click("review_disagree", message, root, user, trigger_id=trigger)
+        opened = wait_for(
+            lambda: [c for c in self.slack.calls("views.open") if c.args.get("trigger_id") == trigger],
+            RUN_TIMEOUT,
+            message="views.open for the review form",
+        )
+        return opened[0].args["view"]
+
+    def submit_form(self, view: dict[str, Any], values: dict[str, Any], user: str) -> Any:
+        return self.send(sr.view_submission(view["callback_id"], values, view["private_metadata"], user))
+
+    def disagree(
+        self, message: SlackMessage, root: str, user: str, changes: dict[str, tuple[str, str]]
+    ) -> None:
+        """Open the form, change some verdicts (criterion → (verdict, comment)) and submit it."""
+        view = self.open_form(message, root, user)
+        assert self.submit_form(view, form_values(view, changes), user).body == ""
+
+    def grader_requests_after(self, count: int) -> list[str]:
+        return [r.all_text for r in self.model.requests("grader")[count:]]
+
+    def stored_evaluations(self, channel: str) -> list[dict[str, Any]]:
+        with closing(sqlite3.connect(self.db_path)) as db:
+            rows = db.execute(
+                "SELECT evaluation FROM evaluations WHERE channel = ? ORDER BY created_at", (channel,)
+            ).fetchall()
+        return [json.loads(row[0]) for row in rows]
+
+
+@contextmanager
+def shared_service(workdir: Path, env: Mapping[str, str] | None = None) -> Iterator[Service]:
+    """`shared_bot` as a Service, with the default scripts: each first answer needs one revision."""
+    with shared_bot(workdir, env) as (slack, model, process):
+        model.worker, model.grader = scripted_revision(CRITERIA)
+        yield Service(slack, model, process)
+
+
+def finals(messages: list[SlackMessage]) -> list[SlackMessage]:
+    return [m for m in messages if m.event_type == "rubric_final"]
+
+
+def evaluations(messages: list[SlackMessage]) -> list[SlackMessage]:
+    return [m for m in messages if m.event_type == "rubric_evaluation"]
+
+
+def wait_until_working(slack: SlackApiStandin, channel: str, thread_ts: str) -> None:
+    """Until the thread's status says the bot is drafting an answer."""
+    wait_for(
+        lambda: slack.thread_status(channel, thread_ts) == "is writing a draft…",
+        RUN_TIMEOUT,
+        message="the bot to start working",
+    )
+
+
+def button_value(message: SlackMessage) -> str:
+    actions = next(b for b in message.blocks if b["type"] == "actions")
+    return actions["elements"][0]["value"]
+
+
+def form_inputs(view: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(criterion label, verdict block, comment block) for each criterion of a review form."""
+    inputs = [b for b in view["blocks"] if b["type"] == "input"]
+    for verdict, comment in zip(inputs[::2], inputs[1::2], strict=True):
+        yield verdict["label"]["text"], verdict, comment
+
+
+def form_values(view: dict[str, Any], changes: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """The form's state as Slack submits it: the pre-set verdicts, with `changes` applied."""
+    values: dict[str, Any] = {}
+    for label, verdict, comment in form_inputs(view):
+        chosen, text = changes.get(label, (verdict["element"]["initial_option"]["value"], None))
+        option = next(o for o in verdict["element"]["options"] if o["value"] == chosen)
+        values[verdict["block_id"]] = {
+            verdict["element"]["action_id"]: {"type": "static_select", "selected_option": option}
+        }
+        values.update(sr.text_input(comment["block_id"], comment["element"]["action_id"], text))
+    return values
+
+
+def ephemerals(slack: SlackApiStandin, channel: str) -> list[SlackCall]:
+    return [c for c in slack.calls("chat.postEphemeral") if c.args.get("channel") == channel]
+
+
+def responses(slack: SlackApiStandin, name: str) -> list[SlackCall]:
+    """Answers posted to the response_url named `name` (see SlackApiStandin.response_url)."""
+    return [c for c in slack.calls("response_url") if c.args.get("name") == name]

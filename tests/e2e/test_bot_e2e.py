@@ -14,88 +14,38 @@ from __future__ import annotations
 import json
 import signal
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import BotProcess, shared_bot
+from tests.e2e.conftest import (
+    CRITERIA,
+    RUBRIC,
+    RUN_TIMEOUT,
+    Service,
+    evaluations,
+    shared_service,
+    wait_until_working,
+)
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import (
     DEFAULT_GAP,
     DRAFT_ANSWER,
     REVISED_ANSWER,
-    ChatRequest,
-    ModelApiStandin,
     scripted_revision,
 )
-from tests.standins.slack_api import SlackApiStandin, SlackMessage
 
-CRITERIA = ["Cites a source", "Is polite"]
-RUBRIC = "- Cites a source\n- Is polite"
-RUN_TIMEOUT = 20.0  # bound for one run to show up; the stand-ins answer in milliseconds
 SHUTDOWN_GRACE = "0.5"  # seconds the shared bot lets runs finish on SIGTERM
 SLOW_MODEL_SECONDS = 3.0  # model latency that outlasts the grace (and a crash right after start)
-
-
-@dataclass
-class Service:
-    """A bot process with its two stand-ins."""
-
-    slack: SlackApiStandin
-    model: ModelApiStandin
-    bot: BotProcess
-
-    def send(self, payload: dict[str, Any], **options: Any) -> Any:
-        response = self.bot.sender.send(payload, **options)
-        assert response.status == 200, (response.status, response.body)
-        return response
-
-    def mention(self, text: str, channel: str, thread_ts: str | None = None) -> str:
-        ts = sr.new_ts()
-        self.send(sr.event_callback(sr.app_mention(text, channel, ts, thread_ts)))
-        return ts
-
-    def say(self, text: str, channel: str, thread_ts: str | None = None, **fields: Any) -> str:
-        ts = sr.new_ts()
-        self.send(sr.event_callback(sr.message(text, channel, ts, thread_ts, **fields)))
-        return ts
-
-    def thread(self, channel: str, root: str) -> list[SlackMessage]:
-        return self.slack.messages_in_thread(channel, root)
-
-    def finals(self, channel: str, root: str) -> list[SlackMessage]:
-        return [m for m in self.thread(channel, root) if m.event_type == "rubric_final"]
-
-    def wait_finals(self, channel: str, root: str, count: int) -> list[SlackMessage]:
-        def described() -> str:
-            texts = "\n---\n".join(m.all_text for m in self.thread(channel, root))
-            log = self.bot.stderr_text()[-3000:]
-            return f"{count} final message(s) in {channel}/{root}; thread:\n{texts}\nbot log:\n{log}"
-
-        return wait_for(
-            lambda: len(self.finals(channel, root)) >= count and self.finals(channel, root),
-            RUN_TIMEOUT,
-            message=described,
-        )
-
-    def wait_text(self, channel: str, root: str, needle: str) -> SlackMessage:
-        def found() -> SlackMessage | None:
-            return next((m for m in self.thread(channel, root) if needle in m.all_text), None)
-
-        return wait_for(found, RUN_TIMEOUT, message=lambda: f"{needle!r} in {channel}/{root}")
-
-    def worker_requests_for(self, text: str) -> list[ChatRequest]:
-        return [r for r in self.model.requests("worker") if text in r.all_text]
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory) -> Iterator[Service]:
     """One bot process for the module; tests that restart it leave it running."""
     env = {"RUBRIC_BOT_SHUTDOWN_GRACE": SHUTDOWN_GRACE}
-    with shared_bot(tmp_path_factory.mktemp("shared-bot"), env) as (slack, model, process):
-        yield Service(slack, model, process)
+    with shared_service(tmp_path_factory.mktemp("shared-bot"), env) as service:
+        yield service
 
 
 @pytest.fixture
@@ -104,10 +54,6 @@ def fresh(service: Service) -> Service:
     service.model.latency = 0.0
     service.model.worker, service.model.grader = scripted_revision(CRITERIA)
     return service
-
-
-def evaluations(messages: list[SlackMessage]) -> list[SlackMessage]:
-    return [m for m in messages if m.event_type == "rubric_evaluation"]
 
 
 # -- a conversation ------------------------------------------------------------------------------
@@ -304,15 +250,6 @@ def test_rubric_editor_opens_prefilled_and_validates_inline(fresh):
 
 
 # -- restarts --------------------------------------------------------------------------------------
-
-
-def wait_until_working(slack: SlackApiStandin, channel: str, thread_ts: str) -> None:
-    """Until the thread's status says the bot is drafting an answer."""
-    wait_for(
-        lambda: slack.thread_status(channel, thread_ts) == "is writing a draft…",
-        RUN_TIMEOUT,
-        message="the bot to start working",
-    )
 
 
 def test_after_a_crash_and_restart_the_thread_keeps_its_rubric_and_hears_about_the_lost_run(fresh):

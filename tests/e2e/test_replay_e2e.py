@@ -15,14 +15,12 @@ from pathlib import Path
 from PIL import Image
 
 from tests.bot.agreement.replay_seed import CASES, CHANNEL, TEAM, replayed_grade, seed
-from tests.e2e.conftest import BotProcess
-from tests.e2e.test_review_e2e import responses
+from tests.e2e.conftest import PNG_SIGNATURE, BotProcess, responses
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import ModelApiStandin
 from tests.standins.slack_api import SlackApiStandin
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 REPLAY_TIMEOUT = 60.0  # bound for two replays of the seeded cases with the stand-in's latency
 ASKER = "U7"
 

@@ -22,9 +22,17 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.e2e.conftest import SIGNING_SECRET, BotProcess, shared_bot
-from tests.e2e.test_bot_e2e import RUN_TIMEOUT
-from tests.e2e.test_review_e2e import CRITERIA, ReviewService, button_value, ephemerals, form_values
+from tests.e2e.conftest import (
+    CRITERIA,
+    RUN_TIMEOUT,
+    SIGNING_SECRET,
+    BotProcess,
+    Service,
+    button_value,
+    ephemerals,
+    form_values,
+    shared_service,
+)
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import scripted_revision
@@ -41,13 +49,13 @@ TOO_LARGE = 2 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory) -> Iterator[ReviewService]:
-    with shared_bot(tmp_path_factory.mktemp("requests-bot")) as (slack, model, process):
-        yield ReviewService(slack, model, process)
+def service(tmp_path_factory) -> Iterator[Service]:
+    with shared_service(tmp_path_factory.mktemp("requests-bot")) as service:
+        yield service
 
 
 @pytest.fixture
-def bot(service: ReviewService) -> BotProcess:
+def bot(service: Service) -> BotProcess:
     return service.bot
 
 
@@ -172,12 +180,12 @@ def test_a_slash_command_with_the_word_payload_in_it_is_not_lost(bot):
 
 
 @pytest.fixture
-def s(service: ReviewService) -> ReviewService:
+def s(service: Service) -> Service:
     service.model.worker, service.model.grader = scripted_revision(CRITERIA)
     return service
 
 
-def send_and_read_log(s: ReviewService, payload: dict[str, Any]) -> tuple[Any, str]:
+def send_and_read_log(s: Service, payload: dict[str, Any]) -> tuple[Any, str]:
     """Send a signed payload (it must be acked with 200) and return its answer and the new log."""
     before = len(s.bot.stderr_text())
     response = s.send(payload)
@@ -248,7 +256,7 @@ def test_a_review_button_with_an_unreadable_value_is_explained_to_the_clicker(s,
     assert "Traceback" not in s.bot.stderr_text()[before:]
 
 
-def review_form(s: ReviewService, channel: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def review_form(s: Service, channel: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """An opened review form of a freshly graded thread, and its answers as Slack would send them."""
     root, first = s.graded_thread(channel)
     view = s.open_form(first, root, "U1")

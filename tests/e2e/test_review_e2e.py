@@ -10,114 +10,30 @@ from __future__ import annotations
 
 import io
 import json
-import sqlite3
 from collections.abc import Iterator
-from contextlib import closing
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 from PIL import Image
 
-from tests.e2e.conftest import shared_bot
-from tests.e2e.test_bot_e2e import CRITERIA, RUBRIC, RUN_TIMEOUT, Service, evaluations
+from tests.e2e.conftest import (
+    CRITERIA,
+    PNG_SIGNATURE,
+    RUN_TIMEOUT,
+    Service,
+    button_value,
+    ephemerals,
+    form_inputs,
+    form_values,
+    responses,
+    shared_service,
+)
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import scripted_revision
-from tests.standins.slack_api import BOT_USER_ID, SlackApiStandin, SlackCall, SlackMessage
+from tests.standins.slack_api import BOT_USER_ID, SlackCall
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 COMMENT = "Too curt for a customer-facing answer."
-
-
-@dataclass
-class ReviewService(Service):
-    """The shared bot with its stand-ins, plus its database file and review helpers."""
-
-    @property
-    def db_path(self) -> Path:
-        return Path(self.bot.env["RUBRIC_BOT_DB"])
-
-    def graded_thread(self, channel: str) -> tuple[str, SlackMessage]:
-        """A thread with the rubric and one answered request; its root and first evaluation.
-
-        The scripted grader fails "Cites a source" on the first iteration and passes "Is polite".
-        """
-        root = self.mention(f"rubric:\n{RUBRIC}", channel)
-        self.wait_text(channel, root, "Rubric set")
-        self.mention("Is coffee healthy?", channel, thread_ts=root)
-        self.wait_finals(channel, root, 1)
-        return root, evaluations(self.thread(channel, root))[0]
-
-    def click(self, action_id: str, message: SlackMessage, root: str, user: str, **extra: Any) -> None:
-        self.send(
-            sr.block_actions(
-                action_id, button_value(message), message.channel, message.ts, root, user, **extra
-            )
-        )
-
-    def wait_message(self, message: SlackMessage, needle: str) -> SlackMessage:
-        def found() -> SlackMessage | None:
-            current = next(m for m in self.slack.messages(message.channel) if m.ts == message.ts)
-            return current if needle in current.all_text else None
-
-        return wait_for(found, RUN_TIMEOUT, message=lambda: f"{needle!r} on message {message.ts}")
-
-    def open_form(self, message: SlackMessage, root: str, user: str) -> dict[str, Any]:
-        trigger = f"trigger-{message.ts}-{user}-{len(self.slack.calls('views.open'))}"
-        self.click("review_disagree", message, root, user, trigger_id=trigger)
-        opened = wait_for(
-            lambda: [c for c in self.slack.calls("views.open") if c.args.get("trigger_id") == trigger],
-            RUN_TIMEOUT,
-            message="views.open for the review form",
-        )
-        return opened[0].args["view"]
-
-    def submit_form(self, view: dict[str, Any], values: dict[str, Any], user: str) -> Any:
-        return self.send(sr.view_submission(view["callback_id"], values, view["private_metadata"], user))
-
-    def disagree(
-        self, message: SlackMessage, root: str, user: str, changes: dict[str, tuple[str, str]]
-    ) -> None:
-        """Open the form, change some verdicts (criterion → (verdict, comment)) and submit it."""
-        view = self.open_form(message, root, user)
-        assert self.submit_form(view, form_values(view, changes), user).body == ""
-
-    def grader_requests_after(self, count: int) -> list[str]:
-        return [r.all_text for r in self.model.requests("grader")[count:]]
-
-    def stored_evaluations(self, channel: str) -> list[dict[str, Any]]:
-        with closing(sqlite3.connect(self.db_path)) as db:
-            rows = db.execute(
-                "SELECT evaluation FROM evaluations WHERE channel = ? ORDER BY created_at", (channel,)
-            ).fetchall()
-        return [json.loads(row[0]) for row in rows]
-
-
-def button_value(message: SlackMessage) -> str:
-    actions = next(b for b in message.blocks if b["type"] == "actions")
-    return actions["elements"][0]["value"]
-
-
-def form_inputs(view: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(criterion label, verdict block, comment block) for each criterion of a review form."""
-    inputs = [b for b in view["blocks"] if b["type"] == "input"]
-    for verdict, comment in zip(inputs[::2], inputs[1::2], strict=True):
-        yield verdict["label"]["text"], verdict, comment
-
-
-def form_values(view: dict[str, Any], changes: dict[str, tuple[str, str]]) -> dict[str, Any]:
-    """The form's state as Slack submits it: the pre-set verdicts, with `changes` applied."""
-    values: dict[str, Any] = {}
-    for label, verdict, comment in form_inputs(view):
-        chosen, text = changes.get(label, (verdict["element"]["initial_option"]["value"], None))
-        option = next(o for o in verdict["element"]["options"] if o["value"] == chosen)
-        values[verdict["block_id"]] = {
-            verdict["element"]["action_id"]: {"type": "static_select", "selected_option": option}
-        }
-        values.update(sr.text_input(comment["block_id"], comment["element"]["action_id"], text))
-    return values
 
 
 def preset(view: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
@@ -129,24 +45,15 @@ def preset(view: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory) -> Iterator[ReviewService]:
-    with shared_bot(tmp_path_factory.mktemp("review-bot")) as (slack, model, process):
-        yield ReviewService(slack, model, process)
+def service(tmp_path_factory) -> Iterator[Service]:
+    with shared_service(tmp_path_factory.mktemp("review-bot")) as service:
+        yield service
 
 
 @pytest.fixture
-def s(service: ReviewService) -> ReviewService:
+def s(service: Service) -> Service:
     service.model.worker, service.model.grader = scripted_revision(CRITERIA)
     return service
-
-
-def ephemerals(slack: SlackApiStandin, channel: str) -> list[SlackCall]:
-    return [c for c in slack.calls("chat.postEphemeral") if c.args.get("channel") == channel]
-
-
-def responses(slack: SlackApiStandin, name: str) -> list[SlackCall]:
-    """Answers posted to the response_url named `name` (see SlackApiStandin.response_url)."""
-    return [c for c in slack.calls("response_url") if c.args.get("name") == name]
 
 
 # -- Agree ---------------------------------------------------------------------------------------

@@ -17,8 +17,15 @@ from contextlib import closing
 
 import pytest
 
-from tests.e2e.conftest import BotProcess, shared_bot
-from tests.e2e.test_bot_e2e import CRITERIA, RUBRIC, Service, evaluations, wait_until_working
+from tests.e2e.conftest import (
+    CRITERIA,
+    RUBRIC,
+    BotProcess,
+    Service,
+    evaluations,
+    shared_service,
+    wait_until_working,
+)
 from tests.standins import wait_for
 from tests.standins.model_api import (
     DEFAULT_GAP,
@@ -49,8 +56,8 @@ NOTICE_TIMEOUT = 40.0
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     """One bot for the module with short model timeouts; tests that restart it leave it running."""
     env = {"RUBRIC_BOT_MODEL_TIMEOUT": str(MODEL_TIMEOUT), "RUBRIC_BOT_SHUTDOWN_GRACE": SHUTDOWN_GRACE}
-    with shared_bot(tmp_path_factory.mktemp("run-endings"), env) as (slack, model, process):
-        yield Service(slack, model, process)
+    with shared_service(tmp_path_factory.mktemp("run-endings"), env) as service:
+        yield service
 
 
 @pytest.fixture

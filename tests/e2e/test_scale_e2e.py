@@ -10,94 +10,47 @@ from __future__ import annotations
 import itertools
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator
 
 import psycopg
 import pytest
 
-from tests.e2e.conftest import BOT_COMMAND, BotProcess
+from tests.e2e.conftest import (
+    BOT_COMMAND,
+    CRITERIA,
+    RUBRIC,
+    RUN_TIMEOUT,
+    Service,
+    evaluations,
+    finals,
+)
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import (
     DRAFT_ANSWER,
     ChatRequest,
-    ModelApiStandin,
     Script,
     fixed_grader,
     scripted_revision,
 )
-from tests.standins.slack_api import SlackApiStandin, SlackMessage
 
 pytestmark = pytest.mark.postgres
 
-CRITERIA = ["Cites a source", "Is polite"]
-RUBRIC = "- Cites a source\n- Is polite"
 STALLED_AFTER = 1.5
 """Heartbeat timeout of the bots under test: a killed one's run resumes elsewhere within ~2 s."""
-RUN_TIMEOUT = 30.0
-"""Bound for one run to show up (a resumed one included); the stand-ins answer in milliseconds."""
 SLOW_MODEL_SECONDS = 2.0
 """Model latency while a run must still be in flight when its process is killed."""
 
 
-@dataclass
-class Pair:
-    """Two bot processes on one database, with the Slack and model stand-ins they share."""
-
-    slack: SlackApiStandin
-    model: ModelApiStandin
-    bots: tuple[BotProcess, BotProcess]
-
-    def send(self, bot: int, payload: dict[str, Any]) -> Any:
-        response = self.bots[bot].sender.send(payload)
-        assert response.status == 200, (response.status, response.body)
-        return response
-
-    def set_channel_rubric(self, bot: int, channel: str) -> None:
-        answer = self.send(bot, sr.slash_command(f"set {RUBRIC}", channel)).json()
-        assert "Channel default rubric set" in answer["text"]
-
-    def mention(self, bot: int, text: str, channel: str, thread_ts: str | None = None) -> str:
-        ts = sr.new_ts()
-        self.send(bot, sr.event_callback(sr.app_mention(text, channel, ts, thread_ts)))
-        return ts
-
-    def say(self, bot: int, text: str, channel: str, thread_ts: str) -> str:
-        ts = sr.new_ts()
-        self.send(bot, sr.event_callback(sr.message(text, channel, ts, thread_ts)))
-        return ts
-
-    def thread(self, channel: str, root: str) -> list[SlackMessage]:
-        return self.slack.messages_in_thread(channel, root)
-
-    def wait_thread(self, channel: str, root: str, done: Callable[[list[SlackMessage]], bool]) -> None:
-        def described() -> str:
-            texts = "\n---\n".join(m.all_text for m in self.thread(channel, root))
-            logs = "\n".join(bot.stderr_text()[-2000:] for bot in self.bots)
-            return f"the thread {channel}/{root} to be complete; it holds:\n{texts}\nbot logs:\n{logs}"
-
-        wait_for(lambda: done(self.thread(channel, root)), RUN_TIMEOUT, message=described)
-
-
 @pytest.fixture
-def pair(start_bot, slack_api, model_api, postgres_url) -> Iterator[Pair]:
+def pair(start_bot, slack_api, model_api, postgres_url) -> Iterator[Service]:
     env = {
         "RUBRIC_BOT_DB": postgres_url,
         "RUBRIC_BOT_STALLED_AFTER": str(STALLED_AFTER),
         "RUBRIC_BOT_SHUTDOWN_GRACE": "0.5",
     }
     model_api.worker, model_api.grader = scripted_revision(CRITERIA)
-    yield Pair(slack_api, model_api, (start_bot(env=env), start_bot(env=env)))
-
-
-def finals(messages: list[SlackMessage]) -> list[SlackMessage]:
-    return [m for m in messages if m.event_type == "rubric_final"]
-
-
-def evaluations(messages: list[SlackMessage]) -> list[SlackMessage]:
-    return [m for m in messages if m.event_type == "rubric_evaluation"]
+    yield Service(slack_api, model_api, start_bot(env=env), (start_bot(env=env),))
 
 
 def answering_each_question() -> Script:
@@ -121,14 +74,14 @@ def wait_for_rows(url: str, table: str, count: int) -> None:
 
 
 def test_a_threads_follow_ups_run_in_order_whichever_process_receives_them(pair, postgres_url):
-    root = pair.mention(0, f"rubric:\n{RUBRIC}", "C1")
+    root = pair.mention(f"rubric:\n{RUBRIC}", "C1")
     pair.wait_thread("C1", root, lambda messages: any("Rubric set" in m.all_text for m in messages))
     pair.model.worker, pair.model.grader = answering_each_question()
     pair.model.latency = 0.3  # long enough for runs of one thread to overlap if they could
 
     questions = [f"Question {number}" for number in range(1, 5)]
     for number, question in enumerate(questions):
-        pair.say(number % 2, question, "C1", root)
+        pair.say(question, "C1", root, via=number % 2)
         # The order is the order the bot queued them: a few ms after Slack's delivery, unlike a
         # person's messages, a test's could otherwise pass each other between the two processes.
         wait_for_rows(postgres_url, "runs", number + 1)  # the bot records a run as it queues it
@@ -144,16 +97,16 @@ def test_a_threads_follow_ups_run_in_order_whichever_process_receives_them(pair,
 def test_the_same_event_delivered_to_both_processes_runs_once(pair):
     root = sr.new_ts()
     delivery = sr.event_callback(sr.app_mention(f"rubric:\n{RUBRIC}", "C2", root))
-    pair.send(0, delivery)
+    pair.send(delivery)
     pair.wait_thread("C2", root, lambda messages: any("Rubric set" in m.all_text for m in messages))
     request = sr.event_callback(sr.app_mention("Count me once", "C2", sr.new_ts(), root))
-    senders = [threading.Thread(target=pair.send, args=(bot, request)) for bot in (0, 1)]
+    senders = [threading.Thread(target=pair.send, args=(request,), kwargs={"via": bot}) for bot in (0, 1)]
     for sender in senders:
         sender.start()
     for sender in senders:
         sender.join()
     # A sentinel after it in the same thread: anything that ran twice would be answered first.
-    pair.mention(1, "Sentinel", "C2", root)
+    pair.mention("Sentinel", "C2", root, via=1)
     pair.wait_thread("C2", root, lambda messages: len(finals(messages)) == 2)
 
     thread = pair.thread("C2", root)
@@ -164,9 +117,9 @@ def test_the_same_event_delivered_to_both_processes_runs_once(pair):
 
 
 def test_a_channel_rubric_set_through_one_process_grades_a_request_through_the_other(pair):
-    pair.set_channel_rubric(0, "C3")
+    pair.set_channel_rubric("C3")
 
-    root = pair.mention(1, "Is coffee healthy?", "C3")
+    root = pair.mention("Is coffee healthy?", "C3", via=1)
     pair.wait_thread("C3", root, lambda messages: len(finals(messages)) == 1)
 
     first = evaluations(pair.thread("C3", root))[0]
@@ -174,9 +127,9 @@ def test_a_channel_rubric_set_through_one_process_grades_a_request_through_the_o
 
 
 def test_a_process_killed_mid_run_has_the_run_finished_by_the_other_from_its_checkpoint(pair, postgres_url):
-    pair.set_channel_rubric(1, "C4")
+    pair.set_channel_rubric("C4", via=1)
     pair.model.latency = SLOW_MODEL_SECONDS
-    root = pair.mention(0, "Is coffee healthy?", "C4")
+    root = pair.mention("Is coffee healthy?", "C4")
     # The first iteration is graded and posted; the revision is in flight when its process dies.
     pair.wait_thread("C4", root, lambda messages: len(evaluations(messages)) == 1)
     # Killed after its ledger has the post (killed between Slack's answer and that write, a
@@ -208,11 +161,11 @@ def test_a_worker_process_runs_the_requests_serve_has_no_room_for(
         command=(*BOT_COMMAND[:3], "worker"),
         ready=lambda: worker_log.exists() and "worker running" in worker_log.read_text(),
     )
-    service = Pair(slack_api, model_api, (serving, worker))
-    service.set_channel_rubric(0, "C5")
+    service = Service(slack_api, model_api, serving, (worker,))
+    service.set_channel_rubric("C5")
     model_api.latency = 1.0  # the first run holds serve's only slot while the second is queued
 
-    roots = [service.mention(0, f"Question {number}", "C5") for number in (1, 2)]
+    roots = [service.mention(f"Question {number}", "C5") for number in (1, 2)]
     for root in roots:
         service.wait_thread("C5", root, lambda messages: len(finals(messages)) == 1)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import BOT_TOKEN, BotProcess, bot_environment
+from tests.e2e.conftest import BOT_TOKEN, CRITERIA, RUBRIC, RUN_TIMEOUT, BotProcess, bot_environment
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import DEFAULT_GAP, REVISED_ANSWER, ModelApiStandin, scripted_revision
@@ -26,9 +26,6 @@ APP_TOKEN = "xapp-1-A1-socket-mode-test"
 """The app-level token the bot is given; the Slack stand-in opens connections for no other."""
 SOCKET_MODE_COMMAND = (sys.executable, "-m", "bot", "serve")
 """`serve` without ``--http``: the app token alone selects Socket Mode."""
-CRITERIA = ["Cites a source", "Is polite"]
-RUBRIC = "- Cites a source\n- Is polite"
-RUN_TIMEOUT = 20.0  # bound for one run to show up; the stand-ins answer in milliseconds
 
 
 @pytest.fixture
