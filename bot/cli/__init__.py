@@ -1,5 +1,12 @@
 """`rubric-bot` in the terminal: one module per subcommand.
 
-- ``main``: the parser, the subcommand registry, exit codes and every subcommand but replay.
-- ``replay``: `rubric-bot replay`: grade the team's reviewed iterations again with a candidate.
+- ``main``: the entry point (console script and `python -m bot`): the parser and the subcommand registry.
+- ``subcommand``: what every subcommand uses: the `CliSubcommand` record, argument types, one-line errors.
+- ``exits``: the exit-code table of every subcommand (and the "exit status:" help it prints).
+- ``serve``: `serve` (the bot, in Socket Mode or HTTP) and `worker` (more capacity for the PostgreSQL queue).
+- ``manifest``: `manifest`: print the Slack app manifest.
+- ``grade``: `grade`: answer and grade one request in the terminal.
+- ``report``: `report`: the agreement report from the database, read-only.
+- ``db``: `db upgrade` and `db copy`.
+- ``replay``: `replay`: grade the team's reviewed iterations again with a candidate and compare.
 """

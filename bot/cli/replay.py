@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from bot.agreement.comparison import Comparison, compare, comparison_json, comparison_table, render_chart
 from bot.agreement.replay import (
+    CALIBRATION_MODES,
     Calibration,
     Case,
     Regrade,
@@ -34,19 +35,19 @@ from bot.agreement.replay import (
     regrade,
     total_usage,
 )
+from bot.cli.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, exit_status_help
+from bot.cli.subcommand import (
+    SETTINGS_SOURCE,
+    CliSubcommand,
+    add_database_option,
+    database_exists,
+    days_argument,
+    positive_int,
+)
 from bot.config import Settings, load_settings
 from bot.db.database import Database, open_checkpointer
 from bot.db.store import Store
 from grading import EVIDENCE_TOOLS, TranscriptGrader
-
-EXIT_CONFIG = 2
-"""Exit code for unusable arguments or settings, as every `rubric-bot` subcommand."""
-
-EXIT_FAILURE = 1
-"""Exit code when the chart cannot be written."""
-
-EXIT_INTERRUPTED = 130
-"""Exit code after Ctrl-C (128 + SIGINT), once the partial result is printed."""
 
 DEFAULT_CONCURRENCY = 4
 """Cases graded at once unless `--concurrency` says otherwise: a few calls in flight keep a
@@ -78,6 +79,39 @@ class Candidate:
         return " · ".join(words)
 
 
+def _configure_replay(parser: argparse.ArgumentParser) -> None:
+    which = parser.add_argument_group("which reviewed iterations")
+    which.add_argument("--channel", help="a Slack channel id, e.g. C0123ABCD (default: every channel)")
+    which.add_argument("--days", type=days_argument, help="only those reviewed in the last N days")
+    which.add_argument("--rubric-match", metavar="TEXT", help="only rubrics containing TEXT (ignoring case)")
+    which.add_argument("--limit", type=positive_int, metavar="N", help="only the latest N of them")
+    candidate = parser.add_argument_group("the candidate grader")
+    candidate.add_argument(
+        "--grader-model",
+        metavar="PROVIDER:MODEL",
+        help="a langchain model string (default: RUBRIC_BOT_GRADER_MODEL, else RUBRIC_BOT_MODEL)",
+    )
+    candidate.add_argument(
+        "--calibration",
+        choices=CALIBRATION_MODES,
+        default="on",
+        help="team examples shown: on = those shown at the time (default), off = none, "
+        "loo = the team's other disagreements, never the case's own",
+    )
+    candidate.add_argument("--prompt", type=Path, metavar="FILE", help="candidate grader instructions")
+    running = parser.add_argument_group("running and output")
+    running.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=DEFAULT_CONCURRENCY,
+        help=f"grader calls at once (default {DEFAULT_CONCURRENCY})",
+    )
+    running.add_argument("--dry-run", action="store_true", help="only count the cases and estimate tokens")
+    running.add_argument("--json", action="store_true", help="print the result as JSON")
+    running.add_argument("--chart", type=Path, metavar="FILE", help="also write a before/after chart (PNG)")
+    add_database_option(running)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run `rubric-bot replay`; the exit code."""
     try:
@@ -90,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.dry_run:
             print(asyncio.run(_dry_run(db, candidate, args)))
-            return 0
+            return EXIT_OK
         assert model is not None
         comparison = asyncio.run(_replay(db, candidate, model, args))
     except SQLAlchemyError as exc:
@@ -108,12 +142,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"rubric-bot replay: cannot write {args.chart}: {exc.strerror}", file=sys.stderr)
             return EXIT_FAILURE
         print(f"Chart written to {args.chart}", file=sys.stderr)
-    return EXIT_INTERRUPTED if comparison.interrupted else 0
+    return EXIT_INTERRUPTED if comparison.interrupted else EXIT_OK
 
 
 def _inputs(args: argparse.Namespace, settings: Settings) -> tuple[Database, Candidate]:
     db = args.db or settings.database
-    if not db.is_postgres and not db.sqlite_path.is_file():
+    if not database_exists(db):
         raise UsageError(f"no database at {db} (set RUBRIC_BOT_DB or pass --db)")
     model = args.grader_model or settings.grader_model_override or settings.worker_model
     if not model:
@@ -220,3 +254,30 @@ async def _regrade_with_progress(
                 task.uncancel()
             return True
     return False
+
+
+REPLAY = CliSubcommand(
+    "replay",
+    "grade the team's reviewed iterations again with a candidate grader and compare (Ctrl-C stops)",
+    _configure_replay,
+    run,
+    description=(
+        "Grade the team's reviewed iterations again, each rebuilt as its grader saw it (rubric, "
+        "transcript from the checkpoint history, evidence tools), with a candidate grader model, "
+        "calibration or prompt, and print how it agrees with the team next to the original grader: "
+        "agreement and Cohen's kappa per criterion and overall, a bootstrap 95% interval on each "
+        "difference, and the verdicts that flipped. Ctrl-C stops and prints what was graded. It reads "
+        f"the database (--db, else RUBRIC_BOT_DB {SETTINGS_SOURCE}) and the grader model "
+        "(--grader-model, else RUBRIC_BOT_GRADER_MODEL or RUBRIC_BOT_MODEL, with the provider's API "
+        "key); no Slack settings."
+    ),
+    epilog=exit_status_help(
+        [
+            (EXIT_OK, "the replay finished"),
+            (EXIT_FAILURE, "the chart could not be written"),
+            (EXIT_CONFIG, "bad arguments or settings"),
+            (EXIT_INTERRUPTED, "stopped by Ctrl-C (the partial result is printed)"),
+        ]
+    ),
+)
+"""`rubric-bot replay`."""

@@ -15,7 +15,8 @@ import pytest
 import yaml
 from langchain_core.messages import AIMessage
 
-from bot.cli.main import CLI_SUBCOMMANDS, grade, main
+from bot.cli.grade import grade
+from bot.cli.main import CLI_SUBCOMMANDS, main
 from tests.e2e.conftest import SCRUBBED_ENV_PREFIXES
 from tests.grading.scripted import ScriptedChatModel, grade_call, grader_wanting
 from tests.standins.model_api import REVISED_ANSWER, ModelApiStandin, fixed_grader, scripted_revision

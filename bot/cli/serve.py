@@ -1,0 +1,100 @@
+"""`rubric-bot serve` and `rubric-bot worker`: run the bot, and extra workers for the PostgreSQL job queue."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+from bot.cli.exits import EXIT_FAILURE, EXIT_OK
+from bot.cli.subcommand import SETTINGS_SOURCE, CliSubcommand, fail, positive_int, start_logging
+from bot.config import DEFAULT_CONCURRENCY, SLACK_CONNECTION, ConfigError, load_settings, problem
+
+DEFAULT_PORT = 3000
+"""HTTP port of `serve` when `--port` is not given (Bolt's customary default)."""
+
+
+def _configure_serve(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--http", action="store_true", help="serve HTTP even when SLACK_APP_TOKEN is set")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})")
+    _add_concurrency(parser)
+
+
+def _add_concurrency(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=DEFAULT_CONCURRENCY,
+        metavar="N",
+        help=f"runs this process works on at once with PostgreSQL (default {DEFAULT_CONCURRENCY})",
+    )
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    # HTTP mode verifies every request with the signing secret; without --http either way will do.
+    connection = "SLACK_SIGNING_SECRET" if args.http else SLACK_CONNECTION
+    settings = load_settings(["SLACK_BOT_TOKEN", "RUBRIC_BOT_MODEL", connection])
+    database = settings.database
+    if not database.is_postgres and not database.sqlite_path.parent.is_dir():
+        parent = database.sqlite_path.parent
+        raise ConfigError([problem("RUBRIC_BOT_DB", f"is in a directory that does not exist ({parent})")])
+    from bot.app import serve  # Bolt and aiohttp are only needed to serve
+
+    start_logging(settings)
+    try:
+        asyncio.run(serve(settings, http=args.http, port=args.port, concurrency=args.concurrency))
+    except OSError as exc:  # e.g. the HTTP port is taken: the operator's to fix, not a bug to trace
+        logging.getLogger(__name__).debug("serve failed", exc_info=True)
+        fail(f"cannot serve: {exc}")
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+def _run_worker(args: argparse.Namespace) -> int:
+    settings = load_settings(["SLACK_BOT_TOKEN", "RUBRIC_BOT_MODEL", "RUBRIC_BOT_DB"])
+    if not settings.database.is_postgres:
+        raise ConfigError(
+            [
+                "RUBRIC_BOT_DB is a SQLite file, and a worker takes its runs from the PostgreSQL job "
+                "queue: set it to postgresql://USER:PASSWORD@HOST:5432/DBNAME (with SQLite, serve "
+                "runs every request itself)."
+            ]
+        )
+    from bot.app import work
+
+    start_logging(settings)
+    asyncio.run(work(settings, concurrency=args.concurrency))
+    return EXIT_OK
+
+
+SERVE = CliSubcommand(
+    "serve",
+    "run the Slack bot (Socket Mode if SLACK_APP_TOKEN is set, else HTTP)",
+    _configure_serve,
+    _run_serve,
+    description=(
+        "Run the Slack bot until SIGTERM or Ctrl-C. With SLACK_APP_TOKEN set it connects to Slack "
+        "in Socket Mode (no public URL needed); otherwise, or with --http, it answers Slack's HTTP "
+        "requests on /slack/events and needs SLACK_SIGNING_SECRET. It reads SLACK_BOT_TOKEN, "
+        "RUBRIC_BOT_MODEL and the model provider's API key (e.g. OPENAI_API_KEY), "
+        "RUBRIC_BOT_DB and the optional settings listed in the README "
+        f"(RUBRIC_BOT_GRADER_MODEL, RUBRIC_BOT_MAX_ITERATIONS, ...), {SETTINGS_SOURCE}."
+    ),
+)
+"""`rubric-bot serve`."""
+
+WORKER = CliSubcommand(
+    "worker",
+    "run queued requests without serving Slack (PostgreSQL only; add these for more capacity)",
+    _add_concurrency,
+    _run_worker,
+    description=(
+        "Run requests from the PostgreSQL job queue until SIGTERM or Ctrl-C, without talking to "
+        "Slack's events: serve processes take Slack's requests and queue them, and every serve and "
+        "worker process runs them, one at a time per thread and in order. Run as many as the load "
+        "needs, on any machine that reaches the database. It reads SLACK_BOT_TOKEN, "
+        "RUBRIC_BOT_MODEL and the model provider's API key, RUBRIC_BOT_DB (a postgresql:// URL) "
+        f"and serve's optional settings, {SETTINGS_SOURCE}."
+    ),
+)
+"""`rubric-bot worker`."""
