@@ -32,7 +32,7 @@ from bot.listeners.context import Services
 from bot.ops import startup
 from bot.ops.health import Readiness
 from bot.ops.server import add_ops_routes, serve_ops
-from bot.review.review import calibration_source
+from bot.review.calibration import calibration_source
 from bot.slack.client import build_client, log_listener_failure
 from bot.slack.http import EVENTS_PATH, slack_web_app
 from bot.slack.socket_mode import check_tokens, retry_until_stopped, serve_socket_mode

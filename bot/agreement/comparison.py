@@ -32,7 +32,7 @@ from bot.agreement.report import (
     shown_kappa,
     two_panel_chart,
 )
-from bot.review.review import verdict_label
+from bot.review.verdicts import verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
 from bot.slack.mrkdwn import escape, truncate
 from bot.threads.render import usage_words

@@ -27,7 +27,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from bot.agent import sum_usage
 from bot.agreement.report import period_start
 from bot.db.store import EvaluationRecord, ReviewRow, Store
-from bot.review.review import CALIBRATION_EXAMPLES, calibration_examples, grader_verdicts
+from bot.review.calibration import CALIBRATION_EXAMPLES, calibration_examples
+from bot.review.verdicts import grader_verdicts
 from bot.threads.conversation import thread_id
 from grading import EVIDENCE_TOOLS, CalibrationExample, RubricEvaluation
 from grading.grader import GRADER_SYSTEM_PROMPT, build_payload

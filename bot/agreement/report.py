@@ -23,7 +23,7 @@ from os import PathLike
 from typing import IO, Any
 
 from bot.db.store import ReviewRow, Store
-from bot.review.review import grader_verdicts, verdict_label
+from bot.review.verdicts import grader_verdicts, verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
 from bot.slack.mrkdwn import escape, truncate
 from grading import RubricEvaluation

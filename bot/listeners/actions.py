@@ -1,6 +1,6 @@
 """The review buttons on evaluation messages: Agree records a review, Disagree… opens the form.
 
-What a review is, saving it and refreshing its message's tally belong to :mod:`bot.review.review`; these
+What a review is, saving it and refreshing its message's tally belong to :mod:`bot.review`; these
 listeners read the click and answer the clicker. The form's submission is handled in
 :mod:`bot.listeners.views`.
 """
@@ -16,16 +16,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.db.store import EvaluationRecord, Store
 from bot.listeners.context import services_of
-from bot.review.review import (
-    AGREE_ACTION_ID,
-    DISAGREE_ACTION_ID,
-    UNKNOWN_EVALUATION,
-    agree_verdicts,
-    parse_review_value,
-    refresh_tally,
-    review_modal,
-    save_review,
-)
+from bot.review.controls import AGREE_ACTION_ID, DISAGREE_ACTION_ID, parse_review_value
+from bot.review.form import review_modal
+from bot.review.saving import UNKNOWN_EVALUATION, refresh_tally, save_review
+from bot.review.verdicts import agree_verdicts
 from bot.slack.client import attempt
 from bot.slack.payloads import Click, problems
 

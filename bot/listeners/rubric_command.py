@@ -33,7 +33,7 @@ from bot.listeners.command_text import (
     report_days,
 )
 from bot.listeners.context import services_of, workspace_of
-from bot.review.review import CALIBRATION_EXAMPLES
+from bot.review.calibration import CALIBRATION_EXAMPLES
 from bot.slack.blocks import section_block
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.messages import BlockJson

@@ -10,16 +10,14 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.listeners.context import services_of, workspace_of
-from bot.review.review import (
+from bot.review.form import (
     REVIEW_CALLBACK_ID,
-    UNKNOWN_EVALUATION,
     ReviewInputError,
     parse_review_submission,
-    refresh_tally,
     review_context,
     review_notice,
-    save_review,
 )
+from bot.review.saving import UNKNOWN_EVALUATION, refresh_tally, save_review
 from bot.slack.client import attempt
 from bot.slack.payloads import RubricEditorMetadata, Submission, problems
 from bot.threads import render

@@ -1,5 +1,10 @@
-"""Team review of the grader: verdicts, the tally, the buttons and form, and calibration.
+"""Team review of the grader: verdicts, the tally and buttons, the form, saving, and calibration.
 
-- ``review``: what a verdict means, the Agree / Disagree… buttons, the tally, the review form,
-  saving a review, and the team's disagreements as worked examples for the grader.
+The listeners call in here; :mod:`bot.threads.render` receives the review's blocks ready.
+
+- ``verdicts``: what a verdict is (pass/fail, 1–5), the grader's per criterion, and its label for agreement.
+- ``controls``: on an evaluation message: the tally and the Agree / Disagree… buttons with their value.
+- ``form``: the Disagree… modal, pre-set, and reading a submitted one back into verdicts.
+- ``saving``: saving a reviewer's verdicts and refreshing the message's tally under the iteration's lock.
+- ``calibration``: the team's latest disagreements as the grader's worked examples.
 """

@@ -1,6 +1,6 @@
 """Slack's Block Kit limits and the generic builders every surface renders with.
 
-Each surface (thread messages in :mod:`bot.threads.render`, the review form in :mod:`bot.review.review`, the
+Each surface (thread messages in :mod:`bot.threads.render`, the review form in :mod:`bot.review`, the
 agreement report in :mod:`bot.agreement.report`) has its own renderer;
 this module holds only what they share: the limits Slack enforces and small builders that keep
 within them. Blocks are slack_sdk's Block Kit models, whose ``to_dict()`` also validates Slack's

@@ -35,7 +35,7 @@ from bot.db.store import (
     Store,
 )
 from bot.ops import metrics
-from bot.review.review import review_controls
+from bot.review.controls import review_controls
 from bot.slack.blocks import MAX_BLOCKS, context_block
 from bot.slack.client import attempt, describe_error
 from bot.slack.messages import SlackMessage

@@ -9,21 +9,16 @@ import pytest
 from slack_sdk.models.views import View
 
 from bot.db.store import ReviewRow, ReviewVerdict
-from bot.review.review import (
+from bot.review.controls import ReviewTally, parse_review_value, review_controls, review_value
+from bot.review.form import (
     COMMENT_MAX,
     REVIEW_CALLBACK_ID,
     ReviewContext,
-    ReviewTally,
-    agree_verdicts,
-    grader_verdicts,
     parse_review_submission,
-    parse_review_value,
     review_context,
-    review_controls,
     review_modal,
-    review_value,
-    verdict_label,
 )
+from bot.review.verdicts import agree_verdicts, grader_verdicts, verdict_label
 from bot.slack.payloads import ITERATION_MAX, SubmittedView
 from bot.threads.render import evaluation_message
 from grading.rubric import MAX_CRITERIA
@@ -86,7 +81,7 @@ def inputs(view):
 
 
 def read(view):
-    """A submitted view (a dict as Slack sends it) as the listeners hand it to bot.review.review."""
+    """A submitted view (a dict as Slack sends it) as the listeners hand it to bot.review."""
     return SubmittedView.model_validate(view)
 
 

@@ -30,7 +30,7 @@ from bot.listeners.command_text import (
     report_days,
 )
 from bot.listeners.rubric_command import RUBRIC_SUBCOMMANDS
-from bot.review.review import CALIBRATION_EXAMPLES, calibration_examples, calibration_source
+from bot.review.calibration import CALIBRATION_EXAMPLES, calibration_examples, calibration_source
 from bot.slack.client import build_client
 from bot.threads import render
 from bot.threads.conversation import ThreadKey, UserMessage

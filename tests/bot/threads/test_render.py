@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bot.review.review import AGREE_ACTION_ID, DISAGREE_ACTION_ID, parse_review_value, review_controls
+from bot.review.controls import AGREE_ACTION_ID, DISAGREE_ACTION_ID, parse_review_value, review_controls
 from bot.slack.blocks import MARKDOWN_MESSAGE_BUDGET
 from bot.slack.mrkdwn import split_mrkdwn, truncate
 from bot.threads.render import (

@@ -1,0 +1,221 @@
+"""The Disagree… form: one menu and one comment per criterion, and reading a submission back.
+
+The modal's inputs are keyed by the criterion's position among the evaluation's reviewable
+criteria, not by its name: names may be longer than a block_id allows. Reading a submission
+back therefore takes the same evaluation, which is also where the grader's verdicts come from,
+so a stored review row always pairs the reviewer's verdict with what the grader really said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass
+from slack_sdk.models.blocks import (
+    Block,
+    InputBlock,
+    Option,
+    PlainTextInputElement,
+    PlainTextObject,
+    SectionBlock,
+    StaticSelectElement,
+)
+from slack_sdk.models.views import View
+
+from bot.db.store import ReviewRow, ReviewVerdict
+from bot.review.verdicts import SCORES, VERDICT_WORDS, grader_verdicts, verdict_choices
+from bot.slack.blocks import MAX_VIEW_BLOCKS, SECTION_TEXT_MAX, section_block
+from bot.slack.mrkdwn import escape, truncate
+from bot.slack.payloads import Iteration, SubmittedView, Text, problems
+from grading import RubricEvaluation
+
+REVIEW_CALLBACK_ID = "review_submit"
+"""callback_id of the review modal; its private_metadata is a :class:`ReviewContext` as JSON."""
+
+COMMENT_MAX = 1000
+"""Longest comment a reviewer may give per criterion. Comments reach the grader's prompt as
+calibration examples, so they are kept to a few sentences."""
+
+MODAL_TITLE = "Review the grader"
+"""Title of the review modal and of the notice that replaces it when a review cannot be saved."""
+
+LABEL_MAX = InputBlock.label_max_length
+"""Longest input label (and hint) Slack accepts: a criterion's name is shortened to it."""
+
+ERROR_NAME_MAX = 100
+"""Longest criterion name quoted in an error shown under a form input (its label names it too)."""
+
+_VERDICT_BLOCK, _COMMENT_BLOCK = "verdict-{}", "comment-{}"
+"""block_id patterns of one criterion's inputs, filled with its position."""
+
+_VERDICT_ACTION, _COMMENT_ACTION = "verdict", "comment"
+"""action_ids of the inputs inside their blocks."""
+
+
+class ReviewInputError(ValueError):
+    """A submitted review form has an unusable answer; ``block_id`` is the input at fault."""
+
+    def __init__(self, message: str, block_id: str) -> None:
+        super().__init__(message)
+        self.block_id = block_id
+
+
+@dataclass(frozen=True, config=ConfigDict(strict=True, extra="forbid"))
+class ReviewContext:
+    """Which iteration a review modal is about and where its evaluation message is."""
+
+    grading_run_id: Text
+    iteration: Iteration
+    channel: Text
+    message_ts: Text
+    thread_ts: Text
+
+
+_CONTEXT = TypeAdapter(ReviewContext)
+"""Reads and writes a ReviewContext as the modal's private_metadata."""
+
+
+def review_modal(
+    evaluation: RubricEvaluation,
+    *,
+    channel: str,
+    message_ts: str,
+    thread_ts: str,
+    previous: Sequence[ReviewRow] | None = None,
+) -> dict:
+    """The Disagree… modal: one menu per criterion, pre-set, plus an optional comment each.
+
+    Each menu starts at the grader's verdict, or at this reviewer's ``previous`` verdict when
+    they reviewed the iteration before (their earlier comments are kept too). Raises ValueError
+    when the evaluation has nothing to review or more criteria than one modal can hold.
+    """
+    verdicts = grader_verdicts(evaluation)
+    if not verdicts:
+        raise ValueError("this evaluation has no graded criteria to review")
+    if 1 + 2 * len(verdicts) > MAX_VIEW_BLOCKS:
+        raise ValueError(f"{len(verdicts)} criteria are more than one review form can hold")
+    earlier = {row.criterion: row for row in previous or ()}
+    gaps = {c["name"]: c["gap"].strip() for c in evaluation["criteria"]}
+    context = ReviewContext(
+        grading_run_id=evaluation["grading_run_id"],
+        iteration=evaluation["iteration"],
+        channel=channel,
+        message_ts=message_ts,
+        thread_ts=thread_ts,
+    )
+    choices = verdict_choices(evaluation)
+    blocks: list[Block] = [_intro(evaluation, revisiting=bool(earlier))]
+    for index, (name, grader) in enumerate(verdicts.items()):
+        before = earlier.get(name)
+        blocks += _criterion_inputs(index, name, grader, gaps.get(name, ""), choices, before)
+    view = View(
+        type="modal",
+        callback_id=REVIEW_CALLBACK_ID,
+        title=MODAL_TITLE,
+        submit="Save review",
+        close="Cancel",
+        private_metadata=_CONTEXT.dump_json(context).decode(),
+        blocks=blocks,
+    )
+    return view.to_dict()
+
+
+def review_notice(text: str) -> dict:
+    """A modal that only says ``text``: shown in place of a review form that cannot be saved."""
+    view = View(
+        type="modal",
+        title=MODAL_TITLE,
+        close="Close",
+        blocks=[section_block(truncate(escape(text), SECTION_TEXT_MAX))],
+    )
+    return view.to_dict()
+
+
+def _intro(evaluation: RubricEvaluation, *, revisiting: bool) -> SectionBlock:
+    position = f"{evaluation['iteration'] + 1}/{evaluation['max_iterations']}"
+    preset = "your earlier review" if revisiting else "the grader's verdicts"
+    text = (
+        f"*Iteration {position}* — the menus start at {preset}. Change the ones you disagree "
+        "with; a comment saying why helps the grader learn the team's judgement."
+    )
+    return section_block(text)
+
+
+def _criterion_inputs(
+    index: int,
+    name: str,
+    grader: str,
+    gap: str,
+    choices: Sequence[str],
+    before: ReviewRow | None,
+) -> list[Block]:
+    options = {value: Option(value=value, label=VERDICT_WORDS.get(value, value)) for value in choices}
+    initial = before.reviewer_verdict if before and before.reviewer_verdict in options else grader
+    said = f"{grader}/5" if grader in SCORES else VERDICT_WORDS[grader]
+    hint = f"Grader: {said}" + (f" — {gap}" if gap else "")
+    return [
+        InputBlock(
+            block_id=_VERDICT_BLOCK.format(index),
+            label=PlainTextObject(text=truncate(name, LABEL_MAX)),
+            hint=PlainTextObject(text=truncate(hint, LABEL_MAX)),
+            element=StaticSelectElement(
+                action_id=_VERDICT_ACTION,
+                options=list(options.values()),
+                initial_option=options[initial],
+            ),
+        ),
+        InputBlock(
+            block_id=_COMMENT_BLOCK.format(index),
+            label="Why? (optional)",
+            optional=True,
+            element=PlainTextInputElement(
+                action_id=_COMMENT_ACTION,
+                multiline=True,
+                max_length=COMMENT_MAX,
+                initial_value=before.comment if before and before.comment else None,
+            ),
+        ),
+    ]
+
+
+# --- Reading a submission back ------------------------------------------------------------------
+
+
+def review_context(view: SubmittedView) -> ReviewContext:
+    """Which iteration a submitted review modal is about; ValueError if the view is not one."""
+    if view.callback_id != REVIEW_CALLBACK_ID:
+        raise ValueError(f"not a review form (callback_id {view.callback_id!r})")
+    try:
+        return _CONTEXT.validate_json(view.private_metadata)
+    except ValidationError as exc:
+        raise ValueError(f"the review form's metadata is invalid: {problems(exc)}") from None
+
+
+def parse_review_submission(
+    view: SubmittedView, evaluation: RubricEvaluation
+) -> tuple[ReviewContext, list[ReviewVerdict]]:
+    """The reviewer's verdicts from a submitted review modal of ``evaluation``.
+
+    ``evaluation`` is the stored evaluation the modal was built from (look it up with
+    :func:`review_context`'s run id and iteration): it supplies the criterion names and the
+    grader's verdicts. Raises ValueError when the view is not a review of that evaluation or
+    an answer is missing or not one of the offered verdicts (then a :class:`ReviewInputError`
+    naming the input's block).
+    """
+    context = review_context(view)
+    about = (evaluation["grading_run_id"], evaluation["iteration"])
+    if about != (context.grading_run_id, context.iteration):
+        raise ValueError("the review form is about a different iteration than the evaluation given")
+    allowed = verdict_choices(evaluation)
+    verdicts = []
+    for index, (name, grader) in enumerate(grader_verdicts(evaluation).items()):
+        block_id = _VERDICT_BLOCK.format(index)
+        chosen = view.input(block_id, _VERDICT_ACTION)
+        reviewer = chosen.selected_option.value if chosen.selected_option else None
+        if reviewer not in allowed:
+            shown = truncate(name, ERROR_NAME_MAX)
+            raise ReviewInputError(f"Choose one of the offered verdicts for “{shown}”.", block_id)
+        comment = view.input(_COMMENT_BLOCK.format(index), _COMMENT_ACTION)
+        verdicts.append(ReviewVerdict(name, grader, reviewer, (comment.value or "").strip()[:COMMENT_MAX]))
+    return context, verdicts

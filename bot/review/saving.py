@@ -1,0 +1,40 @@
+"""Saving a review and refreshing its message's tally.
+
+Both happen under the store's lock of the iteration, so whichever refresh runs last has read every
+review saved before it: concurrent reviewers never leave a stale tally behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.db.store import EvaluationRecord, ReviewVerdict, Store
+from bot.review.controls import ReviewTally, review_controls
+from bot.slack.client import attempt
+from bot.threads import render
+
+UNKNOWN_EVALUATION = (
+    "I have no record of that grader iteration (it may be older than the bot's database), "
+    "so it can't be reviewed."
+)
+"""Told to someone who reviews an iteration the store does not know."""
+
+
+async def save_review(
+    store: Store, record: EvaluationRecord, reviewer: str, verdicts: Sequence[ReviewVerdict]
+) -> None:
+    """Store ``reviewer``'s verdicts on the iteration, replacing their earlier review of it."""
+    await store.save_review(record.thread, record.grading_run_id, record.iteration, reviewer, verdicts)
+
+
+async def refresh_tally(store: Store, client: AsyncWebClient, record: EvaluationRecord) -> None:
+    """Re-render the iteration's message with the tally of every review stored for it."""
+    async with store.locked_reviews(record.grading_run_id, record.iteration) as rows:
+        controls = review_controls(record.evaluation, ReviewTally.from_rows(rows))
+        message = render.evaluation_message(record.evaluation, review=controls)
+        await attempt(
+            client.chat_update(channel=record.channel, ts=record.message_ts, **message),
+            f"show the review tally in {record.channel}",
+        )

@@ -1,0 +1,66 @@
+"""What a review verdict is: the grader's per criterion, a reviewer's, and the label agreement uses.
+
+A verdict on a criterion is a string: ``"pass"``/``"fail"`` for a list rubric's criteria, ``"1"``..``"5"``
+for a scored rubric's dimensions (see :class:`bot.db.store.ReviewVerdict`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bot.db.store import ReviewVerdict
+from grading import RubricEvaluation
+
+PASS, FAIL = "pass", "fail"
+"""Verdict strings of a list rubric's criteria."""
+
+SCORES = tuple(str(score) for score in range(1, 6))
+"""Verdict strings of a scored rubric's dimensions, worst first."""
+
+VERDICT_WORDS: Mapping[str, str] = {PASS: "✅ Pass", FAIL: "❌ Fail", "1": "1 (worst)", "5": "5 (best)"}
+"""How a verdict reads in the modal's menus; scores 2–4 read as themselves."""
+
+
+def grader_verdicts(evaluation: RubricEvaluation) -> dict[str, str]:
+    """The grader's verdict per criterion name, in the evaluation's order.
+
+    A scored dimension's verdict is its score; a criterion the grader gave no score is left
+    out (nothing to agree or disagree with). A name repeated in a list rubric counts once: the
+    grader's verdicts on the copies cannot be told apart.
+    """
+    scored = evaluation["kind"] == "scored"
+    verdicts: dict[str, str] = {}
+    for criterion in evaluation["criteria"]:
+        name = criterion["name"]
+        if scored:
+            score = criterion["score"]
+            verdict = str(score) if score is not None else None
+        else:
+            verdict = PASS if criterion["passed"] else FAIL
+        if name and verdict is not None:
+            verdicts.setdefault(name, verdict)
+    return verdicts
+
+
+def agree_verdicts(evaluation: RubricEvaluation) -> list[ReviewVerdict]:
+    """The review recorded by Agree: the reviewer accepts every verdict of the iteration."""
+    return [ReviewVerdict(name, verdict, verdict) for name, verdict in grader_verdicts(evaluation).items()]
+
+
+def verdict_label(verdict: str) -> bool | int:
+    """A stored verdict string as the label agreement is computed on: pass → True, "3" → 3."""
+    if verdict in (PASS, FAIL):
+        return verdict == PASS
+    if verdict in SCORES:
+        return int(verdict)
+    raise ValueError(f"{verdict!r} is not a verdict; expected pass, fail or 1–5")
+
+
+def verdict_words(verdict: str) -> str:
+    """A verdict as the grader's prompt quotes it: scores read as ``2/5``."""
+    return f"{verdict}/5" if verdict in SCORES else verdict
+
+
+def verdict_choices(evaluation: RubricEvaluation) -> tuple[str, ...]:
+    """The verdicts a reviewer may give on the evaluation's criteria, in the menus' order (best first)."""
+    return SCORES[::-1] if evaluation["kind"] == "scored" else (PASS, FAIL)
