@@ -1,7 +1,9 @@
 """How far the grader agrees with the team, and whether another grader would agree more.
 
-- ``report``: the agreement report per criterion (Slack blocks, terminal table, chart).
+- ``report``: the agreement report per criterion: built from the store, shown in Slack, the terminal and a chart.
 - ``replay``: the replay engine: reviewed iterations rebuilt and graded again by a candidate.
 - ``comparison``: a replayed grader's agreement next to the original's (Slack, terminal, JSON, chart).
 - ``channel_replay``: `/rubric replay` in the background, one per channel.
+- ``presentation``: the shared wording (kinds, shares, κ, periods, names) and the terminal's aligned table.
+- ``charts``: the shared two-panel chart (κ beside agreement) and its pieces, rendered to PNG.
 """

@@ -19,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import init_models
 from bot.agreement.comparison import Comparison, chart_png, compare, comparison_blocks
+from bot.agreement.presentation import period_words
 from bot.agreement.replay import (
     Calibration,
     Case,
@@ -28,7 +29,6 @@ from bot.agreement.replay import (
     regrade,
     total_usage,
 )
-from bot.agreement.report import period_words
 from bot.config import Settings
 from bot.db.database import open_checkpointer
 from bot.db.store import Store

@@ -10,31 +10,40 @@ PNG chart, and a Block Kit message.
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages.ai import UsageMetadata
 
-from bot.agreement.replay import Case, Regrade, Skipped, describe
-from bot.agreement.report import (
+from bot.agreement.charts import (
+    criterion_axis,
+    kappa_target_line,
+    no_value_band,
+    png_bytes,
+    two_panel_figure,
+    write_png,
+)
+from bot.agreement.presentation import (
     LIST_KIND,
     SCORED_KIND,
+    SLACK_NAME_MAX,
+    TABLE_NAME_MAX,
     aligned_columns,
+    clipped_name,
+    criterion_kind,
     kappa_words,
-    one_line,
     percent_words,
-    png_bytes,
-    rows_by_criterion,
     shown_kappa,
-    two_panel_chart,
+    slack_name,
 )
+from bot.agreement.replay import Case, Regrade, Skipped, describe
+from bot.agreement.report import rows_by_criterion
 from bot.review.verdicts import verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
-from bot.slack.mrkdwn import escape, truncate
+from bot.slack.mrkdwn import escape
 from bot.threads.render import usage_words
 from grading.agreement import (
     KAPPA_TARGET,
@@ -45,10 +54,14 @@ from grading.agreement import (
 )
 from grading.rubric import normalize_name
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 __all__ = [
     "Comparison",
     "CriterionComparison",
     "Flip",
+    "chart_figure",
     "chart_png",
     "compare",
     "comparison_blocks",
@@ -75,17 +88,8 @@ ALL_OF_KIND = {LIST_KIND: "All pass/fail criteria", SCORED_KIND: "All 1–5 dime
 """Names of the overall rows when pass/fail criteria and scored dimensions are mixed: κ cannot
 pool the two kinds of verdict."""
 
-TABLE_NAME_MAX = 36
-"""Width of the criterion column in the terminal table."""
-
-SLACK_NAME_MAX = 60
-"""Longest criterion name in the Slack message."""
-
 SLACK_FLIPS_MAX = 10
 """Most flipped verdicts listed in Slack; the rest are counted."""
-
-CHART_NAME_MAX = 36
-"""Longest criterion label on the chart's axis."""
 
 SIDE_COLOURS = ("#b0bec5", "#1565c0")
 """Bar colours of the grader compared with (before) and the replayed one (after)."""
@@ -108,7 +112,7 @@ class CriterionComparison:
 
     @property
     def kind(self) -> str:
-        return LIST_KIND if self.before.weights is None else SCORED_KIND
+        return criterion_kind(self.before)
 
     @property
     def n(self) -> int:
@@ -351,7 +355,7 @@ def _table(rows: Sequence[CriterionComparison]) -> list[str]:
     header = ("Criterion", "Kind", "n", "Agree", "→", "Δ agree [95% CI]", "κ", "→", "Δ κ [95% CI]")
     cells = [
         (
-            one_line(row.criterion, TABLE_NAME_MAX),
+            clipped_name(row.criterion, TABLE_NAME_MAX),
             row.kind,
             str(row.n),
             percent_words(row.before.percent_agreement),
@@ -485,14 +489,14 @@ def _slack_line(row: CriterionComparison) -> str:
         )
     else:
         facts.append(f"_{row.before.note or 'κ undefined'}_")
-    name = truncate(escape(row.criterion), SLACK_NAME_MAX)
+    name = slack_name(row.criterion)
     return f"*{name}* ({row.kind}) — {' · '.join(facts)}"
 
 
 def _slack_flips(flips: Sequence[Flip]) -> str:
     lines = [f"*Flipped verdicts ({len(flips)})* — {_effect_counts(flips)}:"]
     lines += [
-        f"• {escape(flip.record_label)} · {truncate(escape(_flip_words(flip)), SLACK_NAME_MAX * 2)}"
+        f"• {escape(flip.record_label)} · {slack_name(_flip_words(flip), SLACK_NAME_MAX * 2)}"
         for flip in flips[:SLACK_FLIPS_MAX]
     ]
     if len(flips) > SLACK_FLIPS_MAX:
@@ -503,8 +507,8 @@ def _slack_flips(flips: Sequence[Flip]) -> str:
 # --- Chart ------------------------------------------------------------------------------------
 
 
-def render_chart(comparison: Comparison, path_or_buffer: str | PathLike[str] | IO[bytes]) -> None:
-    """Write a before/after PNG: κ and agreement per criterion (and overall), both graders side by side.
+def chart_figure(comparison: Comparison) -> Figure:
+    """The comparison as a figure: κ and agreement per criterion (and overall), both graders side by side.
 
     A κ that is not shown (too few verdicts, one label only) is a hatched band, never a bar at 0.
     """
@@ -513,7 +517,7 @@ def render_chart(comparison: Comparison, path_or_buffer: str | PathLike[str] | I
 
     def draw(kappa_axes: Any, agreement_axes: Any) -> None:
         _draw_pairs(kappa_axes, rows, [(shown_kappa(r.before), shown_kappa(r.after)) for r in rows], labels)
-        kappa_axes.axvline(KAPPA_TARGET, linestyle="--", color="#616161", label=f"κ target {KAPPA_TARGET}")
+        kappa_target_line(kappa_axes)
         kappa_axes.set_title("Cohen's κ with the team")
         kappa_axes.set_xlim(min([-0.2, *[v - 0.2 for r in rows for v in _kappas(r)]]), 1.15)
         pairs = [(r.before.percent_agreement, r.after.percent_agreement) for r in rows]
@@ -521,8 +525,7 @@ def render_chart(comparison: Comparison, path_or_buffer: str | PathLike[str] | I
         agreement_axes.set_title("Share of the team's verdicts matched")
         agreement_axes.set_xlim(0, 1.15)
 
-    two_panel_chart(
-        path_or_buffer,
+    return two_panel_figure(
         title=f"Replay: {comparison.after_label} vs {comparison.before_label} — {comparison.summary()}",
         title_size=12,
         rows=len(rows),
@@ -532,9 +535,14 @@ def render_chart(comparison: Comparison, path_or_buffer: str | PathLike[str] | I
     )
 
 
+def render_chart(comparison: Comparison, path_or_buffer: str | PathLike[str] | IO[bytes]) -> None:
+    """Write the comparison's chart (:func:`chart_figure`) as a PNG."""
+    write_png(chart_figure(comparison), path_or_buffer)
+
+
 def chart_png(comparison: Comparison) -> bytes:
-    """The chart of :func:`render_chart` as PNG bytes, e.g. for an upload."""
-    return png_bytes(functools.partial(render_chart, comparison))
+    """The comparison's chart as PNG bytes, e.g. for an upload."""
+    return png_bytes(chart_figure(comparison))
 
 
 def _kappas(row: CriterionComparison) -> list[float]:
@@ -555,12 +563,9 @@ def _draw_pairs(
         for side, (value, label, colour) in enumerate(zip(pair, labels, SIDE_COLOURS, strict=True)):
             y = index + (side - 0.5) * 0.4
             if value is None:
-                axes.barh(y, 1, left=0, height=0.36, fill=False, hatch="//", edgecolor="#bdbdbd")
-                note = (row.before, row.after)[side].note
-                axes.text(0.02, y, note or "undefined", va="center", fontsize=8)
+                note = (row.before, row.after)[side].note or "undefined"
+                no_value_band(axes, y, note, left=0, right=1, height=0.36)
                 continue
             bars = axes.barh(y, value, height=0.36, color=colour, label=label)
             axes.bar_label(bars, fmt=fmt, padding=3, fontsize=8)
-    axes.axvline(0, color="black", linewidth=0.8)
-    axes.set_yticks(range(len(rows)), [one_line(r.criterion, CHART_NAME_MAX) for r in rows])
-    axes.invert_yaxis()
+    criterion_axis(axes, [r.criterion for r in rows])

@@ -12,20 +12,38 @@ the reviews and presents the result three ways: Block Kit, a terminal table and 
 from __future__ import annotations
 
 import asyncio
-import functools
-import io
 import itertools
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from os import PathLike
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
+from bot.agreement.charts import (
+    criterion_axis,
+    kappa_target_line,
+    no_value_band,
+    png_bytes,
+    two_panel_figure,
+    write_png,
+)
+from bot.agreement.presentation import (
+    LIST_KIND,
+    SCORED_KIND,
+    TABLE_NAME_MAX,
+    aligned_columns,
+    clipped_name,
+    criterion_kind,
+    kappa_words,
+    percent_words,
+    period_words,
+    shown_kappa,
+    slack_name,
+)
 from bot.db.store import ReviewRow, Store
 from bot.review.verdicts import grader_verdicts, verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
-from bot.slack.mrkdwn import escape, truncate
 from grading import RubricEvaluation
 from grading.agreement import (
     CORRELATION_THRESHOLD,
@@ -37,25 +55,23 @@ from grading.agreement import (
 )
 from grading.rubric import normalize_name
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 __all__ = [
     "CorrelatedPair",
     "Report",
-    "aligned_columns",
     "build_report",
+    "chart_figure",
     "chart_png",
-    "kappa_words",
+    "chart_title",
+    "chart_upload",
     "load_report",
-    "one_line",
-    "percent_words",
     "period_start",
-    "period_words",
-    "png_bytes",
     "render_chart",
     "report_blocks",
     "report_table",
     "rows_by_criterion",
-    "shown_kappa",
-    "two_panel_chart",
 ]
 
 ANCHOR_ADVICE = (
@@ -68,20 +84,8 @@ differently, so its wording or anchors need to change), said once per report."""
 MERGE_ADVICE = "likely the same dimension — merge or drop one"
 """What a pair of dimensions whose grader scores correlate too strongly is flagged with."""
 
-SLACK_NAME_MAX = 60
-"""Longest criterion name in the Slack report; 30 criteria must share one message."""
-
 SLACK_PAIRS_MAX = 10
 """Most correlated pairs listed in Slack (strongest first); the rest are counted."""
-
-TABLE_NAME_MAX = 40
-"""Width of the criterion column in the terminal table."""
-
-CHART_NAME_MAX = 38
-"""Longest criterion label on the chart's axis."""
-
-SCORED_KIND, LIST_KIND = "1–5", "pass/fail"
-"""How a criterion's kind of verdict reads in the report."""
 
 KAPPA_COLOURS = {"ok": "#2e7d32", "flagged": "#c62828"}
 """Bar colours for a κ at or above the target and one below it."""
@@ -127,13 +131,6 @@ class Report:
     def summary(self) -> str:
         """E.g. ``14 reviews by 3 reviewers``."""
         return f"{plural(self.reviews, 'review')} by {plural(self.reviewers, 'reviewer')}"
-
-
-def period_words(days: int | None) -> str:
-    """A period of the last ``days`` days in words: ``last 7 days``, ``last day``, ``all time``."""
-    if days is None:
-        return "all time"
-    return "last day" if days == 1 else f"last {days} days"
 
 
 def build_report(
@@ -229,43 +226,11 @@ def _correlated(evaluations: Iterable[RubricEvaluation]) -> list[CorrelatedPair]
     return sorted(found, key=lambda pair: pair.r, reverse=True)
 
 
-# --- Shared wording ---------------------------------------------------------------------------
-
-
-def shown_kappa(criterion: CriterionAgreement) -> float | None:
-    """κ as reported: only once there are enough reviewed verdicts, so a noisy number is never shown."""
-    return criterion.kappa if criterion.enough else None
-
-
-def _criterion_kind(criterion: CriterionAgreement) -> str:
-    return LIST_KIND if criterion.weights is None else SCORED_KIND
-
-
-def _status_words(criterion: CriterionAgreement) -> str:
+def _kappa_note(criterion: CriterionAgreement) -> str:
     """Why a criterion has no κ or is flagged ('' when its κ is fine)."""
     if criterion.flagged:
         return f"κ under {KAPPA_TARGET}: rewrite its anchors"
     return criterion.note
-
-
-def percent_words(value: float | None) -> str:
-    """A share as reported, e.g. ``83%``; ``—`` when undefined."""
-    return "—" if value is None else f"{value:.0%}"
-
-
-def kappa_words(value: float | None) -> str:
-    """A κ as reported, e.g. ``0.72``; ``—`` when not shown."""
-    return "—" if value is None else f"{value:.2f}"
-
-
-def one_line(name: str, width: int) -> str:
-    """A name on one line, at most ``width`` characters, cut at a space when one is near the end."""
-    flat = " ".join(name.split())
-    if len(flat) <= width:
-        return flat
-    head = flat[: width - 1]
-    space = head.rfind(" ")
-    return (head[:space] if space > width // 2 else head).rstrip() + "…"
 
 
 # --- Slack -------------------------------------------------------------------------------------
@@ -331,8 +296,8 @@ def _slack_line(criterion: CriterionAgreement) -> str:
         mark, facts = "⏳", [f"_{criterion.note}_", agree]
     else:
         mark, facts = "➖", [plural(criterion.n, "review"), agree, f"_{criterion.note}_"]
-    name = truncate(escape(criterion.criterion), SLACK_NAME_MAX)
-    return f"{mark} *{name}* ({_criterion_kind(criterion)}) — {' · '.join(facts)}"
+    name = slack_name(criterion.criterion)
+    return f"{mark} *{name}* ({criterion_kind(criterion)}) — {' · '.join(facts)}"
 
 
 def _slack_pairs(pairs: Sequence[CorrelatedPair]) -> str:
@@ -340,8 +305,8 @@ def _slack_pairs(pairs: Sequence[CorrelatedPair]) -> str:
         f"🔗 *{MERGE_ADVICE.capitalize()}* — their grader scores correlate above {CORRELATION_THRESHOLD}:"
     ]
     for pair in pairs[:SLACK_PAIRS_MAX]:
-        first = truncate(escape(pair.first), SLACK_NAME_MAX)
-        second = truncate(escape(pair.second), SLACK_NAME_MAX)
+        first = slack_name(pair.first)
+        second = slack_name(pair.second)
         lines.append(f"• *{first}* & *{second}* (r = {pair.r:.2f} over {pair.answers} answers)")
     if len(pairs) > SLACK_PAIRS_MAX:
         lines.append(f"…and {plural(len(pairs) - SLACK_PAIRS_MAX, 'more pair')}")
@@ -374,13 +339,13 @@ def _table(report: Report) -> list[str]:
     header = ("Criterion", "Kind", "n", "Agree", "Baseline", "κ", "Flag")
     rows = [
         (
-            one_line(c.criterion, TABLE_NAME_MAX),
-            _criterion_kind(c),
+            clipped_name(c.criterion, TABLE_NAME_MAX),
+            criterion_kind(c),
             str(c.n),
             percent_words(c.percent_agreement),
             percent_words(c.baseline),
             kappa_words(shown_kappa(c)),
-            ("⚠ " if c.flagged else "") + _status_words(c),
+            ("⚠ " if c.flagged else "") + _kappa_note(c),
         )
         for c in report.criteria
     ]
@@ -391,23 +356,11 @@ def _table(report: Report) -> list[str]:
     return lines
 
 
-def aligned_columns(rows: Sequence[Sequence[str]], *, numeric: Collection[int]) -> list[str]:
-    """Rows of cells as lines of aligned columns; the ``numeric`` columns are right-aligned."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(
-            cell.rjust(w) if i in numeric else cell.ljust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
-        for row in rows
-    ]
-
-
 # --- Chart -----------------------------------------------------------------------------------
 
 
-def render_chart(report: Report, path_or_buffer: str | PathLike[str] | IO[bytes]) -> None:
-    """Write the report as a PNG: κ per criterion against the 0.6 line, and agreement vs baseline.
+def chart_figure(report: Report) -> Figure:
+    """The report as a figure: κ per criterion against the 0.6 line, and agreement vs baseline.
 
     Criteria without a κ (too few reviews, one label only) get a hatched band saying why,
     never a bar at 0.
@@ -417,8 +370,7 @@ def render_chart(report: Report, path_or_buffer: str | PathLike[str] | IO[bytes]
         _draw_kappa(kappa_axes, report)
         _draw_agreement(agreement_axes, report)
 
-    two_panel_chart(
-        path_or_buffer,
+    return two_panel_figure(
         title=f"Grader agreement, {report.period} — {report.summary()}",
         title_size=13,
         rows=len(report.criteria),
@@ -428,9 +380,14 @@ def render_chart(report: Report, path_or_buffer: str | PathLike[str] | IO[bytes]
     )
 
 
+def render_chart(report: Report, path_or_buffer: str | PathLike[str] | IO[bytes]) -> None:
+    """Write the report's chart (:func:`chart_figure`) as a PNG."""
+    write_png(chart_figure(report), path_or_buffer)
+
+
 def chart_png(report: Report) -> bytes:
-    """The chart of :func:`render_chart` as PNG bytes, e.g. for an upload."""
-    return png_bytes(functools.partial(render_chart, report))
+    """The report's chart as PNG bytes, e.g. for an upload."""
+    return png_bytes(chart_figure(report))
 
 
 CHART_FILENAME = "grader-agreement.png"
@@ -447,83 +404,21 @@ def chart_upload(report: Report) -> dict[str, Any]:
     return {"file": chart_png(report), "filename": CHART_FILENAME, "title": chart_title(report)}
 
 
-def two_panel_chart(
-    path_or_buffer: str | PathLike[str] | IO[bytes],
-    *,
-    title: str,
-    title_size: int,
-    rows: int,
-    row_height: float,
-    empty: str,
-    draw: Callable[[Any, Any], None],
-) -> None:
-    """Write a PNG of two panels side by side sharing their ``rows`` rows (κ, then agreement), drawn
-    by ``draw(kappa_axes, agreement_axes)``, with one legend below for both; ``empty`` in their place
-    when there are no rows. Rendered with matplotlib's Agg canvas: no display is needed.
-    """
-    # Imported here: matplotlib takes a while to import and only reports draw charts.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(13, max(3.5, 2 + row_height * rows)), dpi=100, layout="constrained")
-    FigureCanvasAgg(figure)
-    figure.suptitle(title, fontsize=title_size)
-    if not rows:
-        axes = figure.subplots()
-        axes.set_axis_off()
-        axes.text(0.5, 0.5, empty, ha="center", va="center", fontsize=14)
-    else:
-        panels = figure.subplots(1, 2, sharey=True)
-        draw(*panels)
-        legend = {}
-        for axes in panels:
-            handles, labels = axes.get_legend_handles_labels()
-            legend.update(zip(labels, handles, strict=True))
-        figure.legend(legend.values(), legend.keys(), loc="outside lower center", ncols=len(legend))
-    figure.savefig(path_or_buffer, format="png")
-
-
-def png_bytes(render: Callable[[IO[bytes]], None]) -> bytes:
-    """What ``render`` writes to a buffer, e.g. a chart for an upload."""
-    buffer = io.BytesIO()
-    render(buffer)
-    return buffer.getvalue()
-
-
 def _draw_kappa(axes: Any, report: Report) -> None:
-    rows = range(len(report.criteria))
     values = [shown_kappa(c) for c in report.criteria]
     left = min([-0.2, *[v - 0.3 for v in values if v is not None]])
-    for row, criterion, value in zip(rows, report.criteria, values, strict=True):
+    for row, (criterion, value) in enumerate(zip(report.criteria, values, strict=True)):
         if value is None:
-            axes.barh(
-                row,
-                1.1 - left,
-                left=left,
-                height=0.6,
-                fill=False,
-                hatch="//",
-                edgecolor="#bdbdbd",
-                label="no κ (why is written in the band)",
-            )
-            axes.text(
-                0.02,
-                row,
-                _status_words(criterion),
-                va="center",
-                fontsize=9,
-                color="#424242",
-                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
-            )
+            note = _kappa_note(criterion)
+            label = "no κ (why is written in the band)"
+            no_value_band(axes, row, note, left=left, right=1.1, height=0.6, label=label)
             continue
         colour = KAPPA_COLOURS["flagged" if criterion.flagged else "ok"]
         bars = axes.barh(row, value, height=0.6, color=colour)
         axes.bar_label(bars, fmt="%.2f", padding=3, fontsize=9)
-    axes.axvline(KAPPA_TARGET, linestyle="--", color="#616161", label=f"κ target {KAPPA_TARGET}")
-    axes.axvline(0, color="black", linewidth=0.8)
+    kappa_target_line(axes)
     axes.set_xlim(left, 1.1)
-    axes.set_yticks(list(rows), [one_line(c.criterion, CHART_NAME_MAX) for c in report.criteria])
-    axes.invert_yaxis()
+    criterion_axis(axes, [c.criterion for c in report.criteria])
     axes.set_title("Cohen's κ per criterion (red: under the target)")
     axes.set_xlabel("κ, quadratic-weighted for 1–5 scores")
 
