@@ -1,1 +1,19 @@
-"""rubric-bot: the Slack adapter that runs the grading engine in Slack threads."""
+"""rubric-bot: the Slack adapter that runs the grading engine in Slack threads.
+
+One folder per feature; each folder's ``__init__`` docstring is its map, one line per module.
+
+- ``slack/``: Slack plumbing: the client and its errors, the signed-request HTTP app, Socket Mode,
+  Block Kit limits and builders, mrkdwn and Markdown, inbound payload models.
+- ``listeners/``: Bolt listeners only: they register, ack and delegate to the feature that owns the work.
+- ``threads/``: one thread, one conversation: which messages are requests, the job queues, the runner,
+  the thread's status and its messages.
+- ``review/``: team review of the grader: verdicts, the tally and buttons, the form, calibration.
+- ``agreement/``: how far the grader agrees with the team: the report, replay, comparison and charts.
+- ``db/``: the database (SQLite or PostgreSQL), its schema, the store, admin and migrations.
+- ``cli/``: `rubric-bot` in the terminal: one module per subcommand.
+- ``app``: the Slack app: Bolt wiring and the `serve` and `worker` process lifecycles.
+- ``config``: every setting, validated in one place.
+- ``agent``: the worker agent with the rubric grader, and one turn of a conversation with it.
+- ``home``: the App Home tab.
+- ``__main__``: `python -m bot` is `rubric-bot`.
+"""

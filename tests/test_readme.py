@@ -59,3 +59,11 @@ def test_deploying_says_how_to_run_it_as_a_service_where_the_data_lives_and_how_
     assert "ExecStart=/srv/rubric-bot/.venv/bin/rubric-bot serve" in text  # systemd
     assert re.search(r"`docker run [^`]*rubric-bot serve`", text)  # a container
     assert "RUBRIC_BOT_DB" in text and "**Backups.**" in text and ".backup(" in text
+
+
+def test_how_it_is_built_names_every_folder_of_bot_and_where_their_maps_are():
+    text = section("How it is built")
+    folders = sorted(p.parent.name for p in (ROOT / "bot").glob("*/__init__.py"))
+
+    assert folders and all(f"`{folder}/`" in text for folder in folders)
+    assert "`__init__.py` docstring is its map" in text

@@ -1,6 +1,6 @@
 """How far the grader agrees with the team, and whether another grader would agree more.
 
-- ``report``: the agreement report per criterion: built from the store, shown in Slack, the terminal and a chart.
+- ``report``: the agreement report per criterion, from the store: Slack blocks, terminal table, chart.
 - ``replay``: the replay engine: reviewed iterations rebuilt and graded again by a candidate.
 - ``comparison``: a replayed grader's agreement next to the original's (Slack, terminal, JSON, chart).
 - ``channel_replay``: `/rubric replay` in the background, one per channel.

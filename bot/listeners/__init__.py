@@ -1,7 +1,14 @@
 """Bolt listeners: Slack events, the /rubric command, button clicks and modal submissions.
 
 Every listener acks at once; anything slow goes to the `ThreadRunner`. Listeners reach the bot's
-services with `services_of(context)`.
+services with `services_of(context)`. This module's `register` attaches them all.
+
+- ``events``: messages and mentions (is it for the bot? dedupe, queue) and the Home tab opening.
+- ``rubric_command``: the `/rubric` slash command: its table of subcommands and their handlers.
+- ``command_text``: the text typed after `/rubric`: which subcommand and its argument (pure).
+- ``actions``: the review buttons: Agree records a review, Disagree… opens the form.
+- ``views``: modal submissions: the channel-rubric editor and the review form.
+- ``context``: how listeners reach the bot's services through the Bolt context.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Slack's Block Kit limits and the generic builders every surface renders with.
 
-Each surface (thread messages in :mod:`bot.threads.render`, the review form in :mod:`bot.review`, the
-agreement report in :mod:`bot.agreement.report`) has its own renderer;
+Each surface has its own renderer: thread messages and the rubric editor (:mod:`bot.threads.render`),
+the review tally, buttons and form (:mod:`bot.review.controls`, :mod:`bot.review.form`), the agreement
+report and the replay comparison (:mod:`bot.agreement.report`, :mod:`bot.agreement.comparison`) and
+the Home tab (:mod:`bot.home`);
 this module holds only what they share: the limits Slack enforces and small builders that keep
 within them. Blocks are slack_sdk's Block Kit models, whose ``to_dict()`` also validates Slack's
 per-field limits.

@@ -132,7 +132,7 @@ RUBRIC_FORMAT_HINT = (
 
 def evaluation_message(evaluation: RubricEvaluation, *, review: Sequence[Block] = ()) -> SlackMessage:
     """One grader iteration as a message: verdict, every criterion, gaps, explanation, and at the
-    end the ``review`` blocks (the team review's tally and buttons, see :mod:`bot.review`).
+    end the ``review`` blocks (the team review's tally and buttons, see :mod:`bot.review.controls`).
 
     Every criterion is listed; when the whole would pass Slack's limits, the longest gaps are
     shortened first, each to the same share of the room left (see MESSAGE_TEXT_BUDGET).

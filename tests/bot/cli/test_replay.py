@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[3]
 MODEL = "openai:gpt-4o-mini"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 INTERRUPT_TIMEOUT = 30.0  # bound for the replay to get going, and to stop after Ctrl-C
-CLI_TIMEOUT = 120.0  # bound for one whole replay of the seeded database
+CLI_TIMEOUT = 300.0  # bound for one whole replay of the seeded database (start-up included)
 
 
 @pytest.fixture
