@@ -18,27 +18,8 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 from langchain_core.messages.ai import UsageMetadata
 
-from bot.agreement.charts import (
-    criterion_axis,
-    kappa_target_line,
-    no_value_band,
-    png_bytes,
-    two_panel_figure,
-    write_png,
-)
-from bot.agreement.presentation import (
-    LIST_KIND,
-    SCORED_KIND,
-    SLACK_NAME_MAX,
-    TABLE_NAME_MAX,
-    aligned_columns,
-    clipped_name,
-    criterion_kind,
-    kappa_words,
-    percent_words,
-    shown_kappa,
-    slack_name,
-)
+from bot.agreement import charts
+from bot.agreement import presentation as kit
 from bot.agreement.replay import Case, Regrade, Skipped, describe
 from bot.agreement.report import rows_by_criterion
 from bot.review.verdicts import verdict_label
@@ -84,7 +65,7 @@ EFFECT_WORDS: Mapping[Effect, str] = {
 ALL_CRITERIA = "All criteria"
 """Name of the overall row when every criterion has one kind of verdict."""
 
-ALL_OF_KIND = {LIST_KIND: "All pass/fail criteria", SCORED_KIND: "All 1–5 dimensions"}
+ALL_OF_KIND = {kit.LIST_KIND: "All pass/fail criteria", kit.SCORED_KIND: "All 1–5 dimensions"}
 """Names of the overall rows when pass/fail criteria and scored dimensions are mixed: κ cannot
 pool the two kinds of verdict."""
 
@@ -112,7 +93,7 @@ class CriterionComparison:
 
     @property
     def kind(self) -> str:
-        return criterion_kind(self.before)
+        return kit.criterion_kind(self.before)
 
     @property
     def n(self) -> int:
@@ -125,7 +106,7 @@ class CriterionComparison:
 
     @property
     def kappa_difference(self) -> float | None:
-        was, now = shown_kappa(self.before), shown_kappa(self.after)
+        was, now = kit.shown_kappa(self.before), kit.shown_kappa(self.after)
         return None if was is None or now is None else now - was
 
 
@@ -257,7 +238,7 @@ def _overall(triples: Mapping[str, Sequence[tuple[tuple[str, int], Triple]]]) ->
     """
     pooled: dict[str, list[list[tuple[tuple[str, int], Triple]]]] = {}
     for found in triples.values():
-        kind = LIST_KIND if isinstance(found[0][1][0], bool) else SCORED_KIND
+        kind = kit.LIST_KIND if isinstance(found[0][1][0], bool) else kit.SCORED_KIND
         pooled.setdefault(kind, []).append(list(found))
     if len(pooled) == 1:
         (criteria,) = pooled.values()
@@ -355,19 +336,19 @@ def _table(rows: Sequence[CriterionComparison]) -> list[str]:
     header = ("Criterion", "Kind", "n", "Agree", "→", "Δ agree [95% CI]", "κ", "→", "Δ κ [95% CI]")
     cells = [
         (
-            clipped_name(row.criterion, TABLE_NAME_MAX),
+            kit.clipped_name(row.criterion, kit.TABLE_NAME_MAX),
             row.kind,
             str(row.n),
-            percent_words(row.before.percent_agreement),
-            percent_words(row.after.percent_agreement),
+            kit.percent_words(row.before.percent_agreement),
+            kit.percent_words(row.after.percent_agreement),
             _change(row.agreement_difference, row.agreement_interval, percent=True),
-            kappa_words(shown_kappa(row.before)),
-            kappa_words(shown_kappa(row.after)),
+            kit.kappa_words(kit.shown_kappa(row.before)),
+            kit.kappa_words(kit.shown_kappa(row.after)),
             _change(row.kappa_difference, row.kappa_interval, percent=False),
         )
         for row in rows
     ]
-    lines = aligned_columns([header, *cells], numeric={2, 3, 4, 5, 6, 7, 8})
+    lines = kit.aligned_columns([header, *cells], numeric={2, 3, 4, 5, 6, 7, 8})
     lines.append(
         f"Agree and κ: before → after. κ and the intervals are shown once a criterion has "
         f"{MIN_REVIEWS_FOR_KAPPA} reviewed verdicts; κ is quadratic-weighted for 1–5 scores."
@@ -416,7 +397,7 @@ def _row_json(row: CriterionComparison) -> dict[str, Any]:
     def side(agreement: CriterionAgreement) -> dict[str, Any]:
         return {
             "agreement": agreement.percent_agreement,
-            "kappa": shown_kappa(agreement),
+            "kappa": kit.shown_kappa(agreement),
             "majority_baseline": agreement.baseline,
         }
 
@@ -470,8 +451,8 @@ def _headline(comparison: Comparison) -> str:
     if overall is None or overall.agreement_difference is None:
         return "no reviewed verdicts to compare"
     return (
-        f"agreement {percent_words(overall.before.percent_agreement)} → "
-        f"{percent_words(overall.after.percent_agreement)} over {plural(comparison.compared, 'case')}"
+        f"agreement {kit.percent_words(overall.before.percent_agreement)} → "
+        f"{kit.percent_words(overall.after.percent_agreement)} over {plural(comparison.compared, 'case')}"
     )
 
 
@@ -479,24 +460,26 @@ def _slack_line(row: CriterionComparison) -> str:
     """E.g. ``*Is polite* (pass/fail) — 12 verdicts · agree 58% → 92% (+33 pts [+8, +58]) · κ …``."""
     facts = [
         plural(row.n, "verdict"),
-        f"agree {percent_words(row.before.percent_agreement)} → {percent_words(row.after.percent_agreement)} "
+        f"agree {kit.percent_words(row.before.percent_agreement)} → "
+        f"{kit.percent_words(row.after.percent_agreement)} "
         f"({_change(row.agreement_difference, row.agreement_interval, percent=True)})",
     ]
     if row.kappa_difference is not None:
         facts.append(
-            f"κ {kappa_words(shown_kappa(row.before))} → *{kappa_words(shown_kappa(row.after))}* "
+            f"κ {kit.kappa_words(kit.shown_kappa(row.before))} → "
+            f"*{kit.kappa_words(kit.shown_kappa(row.after))}* "
             f"({_change(row.kappa_difference, row.kappa_interval, percent=False)})"
         )
     else:
         facts.append(f"_{row.before.note or 'κ undefined'}_")
-    name = slack_name(row.criterion)
+    name = kit.slack_name(row.criterion)
     return f"*{name}* ({row.kind}) — {' · '.join(facts)}"
 
 
 def _slack_flips(flips: Sequence[Flip]) -> str:
     lines = [f"*Flipped verdicts ({len(flips)})* — {_effect_counts(flips)}:"]
     lines += [
-        f"• {escape(flip.record_label)} · {slack_name(_flip_words(flip), SLACK_NAME_MAX * 2)}"
+        f"• {escape(flip.record_label)} · {kit.slack_name(_flip_words(flip), kit.SLACK_NAME_MAX * 2)}"
         for flip in flips[:SLACK_FLIPS_MAX]
     ]
     if len(flips) > SLACK_FLIPS_MAX:
@@ -516,8 +499,9 @@ def chart_figure(comparison: Comparison) -> Figure:
     labels = (comparison.before_label, comparison.after_label)
 
     def draw(kappa_axes: Any, agreement_axes: Any) -> None:
-        _draw_pairs(kappa_axes, rows, [(shown_kappa(r.before), shown_kappa(r.after)) for r in rows], labels)
-        kappa_target_line(kappa_axes)
+        kappas = [(kit.shown_kappa(r.before), kit.shown_kappa(r.after)) for r in rows]
+        _draw_pairs(kappa_axes, rows, kappas, labels)
+        charts.kappa_target_line(kappa_axes)
         kappa_axes.set_title("Cohen's κ with the team")
         kappa_axes.set_xlim(min([-0.2, *[v - 0.2 for r in rows for v in _kappas(r)]]), 1.15)
         pairs = [(r.before.percent_agreement, r.after.percent_agreement) for r in rows]
@@ -525,7 +509,7 @@ def chart_figure(comparison: Comparison) -> Figure:
         agreement_axes.set_title("Share of the team's verdicts matched")
         agreement_axes.set_xlim(0, 1.15)
 
-    return two_panel_figure(
+    return charts.two_panel_figure(
         title=f"Replay: {comparison.after_label} vs {comparison.before_label} — {comparison.summary()}",
         title_size=12,
         rows=len(rows),
@@ -537,16 +521,16 @@ def chart_figure(comparison: Comparison) -> Figure:
 
 def render_chart(comparison: Comparison, path_or_buffer: str | PathLike[str] | IO[bytes]) -> None:
     """Write the comparison's chart (:func:`chart_figure`) as a PNG."""
-    write_png(chart_figure(comparison), path_or_buffer)
+    charts.write_png(chart_figure(comparison), path_or_buffer)
 
 
 def chart_png(comparison: Comparison) -> bytes:
     """The comparison's chart as PNG bytes, e.g. for an upload."""
-    return png_bytes(chart_figure(comparison))
+    return charts.png_bytes(chart_figure(comparison))
 
 
 def _kappas(row: CriterionComparison) -> list[float]:
-    return [v for v in (shown_kappa(row.before), shown_kappa(row.after)) if v is not None]
+    return [v for v in (kit.shown_kappa(row.before), kit.shown_kappa(row.after)) if v is not None]
 
 
 def _draw_pairs(
@@ -564,8 +548,8 @@ def _draw_pairs(
             y = index + (side - 0.5) * 0.4
             if value is None:
                 note = (row.before, row.after)[side].note or "undefined"
-                no_value_band(axes, y, note, left=0, right=1, height=0.36)
+                charts.no_value_band(axes, y, note, left=0, right=1, height=0.36)
                 continue
             bars = axes.barh(y, value, height=0.36, color=colour, label=label)
             axes.bar_label(bars, fmt=fmt, padding=3, fontsize=8)
-    criterion_axis(axes, [r.criterion for r in rows])
+    charts.criterion_axis(axes, [r.criterion for r in rows])
