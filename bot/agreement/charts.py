@@ -52,7 +52,7 @@ def two_panel_figure(
     for axes in panels:
         handles, labels = axes.get_legend_handles_labels()
         legend.update(zip(labels, handles, strict=True))
-    figure.legend(legend.values(), legend.keys(), loc="outside lower center", ncols=len(legend))
+    figure.legend(list(legend.values()), list(legend.keys()), loc="outside lower center", ncols=len(legend))
     return figure
 
 
