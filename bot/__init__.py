@@ -10,6 +10,7 @@ One folder per feature; each folder's ``__init__`` docstring is its map, one lin
 - ``review/``: team review of the grader: verdicts, the tally and buttons, the form, calibration.
 - ``agreement/``: how far the grader agrees with the team: the report, replay, comparison and charts.
 - ``db/``: the database (SQLite or PostgreSQL), its schema, the store, admin and migrations.
+- ``ops/``: what an operator asks a running process: start-up, `/healthz`, `/readyz`, `/metrics`.
 - ``cli/``: `rubric-bot` in the terminal: one module per subcommand.
 - ``app``: the Slack app: Bolt wiring and the `serve` and `worker` process lifecycles.
 - ``config``: every setting, validated in one place.

@@ -3,6 +3,8 @@
 - ``health``: `/healthz` (the process answers) and `/readyz` (the database answers, and in Socket Mode
   the socket is connected; else 503 with the reason in one line).
 - ``metrics``: the Prometheus counters the runner and the Slack client move, and `/metrics`.
+- ``startup``: how a `serve` or `worker` process starts: its one start-up line, the schema first, an
+  unusable database in one line (or waited for with ``--wait-for-db``).
 - ``server``: those three routes on the HTTP app Slack posts to, or on a port of their own
   (`RUBRIC_BOT_METRICS_PORT`) in Socket Mode and in `rubric-bot worker`.
 """
