@@ -25,7 +25,15 @@ from sqlalchemy.engine import make_url
 from bot.db.admin import upgrade
 from bot.db.database import Database
 from bot.ops.metrics import RUN_STATUSES
-from tests.e2e.conftest import BOT_COMMAND, BOT_START_TIMEOUT, BotProcess, answers_ready
+from tests.e2e.conftest import (
+    BOT_COMMAND,
+    BOT_START_TIMEOUT,
+    CRITERIA,
+    RUBRIC,
+    RUN_TIMEOUT,
+    BotProcess,
+    answers_ready,
+)
 from tests.standins import free_port, wait_for
 from tests.standins import slack_requests as sr
 from tests.standins.model_api import scripted_revision
@@ -34,10 +42,6 @@ from tests.standins.tcp_link import TcpLink, via_link
 
 pytestmark = pytest.mark.postgres
 
-CRITERIA = ["Cites a source", "Is polite"]
-RUBRIC = "- Cites a source\n- Is polite"
-RUN_TIMEOUT = 30.0
-"""Bound for one run to show up in its thread; the stand-ins answer in milliseconds."""
 OUTAGE_TIMEOUT = 30.0
 """Bound for /readyz to notice the database going away, or coming back."""
 WORKER_COMMAND = (*BOT_COMMAND[:3], "worker")
