@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Final
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_sdk.web.async_client import AsyncWebClient
@@ -31,7 +32,7 @@ from bot.agreement.replay import (
 )
 from bot.config import Settings
 from bot.db.database import open_checkpointer
-from bot.db.store import Store
+from bot.db.store import Store, Verdict
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from grading import EVIDENCE_TOOLS, TranscriptGrader
 
@@ -40,8 +41,11 @@ logger = logging.getLogger(__name__)
 CONCURRENCY = 4
 """Grader calls a channel's replay makes at once; the bot's own threads share the provider."""
 
-BASELINE, CANDIDATE = "off", "loo"
-"""The calibration compared against (none) and the one measured (the team's other disagreements)."""
+BASELINE: Final = "off"
+"""The calibration compared against: none."""
+
+CANDIDATE: Final = "loo"
+"""The calibration measured: the team's other disagreements (leave one out)."""
 
 CHART_FILENAME = "calibration-replay.png"
 """File name of the replay's chart when uploaded to the channel."""
@@ -199,5 +203,5 @@ async def open_replays(
             await replays.drain()
 
 
-def _verdicts(regrades: list[Regrade]) -> dict[tuple[str, int], dict[str, str]]:
+def _verdicts(regrades: list[Regrade]) -> dict[tuple[str, int], dict[str, Verdict]]:
     return {r.case.key: r.verdicts for r in regrades if r.error is None}

@@ -13,6 +13,7 @@ from bot.agreement.presentation import clipped_name
 from grading.agreement import KAPPA_TARGET
 
 if TYPE_CHECKING:
+    from matplotlib.artist import Artist
     from matplotlib.figure import Figure
 
 CHART_NAME_MAX = 38
@@ -48,7 +49,7 @@ def two_panel_figure(
         return figure
     panels = figure.subplots(1, 2, sharey=True)
     draw(*panels)
-    legend = {}
+    legend: dict[str, Artist] = {}
     for axes in panels:
         handles, labels = axes.get_legend_handles_labels()
         legend.update(zip(labels, handles, strict=True))

@@ -24,6 +24,7 @@ from bot.agreement.replay import Case, Regrade, Skipped, describe
 from bot.agreement.report import rows_by_criterion
 from bot.review.verdicts import verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
+from bot.slack.messages import SlackMessage
 from bot.slack.mrkdwn import escape
 from bot.threads.render import usage_words
 from grading.agreement import (
@@ -328,7 +329,7 @@ def comparison_table(comparison: Comparison) -> str:
         lines += ["", "Not graded by the replayed grader:"]
         lines += [f"  {describe(r.case.record)}: {r.error}" for r in comparison.failed]
     if comparison.usage is not None:
-        lines += ["", f"Tokens: {usage_words(dict(comparison.usage))}"]
+        lines += ["", f"Tokens: {usage_words(comparison.usage)}"]
     return "\n".join(lines)
 
 
@@ -420,7 +421,7 @@ def _row_json(row: CriterionComparison) -> dict[str, Any]:
 # --- Slack ------------------------------------------------------------------------------------
 
 
-def comparison_blocks(comparison: Comparison, *, title: str, asked_by: str, channel: str) -> dict:
+def comparison_blocks(comparison: Comparison, *, title: str, asked_by: str, channel: str) -> SlackMessage:
     """The comparison as one Block Kit message: ``{"text", "blocks"}``, naming who asked."""
     blocks = [
         header_block(title),
@@ -447,7 +448,8 @@ def comparison_blocks(comparison: Comparison, *, title: str, asked_by: str, chan
 
 
 def _headline(comparison: Comparison) -> str:
-    overall = (comparison.overall or comparison.criteria or [None])[0]
+    rows = comparison.overall or comparison.criteria
+    overall = rows[0] if rows else None
     if overall is None or overall.agreement_difference is None:
         return "no reviewed verdicts to compare"
     return (

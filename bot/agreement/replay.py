@@ -21,15 +21,15 @@ from typing import Literal, get_args
 
 from langchain_core.messages import AnyMessage
 from langchain_core.messages.ai import UsageMetadata
+from langchain_core.runnables import RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.agent import sum_usage
 from bot.agreement.report import period_start
-from bot.db.store import EvaluationRecord, ReviewRow, Store
+from bot.db.store import EvaluationRecord, ReviewRow, Store, Verdict
 from bot.review.calibration import CALIBRATION_EXAMPLES, calibration_examples
 from bot.review.verdicts import grader_verdicts
-from bot.threads.conversation import thread_id
 from grading import EVIDENCE_TOOLS, CalibrationExample, RubricEvaluation
 from grading.grader import GRADER_SYSTEM_PROMPT, build_payload
 from grading.once import TranscriptGrader
@@ -84,7 +84,7 @@ class Case:
     @property
     def thread_id(self) -> str:
         """The checkpoint key of the case's Slack thread."""
-        return thread_id(self.record.team, self.record.channel, self.record.thread_ts)
+        return self.record.thread.thread_id
 
     @property
     def max_iterations(self) -> int:
@@ -92,7 +92,7 @@ class Case:
         return self.record.evaluation["max_iterations"]
 
     @property
-    def original_verdicts(self) -> dict[str, str]:
+    def original_verdicts(self) -> dict[str, Verdict]:
         """The original grader's verdict per reviewed criterion, as its reviewers saw it."""
         return {row.criterion: row.grader_verdict for row in self.reviews}
 
@@ -113,7 +113,7 @@ class Regrade:
     evaluation: RubricEvaluation
 
     @property
-    def verdicts(self) -> dict[str, str]:
+    def verdicts(self) -> dict[str, Verdict]:
         """The candidate's verdict per criterion, as verdict strings ("pass", "3", ...)."""
         return grader_verdicts(self.evaluation)
 
@@ -184,9 +184,10 @@ async def _graded_transcripts(
 ) -> dict[tuple[str, int], list[AnyMessage]]:
     found: dict[tuple[str, int], list[AnyMessage]] = {}
     graded_later: set[tuple[str, int]] = set()
-    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
     # aclosing: the loop may stop early, and the saver's cursor must close while its connection is open.
-    async with aclosing(checkpointer.alist(config)) as history:
+    # The savers' alist is an async generator (it has aclose), though typed as a plain AsyncIterator.
+    async with aclosing(checkpointer.alist(config)) as history:  # type: ignore[type-var]
         async for saved in history:
             values = saved.checkpoint["channel_values"]
             evaluations = values.get("_rubric_evaluations") or []

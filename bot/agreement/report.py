@@ -20,6 +20,8 @@ from datetime import UTC, datetime, timedelta
 from os import PathLike
 from typing import IO, TYPE_CHECKING, Any
 
+from slack_sdk.models.blocks import Block
+
 from bot.agreement.charts import (
     criterion_axis,
     kappa_target_line,
@@ -44,6 +46,7 @@ from bot.agreement.presentation import (
 from bot.db.store import ReviewRow, Store
 from bot.review.verdicts import grader_verdicts, verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
+from bot.slack.messages import SlackMessage
 from grading import RubricEvaluation
 from grading.agreement import (
     CORRELATION_THRESHOLD,
@@ -236,13 +239,13 @@ def _kappa_note(criterion: CriterionAgreement) -> str:
 # --- Slack -------------------------------------------------------------------------------------
 
 
-def report_blocks(report: Report, *, channel: str) -> dict:
-    """The report as one compact Block Kit message: ``{"text", "blocks"}``.
+def report_blocks(report: Report, *, channel: str) -> SlackMessage:
+    """The report as one compact Block Kit message.
 
     Names are shortened and correlated pairs capped so even 30 criteria fit Slack's limits.
     """
     title = f"Grader agreement · {report.period}"
-    blocks = [header_block(title)]
+    blocks: list[Block] = [header_block(title)]
     if report.criteria:
         blocks.append(
             context_block(

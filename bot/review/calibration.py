@@ -31,14 +31,14 @@ def calibration_examples(rows: Sequence[ReviewRow]) -> list[CalibrationExample]:
 
 def calibration_source(
     store: Store,
-) -> Callable[[Rubric, Runtime[ThreadContext]], Awaitable[list[CalibrationExample]]]:
+) -> Callable[[Rubric, Runtime[ThreadContext | None]], Awaitable[list[CalibrationExample]]]:
     """The grader's calibration source: the run's channel's latest disagreements with this rubric.
 
     No examples when calibration is switched off in the channel, or when a run has no `ThreadContext`
     (the terminal's `grade`, say).
     """
 
-    async def examples(rubric: Rubric, runtime: Runtime[ThreadContext]) -> list[CalibrationExample]:
+    async def examples(rubric: Rubric, runtime: Runtime[ThreadContext | None]) -> list[CalibrationExample]:
         where = runtime.context
         if where is None:
             return []

@@ -9,6 +9,7 @@ so a stored review row always pairs the reviewer's verdict with what the grader 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
@@ -83,7 +84,7 @@ def review_modal(
     message_ts: str,
     thread_ts: str,
     previous: Sequence[ReviewRow] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """The Disagree… modal: one menu per criterion, pre-set, plus an optional comment each.
 
     Each menu starts at the grader's verdict, or at this reviewer's ``previous`` verdict when
@@ -121,7 +122,7 @@ def review_modal(
     return view.to_dict()
 
 
-def review_notice(text: str) -> dict:
+def review_notice(text: str) -> dict[str, Any]:
     """A modal that only says ``text``: shown in place of a review form that cannot be saved."""
     view = View(
         type="modal",
@@ -211,9 +212,10 @@ def parse_review_submission(
     verdicts = []
     for index, (name, grader) in enumerate(grader_verdicts(evaluation).items()):
         block_id = _VERDICT_BLOCK.format(index)
-        chosen = view.input(block_id, _VERDICT_ACTION)
-        reviewer = chosen.selected_option.value if chosen.selected_option else None
-        if reviewer not in allowed:
+        chosen = view.input(block_id, _VERDICT_ACTION).selected_option
+        answer = chosen.value if chosen else None
+        reviewer = next((verdict for verdict in allowed if verdict == answer), None)
+        if reviewer is None:
             shown = truncate(name, ERROR_NAME_MAX)
             raise ReviewInputError(f"Choose one of the offered verdicts for “{shown}”.", block_id)
         comment = view.input(_COMMENT_BLOCK.format(index), _COMMENT_ACTION)

@@ -7,21 +7,25 @@ for a scored rubric's dimensions (see :class:`bot.db.store.ReviewVerdict`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
-from bot.db.store import ReviewVerdict
+from bot.db.store import ReviewVerdict, Verdict
 from grading import RubricEvaluation
 
-PASS, FAIL = "pass", "fail"
-"""Verdict strings of a list rubric's criteria."""
+PASS: Final = "pass"
+"""The verdict on a list rubric's criterion that the answer meets."""
 
-SCORES = tuple(str(score) for score in range(1, 6))
+FAIL: Final = "fail"
+"""The verdict on a list rubric's criterion that the answer misses."""
+
+SCORES: tuple[Verdict, ...] = ("1", "2", "3", "4", "5")
 """Verdict strings of a scored rubric's dimensions, worst first."""
 
 VERDICT_WORDS: Mapping[str, str] = {PASS: "✅ Pass", FAIL: "❌ Fail", "1": "1 (worst)", "5": "5 (best)"}
 """How a verdict reads in the modal's menus; scores 2–4 read as themselves."""
 
 
-def grader_verdicts(evaluation: RubricEvaluation) -> dict[str, str]:
+def grader_verdicts(evaluation: RubricEvaluation) -> dict[str, Verdict]:
     """The grader's verdict per criterion name, in the evaluation's order.
 
     A scored dimension's verdict is its score; a criterion the grader gave no score is left
@@ -29,12 +33,13 @@ def grader_verdicts(evaluation: RubricEvaluation) -> dict[str, str]:
     grader's verdicts on the copies cannot be told apart.
     """
     scored = evaluation["kind"] == "scored"
-    verdicts: dict[str, str] = {}
+    verdicts: dict[str, Verdict] = {}
     for criterion in evaluation["criteria"]:
         name = criterion["name"]
+        verdict: Verdict | None
         if scored:
             score = criterion["score"]
-            verdict = str(score) if score is not None else None
+            verdict = SCORES[score - 1] if score is not None else None
         else:
             verdict = PASS if criterion["passed"] else FAIL
         if name and verdict is not None:
@@ -61,6 +66,6 @@ def verdict_words(verdict: str) -> str:
     return f"{verdict}/5" if verdict in SCORES else verdict
 
 
-def verdict_choices(evaluation: RubricEvaluation) -> tuple[str, ...]:
+def verdict_choices(evaluation: RubricEvaluation) -> tuple[Verdict, ...]:
     """The verdicts a reviewer may give on the evaluation's criteria, in the menus' order (best first)."""
     return SCORES[::-1] if evaluation["kind"] == "scored" else (PASS, FAIL)
