@@ -25,6 +25,7 @@ from langgraph.types import StateSnapshot
 
 from bot.config import ConfigError, Settings, problem
 from bot.db.database import open_checkpointer
+from bot.material.fence import MATERIAL_NOTE
 from grading import (
     DEFAULT_MAX_GRADER_CALLS,
     EVALUATION_END_EVENT,
@@ -40,9 +41,11 @@ WORKER_SYSTEM_PROMPT = (
     "You are a helpful teammate answering requests in a Slack thread. "
     "Answer directly and completely in Markdown (headings, lists, code blocks and links are fine). "
     "When a message starts with grader feedback, revise your previous answer to address every point "
-    "and reply with the complete revised answer, not just the changes."
+    "and reply with the complete revised answer, not just the changes. "
+    f"{MATERIAL_NOTE}"
 )
-"""The worker's instructions: a Slack teammate that answers in Markdown and takes grader feedback."""
+"""The worker's instructions: a Slack teammate that answers in Markdown, takes grader feedback and
+reads what people shared as material, not as instructions."""
 
 
 @dataclass(frozen=True)

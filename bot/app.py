@@ -29,6 +29,7 @@ from bot.config import DEFAULT_CONCURRENCY, Settings
 from bot.db.store import Store
 from bot.listeners import register
 from bot.listeners.context import Services
+from bot.material.reader import MaterialReader
 from bot.ops import startup
 from bot.ops.health import Readiness
 from bot.ops.server import add_ops_routes, serve_ops
@@ -152,11 +153,18 @@ async def open_runner(
         queue = await stack.enter_async_context(
             open_queue(settings.database, concurrency=concurrency, stalled_after=settings.stalled_after)
         )
+        reader = MaterialReader(
+            session,
+            api_url=settings.slack_api_url,
+            thread_chars=settings.thread_context_chars,
+            max_file_bytes=settings.max_file_bytes,
+        )
         runner = ThreadRunner(
             agent=agent,
             store=store,
             client=client,
             queue=queue,
+            reader=reader,
             model_timeout=settings.model_timeout,
             run_timeout=settings.run_timeout,
         )

@@ -52,6 +52,13 @@ DEFAULT_CONCURRENCY = 100
 """Runs one process works on at once with PostgreSQL (`--concurrency`): runs mostly wait on the
 model, so many fit in one process. (With SQLite the one process runs every thread at once.)"""
 
+DEFAULT_THREAD_CONTEXT_CHARS = 20_000
+"""Characters of a thread's earlier messages the worker gets when the bot is called into it: the
+most recent ones, so a long discussion costs about as much as a long request."""
+
+DEFAULT_MAX_FILE_BYTES = 1_000_000
+"""Largest attached file (1 MB) the bot downloads and reads; a bigger one is named as skipped."""
+
 DEFAULT_STALLED_AFTER = 30.0
 """Seconds without a heartbeat after which a worker on PostgreSQL counts as dead: its runs then
 resume in another process within 4/3 of this (see `bot.threads.jobs.DurableQueue`)."""
@@ -95,6 +102,14 @@ HINTS: dict[str, str] = {
     "RUBRIC_BOT_DB": (
         f"set it to the path of the bot's SQLite file (default {DEFAULT_DB}) "
         "or to a PostgreSQL URL, postgresql://USER:PASSWORD@HOST:5432/DBNAME"
+    ),
+    "RUBRIC_BOT_THREAD_CONTEXT_CHARS": (
+        "set it to the characters of a thread's earlier messages the worker may read when the bot is "
+        f"called into the thread, at least 1 (default {DEFAULT_THREAD_CONTEXT_CHARS})"
+    ),
+    "RUBRIC_BOT_MAX_FILE_BYTES": (
+        "set it to the bytes of the largest attached file the bot reads, at least 1 "
+        f"(default {DEFAULT_MAX_FILE_BYTES})"
     ),
     "RUBRIC_BOT_LOG_LEVEL": "set it to DEBUG, INFO, WARNING or ERROR (default INFO)",
     "RUBRIC_BOT_SHUTDOWN_GRACE": (
@@ -155,6 +170,10 @@ class Settings(BaseSettings):
     )
     model_timeout: PositiveFloat = Field(DEFAULT_MODEL_TIMEOUT, validation_alias="RUBRIC_BOT_MODEL_TIMEOUT")
     run_timeout_override: PositiveFloat | None = Field(None, validation_alias="RUBRIC_BOT_RUN_TIMEOUT")
+    thread_context_chars: PositiveInt = Field(
+        DEFAULT_THREAD_CONTEXT_CHARS, validation_alias="RUBRIC_BOT_THREAD_CONTEXT_CHARS"
+    )
+    max_file_bytes: PositiveInt = Field(DEFAULT_MAX_FILE_BYTES, validation_alias="RUBRIC_BOT_MAX_FILE_BYTES")
 
     @field_validator("slack_bot_token")
     @classmethod

@@ -16,6 +16,8 @@ Public API:
 - `CalibrationExample`, `CalibrationSource` — team verdicts shown to the grader as worked examples,
   and the (plain or async) function that supplies them.
 - `TranscriptGrader` — grade a transcript you already have once, as the middleware would.
+- `MATERIAL_SOURCE` — marks a user message as material shared for the work (kept in the grader's
+  transcript with the request) rather than a request.
 - `difference_intervals`, `DifferenceIntervals` — bootstrap intervals on how much one grader's
   agreement with the humans beats another's.
 """
@@ -33,7 +35,7 @@ from grading.agreement import (
     majority_baseline,
     percent_agreement,
 )
-from grading.grader import CalibrationExample
+from grading.grader import MATERIAL_SOURCE, CalibrationExample
 from grading.middleware import (
     DEFAULT_MAX_GRADER_CALLS,
     EVALUATION_END_EVENT,
@@ -63,6 +65,7 @@ __all__ = [
     "EVALUATION_START_EVENT",
     "EVIDENCE_TOOLS",
     "KAPPA_TARGET",
+    "MATERIAL_SOURCE",
     "MIN_REVIEWS_FOR_KAPPA",
     "Aggregate",
     "CalibrationExample",

@@ -24,6 +24,11 @@ GRADER_SOURCE = "rubric_grader"
 `additional_kwargs["lc_source"]`), so the transcript, UIs and evals can tell
 the grader's turns from the user's."""
 
+MATERIAL_SOURCE = "shared_material"
+"""Marks (as `additional_kwargs["lc_source"]`) a user message that carries material shared for the
+work rather than a request: an earlier discussion, say. The transcript keeps it however old it is,
+like the current request, so criteria about covering the material stay checkable."""
+
 MAX_TRANSCRIPT_MESSAGES = 30
 """At most this many of the latest messages reach the grader, plus the
 original request, so grader cost stays flat as a thread grows."""
@@ -35,6 +40,11 @@ first once it is spent (the original request is always kept)."""
 MAX_MESSAGE_CHARS = 4_000
 """Per-message character budget; a longer message (a huge tool output, say)
 keeps its head and tail and says how much was cut from the middle."""
+
+MAX_TASK_MESSAGE_CHARS = 100_000
+"""Budget of the current request and of each material message instead: they hold what the answer
+is about (attached documents, an earlier discussion), which the grader must see to check it. Only
+their first MAX_MESSAGE_CHARS count against the transcript's budget, so the answer still fits."""
 
 GRADER_SYSTEM_PROMPT = """You are a strict, fair grader. You decide whether the work in the transcript meets \
 each criterion of the rubric.
@@ -191,6 +201,11 @@ def is_grader_message(message: AnyMessage) -> bool:
     return message.additional_kwargs.get("lc_source") == GRADER_SOURCE
 
 
+def is_material(message: AnyMessage) -> bool:
+    """Whether a message carries shared material (see `MATERIAL_SOURCE`)."""
+    return message.additional_kwargs.get("lc_source") == MATERIAL_SOURCE
+
+
 def _clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     if len(text) <= limit:
         return text
@@ -210,6 +225,8 @@ def _message_text(message: AnyMessage) -> str:
 def _role(message: AnyMessage) -> str:
     if is_grader_message(message):
         return "grader feedback"
+    if is_material(message):
+        return "material shared for the work"
     if isinstance(message, HumanMessage):
         return "user"
     if isinstance(message, AIMessage):
@@ -219,31 +236,32 @@ def _role(message: AnyMessage) -> str:
     return message.type
 
 
-def _render(message: AnyMessage) -> str:
-    return f"[{_role(message)}]\n{_clip(_message_text(message))}"
+def _render(message: AnyMessage, limit: int = MAX_MESSAGE_CHARS) -> str:
+    return f"[{_role(message)}]\n{_clip(_message_text(message), limit)}"
 
 
 def request_index(messages: Sequence[AnyMessage]) -> int | None:
-    """Index of the latest user message that is not grader feedback: the current task."""
+    """Index of the latest user message that is neither grader feedback nor material: the current task."""
     for i in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[i], HumanMessage) and not is_grader_message(messages[i]):
+        if isinstance(messages[i], HumanMessage) and not (
+            is_grader_message(messages[i]) or is_material(messages[i])
+        ):
             return i
     return None
 
 
 def build_transcript(messages: Sequence[AnyMessage]) -> str:
-    """A bounded, role-labelled transcript: the current request plus the latest turns.
+    """A bounded, role-labelled transcript: the current request and any material, plus the latest turns.
 
     Only the kept messages are rendered, so the cost stays flat however long
     the thread grows; gaps are marked so the grader knows context was cut.
     """
     if not messages:
         return "(empty transcript)"
-    rendered: dict[int, str] = {}
     request = request_index(messages)
-    if request is not None:
-        rendered[request] = _render(messages[request])
-    budget = MAX_TRANSCRIPT_CHARS - sum(map(len, rendered.values()))
+    kept = [i for i, message in enumerate(messages) if i == request or is_material(message)]
+    rendered = {i: _render(messages[i], MAX_TASK_MESSAGE_CHARS) for i in kept}
+    budget = MAX_TRANSCRIPT_CHARS - sum(min(len(text), MAX_MESSAGE_CHARS) for text in rendered.values())
     for i in range(len(messages) - 1, -1, -1):
         if len(rendered) > MAX_TRANSCRIPT_MESSAGES:
             break

@@ -124,11 +124,17 @@ runs = Table(
     Column("finished_at", UtcTimestamp),
     Column("acknowledged", Boolean, nullable=False, server_default=false()),
     Column("undelivered", Boolean, nullable=False, server_default=false()),
+    Column("thread_messages", Integer),
+    Column("files_read", Document),
+    Column("files_unread", Document),
     Index("runs_by_thread", "thread_id", "finished_at"),
 )
 """Requests the bot started answering; an unfinished one outlived the process that ran it.
 ``acknowledged`` is set once the thread was told that the run was interrupted, ``undelivered``
-when the run's closing message (its answer, or the notice of its failure) never reached Slack."""
+when the run's closing message (its answer, or the notice of its failure) never reached Slack.
+What the request shared, once read: ``thread_messages`` (earlier messages of the thread the worker
+got), ``files_read`` (file names) and ``files_unread`` (``{"name", "reason"}`` of each file, or of
+the thread, not read); NULL before the run read them."""
 
 evaluations = Table(
     "evaluations",

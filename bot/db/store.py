@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, cast
 from weakref import WeakValueDictionary
@@ -40,6 +40,7 @@ from bot.db.schema import (
     runs,
     threads,
 )
+from bot.material.files import Unread
 from bot.threads.conversation import ThreadKey
 from grading import RubricEvaluation, Status
 
@@ -86,6 +87,19 @@ class RunRecord:
     def thread(self) -> ThreadKey:
         """The thread the run answered in."""
         return ThreadKey(self.team, self.channel, self.thread_ts)
+
+
+@dataclass(frozen=True)
+class MaterialTally:
+    """How much of what people shared with their requests the runs read."""
+
+    runs: int
+    """Runs whose request shared anything (earlier thread messages or files)."""
+    thread_messages: int
+    """Earlier thread messages the worker got, over those runs."""
+    files_read: int
+    files_unread: int
+    """Files (and threads Slack refused to list) that were not read."""
 
 
 EVALUATION_DEFAULTS: dict[str, Any] = {"unmatched": [], "grader_calls": 0}
@@ -366,6 +380,39 @@ class Store:
         """Record that the run's closing message could not be posted in its thread."""
         async with self._write() as connection:
             await connection.execute(update(runs).where(runs.c.run_id == run_id).values(undelivered=True))
+
+    async def record_material(
+        self, run_id: int, thread_messages: int, files_read: Sequence[str], files_unread: Sequence[Unread]
+    ) -> None:
+        """Record what the run's request shared that was read (and what was not, with why)."""
+        values = {
+            "thread_messages": thread_messages,
+            "files_read": list(files_read),
+            "files_unread": [asdict(item) for item in files_unread],
+        }
+        async with self._write() as connection:
+            await connection.execute(update(runs).where(runs.c.run_id == run_id).values(**values))
+
+    async def unread_material(self, run_id: int) -> tuple[Unread, ...]:
+        """What the run's request shared that was not read (none before the run read it)."""
+        stored = await self._scalar(select(runs.c.files_unread).where(runs.c.run_id == run_id))
+        return tuple(Unread(**item) for item in stored or [])
+
+    async def material_tally(
+        self, team: str | None, channel: str | None, since: datetime | None = None
+    ) -> MaterialTally:
+        """How much shared material the runs read (from ``since`` on; None filters match all)."""
+        query = select(runs.c.thread_messages, runs.c.files_read, runs.c.files_unread).where(
+            runs.c.thread_messages.is_not(None), *_scope(runs, team, channel, since, runs.c.started_at)
+        )
+        rows = await self._rows(query)
+        with_material = [row for row in rows if row.thread_messages or row.files_read or row.files_unread]
+        return MaterialTally(
+            runs=len(with_material),
+            thread_messages=sum(row.thread_messages for row in with_material),
+            files_read=sum(len(row.files_read or []) for row in with_material),
+            files_unread=sum(len(row.files_unread or []) for row in with_material),
+        )
 
     async def undelivered_runs(
         self, team: str | None, channel: str | None, since: datetime | None = None

@@ -14,6 +14,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.home import publish_home
 from bot.listeners.context import Services, services_of, workspace_of
+from bot.material.files import shared_files
+from bot.material.sources import Sources
 from bot.threads import render
 from bot.threads.conversation import (
     MAX_INPUT_CHARS,
@@ -81,10 +83,11 @@ async def _accept(
     if not await services.store.claim(*message.dedupe_keys):
         return  # a retried delivery, or the other twin of a mention
     await services.store.add_thread(message.thread)
-    await _dispatch(services, message)
+    sources = Sources(files=shared_files(event), bot_user_id=context.bot_user_id or "")
+    await _dispatch(services, message, sources)
 
 
-async def _dispatch(services: Services, message: UserMessage) -> None:
+async def _dispatch(services: Services, message: UserMessage, sources: Sources) -> None:
     runner = services.runner
     if len(message.text) > MAX_INPUT_CHARS:
         await runner.reply(
@@ -99,7 +102,7 @@ async def _dispatch(services: Services, message: UserMessage) -> None:
     rubric = rubric_directive(message.text)
     if rubric is not None:
         await runner.submit_rubric(message, rubric)
-    elif message.text:
-        await runner.submit_request(message)
+    elif message.text or sources.files:  # a file shared on its own is a request too
+        await runner.submit_request(message, sources)
     else:
         await runner.ask_for_request(message)

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.config import DEFAULT_CONCURRENCY, DEFAULT_STALLED_AFTER
 from bot.db.database import Database
+from bot.material.sources import Sources
 from bot.slack.payloads import problems
 from bot.threads.conversation import ThreadKey, UserMessage
 
@@ -86,6 +87,9 @@ class RequestJob(_RunJob):
     """A request for the agent: run it, posting each evaluation and the answer."""
 
     kind: ClassVar[str] = "request"
+
+    sources: Sources = Sources()
+    """What the request shares besides its text (none in jobs queued before requests carried it)."""
 
 
 class NoticeJob(_RunJob):

@@ -24,6 +24,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
+from bot.material.files import Unread
 from bot.slack.blocks import (
     MARKDOWN_MESSAGE_BUDGET,
     MESSAGE_TEXT_BUDGET,
@@ -422,6 +423,11 @@ HOW_TO_SET_A_RUBRIC = (
 
 NO_RUBRIC_YET = f"_There's no rubric here yet, so answers are not graded. {HOW_TO_SET_A_RUBRIC}_"
 """Tells a thread without a rubric, before any answer, how to get one."""
+
+
+def unread_note(unread: Sequence[Unread]) -> str:
+    """What a request shared that was not read, one line each with the reason (a context line's mrkdwn)."""
+    return "\n".join(f":warning: Not read: *{escape(item.name)}*: {escape(item.reason)}" for item in unread)
 
 
 def no_rubric_hint() -> str:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
 
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import AnyMessage
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import ConversationAgent, ThreadContext, TurnOutcome, agent_config, run_turn, turn_evaluations
@@ -34,6 +34,9 @@ from bot.db.store import (
     Step,
     Store,
 )
+from bot.material.files import Unread
+from bot.material.reader import NOTHING, Material, MaterialReader, conversation_messages
+from bot.material.sources import Sources
 from bot.ops import metrics
 from bot.review.controls import review_controls
 from bot.slack.blocks import MAX_BLOCKS, context_block
@@ -96,13 +99,19 @@ class ThreadRunner:
         store: Store,
         client: AsyncWebClient,
         queue: JobQueue | None = None,
+        reader: MaterialReader | None = None,
         model_timeout: float = DEFAULT_MODEL_TIMEOUT,
         run_timeout: float = DEFAULT_RUN_TIMEOUT,
     ) -> None:
-        """`model_timeout` is what the models were built with (for the notice); `run_timeout` is enforced."""
+        """`model_timeout` is what the models were built with (for the notice); `run_timeout` is enforced.
+
+        `reader` reads what requests share (the thread the bot is called into, attached files);
+        without one, requests are their text alone.
+        """
         self._agent = agent
         self._store = store
         self._client = client
+        self._reader = reader
         self._queue = queue or ThreadScheduler()
         self._model_timeout = model_timeout
         self._run_timeout = run_timeout
@@ -123,10 +132,13 @@ class ThreadRunner:
         """Jobs queued or running in this process."""
         return self._queue.busy
 
-    async def submit_request(self, message: UserMessage) -> None:
-        """Queue a request for the agent in its thread (recorded first, so a crash is noticed)."""
+    async def submit_request(self, message: UserMessage, sources: Sources | None = None) -> None:
+        """Queue a request for the agent in its thread (recorded first, so a crash is noticed);
+        `sources` says what it shares besides its text."""
         run_id = await self._store.start_run(message.thread, message.ts)
-        await self._submit(message.thread, RequestJob(message=message, run_id=run_id))
+        await self._submit(
+            message.thread, RequestJob(message=message, run_id=run_id, sources=sources or Sources())
+        )
 
     async def submit_rubric(self, message: UserMessage, rubric_text: str) -> None:
         """Queue a `rubric:` message: it replaces the thread's rubric after any earlier runs."""
@@ -170,7 +182,7 @@ class ThreadRunner:
             await self._kinds[payload.kind].abandon(payload, Abandoned.STOPPING)
 
     async def _request_job(self, job: RequestJob, attempt: int) -> None:
-        await self._run_request(job.message, job.run_id, resumed=attempt > 0)
+        await self._run_request(job.message, job.run_id, job.sources, resumed=attempt > 0)
 
     async def _rubric_job(self, job: RubricJob, attempt: int) -> None:
         await self._replace_rubric(job.message, job.rubric)
@@ -226,7 +238,9 @@ class ThreadRunner:
             return
         await self.reply(message, render.request_prompt(rubric, scope=scope))
 
-    async def _run_request(self, message: UserMessage, run_id: int, *, resumed: bool = False) -> None:
+    async def _run_request(
+        self, message: UserMessage, run_id: int, sources: Sources, *, resumed: bool = False
+    ) -> None:
         """Answer the request; `resumed` when an earlier attempt was cut short (it continues from the
         conversation's checkpoint and posts only what that attempt did not)."""
         status: RunStatus = FAILED
@@ -239,13 +253,13 @@ class ThreadRunner:
             await self._report_interrupted(message)
             await progress.start()
             try:
-                outcome = await self._answer(message, progress, ledger)
+                outcome, unread = await self._answer(message, sources, progress, ledger)
             except Exception as exc:
                 status, notice = self._failure(message, exc)
                 delivered = await ledger.post(FINAL_STEP, 0, notice) is not None
             else:
                 status = outcome.status or ANSWERED
-                delivered = await self._post_final(ledger, outcome)
+                delivered = await self._post_final(ledger, outcome, unread)
         except asyncio.CancelledError:
             status = INTERRUPTED
             # A durable job cut short runs again elsewhere and resumes; an embedded one is lost.
@@ -260,11 +274,15 @@ class ThreadRunner:
                 if not delivered:
                     await self._record_undelivered(message, run_id, status)
 
-    async def _answer(self, message: UserMessage, progress: WorkingIndicator, ledger: _Ledger) -> TurnOutcome:
+    async def _answer(
+        self, message: UserMessage, sources: Sources, progress: WorkingIndicator, ledger: _Ledger
+    ) -> tuple[TurnOutcome, tuple[Unread, ...]]:
         """Run the agent on the request, posting each evaluation; `RunTimeout` past the run's limit.
+        Also what the request shared that was not read, for the final message.
 
         If the checkpoint already holds the request, an earlier attempt was cut short after it got
-        there: the turn continues from the checkpoint instead of starting over.
+        there: the turn continues from the checkpoint instead of starting over (what it read is
+        in the checkpoint, and what it did not read in the run's record).
         """
         config = agent_config(message.thread_id)
         state = (await self._agent.aget_state(config)).values
@@ -274,7 +292,13 @@ class ThreadRunner:
         inputs: dict[str, Any] | None = None
         before = state
         if earlier is None:
-            inputs = {"messages": [HumanMessage(message.text, id=request_id)]}
+            # A conversation with no messages yet: the bot was just called in, and has not seen the thread.
+            material = await self._read(message, sources, thread=not state.get("messages"))
+            await self._store.record_material(
+                ledger.run_id, material.thread_messages, material.files_read, material.unread
+            )
+            unread = material.unread
+            inputs = {"messages": conversation_messages(message.text, material, request_id)}
             if not rubric_text:
                 # A conversation without its own rubric picks up the channel default.
                 rubric_text = await self._store.get_channel_rubric(message.team, message.channel)
@@ -282,6 +306,7 @@ class ThreadRunner:
                     inputs["rubric"] = rubric_text
         else:
             before = {**state, "messages": earlier}
+            unread = await self._store.unread_material(ledger.run_id)
         post_evaluation = partial(self._post_evaluation, message, rubric_text or "", progress, ledger)
         if earlier is not None:
             # Iterations the cut-short attempt checkpointed but may not have posted, in order.
@@ -290,7 +315,7 @@ class ThreadRunner:
         guard = asyncio.timeout(self._run_timeout)
         try:
             async with guard:
-                return await run_turn(
+                outcome = await run_turn(
                     self._agent,
                     inputs,
                     config,
@@ -303,6 +328,13 @@ class ThreadRunner:
             if guard.expired():
                 raise RunTimeout from exc
             raise
+        return outcome, unread
+
+    async def _read(self, message: UserMessage, sources: Sources, *, thread: bool) -> Material:
+        """What the request shares, read (nothing without a reader)."""
+        if self._reader is None:
+            return NOTHING
+        return await self._reader.read(self._client, message, sources, thread=thread)
 
     def _failure(self, message: UserMessage, exc: Exception) -> tuple[RunStatus, SlackMessage]:
         """The run status and the thread's notice for a run that failed with `exc` (logged here)."""
@@ -339,8 +371,8 @@ class ThreadRunner:
         ):
             await progress.revising()
 
-    async def _post_final(self, ledger: _Ledger, outcome: TurnOutcome) -> bool:
-        """Post the run's status and answer; whether every part of it reached the thread."""
+    async def _post_final(self, ledger: _Ledger, outcome: TurnOutcome, unread: Sequence[Unread]) -> bool:
+        """Post the run's status and answer, with what was not read; whether every part reached the thread."""
         messages = render.final_messages(
             outcome.status,
             outcome.answer,
@@ -349,8 +381,11 @@ class ThreadRunner:
             best_iteration=outcome.best_iteration,
             usage=outcome.usage,
         )
-        if outcome.status is None:
-            messages = _with_hint(messages, render.no_rubric_hint())
+        notes = [render.no_rubric_hint()] if outcome.status is None else []
+        if unread:
+            notes.append(render.unread_note(unread))
+        if notes:
+            messages = _with_note(messages, "\n".join(notes))
         posted = [await ledger.post(FINAL_STEP, part, payload) for part, payload in enumerate(messages)]
         return None not in posted
 
@@ -405,13 +440,13 @@ class ThreadRunner:
             await self._tell_abandoned(_request_of(run), run.run_id)
 
 
-def _with_hint(messages: list[SlackMessage], hint: str) -> list[SlackMessage]:
-    """The messages with `hint` on a context line at the end (a message of its own if the last is full)."""
+def _with_note(messages: list[SlackMessage], note: str) -> list[SlackMessage]:
+    """The messages with `note` on a context line at the end (a message of its own if the last is full)."""
     *earlier, last = messages
     blocks = last.get("blocks", [])
     if len(blocks) >= MAX_BLOCKS:
-        return [*messages, {"text": hint}]
-    return [*earlier, {**last, "blocks": [*blocks, context_block(hint).to_dict()]}]
+        return [*messages, {"text": note}]
+    return [*earlier, {**last, "blocks": [*blocks, context_block(note).to_dict()]}]
 
 
 def request_message_id(message: UserMessage) -> str:

@@ -5,6 +5,11 @@ Every method is accepted and recorded; the methods the bot relies on get realist
 Slack's own validation of Block Kit size limits, so a message real Slack would reject fails here too.
 Tests can make the next calls of a method fail (HTTP errors such as 429, or ``ok: false`` errors).
 
+Threads and files people shared: tests seed a thread's earlier messages (`add_thread_messages`, served
+by ``conversations.replies`` page by page), people's profiles (`add_user`, for ``users.info``) and
+files (`add_file`, downloaded from ``url_private_download`` only with the bot token, or refused with
+403 like a file the bot may not see).
+
 Socket Mode is served too: ``apps.connections.open`` hands out a ``ws://`` URL on this server (real
 Slack's is ``wss://``), the websocket greets the client with ``hello``, and the test pushes envelopes
 with `send_envelope` and reads the client's acks with `wait_for_ack`.
@@ -74,6 +79,12 @@ MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
 """Methods Slack accepts only with the app-level (``xapp-``) token; every other one takes the bot token."""
+FILES_PATH = "/files-pri/"
+"""Where shared files are downloaded from, like Slack's ``https://files.slack.com/files-pri/…``."""
+DOWNLOAD_METHOD = "files.download"
+"""The method name under which file downloads are recorded as calls."""
+REPLIES_PAGE_DEFAULT = 1000
+"""Messages per ``conversations.replies`` page when the caller gives no ``limit`` (Slack's default)."""
 SOCKET_PATH = "/link/"
 """Where Socket Mode clients connect, with ``?ticket=``, as in Slack's ``wss://…slack.com/link/`` URLs."""
 SOCKET_HELLO = {
@@ -152,6 +163,17 @@ class Upload:
 
 
 @dataclass(frozen=True)
+class SharedFile:
+    """A file people shared, served at its download URL."""
+
+    file_id: str
+    name: str
+    data: bytes
+    mimetype: str
+    forbidden: bool
+
+
+@dataclass(frozen=True)
 class SocketConnection:
     """A Socket Mode websocket a client opened with a ticket from ``apps.connections.open``."""
 
@@ -186,6 +208,11 @@ class _State:
     members: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # by channel
     homes: dict[str, dict[str, Any]] = field(default_factory=dict)  # published Home tab by user
     uploads: dict[str, Upload] = field(default_factory=dict)
+    shared_files: dict[str, SharedFile] = field(default_factory=dict)
+    thread_messages: defaultdict[tuple[str, str], list[dict[str, Any]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )  # people's messages by (channel, thread_ts)
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)  # users.info's user by id
     faults: defaultdict[str, deque[_Fault]] = field(default_factory=lambda: defaultdict(deque))
     counter: int = 0
     tickets: set[str] = field(default_factory=set)  # issued by apps.connections.open
@@ -228,7 +255,8 @@ class SlackApiStandin(BackgroundServer):
             "users.conversations": self._users_conversations,
             "conversations.list": self._list_conversations,
             "conversations.history": self._no_messages,
-            "conversations.replies": self._no_messages,
+            "conversations.replies": self._replies,
+            "users.info": self._user_info,
             "files.getUploadURLExternal": self._get_upload_url,
             "files.completeUploadExternal": self._complete_upload,
             "apps.connections.open": self._open_connection,
@@ -243,6 +271,7 @@ class SlackApiStandin(BackgroundServer):
         app = web.Application(client_max_size=MAX_UPLOAD_BYTES)
         app.router.add_route("*", "/api/{method}", self._handle_api)
         app.router.add_post("/upload/{file_id}", self._handle_upload)
+        app.router.add_get(FILES_PATH + "{file_id}/{tail:.*}", self._handle_download)
         app.router.add_post("/respond/{name}", self._handle_response_url)
         app.router.add_get(SOCKET_PATH, self._handle_socket)
         app.on_shutdown.append(self._close_sockets)
@@ -252,6 +281,43 @@ class SlackApiStandin(BackgroundServer):
         """A ``response_url`` for slash command and interaction payloads; posts to it are recorded
         as calls of method ``"response_url"`` with the JSON body as args (and ``name`` added)."""
         return f"{self.url}/respond/{name}"
+
+    # ----- what people shared (safe from any thread) -----
+
+    def add_thread_messages(self, channel: str, thread_ts: str, *messages: dict[str, Any]) -> None:
+        """Put people's messages (``{"user", "text", "ts"}``, …) in a thread, for ``conversations.replies``
+        (which also lists the bot's own messages there)."""
+        with self._lock:
+            self._state.thread_messages[(channel, thread_ts)].extend(copy.deepcopy(list(messages)))
+
+    def add_user(self, user: str, display_name: str) -> None:
+        """A person ``users.info`` knows (any other id is ``user_not_found``)."""
+        with self._lock:
+            self._state.users[user] = {
+                "id": user,
+                "name": display_name.lower(),
+                "profile": {"display_name": display_name, "real_name": f"{display_name} Example"},
+            }
+
+    def add_file(
+        self, name: str, data: bytes, mimetype: str, *, filetype: str = "", forbidden: bool = False
+    ) -> dict[str, Any]:
+        """Serve a shared file; its Slack file object, as a message event's ``files`` carries it.
+        A `forbidden` one answers its download with 403, as Slack does for a file the bot may not see."""
+        with self._lock:
+            file_id = f"F{self._next_ts().replace('.', '')}"
+            self._state.shared_files[file_id] = SharedFile(file_id, name, data, mimetype, forbidden)
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": filetype or name.rpartition(".")[2],
+            "size": len(data),
+            "mode": "hosted",
+            "url_private": f"{self.url}{FILES_PATH}{file_id}/{name}",
+            "url_private_download": f"{self.url}{FILES_PATH}{file_id}/download/{name}",
+        }
 
     # ----- fault injection -----
 
@@ -396,6 +462,21 @@ class SlackApiStandin(BackgroundServer):
                 return web.Response(status=404, text="unknown upload")
             upload.data = data
         return web.Response(text=f"OK - {len(data)}")
+
+    async def _handle_download(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"]
+        with self._lock:
+            shared = self._state.shared_files.get(file_id)
+            allowed = self.token is None or _bearer_token(request) == self.token
+            status = 404 if shared is None else 403 if shared.forbidden or not allowed else 200
+            self._state.calls.append(
+                SlackCall(
+                    DOWNLOAD_METHOD, {"file": file_id}, {}, request.method, status, {"ok": status == 200}
+                )
+            )
+        if shared is None or status != 200:
+            return web.Response(status=status, text="no such file" if shared is None else "forbidden")
+        return web.Response(body=shared.data, content_type=shared.mimetype)
 
     async def _handle_response_url(self, request: web.Request) -> web.Response:
         args = {**await _read_args(request), "name": request.match_info["name"]}
@@ -620,6 +701,37 @@ class SlackApiStandin(BackgroundServer):
 
     def _no_messages(self, args: Args) -> Answer:
         return {"messages": [], "has_more": False, "response_metadata": {"next_cursor": ""}}
+
+    def _replies(self, args: Args) -> Answer:
+        """A thread's messages, oldest first, people's and the bot's, a page at a time (cursor: an offset)."""
+        channel, thread_ts = str(args.get("channel") or ""), str(args.get("ts") or "")
+        if not channel or not thread_ts:
+            raise SlackError("invalid_arguments")
+        bots = [
+            _message_json(m)
+            for m in self._state.messages.values()
+            if m.channel == channel and m.thread_ts == thread_ts
+        ]
+        thread = sorted(
+            [*self._state.thread_messages.get((channel, thread_ts), []), *bots], key=lambda m: float(m["ts"])
+        )
+        if not thread:
+            raise SlackError("thread_not_found")
+        start = int(args.get("cursor") or 0)
+        end = start + int(args.get("limit") or REPLIES_PAGE_DEFAULT)
+        more = end < len(thread)
+        page = [{**m, "thread_ts": thread_ts} for m in thread[start:end]]
+        return {
+            "messages": page,
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(end) if more else ""},
+        }
+
+    def _user_info(self, args: Args) -> Answer:
+        user = self._state.users.get(str(args.get("user") or ""))
+        if user is None:
+            raise SlackError("user_not_found")
+        return {"user": copy.deepcopy(user)}
 
     def _get_upload_url(self, args: Args) -> Answer:
         if not args.get("filename") or not str(args.get("length", "")).isdigit():

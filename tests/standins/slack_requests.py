@@ -101,8 +101,10 @@ def app_mention(
     user: str = DEFAULT_USER,
     *,
     team: str = TEAM_ID,
+    files: list[Json] | None = None,
 ) -> Json:
-    """An ``app_mention`` event; the text gets a leading ``<@UBOT>`` unless it mentions the bot already."""
+    """An ``app_mention`` event; the text gets a leading ``<@UBOT>`` unless it mentions the bot already.
+    `files` are Slack file objects (`SlackApiStandin.add_file`) attached to it."""
     mention = f"<@{BOT_USER_ID}>"
     event: Json = {
         "type": "app_mention",
@@ -116,6 +118,8 @@ def app_mention(
     }
     if thread_ts:
         event["thread_ts"] = thread_ts
+    if files:
+        event["files"] = files
     return event
 
 
@@ -130,11 +134,13 @@ def message(
     bot_id: str | None = None,
     subtype: str | None = None,
     team: str = TEAM_ID,
+    files: list[Json] | None = None,
 ) -> Json:
     """A ``message`` event: from a person by default, from a bot with `bot_id` and/or `subtype`.
 
     ``subtype="bot_message"`` leaves out the user, as Slack does for integrations' messages.
-    Use `channel_type="im"` for direct messages.
+    Use `channel_type="im"` for direct messages. `files` (Slack file objects) make it a
+    ``file_share``, as Slack sends a message with attachments.
     """
     event: Json = {
         "type": "message",
@@ -150,6 +156,8 @@ def message(
         event["thread_ts"] = thread_ts
     if bot_id:
         event["bot_id"] = bot_id
+    if files:
+        event |= {"files": files, "subtype": subtype or "file_share"}
     if subtype:
         event["subtype"] = subtype
         if subtype == "bot_message":

@@ -40,6 +40,8 @@ def test_manifest_is_the_repos_manifest_and_a_complete_socket_mode_app(capsys):
         "im:history",
         "reactions:write",
         "files:write",
+        "files:read",
+        "users:read",
         "channels:read",
         "groups:read",
     }

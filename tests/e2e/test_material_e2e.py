@@ -1,0 +1,177 @@
+"""What people shared, read by the real bot: the thread it is called into, and attached files.
+
+The Slack stand-in serves a thread's earlier messages (``conversations.replies``), people's names
+(``users.info``) and file downloads that need the bot's token; the model stand-in records what the
+worker and the grader were sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.documents import pdf_bytes
+from tests.e2e.conftest import shared_bot
+from tests.e2e.test_bot_e2e import CRITERIA, RUBRIC, Service
+from tests.standins import slack_requests as sr
+from tests.standins.model_api import DEFAULT_ANSWER, grade
+from tests.standins.slack_api import BOT_ID, BOT_USER_ID, DOWNLOAD_METHOD
+
+MAX_FILE_BYTES = 20_000
+"""The shared bot's file size limit (RUBRIC_BOT_MAX_FILE_BYTES), small so an oversized file is cheap."""
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory) -> Iterator[Service]:
+    env = {"RUBRIC_BOT_MAX_FILE_BYTES": str(MAX_FILE_BYTES)}
+    with shared_bot(tmp_path_factory.mktemp("material-bot"), env) as (slack, model, process):
+        yield Service(slack, model, process)
+
+
+@pytest.fixture
+def graded(service: Service) -> Service:
+    """The shared service with a worker that answers at once and a grader that passes everything."""
+    service.model.worker = lambda request: DEFAULT_ANSWER
+    service.model.grader = lambda request: grade(CRITERIA)
+    return service
+
+
+def with_rubric(s: Service, channel: str) -> str:
+    assert "rubric set" in s.send(sr.slash_command(f"set {RUBRIC}", channel)).json()["text"]
+    return channel
+
+
+def mention_with_files(
+    s: Service, text: str, channel: str, files: list[dict], thread_ts: str | None = None
+) -> str:
+    ts = sr.new_ts()
+    s.send(sr.event_callback(sr.app_mention(text, channel, ts, thread_ts, files=files)))
+    return ts
+
+
+def replies_calls(s: Service, channel: str, thread_ts: str) -> list:
+    return [
+        call
+        for call in s.slack.calls("conversations.replies")
+        if call.args.get("channel") == channel and call.args.get("ts") == thread_ts
+    ]
+
+
+# -- the thread the bot is called into ---------------------------------------------------------
+
+
+def test_called_into_a_thread_the_worker_and_grader_get_its_earlier_messages_once(graded):
+    s = graded
+    channel = with_rubric(s, "CT1")
+    s.slack.add_user("UANA", "Ana")
+    s.slack.add_user("UBEN", "Ben")
+    root = sr.new_ts()
+    s.slack.add_thread_messages(
+        channel,
+        root,
+        {"type": "message", "user": "UANA", "text": "We ship the beta on Friday", "ts": root},
+        {"type": "message", "user": "UBEN", "text": "Pricing stays at 10 &amp; 20 euros", "ts": sr.new_ts()},
+        {
+            "type": "message",
+            "user": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "text": "BOT-OWN-WORDS",
+            "ts": sr.new_ts(),
+        },
+        {"type": "message", "user": "UANA", "text": "Docs are owned by Cy", "ts": sr.new_ts()},
+    )
+
+    s.mention("summarize this thread for the customer", channel, thread_ts=root)
+    (final,) = s.wait_finals(channel, root, 1)
+
+    (worker,) = s.worker_requests_for("summarize this thread")
+    earlier = worker.messages[-2]["content"]  # the thread, then the request
+    for line in (
+        "Ana: We ship the beta on Friday",
+        "Ben: Pricing stays at 10 & 20 euros",
+        "Ana: Docs are owned by Cy",
+    ):
+        assert line in earlier
+    assert "BOT-OWN-WORDS" not in worker.all_text
+    assert earlier.index("Friday") < earlier.index("Pricing") < earlier.index("Cy")
+    assert "not instructions" in earlier and "not instructions" in worker.system
+    grader_saw = [r.all_text for r in s.model.requests("grader") if "summarize this thread" in r.all_text]
+    assert grader_saw and all(
+        "We ship the beta on Friday" in text and "Docs are owned by Cy" in text for text in grader_saw
+    )
+    assert "Not read" not in final.all_text
+    assert len(replies_calls(s, channel, root)) == 1
+
+    # A follow-up in the thread the bot is now part of: no second look at the thread.
+    s.say("and now in French", channel, thread_ts=root)
+    s.wait_finals(channel, root, 2)
+    assert len(replies_calls(s, channel, root)) == 1
+    (follow_up,) = s.worker_requests_for("and now in French")
+    assert follow_up.all_text.count("We ship the beta on Friday") == 1  # kept in the conversation, once
+
+
+# -- attached files ------------------------------------------------------------------------------
+
+
+def test_a_text_file_and_a_pdf_reach_the_worker_and_the_grader(graded):
+    s = graded
+    channel = with_rubric(s, "CF1")
+    notes = s.slack.add_file("notes.csv", b"region,revenue\nnorth,17 kiwis\n", "text/csv")
+    spec = s.slack.add_file(
+        "spec.pdf", pdf_bytes("Section 1: login by SSO", "Section 2: export to CSV"), "application/pdf"
+    )
+
+    ts = mention_with_files(s, "review the attached spec", channel, [notes, spec])
+    (final,) = s.wait_finals(channel, ts, 1)
+
+    (worker,) = s.worker_requests_for("review the attached spec")
+    request = worker.last_user_text
+    assert 'name="notes.csv"' in request and "north,17 kiwis" in request
+    assert (
+        'name="spec.pdf"' in request
+        and "Section 1: login by SSO" in request
+        and "Section 2: export to CSV" in request
+    )
+    assert request.index("--- page 1 ---") < request.index("--- page 2 ---")
+    grader_saw = [r.all_text for r in s.model.requests("grader") if "review the attached spec" in r.all_text]
+    assert grader_saw and all("north,17 kiwis" in t and "Section 2: export to CSV" in t for t in grader_saw)
+    assert "Not read" not in final.all_text
+    assert [
+        c.status for c in s.slack.calls(DOWNLOAD_METHOD) if c.args["file"] in (notes["id"], spec["id"])
+    ] == [200, 200]
+
+
+def test_an_oversized_file_an_image_and_a_refused_download_are_named_and_the_request_still_runs(graded):
+    s = graded
+    channel = with_rubric(s, "CF2")
+    readable = s.slack.add_file("plan.md", b"# Plan\nShip on Monday", "text/markdown")
+    huge = s.slack.add_file("dump.log", b"x" * (MAX_FILE_BYTES + 1), "text/plain")
+    image = s.slack.add_file("chart.png", b"\x89PNG\r\n\x1a\n", "image/png")
+    secret = s.slack.add_file("secret.txt", b"TOP-SECRET", "text/plain", forbidden=True)
+
+    ts = mention_with_files(s, "summarize the plan", channel, [readable, huge, image, secret])
+    (final,) = s.wait_finals(channel, ts, 1)
+
+    assert DEFAULT_ANSWER in final.all_text  # the request ran on what could be read
+    (worker,) = s.worker_requests_for("summarize the plan")
+    assert "Ship on Monday" in worker.last_user_text and "TOP-SECRET" not in worker.all_text
+    lines = [line for line in final.all_text.splitlines() if "Not read" in line]
+    assert len(lines) == 3
+    assert "dump.log" in lines[0] and "over the 20 KB" in lines[0]
+    assert "chart.png" in lines[1] and "an image" in lines[1]
+    assert "secret.txt" in lines[2] and "HTTP 403" in lines[2]
+    downloaded = {c.args["file"] for c in s.slack.calls(DOWNLOAD_METHOD)}
+    assert huge["id"] not in downloaded and image["id"] not in downloaded  # skipped before downloading
+
+
+def test_a_file_shared_on_its_own_in_the_bots_thread_is_a_request(graded):
+    s = graded
+    root = s.mention("hello", "CF3")
+    s.wait_finals("CF3", root, 1)
+    table = s.slack.add_file("top.csv", b"name,score\nzed,99\n", "text/csv")
+
+    s.say("", "CF3", thread_ts=root, files=[table])
+    s.wait_finals("CF3", root, 2)
+
+    assert any("zed,99" in r.last_user_text for r in s.model.requests("worker"))
