@@ -119,17 +119,16 @@ async def earlier_messages(
     thread_ts: str,
     before_ts: str,
     bot_user_id: str,
+    page_size: int = REPLIES_PAGE,
 ) -> list[ThreadMessage]:
-    """The thread's messages before `before_ts`, oldest first, the bot's own left out.
+    """The thread's messages before `before_ts`, oldest first, the bot's own left out (`page_size` a page).
 
     Raises what the client raises (`bot.slack.client.SLACK_ERRORS`) when Slack refuses.
     """
     found: list[ThreadMessage] = []
     cursor: str | None = None
     while True:
-        page = await client.conversations_replies(
-            channel=channel, ts=thread_ts, limit=REPLIES_PAGE, cursor=cursor
-        )
+        page = await client.conversations_replies(channel=channel, ts=thread_ts, limit=page_size, cursor=cursor)
         for raw in page.get("messages") or []:
             if _wanted(raw, before_ts, bot_user_id):
                 author = await _author(client, names, team, raw)
