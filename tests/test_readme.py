@@ -7,6 +7,8 @@ import re
 import tomllib
 from pathlib import Path
 
+from bot.config import Settings
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
@@ -67,3 +69,22 @@ def test_how_it_is_built_names_every_folder_of_bot_and_where_their_maps_are():
 
     assert folders and all(f"`{folder}/`" in text for folder in folders)
     assert "`__init__.py` docstring is its map" in text
+
+
+def test_every_setting_is_documented():
+    missing = [
+        f.validation_alias for f in Settings.model_fields.values() if f"`{f.validation_alias}`" not in README
+    ]
+    assert missing == []
+
+
+def test_it_says_what_the_bot_reads_and_the_limits():
+    reads = section("What the bot reads")
+    for needed in (
+        "RUBRIC_BOT_THREAD_CONTEXT_CHARS",
+        "RUBRIC_BOT_MAX_FILE_BYTES",
+        "files:read",
+        "PDF",
+        "not instructions",
+    ):
+        assert needed in reads

@@ -36,6 +36,8 @@ ALL_SETTINGS = (
     "RUBRIC_BOT_SHUTDOWN_GRACE",
     "RUBRIC_BOT_MODEL_TIMEOUT",
     "RUBRIC_BOT_RUN_TIMEOUT",
+    "RUBRIC_BOT_THREAD_CONTEXT_CHARS",
+    "RUBRIC_BOT_MAX_FILE_BYTES",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
 )
@@ -105,6 +107,23 @@ def test_grader_calls_per_iteration_default_to_six_and_must_be_a_positive_whole_
         load_settings()
     assert "RUBRIC_BOT_MAX_GRADER_CALLS is invalid" in str(caught.value)
     assert "grader model calls per iteration" in str(caught.value)
+
+
+def test_what_the_bot_reads_of_threads_and_files_is_bounded_by_positive_whole_numbers(monkeypatch):
+    settings = load_settings()
+    assert (settings.thread_context_chars, settings.max_file_bytes) == (20_000, 1_000_000)
+    monkeypatch.setenv("RUBRIC_BOT_THREAD_CONTEXT_CHARS", "500")
+    monkeypatch.setenv("RUBRIC_BOT_MAX_FILE_BYTES", "2048")
+    assert (load_settings().thread_context_chars, load_settings().max_file_bytes) == (500, 2048)
+
+    monkeypatch.setenv("RUBRIC_BOT_THREAD_CONTEXT_CHARS", "0")
+    monkeypatch.setenv("RUBRIC_BOT_MAX_FILE_BYTES", "1MB")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert "RUBRIC_BOT_THREAD_CONTEXT_CHARS is invalid" in message and "earlier messages" in message
+    assert "RUBRIC_BOT_MAX_FILE_BYTES is invalid" in message and "largest attached file" in message
+    assert "1MB" not in message
 
 
 def test_both_models_are_given_the_model_timeout(monkeypatch):
