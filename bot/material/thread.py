@@ -128,7 +128,9 @@ async def earlier_messages(
     found: list[ThreadMessage] = []
     cursor: str | None = None
     while True:
-        page = await client.conversations_replies(channel=channel, ts=thread_ts, limit=page_size, cursor=cursor)
+        page = await client.conversations_replies(
+            channel=channel, ts=thread_ts, limit=page_size, cursor=cursor
+        )
         for raw in page.get("messages") or []:
             if _wanted(raw, before_ts, bot_user_id):
                 author = await _author(client, names, team, raw)

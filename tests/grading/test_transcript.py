@@ -3,7 +3,13 @@
 from langchain_core.messages import AIMessage, HumanMessage
 
 from grading import MATERIAL_SOURCE
-from grading.grader import GRADER_SOURCE, MAX_MESSAGE_CHARS, MAX_TRANSCRIPT_CHARS, build_transcript, request_index
+from grading.grader import (
+    GRADER_SOURCE,
+    MAX_MESSAGE_CHARS,
+    MAX_TRANSCRIPT_CHARS,
+    build_transcript,
+    request_index,
+)
 
 
 def material(text: str) -> HumanMessage:

@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from bot.db.database import DatabaseError
-from bot.db.store import ReviewVerdict, Store
+from bot.db.store import MaterialTally, ReviewVerdict, Store
+from bot.material.files import Unread
 from bot.threads.conversation import ThreadKey
 
 THREAD = ThreadKey("T1", "C1", "1700000000.000100")
@@ -218,6 +219,27 @@ async def test_undelivered_runs_are_listed_by_channel(store):
     assert (run.run_id, run.status, run.undelivered) == (lost, "satisfied", True)
     assert [r.run_id for r in await store.undelivered_runs(None, None)] == [lost, lost_elsewhere]
     assert await store.undelivered_runs(None, None, since=datetime.now(UTC) + timedelta(days=1)) == []
+
+
+async def test_what_a_run_read_is_recorded_and_totalled_per_channel(store, db_path):
+    plain = await store.start_run(THREAD, "2.0")
+    called_in = await store.start_run(THREAD, "3.0")
+    elsewhere = await store.start_run(ThreadKey("T1", "C9", "1.0"), "1.0")
+    await store.start_run(THREAD, "4.0")  # not read yet
+    await store.record_material(plain, 0, [], [])
+    await store.record_material(called_in, 3, ["spec.pdf", "notes.csv"], [Unread("chart.png", "an image")])
+    await store.record_material(elsewhere, 0, ["a.txt"], [])
+    store = await reopen(store, db_path)
+
+    assert await store.unread_material(called_in) == (Unread("chart.png", "an image"),)
+    assert await store.unread_material(plain) == ()
+    assert await store.material_tally("T1", "C1") == MaterialTally(
+        runs=1, thread_messages=3, files_read=2, files_unread=1
+    )
+    assert await store.material_tally(None, None) == MaterialTally(
+        runs=2, thread_messages=3, files_read=3, files_unread=1
+    )
+    await store.close()
 
 
 async def test_a_database_from_before_delivery_tracking_gets_the_column(tmp_path):

@@ -12,9 +12,9 @@ from bot.material.reader import (
     THREAD,
     Material,
     MaterialReader,
-    Sources,
     conversation_messages,
 )
+from bot.material.sources import Sources
 from bot.material.thread import EarlierThread
 from bot.slack.client import build_client
 from bot.threads.conversation import UserMessage
