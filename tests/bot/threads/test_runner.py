@@ -356,27 +356,30 @@ async def test_a_model_call_that_times_out_ends_the_run_in_words_and_the_next_re
 
 
 async def test_a_run_longer_than_the_run_timeout_is_ended_and_the_next_request_runs(harness):
+    # The slow run is held until the test lets it go, so it outlasts any run timeout; the next
+    # request runs under the default timeout, so a busy machine cannot time it out too.
     release = asyncio.Event()
     loop = asyncio.get_running_loop()
-    replies = ["Too slow.", "Quick answer."]
 
-    def worker(messages: list[Any]) -> str:
-        reply = replies.pop(0)
-        if reply == "Too slow.":  # a provider that answers each call in time, but the run drags on
-            asyncio.run_coroutine_threadsafe(release.wait(), loop).result(timeout=EVENT_TIMEOUT)
-        return reply
+    def slow_worker(messages: list[Any]) -> str:  # a provider that answers each call, but the run drags on
+        asyncio.run_coroutine_threadsafe(release.wait(), loop).result(timeout=EVENT_TIMEOUT)
+        return "Too slow."
 
-    runner = harness.use(worker, grader_wanting("x"), run_timeout=0.3)
+    timed = harness.use(slow_worker, grader_wanting("x"), run_timeout=0.3)
     first = harness.message("Slow one")
-    await runner.submit_request(first)
-    await runner.submit_request(harness.message("Quick one", thread_ts=first.ts))
     try:
+        await timed.submit_request(first)
+        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)  # ended while its model call still hangs
+        (notice,) = harness.thread(first.ts)
+        assert "The model did not finish this request within 0.3 s" in notice.all_text
+
+        runner = harness.use(answers("Quick answer."), grader_wanting("x"))
+        await runner.submit_request(harness.message("Quick one", thread_ts=first.ts))
         await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
     finally:
         release.set()
 
     notice, answer = harness.thread(first.ts)
-    assert "The model did not finish this request within 0.3 s" in notice.all_text
     assert "Quick answer." in answer.all_text and "Too slow." not in answer.all_text
     assert harness.slack.reactions("C1", first.ts) == set()
     assert [status for _, status, _ in harness.runs()] == ["timed_out", "answered"]
