@@ -3,6 +3,9 @@ load balancer would spread them: runs keep their order per thread, a delivery re
 once, settings made through one are seen by the other, and a process killed mid-run has its run
 finished by the other from the conversation's checkpoint. And a `rubric-bot worker` beside one
 `serve` runs what that process has no room for.
+
+Nothing here waits for a clock: a run that must still be going is held by the model stand-in (a
+revision it never answers), and a process is dead only once the test has killed it.
 """
 
 from __future__ import annotations
@@ -27,19 +30,24 @@ from tests.e2e.conftest import (
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import (
+    DEFAULT_GAP,
     DRAFT_ANSWER,
+    NO_ANSWER,
+    REVISED_ANSWER,
     ChatRequest,
     Script,
+    Silence,
     fixed_grader,
     scripted_revision,
 )
 
 pytestmark = pytest.mark.postgres
 
-STALLED_AFTER = 1.5
-"""Heartbeat timeout of the bots under test: a killed one's run resumes elsewhere within ~2 s."""
-SLOW_MODEL_SECONDS = 2.0
-"""Model latency while a run must still be in flight when its process is killed."""
+STALLED_AFTER = 30.0
+"""Heartbeat timeout of the bots under test: generous, so a live process slowed down by a busy machine
+is never taken for dead (and its run done twice). A process dies only when a test kills it, and the
+test then dates its last heartbeat back (`heartbeat_stopped_long_ago`) rather than waiting this out;
+the survivor's sweep, every third of it, finds the job."""
 
 
 @pytest.fixture
@@ -126,25 +134,52 @@ def test_a_channel_rubric_set_through_one_process_grades_a_request_through_the_o
     assert all(criterion in first.all_text for criterion in CRITERIA)
 
 
+def heartbeat_stopped_long_ago(url: str) -> None:
+    """Date back the last heartbeat of the worker running a job, as if it had died an hour ago."""
+    with psycopg.connect(url) as connection:
+        connection.execute(
+            "UPDATE procrastinate_workers SET last_heartbeat = now() - interval '1 hour' "
+            "WHERE id IN (SELECT worker_id FROM procrastinate_jobs WHERE status = 'doing')"
+        )
+
+
+def holding_the_first_revision(script: Script, held: list[ChatRequest]) -> Script:
+    """`script`, except that the first revision asked for is never answered (it is put in `held`)."""
+
+    def worker(request: ChatRequest) -> str | Silence:
+        revising = DRAFT_ANSWER in request.last_assistant_text or DEFAULT_GAP in request.last_user_text
+        if revising and not held:
+            held.append(request)
+            return NO_ANSWER
+        return script.worker(request)
+
+    return Script(worker, script.grader)
+
+
 def test_a_process_killed_mid_run_has_the_run_finished_by_the_other_from_its_checkpoint(pair, postgres_url):
     pair.set_channel_rubric("C4", via=1)
-    pair.model.latency = SLOW_MODEL_SECONDS
+    held: list[ChatRequest] = []
+    pair.model.worker, pair.model.grader = holding_the_first_revision(scripted_revision(CRITERIA), held)
     root = pair.mention("Is coffee healthy?", "C4")
-    # The first iteration is graded and posted; the revision is in flight when its process dies.
+    # The first iteration is graded and posted; its revision is held, so the run cannot end before
+    # its process dies. Killed after its ledger has the post (killed between Slack's answer and
+    # that write, a post can show twice: the one window the README names).
+    wait_for(lambda: held, RUN_TIMEOUT, message="the revision to be asked for")
     pair.wait_thread("C4", root, lambda messages: len(evaluations(messages)) == 1)
-    # Killed after its ledger has the post (killed between Slack's answer and that write, a
-    # post can show twice: the one window the README names).
     wait_for_rows(postgres_url, "posted", 1)
-    running = [bot for bot in pair.bots if "Starting job rubric_bot.request" in bot.stderr_text()]
-    assert len(running) == 1
-    running[0].stop(signal.SIGKILL)
-    pair.model.latency = 0.0
+    (killed,) = [bot for bot in pair.bots if "Starting job rubric_bot.request" in bot.stderr_text()]
+    (survivor,) = [bot for bot in pair.bots if bot is not killed]
+    killed.stop(signal.SIGKILL)
+    heartbeat_stopped_long_ago(postgres_url)
 
     pair.wait_thread("C4", root, lambda messages: len(finals(messages)) == 1)
 
     thread = pair.thread("C4", root)
     assert [m.event_type for m in thread] == ["rubric_evaluation", "rubric_evaluation", "rubric_final"]
     assert "1/3" in thread[0].all_text and "2/3" in thread[1].all_text
+    assert REVISED_ANSWER in thread[-1].all_text  # the held revision was asked again, and answered
+    assert killed.returncode == -signal.SIGKILL
+    assert "Starting job rubric_bot.request" in survivor.stderr_text()  # the other process resumed it
     drafts = [r for r in pair.model.requests("worker") if DRAFT_ANSWER not in r.all_text]
     assert len(drafts) == 1  # resumed from the checkpoint: the draft was not written again
 
@@ -153,20 +188,23 @@ def test_a_worker_process_runs_the_requests_serve_has_no_room_for(
     start_bot, slack_api, model_api, postgres_url, tmp_path
 ):
     env = {"RUBRIC_BOT_DB": postgres_url}
-    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    held: list[ChatRequest] = []
+    model_api.worker, model_api.grader = holding_the_first_revision(scripted_revision(CRITERIA), held)
     serving = start_bot(env=env, command=(*BOT_COMMAND, "--concurrency", "1"))
+    service = Service(slack_api, model_api, serving)
+    service.set_channel_rubric("C5")
+    held_root = service.mention("Question 1", "C5")
+    wait_for(lambda: held, RUN_TIMEOUT, message="the first run's revision to be asked for")
+    # serve, the only process yet, holds the run in its only slot; then a worker joins.
     worker_log = tmp_path / "bot-2.log"  # the second process start_bot starts
     worker = start_bot(
         env=env,
         command=(*BOT_COMMAND[:3], "worker"),
         ready=lambda: worker_log.exists() and "worker running" in worker_log.read_text(),
     )
-    service = Service(slack_api, model_api, serving, (worker,))
-    service.set_channel_rubric("C5")
-    model_api.latency = 1.0  # the first run holds serve's only slot while the second is queued
 
-    roots = [service.mention(f"Question {number}", "C5") for number in (1, 2)]
-    for root in roots:
-        service.wait_thread("C5", root, lambda messages: len(finals(messages)) == 1)
+    root = service.mention("Question 2", "C5")
+    service.wait_thread("C5", root, lambda messages: len(finals(messages)) == 1)
 
     assert "Starting job rubric_bot.request" in worker.stderr_text()
+    assert service.finals("C5", held_root) == []  # still held: serve had no room for Question 2
