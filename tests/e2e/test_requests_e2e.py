@@ -68,9 +68,14 @@ def post_and_read_log(
     return response, bot.stderr_text()[before:]
 
 
-def assert_one_quiet_line(log: str) -> None:
+UNSIGNED = "no valid Slack signature"
+"""What the bot's log line about a request without Slack's valid signature says."""
+
+
+def assert_one_quiet_line(log: str, says: str) -> None:
+    """The log holds exactly one line, saying `says`, and nothing of the request's body."""
     assert "Traceback" not in log and MARKER not in log, log
-    assert len(log.splitlines()) <= 1, log
+    assert len(log.splitlines()) == 1 and says in log, log
 
 
 NOT_JSON = f"not json {MARKER}".encode()
@@ -94,7 +99,7 @@ def test_a_request_without_slacks_valid_signature_is_401_with_one_quiet_log_line
     response, log = post_and_read_log(bot, body, content_type, **options)
 
     assert response.status == 401, response.body
-    assert_one_quiet_line(log)
+    assert_one_quiet_line(log, UNSIGNED)
 
 
 def test_a_body_that_is_not_utf8_is_401_even_when_signed_with_the_secret(bot):
@@ -109,7 +114,7 @@ def test_a_body_that_is_not_utf8_is_401_even_when_signed_with_the_secret(bot):
         urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10)
 
     assert refused.value.code == 401
-    assert_one_quiet_line(bot.stderr_text()[before:])
+    assert_one_quiet_line(bot.stderr_text()[before:], UNSIGNED)
 
 
 def form(**fields: str) -> bytes:
@@ -144,8 +149,7 @@ def test_a_signed_body_slack_would_not_send_is_400_with_one_quiet_log_line(bot, 
 
     assert response.status == 400, response.body
     assert problem in response.json()["error"]
-    assert_one_quiet_line(log)
-    assert problem in log
+    assert_one_quiet_line(log, problem)
 
 
 def test_a_body_too_large_is_refused_with_413_before_its_signature_is_checked(bot):
@@ -328,3 +332,19 @@ def test_a_disagree_click_without_a_trigger_id_asks_the_clicker_to_click_again(s
     (told,) = wait_for(lambda: ephemerals(s.slack, "T-less"), RUN_TIMEOUT, message="an answer to the clicker")
     assert told.args["user"] == "U8" and "click Disagree… again" in told.args["text"]
     assert told.args["thread_ts"] == root
+
+
+@pytest.mark.parametrize(
+    ("level", "shown", "hidden"),
+    [("WARNING", (), (" INFO ", " DEBUG ")), ("DEBUG", (" INFO ", " DEBUG "), ())],
+)
+def test_the_log_level_setting_decides_which_lines_the_bot_logs(start_bot, level, shown, hidden):
+    bot = start_bot(env={"RUBRIC_BOT_LOG_LEVEL": level})
+    # An unsigned request is refused at INFO (see above): logged at DEBUG, left out at WARNING.
+    response, _ = post_and_read_log(bot, NOT_JSON, JSON, headers={"X-Slack-Signature": None})
+    assert response.status == 401
+
+    log = bot.stderr_text()
+    assert [words for words in shown if words not in log] == [], log
+    assert [words for words in hidden if words in log] == [], log
+    assert (UNSIGNED in log) == (level == "DEBUG")

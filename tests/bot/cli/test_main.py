@@ -270,6 +270,15 @@ def test_grade_exits_4_when_the_grader_fails(model_api, rubric_file, capsys):
     assert "Final status: grader error" in capsys.readouterr().out
 
 
+def test_grade_exits_5_when_the_grader_finds_the_rubric_unusable(model_api, rubric_file, capsys):
+    explanation = "The two criteria contradict each other."
+    model_api.grader = lambda request: {"result": "failed", "explanation": explanation, "criteria": []}
+
+    assert main(["grade", "--rubric", str(rubric_file), "Capital of France?"]) == 5
+    out = capsys.readouterr().out
+    assert "Final status: failed (1/2)" in out and explanation in out
+
+
 def test_grade_exits_1_with_one_line_when_the_worker_model_fails(model_api, rubric_file, capsys):
     model_api.fail_next(400, role="worker")
 
