@@ -138,10 +138,16 @@ def test_in_a_slack_connect_channel_a_guest_orgs_request_gets_the_channels_defau
 
 def test_a_direct_message_starts_a_thread_and_replies_continue_it(fresh):
     s = fresh
+    s.model.worker = lambda request: f"Answer to {request.last_user_text.strip()}"
     root = s.say("Hi bot", "D1", channel_type="im")
-    s.wait_finals("D1", root, 1)
+    (first,) = s.wait_finals("D1", root, 1)
     s.say("More please", "D1", thread_ts=root, channel_type="im")
-    s.wait_finals("D1", root, 2)
+    answers = s.wait_finals("D1", root, 2)
+
+    assert "Answer to Hi bot" in first.all_text  # answered in the DM, in a thread under the message
+    assert "Answer to More please" in answers[1].all_text
+    (follow_up,) = s.worker_requests_for("More please")
+    assert "Hi bot" in follow_up.all_text and "Answer to Hi bot" in follow_up.all_text  # one conversation
 
 
 # -- reliability -----------------------------------------------------------------------------------
