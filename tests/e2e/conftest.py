@@ -276,8 +276,6 @@ RUBRIC = "- Cites a source\n- Is polite"
 """The rubric the e2e tests set on threads and channels."""
 RUN_TIMEOUT = 30.0
 """Bound for one run (a resumed one included) to show up; the stand-ins answer in milliseconds."""
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-"""The first bytes of every PNG file: what an uploaded chart must start with."""
 
 
 @dataclass

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from PIL import Image
 
+from tests.bot.agreement.chart_reading import PNG_SIGNATURE
 from tests.bot.agreement.replay_seed import CASES, CHANNEL, TEAM, replayed_grade, seed
-from tests.e2e.conftest import PNG_SIGNATURE, BotProcess, responses
+from tests.e2e.conftest import BotProcess, responses
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import ModelApiStandin

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from tests.bot.agreement.chart_reading import PNG_SIGNATURE
 from tests.e2e.conftest import (
     CRITERIA,
-    PNG_SIGNATURE,
     RUN_TIMEOUT,
     Service,
     button_value,

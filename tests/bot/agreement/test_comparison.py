@@ -8,9 +8,12 @@ from datetime import UTC, datetime
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from bot.agreement.comparison import chart_png, compare, comparison_blocks, comparison_table
+from bot.agreement.comparison import chart_figure, chart_png, compare, comparison_blocks, comparison_table
+from bot.agreement.presentation import shown_kappa
 from bot.agreement.replay import Case
 from bot.db.store import EvaluationRecord, ReviewRow
+from tests.bot.agreement import chart_reading as chart
+from tests.bot.agreement.chart_reading import PNG_SIGNATURE
 
 NOW = datetime.now(UTC)
 SEED = 11
@@ -91,4 +94,36 @@ def test_too_few_verdicts_show_no_kappa_or_interval_and_say_why():
     assert "Asked by <@U7>" in str(message["blocks"]) and "4 reviews so far; κ needs at least 10" in str(
         message["blocks"]
     )
-    assert chart_png(result).startswith(b"\x89PNG")
+    assert chart_png(result).startswith(PNG_SIGNATURE)
+    kappa, _ = chart.panels(chart_figure(result))  # no κ on either side: two bands saying why
+    assert [bar.hatched for bar in chart.bars(kappa)] == [True, True]
+    assert chart.notes(kappa) == [polite.before.note, polite.after.note]
+    assert "κ needs at least 10" in polite.before.note
+
+
+def test_the_chart_shows_both_graders_kappa_and_agreement_per_criterion_side_by_side():
+    cases, candidate, *_ = scored_cases()
+    original = {c.key: c.original_verdicts for c in cases}
+    result = compare(cases, original, candidate, labels=("original", "candidate"), planned=len(cases))
+    rows = [*result.criteria, *result.overall]
+    figure = chart_figure(result)
+
+    assert chart.title(figure) == f"Replay: candidate vs original — {result.summary()}"
+    kappa, agreement = chart.panels(figure)
+    assert chart.row_labels(kappa) == [row.criterion for row in rows] == ["Clarity", "Cites a source"]
+    positions = [(index - 0.2, index + 0.2) for index in range(len(rows))]  # before above after
+    shown = [
+        (round(y, 6), None if value is None else pytest.approx(value))
+        for row, ys in zip(rows, positions, strict=True)
+        for y, value in zip(ys, (shown_kappa(row.before), shown_kappa(row.after)), strict=True)
+    ]
+    assert [(bar.row, None if bar.hatched else bar.width) for bar in chart.bars(kappa)] == shown
+    assert chart.notes(kappa) == []  # every κ is shown: no band
+    agreements = [
+        (round(y, 6), pytest.approx(value))
+        for row, ys in zip(rows, positions, strict=True)
+        for y, value in zip(ys, (row.before.percent_agreement, row.after.percent_agreement), strict=True)
+    ]
+    assert [(bar.row, bar.width) for bar in chart.bars(agreement)] == agreements
+    assert chart.value_labels(agreement) == [f"{value.expected:.0%}" for _, value in agreements]
+    assert sorted(chart.legend_labels(figure)) == ["candidate", "original", "κ target 0.6"]

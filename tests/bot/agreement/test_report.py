@@ -7,15 +7,24 @@ import random
 from datetime import UTC, datetime
 
 import pytest
+from matplotlib.colors import to_rgba
 from PIL import Image
 from sklearn.metrics import cohen_kappa_score
 
-from bot.agreement.report import build_report, render_chart, report_blocks, report_table
+from bot.agreement.report import (
+    AGREEMENT_COLOURS,
+    KAPPA_COLOURS,
+    build_report,
+    chart_figure,
+    render_chart,
+    report_blocks,
+    report_table,
+)
 from bot.db.store import ReviewRow
 from grading.rubric import MAX_CRITERIA
+from tests.bot.agreement import chart_reading as chart
+from tests.bot.agreement.chart_reading import PNG_SIGNATURE
 from tests.bot.slack.block_assertions import assert_within_slack_limits, texts
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 NOW = datetime.now(UTC)
 
@@ -226,6 +235,49 @@ def test_chart_is_a_readable_png(tmp_path):
     render_chart(build_report(rows, [], days=30), str(path))
     width, height = png_size(path.read_bytes())
     assert 800 <= width <= 2000 and 300 <= height <= 1000
+
+
+def test_chart_shows_each_criterions_kappa_or_why_not_and_its_agreement_against_the_baseline():
+    rows = reviews_of("Cites a source", TEN_PASS_FAIL) + reviews_of("Tone", [("3", "4")] * 3)
+    report = build_report(rows, [], days=30)
+    cites, tone = report.criteria
+    figure = chart_figure(report)
+
+    assert chart.title(figure) == f"Grader agreement, last 30 days — {report.summary()}"
+    kappa, agreement = chart.panels(figure)
+    assert chart.row_labels(kappa) == ["Cites a source", "Tone"]
+    assert kappa.get_title() == "Cohen's κ per criterion (red: under the target)"
+    (cites_bar, tone_band) = chart.bars(kappa)
+    assert (cites_bar.row, cites_bar.width, cites_bar.hatched) == (0, pytest.approx(cites.kappa), False)
+    assert cites_bar.colour == to_rgba(KAPPA_COLOURS["flagged"])  # κ 0.4, under the 0.6 target
+    assert chart.value_labels(kappa) == [f"{cites.kappa:.2f}"]
+    assert tone_band.row == 1 and tone_band.hatched  # 3 reviews: no κ, and the band says why
+    assert chart.notes(kappa) == [tone.note] and "3 reviews" in tone.note
+    assert agreement.get_title() == "Agreement vs. a grader always giving the majority verdict"
+    series = {
+        label: [bar.width for bar in chart.bars(agreement) if bar.colour == to_rgba(colour)]
+        for label, colour in AGREEMENT_COLOURS.items()
+    }
+    assert series == {
+        "agreement with reviewers": pytest.approx([0.7, tone.percent_agreement]),  # by hand, above
+        "always-majority baseline": pytest.approx([0.6, tone.baseline]),
+    }
+    assert chart.value_labels(agreement) == [
+        f"{value:.0%}" for value in (0.7, tone.percent_agreement, 0.6, tone.baseline)
+    ]
+    assert sorted(chart.legend_labels(figure)) == [
+        "agreement with reviewers",
+        "always-majority baseline",
+        "no κ (why is written in the band)",
+        "κ target 0.6",
+    ]
+
+
+def test_chart_without_reviews_says_so_instead_of_drawing_empty_panels():
+    figure = chart_figure(build_report([], [], days=3))
+
+    (empty,) = chart.panels(figure)
+    assert [text.get_text() for text in empty.texts] == ["No reviews yet"] and not empty.axison
 
 
 def test_chart_grows_with_thirty_criteria():

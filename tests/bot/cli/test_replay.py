@@ -21,6 +21,7 @@ from PIL import Image
 from sklearn.metrics import cohen_kappa_score
 
 from bot.cli.main import main
+from tests.bot.agreement.chart_reading import PNG_SIGNATURE
 from tests.bot.agreement.replay_seed import (
     CASES,
     IMPOLITE,
@@ -35,7 +36,6 @@ from tests.standins.model_api import ModelApiStandin
 
 ROOT = Path(__file__).resolve().parents[3]
 MODEL = "openai:gpt-4o-mini"
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 INTERRUPT_TIMEOUT = 30.0  # bound for the replay to get going, and to stop after Ctrl-C
 CLI_TIMEOUT = 300.0  # bound for one whole replay of the seeded database (start-up included)
 

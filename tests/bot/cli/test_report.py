@@ -21,10 +21,9 @@ from sklearn.metrics import cohen_kappa_score
 from bot.cli.main import main
 from bot.db.store import ReviewVerdict, Store
 from bot.threads.conversation import ThreadKey
+from tests.bot.agreement.chart_reading import PNG_SIGNATURE
 from tests.e2e.conftest import BOT_TOKEN, SCRUBBED_ENV_PREFIXES
 from tests.standins.slack_api import SlackApiStandin
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 # (reviewer, grader) verdicts per criterion, one review each, all in channel C1 within the week.
 CITES = (["pass"] * 6 + ["fail"] * 5 + ["pass"], ["pass"] * 7 + ["fail"] * 5)
