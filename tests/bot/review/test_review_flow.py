@@ -8,6 +8,7 @@ real SQLite store, and the runner posting to the local Slack stand-in.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,8 @@ import pytest
 import yaml
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from bot.agent import ThreadContext, agent_config, build_agent, run_turn
-from bot.config import Settings
 from bot.db.store import ReviewRow, ReviewVerdict, Store
 from bot.listeners.command_text import (
     MAX_REPORT_DAYS,
@@ -31,16 +30,13 @@ from bot.listeners.command_text import (
 )
 from bot.listeners.rubric_command import RUBRIC_SUBCOMMANDS
 from bot.review.calibration import CALIBRATION_EXAMPLES, calibration_examples, calibration_source
-from bot.slack.client import build_client
 from bot.threads import render
-from bot.threads.conversation import ThreadKey, UserMessage
-from bot.threads.runner import ThreadRunner
+from bot.threads.conversation import ThreadKey
 from grading import CalibrationExample, RubricEvaluation
+from tests.bot.threads.runner_harness import Harness, open_harness
 from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
-from tests.standins.slack_api import SlackApiStandin
 
 ROOT = Path(__file__).resolve().parents[3]
-TOKEN = "xoxb-review-flow"
 RUBRIC = "- Names the capital\n- Mentions the river"
 EVENT_TIMEOUT = 10.0  # bound for a run to finish; the scripted models answer at once
 
@@ -204,30 +200,15 @@ async def test_the_calibration_source_reads_the_runs_channel_from_its_thread_con
 
 
 @pytest.fixture
-async def runner_parts(tmp_path):
-    with SlackApiStandin(token=TOKEN) as slack:
-        store = await Store.open(str(tmp_path / "bot.sqlite"))
-        client = build_client(Settings(slack_bot_token=TOKEN, slack_api_url=slack.api_url))
-        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "bot.sqlite")) as checkpointer:
-            grader = ScriptedChatModel(script=river_grader)
-            agent = build_agent(
-                ScriptedChatModel(script=lambda messages: "Paris, on the Seine."),
-                grader,
-                max_iterations=2,
-                checkpointer=checkpointer,
-                calibration=calibration_source(store),
-            )
-            yield ThreadRunner(agent=agent, store=store, client=client), store, grader
-        await store.close()
+async def harness(tmp_path) -> AsyncIterator[Harness]:
+    async with open_harness(tmp_path) as opened:
+        yield opened
 
 
-async def ask(runner: ThreadRunner, ts: str) -> None:
-    await runner.submit_request(
-        UserMessage(team="T1", channel="C1", ts=ts, thread_ts=ts, user="U1", text="Capital of France?")
-    )
-    async with asyncio.timeout(EVENT_TIMEOUT):
-        while runner.busy_threads:
-            await asyncio.sleep(0.01)
+async def ask(harness: Harness) -> None:
+    assert harness.runner is not None
+    await harness.runner.submit_request(harness.message("Capital of France?"))
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
 
 
 async def disagree(store: Store, run: str, comment: str, rubric: str = RUBRIC) -> None:
@@ -237,15 +218,23 @@ async def disagree(store: Store, run: str, comment: str, rubric: str = RUBRIC) -
     await store.save_review(ThreadKey("T1", "C1", "1.0"), run, 0, "U2", verdicts)
 
 
-async def test_the_grader_sees_the_latest_disagreements_with_its_rubric_until_switched_off(runner_parts):
-    runner, store, grader = runner_parts
+async def test_the_grader_sees_the_latest_disagreements_with_its_rubric_until_switched_off(harness):
+    store = harness.store
+    harness.use(
+        lambda messages: "Paris, on the Seine.",
+        river_grader,
+        max_iterations=2,
+        calibration=calibration_source(store),
+    )
+    grader = harness.grader
+    assert grader is not None
     await store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
     extra = 2
     for number in range(CALIBRATION_EXAMPLES + extra):
         await disagree(store, f"run-{number}", f"comment {number}")
     await disagree(store, "other-rubric", "about another rubric", rubric="- Something else")
 
-    await ask(runner, "1700000000.000001")
+    await ask(harness)
     prompt = payload_of(grader.calls[-1])
     shown = [n for n in range(CALIBRATION_EXAMPLES + extra) if f"comment {n}" in prompt]
     assert shown == list(range(extra, CALIBRATION_EXAMPLES + extra))  # the newest ones, bounded
@@ -254,6 +243,6 @@ async def test_the_grader_sees_the_latest_disagreements_with_its_rubric_until_sw
     assert len(recorded) == CALIBRATION_EXAMPLES
 
     await store.set_calibration("T1", "C1", False)
-    await ask(runner, "1700000000.000002")
+    await ask(harness)
     assert "comment" not in payload_of(grader.calls[-1])
     assert (await store.evaluations_in_channel("T1", "C1"))[-1]["calibration"] == []

@@ -10,9 +10,8 @@ import asyncio
 import itertools
 import logging
 import re
-import sqlite3
 import threading
-from contextlib import closing
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,20 +19,15 @@ import httpx
 import openai
 import pytest
 from langchain_core.messages import AIMessage
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from bot.agent import agent_config, build_agent
-from bot.config import Settings
-from bot.db.store import Store
-from bot.slack.client import build_client
+from bot.agent import agent_config
 from bot.threads.conversation import ThreadKey, UserMessage
 from bot.threads.jobs import Abandoned, JobKind, JobPayload
 from bot.threads.progress import WORKING_REACTION
 from bot.threads.runner import ThreadRunner
-from tests.grading.scripted import ScriptedChatModel, answers, grade_call, grader_wanting, payload_of
-from tests.standins.slack_api import SlackApiStandin
+from tests.bot.threads.runner_harness import TOKEN, Harness, open_harness
+from tests.grading.scripted import answers, grade_call, grader_wanting, payload_of
 
-TOKEN = "xoxb-runner-test"
 RUBRIC = "- Names the capital\n- Mentions the river"
 EVENT_TIMEOUT = 10.0  # a generous bound so a broken scheduler fails instead of hanging
 
@@ -41,60 +35,10 @@ EVENT_TIMEOUT = 10.0  # a generous bound so a broken scheduler fails instead of 
 # -- ThreadRunner with the real agent --------------------------------------------------------------
 
 
-class Harness:
-    """A ThreadRunner wired to scripted models, a temp database and the Slack stand-in."""
-
-    def __init__(
-        self, slack: SlackApiStandin, store: Store, checkpointer: AsyncSqliteSaver, db_path: str
-    ) -> None:
-        self.slack = slack
-        self.store = store
-        self.db_path = db_path
-        self.checkpointer = checkpointer
-        self.client = build_client(Settings(slack_bot_token=TOKEN, slack_api_url=slack.api_url))
-        self.runner: ThreadRunner | None = None
-        self.grader: ScriptedChatModel | None = None
-        self.count = 0
-
-    def use(self, worker: Any, grader: Any, max_iterations: int = 3, **timeouts: float) -> ThreadRunner:
-        self.grader = ScriptedChatModel(script=grader)
-        agent = build_agent(
-            ScriptedChatModel(script=worker),
-            self.grader,
-            max_iterations=max_iterations,
-            checkpointer=self.checkpointer,
-        )
-        self.agent = agent
-        self.runner = ThreadRunner(agent=agent, store=self.store, client=self.client, **timeouts)
-        return self.runner
-
-    def message(self, text: str, thread_ts: str | None = None) -> UserMessage:
-        self.count += 1
-        ts = f"1600000000.{self.count:06d}"
-        return UserMessage(team="T1", channel="C1", ts=ts, thread_ts=thread_ts or ts, user="U1", text=text)
-
-    async def settle(self) -> None:
-        assert self.runner is not None
-        while self.runner.busy_threads:
-            await asyncio.sleep(0.01)
-
-    def thread(self, thread_ts: str) -> list[Any]:
-        return self.slack.messages_in_thread("C1", thread_ts)
-
-    def runs(self) -> list[tuple[str, str | None, int]]:
-        """(request ts, status, undelivered) of every recorded run, as an operator would query them."""
-        with closing(sqlite3.connect(self.db_path)) as db:
-            return db.execute("SELECT request_ts, status, undelivered FROM runs ORDER BY run_id").fetchall()
-
-
 @pytest.fixture
-async def harness(tmp_path):
-    with SlackApiStandin(token=TOKEN) as slack:
-        path = str(tmp_path / "bot.sqlite")
-        store = await Store.open(path)
-        async with AsyncSqliteSaver.from_conn_string(path) as checkpointer:
-            yield Harness(slack, store, checkpointer, path)
-        await store.close()
+async def harness(tmp_path) -> AsyncIterator[Harness]:
+    async with open_harness(tmp_path) as opened:
+        yield opened
 
 
 async def test_a_run_posts_each_iteration_then_the_revised_answer(harness):
