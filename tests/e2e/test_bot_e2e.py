@@ -32,12 +32,15 @@ from tests.standins import wait_for
 from tests.standins.model_api import (
     DEFAULT_GAP,
     DRAFT_ANSWER,
+    NO_ANSWER,
     REVISED_ANSWER,
+    WorkerHandler,
     scripted_revision,
 )
 
 SHUTDOWN_GRACE = "0.5"  # seconds the shared bot lets runs finish on SIGTERM
-SLOW_MODEL_SECONDS = 3.0  # model latency that outlasts the grace (and a crash right after start)
+SLOW = "Slow question"
+"""A request the model stand-in never answers: its run is still going whenever the test stops the bot."""
 
 
 @pytest.fixture(scope="module")
@@ -258,16 +261,20 @@ def test_rubric_editor_opens_prefilled_and_validates_inline(fresh):
 # -- restarts --------------------------------------------------------------------------------------
 
 
+def never_answering(text: str, worker: WorkerHandler) -> WorkerHandler:
+    """`worker`, except that a request whose latest user message holds `text` is never answered."""
+    return lambda request: NO_ANSWER if text in request.last_user_text else worker(request)
+
+
 def test_after_a_crash_and_restart_the_thread_keeps_its_rubric_and_hears_about_the_lost_run(fresh):
     s = fresh
     root = s.mention(f"rubric:\n{RUBRIC}", "C8")
     s.wait_text("C8", root, "Rubric set")
-    s.model.latency = SLOW_MODEL_SECONDS
-    s.mention("Slow question", "C8", thread_ts=root)
+    s.model.worker = never_answering(SLOW, s.model.worker)
+    s.mention(SLOW, "C8", thread_ts=root)
     wait_until_working(s.slack, "C8", root)
 
     s.bot.stop(signal.SIGKILL)
-    s.model.latency = 0.0
     s.bot.start()
     s.say("Still there?", "C8", thread_ts=root)  # no mention: the bot remembers the thread
     s.wait_finals("C8", root, 1)
@@ -280,8 +287,8 @@ def test_after_a_crash_and_restart_the_thread_keeps_its_rubric_and_hears_about_t
 
 def test_sigterm_marks_a_run_past_the_grace_interrupted_and_tells_the_thread_once(fresh):
     s = fresh
-    s.model.latency = SLOW_MODEL_SECONDS
-    root = s.mention("Slow question", "C9")
+    s.model.worker = never_answering(SLOW, s.model.worker)
+    root = s.mention(SLOW, "C9")
     wait_until_working(s.slack, "C9", root)
 
     assert s.bot.stop(signal.SIGTERM) == 0
@@ -290,7 +297,6 @@ def test_sigterm_marks_a_run_past_the_grace_interrupted_and_tells_the_thread_onc
     assert "restarting" in notice.all_text
     assert s.slack.thread_status("C9", root) == ""
 
-    s.model.latency = 0.0
     s.bot.start()
     s.say("Back?", "C9", thread_ts=root)
     s.wait_finals("C9", root, 1)
