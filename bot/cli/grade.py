@@ -9,15 +9,18 @@ from pathlib import Path
 from typing import TextIO
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from bot.agent import TurnOutcome, agent_config, build_agent, init_models, run_turn
 from bot.cli.exits import EXIT_CONFIG, EXIT_FAILURE, GRADE_EXIT_CODES, exit_status_help
 from bot.cli.subcommand import SETTINGS_SOURCE, CliSubcommand, fail
 from bot.config import load_settings
+from bot.material.reader import NOTHING, Material, conversation_messages, read_local_files
 from bot.threads import render
 from grading import DEFAULT_MAX_GRADER_CALLS, CriterionResult, RubricError, RubricEvaluation, parse_rubric
+
+CLI_REQUEST_ID = "cli-request"
+"""The id of the request's message in the terminal's one-off conversation."""
 
 STDIN_ARGUMENT = "-"
 """The `grade` request argument that means "read the request from standard input"."""
@@ -30,6 +33,15 @@ def _configure_grade(parser: argparse.ArgumentParser) -> None:
         "request", nargs="?", help=f"the request to answer and grade; {STDIN_ARGUMENT} reads it from stdin"
     )
     request.add_argument("--file", type=Path, metavar="PATH", help="read the request from PATH")
+    parser.add_argument(
+        "--attach",
+        type=Path,
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="FILE",
+        help="attach files to the request, read as the bot reads files shared in Slack (text, PDF)",
+    )
 
 
 def _run_grade(args: argparse.Namespace) -> int:
@@ -47,12 +59,18 @@ def _run_grade(args: argparse.Namespace) -> int:
         fail("the request is empty: give it as an argument, with --file PATH, or on stdin with -")
         return EXIT_CONFIG
     settings = load_settings(["RUBRIC_BOT_MODEL"])
+    try:
+        material = read_local_files(args.attach, settings.max_file_bytes)
+    except OSError as exc:
+        fail(f"cannot read {exc.filename}: {exc.strerror}")
+        return EXIT_CONFIG
     worker, grader = init_models(settings)
     try:
         outcome = asyncio.run(
             grade(
                 rubric_text,
                 request,
+                material=material,
                 worker=worker,
                 grader=grader,
                 max_iterations=settings.max_iterations,
@@ -80,14 +98,18 @@ async def grade(
     rubric_text: str,
     request: str,
     *,
+    material: Material = NOTHING,
     worker: BaseChatModel,
     grader: BaseChatModel,
     max_iterations: int,
     max_grader_calls: int = DEFAULT_MAX_GRADER_CALLS,
     out: TextIO | None = None,
 ) -> TurnOutcome:
-    """Run the revise-and-grade loop once in the terminal, printing each iteration's criteria."""
+    """Run the revise-and-grade loop once in the terminal, printing what of `material` (attached
+    files) was read and each iteration's criteria."""
     stream = out or sys.stdout
+    if material.files or material.unread:
+        print(format_material(material), file=stream, flush=True)
     agent = build_agent(
         worker,
         grader,
@@ -101,12 +123,19 @@ async def grade(
 
     outcome = await run_turn(
         agent,
-        {"messages": [HumanMessage(request)], "rubric": rubric_text},
+        {"messages": conversation_messages(request, material, CLI_REQUEST_ID), "rubric": rubric_text},
         agent_config("cli"),
         show,
     )
     print(format_outcome(outcome), file=stream)
     return outcome
+
+
+def format_material(material: Material) -> str:
+    """Which attached files were read, and which were not and why, one line each."""
+    lines = [f"Read: {file.name} ({len(file.text):,} characters)" for file in material.files]
+    lines += [f"Not read: {item.name}: {item.reason}" for item in material.unread]
+    return "\n".join(lines) + "\n"
 
 
 def format_evaluation(evaluation: RubricEvaluation) -> str:
@@ -174,7 +203,8 @@ GRADE = CliSubcommand(
         "revising until the rubric is satisfied or RUBRIC_BOT_MAX_ITERATIONS (default 3) is "
         "reached; each iteration's criteria and the final answer are printed. The rubric is a list "
         "of pass/fail criteria, one per line (-, * or 1. bullets), or YAML with scored dimensions "
-        "(see the README). The request is the argument, standard input with -, or --file PATH. "
+        "(see the README). The request is the argument, standard input with -, or --file PATH; "
+        "--attach adds files to it, read as the bot reads files shared in Slack (RUBRIC_BOT_MAX_FILE_BYTES). "
         "It reads RUBRIC_BOT_MODEL with the provider's API key (e.g. OPENAI_API_KEY), "
         f"RUBRIC_BOT_GRADER_MODEL and RUBRIC_BOT_MAX_ITERATIONS, {SETTINGS_SOURCE}; "
         "no Slack settings."

@@ -8,8 +8,10 @@ message there itself). Both become conversation messages that delimit them as ma
 from __future__ import annotations
 
 import asyncio
+import mimetypes
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import aiohttp
 from langchain_core.messages import HumanMessage
@@ -108,6 +110,52 @@ def request_text(text: str, material: Material, nonce: str) -> str:
     return "\n\n".join(parts)
 
 
+def within_budget(
+    names: Sequence[str], texts: Sequence[str | UnreadableFile], files_chars: int
+) -> tuple[tuple[FileText, ...], tuple[Unread, ...]]:
+    """The files (by name, with their text or why there is none) whose texts fit in `files_chars`
+    together, in order, and those not read: the unreadable, and those that would go past it."""
+    read: list[FileText] = []
+    unread: list[Unread] = []
+    room = files_chars
+    for name, text in zip(names, texts, strict=True):
+        if isinstance(text, UnreadableFile):
+            unread.append(Unread(name, str(text)))
+        elif len(text) > room:
+            unread.append(
+                Unread(
+                    name,
+                    f"its {len(text):,} characters of text would take this request's files past the "
+                    f"{files_chars:,} the worker can be given",
+                )
+            )
+        else:
+            room -= len(text)
+            read.append(FileText(name, text))
+    return tuple(read), tuple(unread)
+
+
+def read_local_files(
+    paths: Sequence[Path], max_file_bytes: int, files_chars: int = MAX_FILES_CHARS
+) -> Material:
+    """Files on this machine read as a request's attached files are (for `rubric-bot grade --attach`);
+    OSError when one cannot be opened at all."""
+    texts: list[str | UnreadableFile] = []
+    for path in paths:
+        file = SharedFile(
+            id=str(path),
+            name=path.name,
+            mimetype=mimetypes.guess_type(path.name)[0] or "",
+            size=path.stat().st_size,
+        )
+        try:
+            texts.append(file_text(kind_of(file, max_file_bytes), path.read_bytes()))
+        except UnreadableFile as exc:
+            texts.append(exc)
+    files, unread = within_budget([path.name for path in paths], texts, files_chars)
+    return Material(thread=None, files=files, unread=unread)
+
+
 class MaterialReader:
     """Reads what requests share: threads through the Web API, files over `session` with the bot token."""
 
@@ -153,27 +201,10 @@ class MaterialReader:
 
     async def _files(
         self, token: str, shared: Sequence[SharedFile]
-    ) -> tuple[tuple[FileText, ...], list[Unread]]:
+    ) -> tuple[tuple[FileText, ...], tuple[Unread, ...]]:
         """The files' texts within the request's budget, in the order shared, and those not read."""
         texts = await asyncio.gather(*(self._text(file, token) for file in shared))
-        read: list[FileText] = []
-        unread: list[Unread] = []
-        room = self._files_chars
-        for file, text in zip(shared, texts, strict=True):
-            if isinstance(text, UnreadableFile):
-                unread.append(Unread(file.name, str(text)))
-            elif len(text) > room:
-                unread.append(
-                    Unread(
-                        file.name,
-                        f"its {len(text):,} characters of text would take this request's files past the "
-                        f"{self._files_chars:,} the worker can be given",
-                    )
-                )
-            else:
-                room -= len(text)
-                read.append(FileText(file.name, text))
-        return tuple(read), unread
+        return within_budget([file.name for file in shared], texts, self._files_chars)
 
     async def _text(self, file: SharedFile, token: str) -> str | UnreadableFile:
         """The file's text, or the `UnreadableFile` saying why there is none."""

@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage
 
 from bot.cli.grade import grade
 from bot.cli.main import CLI_SUBCOMMANDS, main
+from tests.documents import pdf_bytes
 from tests.e2e.conftest import SCRUBBED_ENV_PREFIXES
 from tests.grading.scripted import ScriptedChatModel, grade_call, grader_wanting
 from tests.standins.model_api import REVISED_ANSWER, ModelApiStandin, fixed_grader, scripted_revision
@@ -254,6 +255,38 @@ def rubric_file(tmp_path) -> Path:
 def test_grade_exits_0_when_the_rubric_is_satisfied(model_api, rubric_file, capsys):
     assert main(["grade", "--rubric", str(rubric_file), "Capital of France?"]) == 0
     assert capsys.readouterr().out.rstrip().endswith(REVISED_ANSWER)
+
+
+def test_grade_attaches_files_read_as_in_slack_for_the_worker_and_the_grader(
+    model_api, rubric_file, tmp_path, capsys
+):
+    notes = tmp_path / "notes.md"
+    notes.write_bytes(b"# Notes\nThe launch city is Lyon \xff")
+    spec = tmp_path / "spec.pdf"
+    spec.write_bytes(pdf_bytes("Page one: Lyon", "Page two: budget 5k"))
+    photo = tmp_path / "photo.png"
+    photo.write_bytes(b"\x89PNG\r\n\x1a\n")
+
+    code = main(
+        ["grade", "--rubric", str(rubric_file), "Which city?", "--attach", str(notes), str(spec), str(photo)]
+    )
+
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "Read: notes.md" in out and "Read: spec.pdf" in out
+    assert "Not read: photo.png: an image" in out
+    worker = model_api.requests("worker")[0].last_user_text
+    assert worker.startswith("Which city?") and 'name="notes.md"' in worker and "Lyon \ufffd" in worker
+    assert "--- page 2 ---\nPage two: budget 5k" in worker and "photo.png: an image" in worker
+    assert all("Page two: budget 5k" in r.all_text for r in model_api.requests("grader"))
+
+
+def test_grade_with_a_missing_attachment_exits_2_naming_it(model_api, rubric_file, tmp_path, capsys):
+    assert (
+        main(["grade", "--rubric", str(rubric_file), "Which city?", "--attach", str(tmp_path / "gone.txt")])
+        == 2
+    )
+    assert "cannot read" in capsys.readouterr().err and model_api.requests() == []
 
 
 def test_grade_exits_3_when_the_iterations_run_out(model_api, rubric_file, capsys):
