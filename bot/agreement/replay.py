@@ -28,6 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from bot.agent import sum_usage
 from bot.agreement.report import period_start
 from bot.db.store import EvaluationRecord, ReviewRow, Store, Verdict
+from bot.material.fence import holds_material
 from bot.review.calibration import CALIBRATION_EXAMPLES, calibration_examples
 from bot.review.verdicts import grader_verdicts
 from grading import EVIDENCE_TOOLS, CalibrationExample, RubricEvaluation
@@ -90,6 +91,11 @@ class Case:
     def max_iterations(self) -> int:
         """The iteration cap the grader was told about."""
         return self.record.evaluation["max_iterations"]
+
+    @property
+    def shares_material(self) -> bool:
+        """Whether its transcript holds material people shared (a thread's earlier messages, files)."""
+        return any(holds_material(message.text) for message in self.messages)
 
     @property
     def original_verdicts(self) -> dict[str, Verdict]:

@@ -190,12 +190,20 @@ async def _dry_run(db: Database, candidate: Candidate, args: argparse.Namespace)
             tokens += estimate_tokens(case, examples, candidate.prompt_text)
     finally:
         await store.close()
+    with_material = sum(case.shares_material for case in cases)
     if args.json:
-        return json.dumps({"cases": len(cases), "skipped": len(skipped), "estimated_tokens": tokens})
+        counts = {"cases": len(cases), "skipped": len(skipped), "with_material": with_material}
+        return json.dumps(counts | {"estimated_tokens": tokens})
     skipped_words = f" ({len(skipped)} more skipped: no checkpoint history)" if skipped else ""
+    material_words = (
+        f" {with_material} of them hold material people shared (earlier thread messages or attached "
+        "files), which the candidate is shown as the original grader was."
+        if with_material
+        else ""
+    )
     return (
         f"Would replay {len(cases)} reviewed iteration(s){skipped_words} with {candidate.label}: "
-        f"roughly {tokens:,} tokens, more if the grader calls evidence tools or is re-asked."
+        f"roughly {tokens:,} tokens, more if the grader calls evidence tools or is re-asked.{material_words}"
     )
 
 

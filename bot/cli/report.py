@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -24,7 +26,11 @@ from bot.cli.subcommand import (
 )
 from bot.config import Settings, load_settings
 from bot.db.database import Database
-from bot.db.store import RunRecord, Store
+from bot.db.store import MaterialTally, RunRecord, Store
+from bot.slack.blocks import plural
+
+T = TypeVar("T")
+"""What a query of `_recorded` reads."""
 
 
 def _configure_report(parser: argparse.ArgumentParser) -> None:
@@ -48,16 +54,15 @@ def _run_report(args: argparse.Namespace) -> int:
     settings = load_settings()
     database = args.db or settings.database
     try:
-        report, title, undelivered = asyncio.run(
-            _report(database, settings, channel=args.channel, days=args.days)
-        )
+        report, title, runs = asyncio.run(_report(database, settings, channel=args.channel, days=args.days))
     except NothingToReport as exc:
         fail(str(exc))
         return EXIT_CONFIG
     print(title)
     print(report_table(report))
     print()
-    print(undelivered_table(undelivered))
+    print(undelivered_table(runs.undelivered))
+    print(material_line(runs.material))
     if args.chart:
         try:
             render_chart(report, args.chart)
@@ -68,11 +73,22 @@ def _run_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@dataclass(frozen=True)
+class RunFacts:
+    """What the runs of the report's channel and period say besides the agreement (None: not recorded
+    in the database, a file from before the bot recorded it)."""
+
+    undelivered: list[RunRecord] | None
+    """The runs whose answer never reached Slack."""
+    material: MaterialTally | None
+    """How much of what the requests shared was read."""
+
+
 async def _report(
     database: Database, settings: Settings, *, channel: str | None, days: int | None
-) -> tuple[Report, str, list[RunRecord] | None]:
-    """The report of `channel` (#name or id; None: every channel), its title line, and the runs
-    whose answer never reached Slack in the same channel and period (None: not recorded)."""
+) -> tuple[Report, str, RunFacts]:
+    """The report of `channel` (#name or id; None: every channel), its title line, and what the
+    runs of the same channel and period say besides."""
     if not database_exists(database):
         raise NothingToReport(f"no database at {database} (set RUBRIC_BOT_DB or pass --db)")
     channel_id, title = (None, "All channels") if channel is None else await _channel(channel, settings)
@@ -83,7 +99,7 @@ async def _report(
             if channel_id is not None:
                 await _check_channel_known(store, channel_id, title, database)
             report = await load_report(store, team=None, channel=channel_id, days=days)
-            return report, title, await _undelivered(store, channel_id, days)
+            return report, title, await _run_facts(store, channel_id, days)
         finally:
             await store.close()
     except SQLAlchemyError as exc:
@@ -91,11 +107,33 @@ async def _report(
         raise NothingToReport(f"{database} is not a rubric-bot database ({reason})") from None
 
 
-async def _undelivered(store: Store, channel: str | None, days: int | None) -> list[RunRecord] | None:
+async def _run_facts(store: Store, channel: str | None, days: int | None) -> RunFacts:
+    since = period_start(days)
+    return RunFacts(
+        undelivered=await _recorded(store.undelivered_runs(None, channel, since)),
+        material=await _recorded(store.material_tally(None, channel, since)),
+    )
+
+
+async def _recorded(query: Awaitable[T]) -> T | None:
+    """What `query` reads, or None when the database is from before the bot recorded it."""
     try:
-        return await store.undelivered_runs(None, channel, period_start(days))
-    except (OperationalError, ProgrammingError):  # a file from before delivery was recorded, read-only
+        return await query
+    except (OperationalError, ProgrammingError):  # an older file, opened read-only: not upgraded
         return None
+
+
+def material_line(tally: MaterialTally | None) -> str:
+    """How much of what the requests shared (earlier thread messages, files) the runs read."""
+    if tally is None:
+        return "Shared with requests: not recorded in this database yet (the bot adds that when it starts)"
+    if not tally.runs:
+        return "Shared with requests: nothing (no thread was read into a request, no file was attached)"
+    return (
+        f"Shared with requests: {plural(tally.runs, 'run')} read "
+        f"{plural(tally.thread_messages, 'earlier thread message')} and {plural(tally.files_read, 'file')}; "
+        f"{plural(tally.files_unread, 'file')} could not be read"
+    )
 
 
 def undelivered_table(runs: Sequence[RunRecord] | None) -> str:

@@ -24,6 +24,9 @@ MATERIAL_NOTE = (
 )
 """What the worker is told about the blocks (part of its system prompt)."""
 
+_OPENING_TAG = re.compile(rf"<(thread|file)-[0-9a-f]{{{NONCE_BYTES * 2}}}[ >]")
+"""The opening tag of a block of material, its code included."""
+
 _TAG_LOOKALIKE = re.compile(r"<(/?)\s*(thread|file)\b", re.IGNORECASE)
 """Anything inside the material that looks like one of our tags."""
 
@@ -31,6 +34,11 @@ _TAG_LOOKALIKE = re.compile(r"<(/?)\s*(thread|file)\b", re.IGNORECASE)
 def new_nonce() -> str:
     """A fresh code for the tags of one request's material."""
     return secrets.token_hex(NONCE_BYTES)
+
+
+def holds_material(text: str) -> bool:
+    """Whether `text` holds a block of shared material (a thread's earlier messages, a file)."""
+    return _OPENING_TAG.search(text) is not None
 
 
 def defuse(text: str) -> str:

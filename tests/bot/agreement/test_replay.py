@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,8 @@ from sklearn.metrics import cohen_kappa_score
 from bot.agreement.comparison import Comparison, compare
 from bot.agreement.replay import Case, Regrade, attach_transcripts, load_cases, regrade
 from bot.db.store import Store
+from bot.material.reader import FileText, Material, conversation_messages
+from bot.material.thread import EarlierThread
 from grading.once import TranscriptGrader
 from tests.bot.agreement.replay_seed import (
     IMPOLITE,
@@ -119,3 +121,15 @@ async def test_leave_one_out_calibration_beats_none_by_the_known_amount(seeded):
         topic = topic_of(sections(payload)["transcript"])
         twins = {"A": 1, "B": 1}.get(topic, 0)
         assert sections(payload).get("calibration", "").count(f"topic-{topic}") == twins
+
+
+async def test_a_case_whose_transcript_holds_shared_material_says_so(seeded):
+    cases, _ = await attach_transcripts(seeded.checkpointer, await load_cases(seeded.store))
+    plain = cases[0]
+    shared = Material(thread=None, files=(FileText("spec.md", "# Spec"),), unread=())
+    with_file = replace(plain, messages=(*conversation_messages("review it", shared, "r1"), *plain.messages))
+    thread = Material(thread=EarlierThread("[2025-01-01 00:00 UTC] Ana: hi", 1, 0), files=(), unread=())
+    with_thread = replace(plain, messages=(*conversation_messages("sum up", thread, "r2"), *plain.messages))
+
+    assert not any(case.shares_material for case in cases)
+    assert with_file.shares_material and with_thread.shares_material

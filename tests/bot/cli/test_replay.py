@@ -120,7 +120,12 @@ def test_dry_run_counts_cases_and_tokens_without_calling_the_model(db, capsys, m
     assert model_api.requests() == []
 
     assert main(replay(db, "--dry-run", "--json", "--channel", "C9")) == 0
-    assert json.loads(capsys.readouterr().out) == {"cases": 0, "skipped": 0, "estimated_tokens": 0}
+    assert json.loads(capsys.readouterr().out) == {
+        "cases": 0,
+        "skipped": 0,
+        "with_material": 0,
+        "estimated_tokens": 0,
+    }
 
 
 def test_a_candidate_prompt_and_calibration_as_at_the_time_on_the_latest_cases(db, model_api, tmp_path):

@@ -20,6 +20,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from bot.cli.main import main
 from bot.db.store import ReviewVerdict, Store
+from bot.material.files import Unread
 from bot.threads.conversation import ThreadKey
 from tests.bot.agreement.chart_reading import PNG_SIGNATURE
 from tests.e2e.conftest import BOT_TOKEN, SCRUBBED_ENV_PREFIXES
@@ -284,12 +285,38 @@ def test_answers_that_never_reached_slack_are_listed_for_the_operator(db, capsys
     assert "Undelivered answers: 1" in capsys.readouterr().out
 
 
+async def add_runs_that_read_material(path: Path) -> None:
+    store = await Store.open(str(path))
+    try:
+        called_in = await store.start_run(ThreadKey("T1", "C1", "7.0"), "7.5")
+        await store.record_material(called_in, 4, ["spec.pdf"], [Unread("chart.png", "an image")])
+        attached = await store.start_run(ThreadKey("T1", "C2", "8.0"), "8.0")
+        await store.record_material(attached, 0, ["a.csv", "b.md"], [])
+    finally:
+        await store.close()
+
+
+def test_the_report_says_how_much_of_what_requests_shared_was_read(db, capsys):
+    assert main(["report", "--db", str(db), "--channel", "C1"]) == 0
+    assert "Shared with requests: nothing" in capsys.readouterr().out
+
+    asyncio.run(add_runs_that_read_material(db))
+    assert main(["report", "--db", str(db), "--channel", "C1"]) == 0
+    expected = "1 run read 4 earlier thread messages and 1 file; 1 file could not be read"
+    assert f"Shared with requests: {expected}" in capsys.readouterr().out
+    assert main(["report", "--db", str(db)]) == 0
+    assert "2 runs read 4 earlier thread messages and 3 files" in capsys.readouterr().out
+
+
 def test_a_database_from_before_delivery_was_recorded_is_reported_without_changing_it(db, capsys):
     with closing(sqlite3.connect(db)) as connection, connection:
         connection.execute("ALTER TABLE runs DROP COLUMN undelivered")
+        connection.execute("ALTER TABLE runs DROP COLUMN files_unread")
 
     assert main(["report", "--db", str(db)]) == 0
-    assert "Undelivered answers: not recorded in this database yet" in capsys.readouterr().out
+    output = capsys.readouterr().out
+    assert "Undelivered answers: not recorded in this database yet" in output
+    assert "Shared with requests: not recorded in this database yet" in output
     with closing(sqlite3.connect(db)) as connection:
         columns = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
     assert "undelivered" not in columns

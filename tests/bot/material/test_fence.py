@@ -1,6 +1,6 @@
 """The delimiters around shared material: unguessable, and not closable from inside."""
 
-from bot.material.fence import defuse, fenced, new_nonce
+from bot.material.fence import defuse, fenced, holds_material, new_nonce
 
 
 def test_each_request_gets_a_fresh_unguessable_code():
@@ -26,3 +26,9 @@ def test_a_file_name_cannot_break_out_of_the_opening_tag():
 
 def test_defuse_leaves_ordinary_angle_brackets_alone():
     assert defuse("if a < b and <b>bold</b>") == "if a < b and <b>bold</b>"
+
+
+def test_material_is_recognised_by_its_coded_tags_only():
+    assert holds_material(fenced("file", new_nonce(), "x", name="a.txt"))
+    assert holds_material(fenced("thread", new_nonce(), "x"))
+    assert not holds_material("a message about <file> tags and <thread-x>")
