@@ -86,8 +86,8 @@ async def serve(
     socket_mode = settings.socket_mode and not http
     settings = startup.for_process(settings, "serve")
     startup.log_start(settings, "Socket Mode" if socket_mode else f"HTTP mode on port {port}", concurrency)
-    if not await startup.prepare_database(settings, wait=wait_for_db, stop=stop):
-        return
+    if await startup.prepare_database(settings.database, wait=wait_for_db, stop=stop) is None:
+        return  # stopped while waiting for the database
     async with (
         open_runner(settings, concurrency) as (store, client, runner),
         open_replays(settings, store, client) as replays,
@@ -122,8 +122,8 @@ async def work(settings: Settings, *, concurrency: int, wait_for_db: bool = Fals
     stop = _stop_event()
     settings = startup.for_process(settings, "worker")
     startup.log_start(settings, "worker", concurrency)
-    if not await startup.prepare_database(settings, wait=wait_for_db, stop=stop):
-        return
+    if await startup.prepare_database(settings.database, wait=wait_for_db, stop=stop) is None:
+        return  # stopped while waiting for the database
     async with (
         open_runner(settings, concurrency) as (store, _, runner),
         serve_ops(settings.metrics_port, Readiness(store.ping), runner.job_counts),

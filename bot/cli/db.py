@@ -5,20 +5,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-import psycopg
-from sqlalchemy.exc import SQLAlchemyError
-
-from bot.cli.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
+from bot.cli.exits import EXIT_CONFIG, EXIT_OK
 from bot.cli.subcommand import (
     SETTINGS_SOURCE,
     CliSubcommand,
     add_database_option,
+    add_wait_for_db,
     database_argument,
     database_exists,
     fail,
 )
 from bot.config import load_settings
 from bot.db import admin as dbadmin
+from bot.db.database import DATABASE_ERRORS, describe_database_error
 
 
 def _configure_db(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +26,7 @@ def _configure_db(parser: argparse.ArgumentParser) -> None:
         "upgrade", help="bring the database's tables to the newest schema (serve does this at start)"
     )
     add_database_option(upgrade, "the database")
+    add_wait_for_db(upgrade)
     upgrade.set_defaults(db_run=_run_db_upgrade)
     copy = actions.add_parser(
         "copy", help="copy every conversation, rubric, run and review into an empty database"
@@ -43,18 +43,15 @@ def _configure_db(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_db(args: argparse.Namespace) -> int:
-    try:
-        return args.db_run(args)
-    except (OSError, SQLAlchemyError, psycopg.Error) as exc:
-        # The driver's own message names the server and what failed, never the password.
-        reason = getattr(exc, "orig", None) or exc
-        fail(f"database error: {reason}")
-        return EXIT_FAILURE
+    return int(args.db_run(args))
 
 
 def _run_db_upgrade(args: argparse.Namespace) -> int:
+    from bot.ops.startup import prepare_database  # Slack's and the queue's packages: only needed here
+
     database = args.db or load_settings().database
-    report = asyncio.run(dbadmin.upgrade(database))
+    # A database that cannot be used is a ConfigError (one line, exit 2), or waited for.
+    report = asyncio.run(prepare_database(database, wait=args.wait_for_db))
     print(f"{database}: {report}")
     return EXIT_OK
 
@@ -67,6 +64,10 @@ def _run_db_copy(args: argparse.Namespace) -> int:
         report = asyncio.run(dbadmin.copy(args.source, args.target))
     except dbadmin.CopyError as exc:
         fail(f"cannot copy: {exc}")
+        return EXIT_CONFIG
+    except DATABASE_ERRORS as exc:
+        # The driver's own message names the server and what failed, never the password.
+        fail(f"cannot copy {args.source} to {args.target}: {describe_database_error(exc)}")
         return EXIT_CONFIG
     rows = ", ".join(f"{table} {count}" for table, count in report.rows.items())
     print(f"Copied {args.source} to {args.target}")

@@ -7,7 +7,14 @@ import asyncio
 import logging
 
 from bot.cli.exits import EXIT_FAILURE, EXIT_OK
-from bot.cli.subcommand import SETTINGS_SOURCE, CliSubcommand, fail, positive_int, start_logging
+from bot.cli.subcommand import (
+    SETTINGS_SOURCE,
+    CliSubcommand,
+    add_wait_for_db,
+    fail,
+    positive_int,
+    start_logging,
+)
 from bot.config import DEFAULT_CONCURRENCY, SLACK_CONNECTION, ConfigError, load_settings, problem
 
 DEFAULT_PORT = 3000
@@ -17,7 +24,12 @@ DEFAULT_PORT = 3000
 def _configure_serve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--http", action="store_true", help="serve HTTP even when SLACK_APP_TOKEN is set")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})")
+    _configure_worker(parser)
+
+
+def _configure_worker(parser: argparse.ArgumentParser) -> None:
     _add_concurrency(parser)
+    add_wait_for_db(parser)
 
 
 def _add_concurrency(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +54,15 @@ def _run_serve(args: argparse.Namespace) -> int:
 
     start_logging(settings)
     try:
-        asyncio.run(serve(settings, http=args.http, port=args.port, concurrency=args.concurrency))
+        asyncio.run(
+            serve(
+                settings,
+                http=args.http,
+                port=args.port,
+                concurrency=args.concurrency,
+                wait_for_db=args.wait_for_db,
+            )
+        )
     except OSError as exc:  # e.g. the HTTP port is taken: the operator's to fix, not a bug to trace
         logging.getLogger(__name__).debug("serve failed", exc_info=True)
         fail(f"cannot serve: {exc}")
@@ -63,7 +83,7 @@ def _run_worker(args: argparse.Namespace) -> int:
     from bot.app import work
 
     start_logging(settings)
-    asyncio.run(work(settings, concurrency=args.concurrency))
+    asyncio.run(work(settings, concurrency=args.concurrency, wait_for_db=args.wait_for_db))
     return EXIT_OK
 
 
@@ -86,7 +106,7 @@ SERVE = CliSubcommand(
 WORKER = CliSubcommand(
     "worker",
     "run queued requests without serving Slack (PostgreSQL only; add these for more capacity)",
-    _add_concurrency,
+    _configure_worker,
     _run_worker,
     description=(
         "Run requests from the PostgreSQL job queue until SIGTERM or Ctrl-C, without talking to "

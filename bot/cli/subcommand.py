@@ -18,8 +18,9 @@ from bot.listeners.command_text import CommandError, report_days
 SETTINGS_SOURCE = "from the environment or a .env file in the working directory"
 """Where every subcommand's settings come from, as its --help says."""
 
-QUIET_LOGGERS = ("httpx", "httpx2")
-"""HTTP client loggers of the model providers: one INFO line per model call is noise."""
+QUIET_LOGGERS = ("httpx", "httpx2", "alembic")
+"""HTTP client loggers of the model providers (one INFO line per model call) and Alembic's (two INFO
+lines per schema check, even when there is nothing to migrate): noise."""
 
 
 @dataclass(frozen=True)
@@ -94,4 +95,13 @@ def add_database_option(
     """`--db PATH_OR_URL`: the database to use instead of `RUBRIC_BOT_DB`."""
     parser.add_argument(
         "--db", type=database_argument, metavar="PATH_OR_URL", help=f"{what} (default: RUBRIC_BOT_DB)"
+    )
+
+
+def add_wait_for_db(parser: argparse.ArgumentParser) -> None:
+    """The ``--wait-for-db`` option of the subcommands that bring the schema up to date first."""
+    parser.add_argument(
+        "--wait-for-db",
+        action="store_true",
+        help="if the database cannot be used, say so once per attempt and wait for it (default: exit 2)",
     )

@@ -82,16 +82,29 @@ denies a statement (SQLite's errors are SQLAlchemy's; psycopg's own reach us fro
 and the queue)."""
 
 
+PRIVILEGES_NEEDED = "the bot's role must own the database, or have CREATE on the schema it uses"
+"""What a database that denies the bot a statement needs, as the README's Troubleshooting says."""
+
+
 def describe_database_error(exc: BaseException) -> str:
-    """The driver's message for a failed database call, in one line (libpq's never holds the password)."""
+    """The driver's message for a failed database call, in one line (libpq's never holds the password):
+    the server's own sentence without the statement it quotes."""
     reason = getattr(exc, "orig", None) or exc
-    text = " ".join(str(reason).split())
+    primary = reason.diag.message_primary if isinstance(reason, psycopg.Error) else None
+    text = " ".join((primary or str(reason)).split())
     return text or type(reason).__name__
 
 
 def cannot_use(database: Database, exc: BaseException) -> str:
-    """The one line saying that `database` (named without its password) cannot be used, and why."""
-    return f"cannot use the database {database}: {describe_database_error(exc)}"
+    """The one line saying that `database` (named without its password) cannot be used, why, and
+    (when the role lacks a privilege) what it needs."""
+    line = f"cannot use the database {database}: {describe_database_error(exc)}"
+    return f"{line} ({PRIVILEGES_NEEDED})" if lacks_privilege(exc) else line
+
+
+def lacks_privilege(exc: BaseException) -> bool:
+    """Whether the database refused a statement for want of a privilege (waiting will not help)."""
+    return isinstance(getattr(exc, "orig", None) or exc, psycopg.errors.InsufficientPrivilege)
 
 
 class DatabaseError(ValueError):

@@ -16,7 +16,7 @@ from importlib.metadata import version
 
 from bot.config import ConfigError, Settings
 from bot.db.admin import UpgradeReport, upgrade
-from bot.db.database import DATABASE_ERRORS, cannot_use, describe_database_error
+from bot.db.database import DATABASE_ERRORS, Database, cannot_use, describe_database_error, lacks_privilege
 from bot.slack.socket_mode import retry_until_stopped
 
 logger = logging.getLogger(__name__)
@@ -36,31 +36,31 @@ def log_start(settings: Settings, mode: str, concurrency: int) -> None:
     )
 
 
-async def prepare_database(settings: Settings, *, wait: bool, stop: asyncio.Event) -> bool:
-    """Bring the database's schema up to date; False when `stop` was set while waiting for it.
+async def prepare_database(
+    database: Database, *, wait: bool, stop: asyncio.Event | None = None
+) -> UpgradeReport | None:
+    """Bring the database's schema up to date, as `rubric-bot db upgrade` does; what was applied, or
+    None when `stop` was set while waiting for the database.
 
     Without `wait` a database that cannot be used is a `ConfigError` (one line, exit 2); with it,
     each failed attempt is one WARNING line and the next comes a little later, until it answers.
     """
-    database = settings.database
     reports: list[UpgradeReport] = []
 
     async def attempt() -> None:
         reports.append(await upgrade(database))
 
     if wait:
-        reached = await retry_until_stopped(
-            attempt, stop, f"use the database {database}", describe_database_error
-        )
-        if not reached:
-            return False
+        what = f"use the database {database}"
+        stopping = stop or asyncio.Event()
+        if not await retry_until_stopped(attempt, stopping, what, describe_database_error, logger):
+            return None
     else:
         try:
             await attempt()
         except DATABASE_ERRORS as exc:
-            raise ConfigError(
-                [f"{cannot_use(database, exc)} (or start with --wait-for-db to wait for it)"]
-            ) from None
+            hint = "" if lacks_privilege(exc) else " (or start with --wait-for-db to wait for it)"
+            raise ConfigError([cannot_use(database, exc) + hint]) from None
     if reports[-1].changed:
         logger.info("database %s: %s", database, reports[-1])
-    return True
+    return reports[-1]

@@ -127,11 +127,12 @@ async def retry_until_stopped(
     stop: asyncio.Event,
     what: str,
     describe: Callable[[BaseException], str] | None = None,
+    log: logging.Logger = logger,
 ) -> bool:
     """Run `attempt` until it succeeds (True) or `stop` is set (False), backing off between tries.
 
-    Each failure is one WARNING line with its reason (as `describe` puts it; by default the
-    exception's type and message); `ConfigError` is not retried.
+    Each failure is one WARNING line on `log` with its reason (as `describe` puts it; by default
+    the exception's type and message); `ConfigError` is not retried.
     """
     delay = FIRST_RETRY_SECONDS
     number = 1
@@ -141,14 +142,14 @@ async def retry_until_stopped(
         except ConfigError:
             raise
         except Exception as exc:
-            logger.warning(
+            log.warning(
                 "could not %s (attempt %d): %s; retrying in %gs",
                 what,
                 number,
                 (describe or _reason)(exc),
                 delay,
             )
-            logger.debug("attempt %d to %s failed", number, what, exc_info=True)
+            log.debug("attempt %d to %s failed", number, what, exc_info=True)
         if await until_stopped(asyncio.sleep(delay), stop) is None:
             return False
         delay = min(delay * 2, MAX_RETRY_SECONDS)

@@ -20,6 +20,7 @@ from bot.config import (
     ConfigError,
     load_settings,
 )
+from tests.standins.slack_api import SlackApiStandin
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,6 +39,7 @@ ALL_SETTINGS = (
     "RUBRIC_BOT_RUN_TIMEOUT",
     "RUBRIC_BOT_THREAD_CONTEXT_CHARS",
     "RUBRIC_BOT_MAX_FILE_BYTES",
+    "RUBRIC_BOT_METRICS_PORT",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
 )
@@ -64,6 +66,17 @@ def test_defaults_when_only_the_required_settings_are_given(monkeypatch):
     assert settings.grader_model_override is None  # the grader is the worker's model
     assert not settings.socket_mode
     assert (settings.model_timeout, settings.run_timeout) == (DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT)
+    assert settings.metrics_port == 9464
+
+
+def test_the_metrics_port_must_be_a_tcp_port(monkeypatch):
+    monkeypatch.setenv("RUBRIC_BOT_METRICS_PORT", "70000")
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+
+    message = str(caught.value)
+    assert "RUBRIC_BOT_METRICS_PORT is invalid" in message and "TCP port (1-65535)" in message
 
 
 def test_grader_model_and_socket_mode_follow_their_settings(monkeypatch):
@@ -327,11 +340,13 @@ def test_an_unsupported_database_url_is_explained(monkeypatch):
 
 
 def test_a_taken_http_port_is_one_line_not_a_traceback(tmp_path):
-    with socket.socket() as taken:
+    # The bot token is checked with Slack before the port is opened: a stand-in accepts it.
+    with socket.socket() as taken, SlackApiStandin(token=VALID_HTTP_SETTINGS["SLACK_BOT_TOKEN"]) as slack:
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = serve_http(tmp_path, VALID_HTTP_SETTINGS, "--port", str(port))
+        settings = {**VALID_HTTP_SETTINGS, "SLACK_API_URL": slack.api_url, "NO_PROXY": "127.0.0.1"}
+        result = serve_http(tmp_path, settings, "--port", str(port))
 
     assert result.returncode == 1
     assert "Traceback" not in result.stderr

@@ -11,12 +11,23 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import BOT_TOKEN, CRITERIA, RUBRIC, RUN_TIMEOUT, BotProcess, bot_environment
+from tests.e2e.conftest import (
+    BOT_TOKEN,
+    CRITERIA,
+    RUBRIC,
+    RUN_TIMEOUT,
+    BotProcess,
+    answers_ready,
+    bot_environment,
+)
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import DEFAULT_GAP, REVISED_ANSWER, ModelApiStandin, scripted_revision
@@ -158,11 +169,19 @@ def test_a_stop_signal_ends_the_bot_within_the_grace_period_while_slack_refuses_
 
 
 def test_a_dropped_connection_is_retried_with_one_warning_per_attempt_then_works_again(socket_bot, slack_api):
+    ready = partial(answers_ready, socket_bot.metrics_port)
+    wait_for(ready, RUN_TIMEOUT, message="/readyz to answer 200 once connected")
     slack_api.refuse_sockets()
     slack_api.drop_sockets()
     wait_for(lambda: "(attempt 2)" in socket_bot.stderr_text(), RUN_TIMEOUT, message="a second attempt")
+    readiness = urllib.request.Request(f"http://127.0.0.1:{socket_bot.metrics_port}/readyz")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(readiness, timeout=10)
+    assert refused.value.code == 503
+    assert refused.value.read().decode() == "not ready: not connected to Slack (Socket Mode)\n"
     slack_api.refuse_sockets(False)
     wait_for(slack_api.socket_connected, RUN_TIMEOUT, message="the bot to reconnect")
+    wait_for(ready, RUN_TIMEOUT, message="/readyz to answer 200 again")
 
     answer = deliver(slack_api, "slash_commands", sr.slash_command(f"set {RUBRIC}", "C3")).payload
     assert answer is not None and "Channel default rubric set" in answer["text"]

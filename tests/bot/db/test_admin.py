@@ -169,8 +169,9 @@ def test_db_upgrade_command_makes_a_database_ready_and_says_what_it_applied(tmp_
     assert {"alembic_version", "runs", "posted", "checkpoints", "writes"} <= tables
 
 
-def test_db_upgrade_command_names_an_unreachable_server(capsys):
+def test_db_upgrade_command_names_an_unreachable_server_in_one_line_and_exits_2(capsys):
     url = "postgresql://someone:hunter2@127.0.0.1:1/nowhere"
-    assert main(["db", "upgrade", "--db", url]) == 1
-    err = capsys.readouterr().err
-    assert "database error" in err and "127.0.0.1" in err and "hunter2" not in err
+    assert main(["db", "upgrade", "--db", url]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("rubric-bot: cannot use the database postgresql://someone:***@127.0.0.1:1/nowhere:")
+    assert "Connection refused" in line and "--wait-for-db" in line and "hunter2" not in line
