@@ -8,8 +8,19 @@ import tomllib
 from pathlib import Path
 
 from bot.config import Settings
+from bot.db.database import PRIVILEGES_NEEDED
 
 ROOT = Path(__file__).resolve().parents[1]
+
+METRIC_NAMES = (
+    "rubric_bot_runs_total",
+    "rubric_bot_run_seconds",
+    "rubric_bot_grader_calls_total",
+    "rubric_bot_tokens_total",
+    "rubric_bot_queue_jobs",
+    "rubric_bot_slack_errors_total",
+)
+"""The metrics the README's table explains (each is asserted on /metrics in tests/e2e/test_ops_e2e.py)."""
 README = (ROOT / "README.md").read_text()
 
 
@@ -88,3 +99,24 @@ def test_it_says_what_the_bot_reads_and_the_limits():
         "not instructions",
     ):
         assert needed in reads
+
+
+def test_troubleshooting_quotes_the_start_up_and_database_lines_the_bot_prints():
+    # The e2e tests (tests/e2e/test_startup_e2e.py) pin that the bot prints these very lines.
+    text = " ".join(section("Troubleshooting").split())
+
+    assert "INFO bot.ops.startup: rubric-bot 0.1.0 starting: HTTP mode on port 3000, database " in text
+    assert (
+        "rubric-bot: cannot use the database postgresql://rubricbot:***@db.internal:5432/rubricbot: " in text
+    )
+    assert "(or start with --wait-for-db to wait for it)" in text
+    assert f"({PRIVILEGES_NEEDED})" in text
+    assert "WARNING bot.ops.startup: could not use the database postgresql://… (attempt N): " in text
+
+
+def test_running_at_scale_states_the_privileges_and_what_health_and_metrics_show():
+    text = " ".join(section("Running at scale").split())
+
+    assert "must own the database, or have `CREATE` on the schema" in text
+    for name in ("/healthz", "/readyz", "/metrics", "RUBRIC_BOT_METRICS_PORT", *METRIC_NAMES):
+        assert name in text
