@@ -200,15 +200,22 @@ def may_get_token(url: str, api_url: str) -> bool:
     ) == (api.scheme, api.netloc)
 
 
-async def download(session: aiohttp.ClientSession, file: SharedFile, token: str, max_bytes: int) -> bytes:
-    """The file's bytes, fetched with the bot token; `UnreadableFile` saying why the download failed."""
+async def download(
+    session: aiohttp.ClientSession,
+    file: SharedFile,
+    token: str,
+    max_bytes: int,
+    timeout: float = DOWNLOAD_TIMEOUT_SECONDS,
+) -> bytes:
+    """The file's bytes, fetched with the bot token within `timeout` seconds; `UnreadableFile`
+    saying why the download failed."""
     if not file.url:
         raise UnreadableFile("Slack did not give the bot a link to it")
     try:
         async with session.get(
             file.url,
             headers={"Authorization": f"Bearer {token}"},
-            timeout=aiohttp.ClientTimeout(total=DOWNLOAD_TIMEOUT_SECONDS),
+            timeout=aiohttp.ClientTimeout(total=timeout),
         ) as response:
             if response.status != 200:
                 raise UnreadableFile(f"the download failed: Slack answered HTTP {response.status}")
@@ -223,7 +230,7 @@ async def download(session: aiohttp.ClientSession, file: SharedFile, token: str,
                     raise UnreadableFile(f"it is over the {_size(max_bytes)} the bot reads")
             return bytes(data)
     except TimeoutError as exc:
-        raise UnreadableFile(f"the download took longer than {DOWNLOAD_TIMEOUT_SECONDS:g} s") from exc
+        raise UnreadableFile(f"the download took longer than {timeout:g} s") from exc
     except aiohttp.ClientError as exc:
         logger.warning("downloading file %s failed: %s", file.id, type(exc).__name__)
         raise UnreadableFile(f"the download failed ({type(exc).__name__})") from exc
