@@ -15,12 +15,16 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import httpx
 import openai
 import pytest
 from langchain_core.messages import AIMessage
 
 from bot.agent import agent_config
+from bot.material.files import shared_files
+from bot.material.reader import MaterialReader
+from bot.material.sources import Sources
 from bot.threads.conversation import ThreadKey, UserMessage
 from bot.threads.jobs import Abandoned, JobKind, JobPayload
 from bot.threads.progress import WORKING_REACTION
@@ -534,3 +538,34 @@ async def test_a_run_cut_short_too_often_ends_with_a_notice(harness):
     (notice,) = harness.thread(request.ts)
     assert "could not finish" in notice.all_text and "Send it again" in notice.all_text
     assert harness.runs() == [(request.ts, "error", 0)]
+
+
+async def test_a_resumed_run_reads_nothing_again_and_still_names_what_was_not_read(harness):
+    release, revising = threading.Event(), threading.Event()
+    queue = HeldQueue()
+    harness.use(revision_held_until(release, revising), grader_wanting("Seine"))
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    notes = harness.slack.add_file("notes.txt", b"The river is the Seine", "text/plain")
+    photo = harness.slack.add_file("photo.png", b"\x89PNG\r\n\x1a\n", "image/png")
+    async with aiohttp.ClientSession() as session:
+        reader = MaterialReader(
+            session, api_url=harness.slack.api_url, thread_chars=1_000, max_file_bytes=1_000
+        )
+        runner = ThreadRunner(
+            agent=harness.agent, store=harness.store, client=harness.client, queue=queue, reader=reader
+        )
+        request = harness.message("What is the capital of France?")
+        await runner.submit_request(request, Sources(files=shared_files({"files": [notes, photo]})))
+
+        first = asyncio.create_task(queue.attempt(0))
+        await asyncio.wait_for(asyncio.to_thread(revising.wait), EVENT_TIMEOUT)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        release.set()
+        await queue.attempt(1)
+
+    final = harness.thread(request.ts)[-1]
+    assert final.event_type == "rubric_final"
+    assert "Not read: *photo.png*: an image" in final.all_text
+    assert len(harness.slack.calls("files.download")) == 1  # the text file, by the first attempt only
