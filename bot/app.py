@@ -167,6 +167,7 @@ async def open_runner(
             reader=reader,
             model_timeout=settings.model_timeout,
             run_timeout=settings.run_timeout,
+            delivery_retry=settings.delivery_retry,
         )
         await queue.start()
         # A durable queue resumes the runs a dead process left; the embedded one lost them.

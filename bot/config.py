@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import (
     Field,
+    NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
     SecretStr,
@@ -44,6 +45,10 @@ worker's and the grader's calls over several iterations, yet a bound on how long
 
 DEFAULT_RUN_TIMEOUT = DEFAULT_MODEL_TIMEOUT * RUN_TIMEOUT_FACTOR
 """Seconds a whole run may take when neither timeout is set."""
+
+DEFAULT_DELIVERY_RETRY = 600.0
+"""Seconds a run keeps retrying messages Slack refused for the time being (5xx, rate limits beyond
+their Retry-After, no connection) before it records its answer as undelivered."""
 
 SLACK_CONNECTION = "SLACK_APP_TOKEN or SLACK_SIGNING_SECRET"
 """A requirement met by either setting: `serve` needs one of them to hear from Slack at all."""
@@ -126,6 +131,10 @@ HINTS: dict[str, str] = {
     "RUBRIC_BOT_MODEL_TIMEOUT": (
         f"set it to the seconds one model call may take, more than 0 (default {DEFAULT_MODEL_TIMEOUT:g})"
     ),
+    "RUBRIC_BOT_DELIVERY_RETRY": (
+        "set it to the seconds a run keeps retrying messages while Slack is unavailable, 0 or more "
+        f"(default {DEFAULT_DELIVERY_RETRY:g})"
+    ),
     "RUBRIC_BOT_RUN_TIMEOUT": (
         "set it to the seconds one whole request may take, more than 0 "
         f"(default {RUN_TIMEOUT_FACTOR} times RUBRIC_BOT_MODEL_TIMEOUT)"
@@ -174,6 +183,9 @@ class Settings(BaseSettings):
         DEFAULT_THREAD_CONTEXT_CHARS, validation_alias="RUBRIC_BOT_THREAD_CONTEXT_CHARS"
     )
     max_file_bytes: PositiveInt = Field(DEFAULT_MAX_FILE_BYTES, validation_alias="RUBRIC_BOT_MAX_FILE_BYTES")
+    delivery_retry: NonNegativeFloat = Field(
+        DEFAULT_DELIVERY_RETRY, validation_alias="RUBRIC_BOT_DELIVERY_RETRY"
+    )
 
     @field_validator("slack_bot_token")
     @classmethod

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -18,8 +19,10 @@ from urllib.parse import quote
 
 import aiosqlite
 import psycopg
+import sqlalchemy.exc
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from procrastinate.exceptions import ConnectorException
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
@@ -105,6 +108,32 @@ def cannot_use(database: Database, exc: BaseException) -> str:
 def lacks_privilege(exc: BaseException) -> bool:
     """Whether the database refused a statement for want of a privilege (waiting will not help)."""
     return isinstance(getattr(exc, "orig", None) or exc, psycopg.errors.InsufficientPrivilege)
+
+
+UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
+    sqlalchemy.exc.OperationalError,
+    sqlalchemy.exc.InterfaceError,
+    sqlalchemy.exc.TimeoutError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    sqlite3.OperationalError,
+    ConnectorException,
+)
+"""What a statement raises when the database could not answer it (down, restarting, the connection
+cut, no connection free in time, SQLite's file locked) rather than because the statement is wrong:
+the same work can succeed later. SQLAlchemy's and procrastinate's wrap the driver's own errors."""
+
+
+def unavailable_error(exc: BaseException) -> BaseException | None:
+    """The database-unavailable error (see `UNAVAILABLE_ERRORS`) `exc` is or came from, else None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, UNAVAILABLE_ERRORS):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
 
 
 class DatabaseError(ValueError):

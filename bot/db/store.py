@@ -24,7 +24,6 @@ from weakref import WeakValueDictionary
 
 from sqlalchemy import Select, Update, and_, delete, exists, false, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.db import migrations
@@ -180,6 +179,37 @@ _REVIEW_COLUMNS = [reviews.c[name] for name in ReviewRow.__dataclass_fields__]
 """The reviews columns read into a ReviewRow."""
 
 
+class Claim:
+    """The open transaction of a message just claimed (see `Store.claiming`): what it records
+    commits with the claim."""
+
+    def __init__(self, connection: AsyncConnection) -> None:
+        self._connection = connection
+        self._upsert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+
+    async def add_thread(self, thread: ThreadKey) -> None:
+        """Remember that the bot takes part in this thread."""
+        row = {**_thread_columns(thread), "created_at": _now()}
+        await self._connection.execute(self._upsert(threads).values(row).on_conflict_do_nothing())
+
+    async def start_run(self, thread: ThreadKey, request_ts: str) -> int:
+        """Record that the request ``request_ts`` in the thread started running; its run id."""
+        row = {
+            "thread_id": thread.thread_id,
+            **_thread_columns(thread),
+            "request_ts": request_ts,
+            "started_at": _now(),
+        }
+        result = await self._connection.execute(insert(runs).values(row).returning(runs.c.run_id))
+        return int(result.scalar_one())
+
+    async def driver_connection(self) -> Any:
+        """The database driver's own connection in this transaction (psycopg's on PostgreSQL), for a
+        job queue to insert the claimed message's job in the same transaction."""
+        raw = await self._connection.get_raw_connection()
+        return raw.driver_connection
+
+
 class Store:
     """The bot's tables on one database; build it with :meth:`open`."""
 
@@ -226,21 +256,37 @@ class Store:
     # -- dedupe --------------------------------------------------------------------------------
 
     async def claim(self, *keys: str) -> bool:
-        """Record every key at once; False (recording nothing) if any was recorded before.
+        """Record every key at once; False (recording nothing) if any was recorded before."""
+        async with self.claiming(*keys) as claimed:
+            return claimed is not None
 
-        One transaction inserts them all, so two deliveries of the same Slack message racing
-        here (even in two processes) cannot both win, and a refused claim leaves no key behind.
+    @asynccontextmanager
+    async def claiming(self, *keys: str) -> AsyncIterator[Claim | None]:
+        """A transaction that claims every key at once, for the block to record what the claim leads to.
+
+        It yields None, recording nothing, if any key was claimed before. One transaction inserts
+        them all, so two deliveries of the same Slack message racing here (even in two processes)
+        cannot both win, and a refused claim leaves no key behind. What the block records through
+        the `Claim` commits with the keys or not at all: a message is either claimed and queued, or
+        neither, and Slack's next delivery of it finds it unclaimed.
         """
         unique = list(dict.fromkeys(keys))
         if not unique:
             raise ValueError("claim needs at least one key")
         now = _now()
-        try:
-            async with self._write() as connection:
-                await connection.execute(insert(claims), [{"key": key, "claimed_at": now} for key in unique])
-        except IntegrityError:
-            return False
-        return True
+        statement = (
+            self._upsert(claims)
+            .values([{"key": key, "claimed_at": now} for key in unique])
+            .on_conflict_do_nothing()
+            .returning(claims.c.key)
+        )
+        async with self._turns, self._writer.connect() as connection, connection.begin() as transaction:
+            inserted = (await connection.execute(statement)).all()
+            if len(inserted) < len(unique):
+                await transaction.rollback()
+                yield None
+                return
+            yield Claim(connection)
 
     async def prune_claims(self, older_than_days: int = 7) -> int:
         """Forget claims older than the given days (Slack stops retrying within hours); the count."""
@@ -253,9 +299,8 @@ class Store:
 
     async def add_thread(self, thread: ThreadKey) -> None:
         """Remember that the bot takes part in this thread."""
-        row = {**_thread_columns(thread), "created_at": _now()}
         async with self._write() as connection:
-            await connection.execute(self._upsert(threads).values(row).on_conflict_do_nothing())
+            await Claim(connection).add_thread(thread)
 
     async def has_thread(self, thread: ThreadKey) -> bool:
         """Whether the bot takes part in this thread."""
@@ -319,15 +364,8 @@ class Store:
 
     async def start_run(self, thread: ThreadKey, request_ts: str) -> int:
         """Record that the request ``request_ts`` in the thread started running; its run id."""
-        row = {
-            "thread_id": thread.thread_id,
-            **_thread_columns(thread),
-            "request_ts": request_ts,
-            "started_at": _now(),
-        }
         async with self._write() as connection:
-            result = await connection.execute(insert(runs).values(row).returning(runs.c.run_id))
-            return int(result.scalar_one())
+            return await Claim(connection).start_run(thread, request_ts)
 
     async def finish_run(self, run_id: int, status: RunStatus) -> None:
         """Record that a run ended with ``status``."""

@@ -1,7 +1,9 @@
 """Bolt listeners: Slack events, the /rubric command, button clicks and modal submissions.
 
-Every listener acks at once; anything slow goes to the `ThreadRunner`. Listeners reach the bot's
-services with `services_of(context)`. This module's `register` attaches them all.
+Every listener acks once what it was asked is recorded (queued, saved), so that a request the
+database could not take is answered with an error and Slack can send it again; anything slow goes
+to the `ThreadRunner`. Listeners reach the bot's services with `services_of(context)`. This
+module's `register` attaches them all.
 
 - ``events``: messages and mentions (is it for the bot? dedupe, queue) and the Home tab opening.
 - ``rubric_command``: the `/rubric` slash command: its table of subcommands and their handlers.

@@ -46,15 +46,17 @@ async def on_agree(
 ) -> None:
     """Record that the clicker accepts every verdict of the iteration, then show the new tally."""
     store = services_of(context).store
-    clicked = await _acknowledge_click(ack, store, client, body)
+    clicked = await _read_click(ack, store, client, body)
     if clicked is None:
         return
     click, record = clicked
     verdicts = agree_verdicts(record.evaluation)
     if not verdicts:
+        await ack()
         await tell_clicker(client, click, NOTHING_TO_REVIEW)
         return
     await save_review(store, record, click.user.id, verdicts)
+    await ack()  # only now: if the database failed, Slack tells the clicker it did not work
     await refresh_tally(store, client, record)
 
 
@@ -63,9 +65,10 @@ async def on_disagree(
 ) -> None:
     """Open the review form, set to the clicker's earlier review or else to the grader's verdicts."""
     store = services_of(context).store
-    clicked = await _acknowledge_click(ack, store, client, body)
+    clicked = await _read_click(ack, store, client, body)
     if clicked is None:
         return
+    await ack()
     click, record = clicked
     if click.trigger_id is None:
         await tell_clicker(client, click, NO_TRIGGER)
@@ -85,28 +88,30 @@ async def on_disagree(
     await attempt(client.views_open(trigger_id=click.trigger_id, view=view), "open the review form")
 
 
-async def _acknowledge_click(
+async def _read_click(
     ack: AsyncAck, store: Store, client: AsyncWebClient, body: dict[str, Any]
 ) -> tuple[Click, EvaluationRecord] | None:
-    """Ack the click and read it: who clicked, and the evaluation their button belongs to.
+    """Read the click: who clicked, and the evaluation their button belongs to; the caller acks.
 
-    None when there is nothing to review; the clicker is told why when the payload says who
-    they are (Slack always does), and the log gets one line otherwise.
+    None, with the click acked, when there is nothing to review; the clicker is told why when the
+    payload says who they are (Slack always does), and the log gets one line otherwise.
     """
-    await ack()
     try:
         click = Click.model_validate(body)
     except ValidationError as exc:
+        await ack()
         logger.warning("ignored an unreadable click on a review button: %s", problems(exc))
         return None
     try:
         grading_run_id, iteration = parse_review_value(click.value)
     except ValueError as exc:
+        await ack()
         logger.info("a review button from %s: %s", click.user.id, exc)
         await tell_clicker(client, click, UNREADABLE_BUTTON)
         return None
     record = await store.get_evaluation(grading_run_id, iteration)
     if record is None:
+        await ack()
         await tell_clicker(client, click, UNKNOWN_EVALUATION)
         return None
     return click, record

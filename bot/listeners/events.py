@@ -7,20 +7,21 @@ across restarts.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
-from slack_bolt.async_app import AsyncApp, AsyncBoltContext
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
+from slack_bolt.listener_matcher import builtins as builtin_matchers
+from slack_bolt.listener_matcher.async_listener_matcher import AsyncListenerMatcher
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.home import publish_home
 from bot.listeners.context import Services, services_of, workspace_of
 from bot.material.files import shared_files
 from bot.material.sources import Sources
-from bot.threads import render
 from bot.threads.conversation import (
     MAX_INPUT_CHARS,
     ThreadKey,
-    UserMessage,
     is_direct_message,
     is_from_person,
     mentions_bot,
@@ -28,15 +29,36 @@ from bot.threads.conversation import (
     user_message,
 )
 
+EventListener = Callable[..., Awaitable[None]]
+"""A Bolt event listener (Bolt passes the arguments it names)."""
+
 HOME_TAB = "home"
 """The ``tab`` of an app_home_opened event for the Home tab (the other is ``messages``)."""
 
 
 def register(app: AsyncApp) -> None:
     """Listen to mentions, to messages (channels, private channels, DMs) and to the Home tab opening."""
-    app.event("app_mention")(on_mention)
-    app.event("message")(on_message)
+    _listen_acking_when_queued(app, "app_mention", on_mention)
+    _listen_acking_when_queued(app, "message", on_message)
     app.event("app_home_opened")(on_home_opened)
+
+
+def _listen_acking_when_queued(app: AsyncApp, event_type: str, listener: EventListener) -> None:
+    """Register `listener` for `event_type`, to ack the event itself once the message is queued.
+
+    `app.event` acks an event before its listener runs, and Slack redelivers only an event that is
+    not acked with a 2xx: a message the database could not take would be lost. A listener that
+    acks itself raises instead when the database fails, and Bolt answers 5xx (see
+    `bot.slack.client.log_listener_failure`), so Slack delivers it again. Bolt offers that only
+    to other kinds of listeners; this is the registration `app.event` makes, without its ack.
+    """
+    app._register_listener(
+        [listener],
+        cast(AsyncListenerMatcher, builtin_matchers.event(event_type, True, base_logger=app._base_logger)),
+        None,
+        None,
+        auto_acknowledgement=False,
+    )
 
 
 async def on_home_opened(event: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient) -> None:
@@ -45,14 +67,24 @@ async def on_home_opened(event: dict[str, Any], context: AsyncBoltContext, clien
         await publish_home(client, services_of(context).store, team=workspace_of(context), user=event["user"])
 
 
-async def on_mention(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
-    """A mention starts (or continues) the conversation in its thread."""
+async def on_mention(
+    ack: AsyncAck, body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
+) -> None:
+    """A mention starts (or continues) the conversation in its thread; acked once it is queued."""
     if is_from_person(event, context.bot_user_id):
         await _accept(services_of(context), body, event, context)
+    await ack()
 
 
-async def on_message(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
-    """DMs, mentions, and replies in threads the bot takes part in; other chatter is ignored."""
+async def on_message(
+    ack: AsyncAck, body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
+) -> None:
+    """DMs, mentions, and replies in threads the bot takes part in; acked once queued (or ignored)."""
+    await _take_message(body, event, context)
+    await ack()
+
+
+async def _take_message(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
     bot_user_id = context.bot_user_id
     if not is_from_person(event, bot_user_id):
         return
@@ -80,23 +112,14 @@ async def _accept(
         bot_user_id=context.bot_user_id or "",
         event_id=body.get("event_id"),
     )
-    if not await services.store.claim(*message.dedupe_keys):
-        return  # a retried delivery, or the other twin of a mention
-    await services.store.add_thread(message.thread)
     sources = Sources(files=shared_files(event), bot_user_id=context.bot_user_id or "")
-    await _dispatch(services, message, sources)
-
-
-async def _dispatch(services: Services, message: UserMessage, sources: Sources) -> None:
     runner = services.runner
     if len(message.text) > MAX_INPUT_CHARS:
-        await runner.reply(
+        await runner.submit_notice(
             message,
-            render.error_message(
-                "That message is too long for me",
-                f"It is {len(message.text):,} characters; the limit is {MAX_INPUT_CHARS:,}. "
-                "Shorten it or split it into several messages.",
-            ),
+            "That message is too long for me",
+            f"It is {len(message.text):,} characters; the limit is {MAX_INPUT_CHARS:,}. "
+            "Shorten it or split it into several messages.",
         )
         return
     rubric = rubric_directive(message.text)

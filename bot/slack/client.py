@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
+from http import HTTPStatus
 from typing import Any, TypeVar
 
 import aiohttp
+from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -23,6 +25,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Settings
+from bot.db.database import describe_database_error, unavailable_error
 from bot.ops import metrics
 
 logger = logging.getLogger(__name__)
@@ -62,6 +65,15 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
+def refused_for_now(exc: BaseException) -> bool:
+    """Whether a failed call may succeed if made again later: Slack answered 5xx, or 429 beyond the
+    client's own retries, or could not be reached at all (``ok: false`` answers are final)."""
+    if isinstance(exc, SlackApiError):
+        status = exc.response.status_code
+        return status == HTTPStatus.TOO_MANY_REQUESTS or status >= HTTPStatus.INTERNAL_SERVER_ERROR
+    return isinstance(exc, SLACK_ERRORS)
+
+
 async def attempt(call: Awaitable[T], what: str) -> T | None:
     """Await a Web API call; None when it failed, logged as ``could not {what}`` with Slack's code."""
     try:
@@ -72,18 +84,33 @@ async def attempt(call: Awaitable[T], what: str) -> T | None:
         return None
 
 
-async def log_listener_failure(error: Exception, body: dict[str, Any]) -> None:
+LISTENER_UNAVAILABLE_STATUS = 503
+"""Slack's answer to a request the database could not take: not a 2xx, so Slack delivers an event
+again (and in Socket Mode the envelope is not acked, which has the same effect)."""
+
+
+async def log_listener_failure(
+    error: Exception, body: dict[str, Any], response: BoltResponse | None = None
+) -> BoltResponse | None:
     """Bolt's error handler (``@app.error``): log what a listener raised, naming the request.
 
-    A Slack call that failed is a warning with Slack's error code; anything else is a bug, logged
-    with its traceback. Slack has been answered (or timed out) already, so nothing is answered here.
+    A database that could not take the request is one ERROR line, and, if the listener had not
+    acked yet, Slack is answered `LISTENER_UNAVAILABLE_STATUS` so that it delivers the request
+    again. A Slack call that failed is a warning with Slack's error code; anything else is a bug,
+    logged with its traceback.
     """
     request = _request_name(body)
+    if (failure := unavailable_error(error)) is not None:
+        logger.error(
+            "could not take %s: the database is unavailable (%s)", request, describe_database_error(failure)
+        )
+        return BoltResponse(status=LISTENER_UNAVAILABLE_STATUS, body="") if response is not None else None
     if isinstance(error, SLACK_ERRORS):
         metrics.slack_error()
         logger.warning("Slack call failed while handling %s: %s", request, describe_error(error))
     else:
         logger.error("handling %s failed", request, exc_info=error)
+    return None
 
 
 def _request_name(body: dict[str, Any]) -> str:

@@ -92,6 +92,18 @@ class RequestJob(_RunJob):
     """What the request shares besides its text (none in jobs queued before requests carried it)."""
 
 
+class ReplyJob(_MessageJob):
+    """A notice in answer to a message the bot does not act on otherwise (e.g. one too long to
+    read); its message carries no text."""
+
+    kind: ClassVar[str] = "reply"
+
+    title: str
+    """What is wrong, the notice's first line."""
+    detail: str
+    """What to do about it."""
+
+
 class NoticeJob(_RunJob):
     """Telling a thread that an earlier process died in its run (the request and that run)."""
 
@@ -160,8 +172,12 @@ class JobQueue(Protocol):
         """Begin running jobs."""
         ...
 
-    async def submit(self, thread: ThreadKey, payload: JobPayload) -> bool:
-        """Queue a job behind the thread's earlier ones; False if the queue no longer takes jobs."""
+    async def submit(self, thread: ThreadKey, payload: JobPayload, *, connection: Any = None) -> bool:
+        """Queue a job behind the thread's earlier ones; False if the queue no longer takes jobs.
+
+        A durable queue inserts the job through `connection` when given (the driver connection of an
+        open transaction, see `bot.db.store.Claim`), so that it is queued only if that commits.
+        """
         ...
 
     async def drain(self, grace: float) -> None:
@@ -206,8 +222,9 @@ class ThreadScheduler:
     async def start(self) -> None:
         """Nothing to start: each submitted key gets its own task."""
 
-    async def submit(self, thread: ThreadKey, payload: JobPayload) -> bool:
-        """Queue the job behind the thread's earlier jobs; False once draining has begun."""
+    async def submit(self, thread: ThreadKey, payload: JobPayload, *, connection: Any = None) -> bool:
+        """Queue the job behind the thread's earlier jobs; False once draining has begun (jobs live in
+        memory, so there is no transaction to join: `connection` is not used)."""
         if self._closed:
             return False
         self._queues.setdefault(thread, deque()).append((self._kinds[payload.kind], payload))
@@ -398,9 +415,12 @@ class DurableQueue:
         )
         self._sweeper = asyncio.create_task(self._sweep_forever(heartbeat), name="stalled job sweep")
 
-    async def submit(self, thread: ThreadKey, payload: JobPayload) -> bool:
-        """Store the job in PostgreSQL behind the thread's earlier jobs."""
-        task = self._app.configure_task(TASK_PREFIX + payload.kind, lock=thread.thread_id)
+    async def submit(self, thread: ThreadKey, payload: JobPayload, *, connection: Any = None) -> bool:
+        """Store the job in PostgreSQL behind the thread's earlier jobs (in `connection`'s transaction
+        if given)."""
+        task = self._app.configure_task(
+            TASK_PREFIX + payload.kind, lock=thread.thread_id, connection=connection
+        )
         await task.defer_async(**payload.model_dump(mode="json"))
         return True
 

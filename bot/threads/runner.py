@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -22,18 +22,9 @@ from langchain_core.messages import AnyMessage
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import ConversationAgent, ThreadContext, TurnOutcome, agent_config, run_turn, turn_evaluations
-from bot.config import DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
-from bot.db.store import (
-    ANSWERED,
-    FAILED,
-    FINAL_STEP,
-    INTERRUPTED,
-    TIMED_OUT,
-    RunRecord,
-    RunStatus,
-    Step,
-    Store,
-)
+from bot.config import DEFAULT_DELIVERY_RETRY, DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
+from bot.db.database import UNAVAILABLE_ERRORS, describe_database_error, unavailable_error
+from bot.db.store import ANSWERED, FAILED, FINAL_STEP, TIMED_OUT, Claim, RunRecord, RunStatus, Store
 from bot.material.files import Unread
 from bot.material.reader import NOTHING, Material, MaterialReader, conversation_messages
 from bot.material.sources import Sources
@@ -44,6 +35,7 @@ from bot.slack.client import attempt, describe_error
 from bot.slack.messages import SlackMessage
 from bot.threads import render
 from bot.threads.conversation import ThreadKey, UserMessage
+from bot.threads.delivery import Delivery, open_delivery
 from bot.threads.jobs import (
     MAX_ATTEMPTS,
     Abandoned,
@@ -52,6 +44,7 @@ from bot.threads.jobs import (
     JobQueue,
     NoticeJob,
     PromptJob,
+    ReplyJob,
     RequestJob,
     RubricJob,
     ThreadScheduler,
@@ -62,31 +55,13 @@ from grading import RubricError, RubricEvaluation, parse_rubric
 logger = logging.getLogger(__name__)
 
 
+DATABASE_RETRY_SECONDS = 2.0
+"""Pause before a run the database failed resumes from its checkpoint; doubled for each further
+attempt, so a database restart (seconds) is ridden out within `MAX_ATTEMPTS`."""
+
+
 class RunTimeout(Exception):
     """A whole run took longer than the runner allows (`RUBRIC_BOT_RUN_TIMEOUT`)."""
-
-
-@dataclass
-class _Ledger:
-    """What one run has put in its thread, kept in the `posted` table as it goes: a resumed run
-    posts only the parts that are missing. (A crash between Slack taking a message and the ledger
-    recording it is the one window in which a part can appear twice.)"""
-
-    reply: Callable[[SlackMessage], Awaitable[str | None]]
-    """Posts a message in the run's thread; its ts, or None if Slack failed."""
-    store: Store
-    run_id: int
-    posted: dict[tuple[Step, int], str]
-
-    async def post(self, step: Step, part: int, payload: SlackMessage) -> str | None:
-        """Post part `part` of `step` unless it is in the thread already; its ts, None if Slack failed."""
-        if (step, part) in self.posted:
-            return self.posted[(step, part)]
-        ts = await self.reply(payload)
-        if ts is not None:
-            await self.store.record_posted(self.run_id, step, part, ts)
-            self.posted[(step, part)] = ts
-        return ts
 
 
 class ThreadRunner:
@@ -102,8 +77,10 @@ class ThreadRunner:
         reader: MaterialReader | None = None,
         model_timeout: float = DEFAULT_MODEL_TIMEOUT,
         run_timeout: float = DEFAULT_RUN_TIMEOUT,
+        delivery_retry: float = DEFAULT_DELIVERY_RETRY,
     ) -> None:
-        """`model_timeout` is what the models were built with (for the notice); `run_timeout` is enforced.
+        """`model_timeout` is what the models were built with (for the notice); `run_timeout` is
+        enforced; `delivery_retry` is how long a run retries messages Slack refuses for now.
 
         `reader` reads what requests share (the thread the bot is called into, attached files);
         without one, requests are their text alone.
@@ -115,12 +92,14 @@ class ThreadRunner:
         self._queue = queue or ThreadScheduler()
         self._model_timeout = model_timeout
         self._run_timeout = run_timeout
+        self._delivery_retry = delivery_retry
         self._kinds: dict[str, JobKind[Any]] = {
             kind.name: kind
             for kind in (
                 JobKind(RequestJob, self._request_job, self._abandon_request),
                 JobKind(RubricJob, self._rubric_job, self._abandon_message),
                 JobKind(PromptJob, self._prompt_job, self._abandon_message),
+                JobKind(ReplyJob, self._reply_job, self._abandon_message),
                 JobKind(NoticeJob, self._notice_job, self._abandon_notice),
             )
         }
@@ -133,20 +112,48 @@ class ThreadRunner:
         return self._queue.busy
 
     async def submit_request(self, message: UserMessage, sources: Sources | None = None) -> None:
-        """Queue a request for the agent in its thread (recorded first, so a crash is noticed);
+        """Queue a request for the agent in its thread (its run recorded first, so a crash is noticed);
         `sources` says what it shares besides its text."""
-        run_id = await self._store.start_run(message.thread, message.ts)
-        await self._submit(
-            message.thread, RequestJob(message=message, run_id=run_id, sources=sources or Sources())
-        )
+
+        async def request(claim: Claim) -> JobPayload:
+            run_id = await claim.start_run(message.thread, message.ts)
+            return RequestJob(message=message, run_id=run_id, sources=sources or Sources())
+
+        await self._accept(message, request)
 
     async def submit_rubric(self, message: UserMessage, rubric_text: str) -> None:
         """Queue a `rubric:` message: it replaces the thread's rubric after any earlier runs."""
-        await self._submit(message.thread, RubricJob(message=message, rubric=rubric_text))
+        await self._accept(message, RubricJob(message=message, rubric=rubric_text))
 
     async def ask_for_request(self, message: UserMessage) -> None:
         """Queue the answer to a mention with nothing to do: the rubric in force, and "what should I do?"."""
-        await self._submit(message.thread, PromptJob(message=message))
+        await self._accept(message, PromptJob(message=message))
+
+    async def submit_notice(self, message: UserMessage, title: str, detail: str) -> None:
+        """Queue an error notice to a message the bot will not act on otherwise (e.g. one too long)."""
+        await self._accept(message, ReplyJob(message=replace(message, text=""), title=title, detail=detail))
+
+    async def _accept(
+        self, message: UserMessage, job: JobPayload | Callable[[Claim], Awaitable[JobPayload]]
+    ) -> None:
+        """Claim `message`, remember its thread and queue its job (built in the claim's transaction,
+        if `job` is a function), all in one transaction.
+
+        A retried delivery of the message, or the other twin of a mention, finds it claimed and
+        does nothing. If the database fails, nothing is recorded and the caller raises, so Slack
+        delivers the message again. The in-process queue, whose jobs live in memory, takes the job
+        once the claim has committed.
+        """
+        async with self._store.claiming(*message.dedupe_keys) as claim:
+            if claim is None:
+                return
+            await claim.add_thread(message.thread)
+            payload = job if isinstance(job, JobPayload) else await job(claim)
+            if self._queue.durable:
+                connection = await claim.driver_connection()
+                await self._queue.submit(message.thread, payload, connection=connection)
+                return
+        await self._submit(message.thread, payload)
 
     async def report_abandoned_runs(self, started_before: datetime) -> int:
         """Tell each thread whose run an earlier process left unfinished, once; how many there were.
@@ -161,11 +168,14 @@ class ThreadRunner:
 
     async def reply(self, message: UserMessage, payload: SlackMessage) -> str | None:
         """Post a message in `message`'s thread; its ts, or None if Slack failed (logged)."""
-        response = await attempt(
-            self._client.chat_postMessage(channel=message.channel, thread_ts=message.thread_ts, **payload),
-            f"post in thread {message.thread_id}",
+        return await attempt(self._post(message, payload), f"post in thread {message.thread_id}")
+
+    async def _post(self, message: UserMessage, payload: SlackMessage) -> str:
+        """Post a message in `message`'s thread; its ts (what the Slack client raises if it failed)."""
+        response = await self._client.chat_postMessage(
+            channel=message.channel, thread_ts=message.thread_ts, **payload
         )
-        return response.get("ts") if response is not None else None
+        return str(response["ts"])
 
     async def drain(self, grace: float) -> None:
         """Stop for a restart: finish what can finish within `grace`, mark the rest interrupted."""
@@ -182,13 +192,16 @@ class ThreadRunner:
             await self._kinds[payload.kind].abandon(payload, Abandoned.STOPPING)
 
     async def _request_job(self, job: RequestJob, attempt: int) -> None:
-        await self._run_request(job.message, job.run_id, job.sources, resumed=attempt > 0)
+        await self._run_request(job.message, job.run_id, job.sources, attempt=attempt)
 
     async def _rubric_job(self, job: RubricJob, attempt: int) -> None:
         await self._replace_rubric(job.message, job.rubric)
 
     async def _prompt_job(self, job: PromptJob, attempt: int) -> None:
         await self._prompt(job.message)
+
+    async def _reply_job(self, job: ReplyJob, attempt: int) -> None:
+        await self.reply(job.message, render.error_message(job.title, job.detail))
 
     async def _notice_job(self, job: NoticeJob, attempt: int) -> None:
         await self._tell_abandoned(job.message, job.run_id)
@@ -198,14 +211,12 @@ class ThreadRunner:
         if why is Abandoned.STOPPING:
             await self._tell_interrupted(message, run_id, started=False)
             return
-        ledger = await self._ledger(message, run_id, resumed=True)
+        delivery = await self._delivery(message, run_id, resumed=True)
         await react(self._client, "reactions_remove", message)
-        told = await ledger.post(FINAL_STEP, 0, _gave_up_notice())
-        await self._store.finish_run(run_id, FAILED)
-        if told is None:
-            await self._record_undelivered(message, run_id, FAILED)
+        await delivery.post(FINAL_STEP, 0, _gave_up_notice())
+        await self._finish(message, run_id, FAILED, delivered=await delivery.settle())
 
-    async def _abandon_message(self, job: PromptJob | RubricJob, why: Abandoned) -> None:
+    async def _abandon_message(self, job: PromptJob | RubricJob | ReplyJob, why: Abandoned) -> None:
         message = job.message
         if why is Abandoned.STOPPING:
             await self._tell_interrupted(message, None, started=False)
@@ -239,43 +250,106 @@ class ThreadRunner:
         await self.reply(message, render.request_prompt(rubric, scope=scope))
 
     async def _run_request(
-        self, message: UserMessage, run_id: int, sources: Sources, *, resumed: bool = False
+        self, message: UserMessage, run_id: int, sources: Sources, *, attempt: int = 0
     ) -> None:
-        """Answer the request; `resumed` when an earlier attempt was cut short (it continues from the
-        conversation's checkpoint and posts only what that attempt did not)."""
-        status: RunStatus = FAILED
-        delivered = False
-        outcome: TurnOutcome | None = None
+        """Answer the request; `attempt` counts earlier attempts cut short (a later one continues
+        from the conversation's checkpoint and posts only what they did not).
+
+        A database that fails mid-run cuts the attempt short like a crash: the run resumes from
+        its checkpoint after a pause, up to `MAX_ATTEMPTS` attempts in all; then the thread is told
+        that the database failed. Anything else that fails is the model's (or the agent's) failure,
+        reported in the thread.
+        """
         started = time.monotonic()
-        ledger = await self._ledger(message, run_id, resumed=resumed)
+        for number in range(attempt, MAX_ATTEMPTS):
+            try:
+                status, outcome, delivered = await self._answer_and_post(
+                    message, run_id, sources, resumed=number > 0
+                )
+                metrics.run_finished(status, time.monotonic() - started, outcome)
+                await self._finish(message, run_id, status, delivered=delivered)
+                return
+            except Exception as exc:
+                failure = unavailable_error(exc)
+                if failure is None:
+                    raise
+                if number + 1 == MAX_ATTEMPTS:
+                    metrics.run_finished(FAILED, time.monotonic() - started)
+                    await self._tell_database_failed(message, run_id, failure)
+                    return
+                delay = DATABASE_RETRY_SECONDS * 2**number
+                logger.warning(
+                    "run %d in thread %s: the database failed (%s); resuming it from its checkpoint in %gs",
+                    run_id,
+                    message.thread_id,
+                    describe_database_error(failure),
+                    delay,
+                )
+                await asyncio.sleep(delay)
+
+    async def _answer_and_post(
+        self, message: UserMessage, run_id: int, sources: Sources, *, resumed: bool
+    ) -> tuple[RunStatus, TurnOutcome | None, bool]:
+        """One attempt at the run: its status, its turn (if the models got that far), and whether
+        its closing messages reached the thread.
+
+        A failure of the models ends it with a notice; one of the database is raised.
+        """
+        delivery = await self._delivery(message, run_id, resumed=resumed)
         progress = WorkingIndicator(self._client, message)
+        outcome: TurnOutcome | None = None
+        status: RunStatus
         try:
             await self._report_interrupted(message)
             await progress.start()
             try:
-                outcome, unread = await self._answer(message, sources, progress, ledger)
+                outcome, unread = await self._answer(message, sources, progress, delivery)
             except Exception as exc:
+                if unavailable_error(exc) is not None:
+                    raise
                 status, notice = self._failure(message, exc)
-                delivered = await ledger.post(FINAL_STEP, 0, notice) is not None
+                await delivery.post(FINAL_STEP, 0, notice)
             else:
                 status = outcome.status or ANSWERED
-                delivered = await self._post_final(ledger, outcome, unread)
+                await self._post_final(delivery, outcome, unread)
+            return status, outcome, await delivery.settle()
         except asyncio.CancelledError:
-            status = INTERRUPTED
             # A durable job cut short runs again elsewhere and resumes; an embedded one is lost.
             if not self._queue.durable:
                 await self._tell_interrupted(message, run_id, started=True)
             raise
         finally:
             await progress.stop()
-            if status != INTERRUPTED:
-                metrics.run_finished(status, time.monotonic() - started, outcome)
-                await self._store.finish_run(run_id, status)
-                if not delivered:
-                    await self._record_undelivered(message, run_id, status)
+
+    async def _finish(self, message: UserMessage, run_id: int, status: RunStatus, *, delivered: bool) -> None:
+        await self._store.finish_run(run_id, status)
+        if not delivered:
+            await self._record_undelivered(message, run_id, status)
+
+    async def _tell_database_failed(self, message: UserMessage, run_id: int, failure: BaseException) -> None:
+        """Tell the thread its run was given up because the database kept failing (and record that,
+        if the database lets us)."""
+        logger.error(
+            "run %d in thread %s: given up after %d attempts, the database failing each time (%s)",
+            run_id,
+            message.thread_id,
+            MAX_ATTEMPTS,
+            describe_database_error(failure),
+        )
+        told = await self.reply(
+            message,
+            render.error_message(
+                "The bot's database failed, so this request could not be finished",
+                f"It was tried {MAX_ATTEMPTS} times. Send it again in this thread in a little while.",
+            ),
+        )
+        try:
+            await self._finish(message, run_id, FAILED, delivered=told is not None)
+        except UNAVAILABLE_ERRORS as exc:
+            logger.error("could not record how run %d ended: %s", run_id, describe_database_error(exc))
 
     async def _answer(
-        self, message: UserMessage, sources: Sources, progress: WorkingIndicator, ledger: _Ledger
+        self, message: UserMessage, sources: Sources, progress: WorkingIndicator, delivery: Delivery
     ) -> tuple[TurnOutcome, tuple[Unread, ...]]:
         """Run the agent on the request, posting each evaluation; `RunTimeout` past the run's limit.
         Also what the request shared that was not read, for the final message.
@@ -295,7 +369,7 @@ class ThreadRunner:
             # A conversation with no messages yet: the bot was just called in, and has not seen the thread.
             material = await self._read(message, sources, thread=not state.get("messages"))
             await self._store.record_material(
-                ledger.run_id, material.thread_messages, material.files_read, material.unread
+                delivery.run_id, material.thread_messages, material.files_read, material.unread
             )
             unread = material.unread
             inputs = {"messages": conversation_messages(message.text, material, request_id)}
@@ -306,8 +380,8 @@ class ThreadRunner:
                     inputs["rubric"] = rubric_text
         else:
             before = {**state, "messages": earlier}
-            unread = await self._store.unread_material(ledger.run_id)
-        post_evaluation = partial(self._post_evaluation, message, rubric_text or "", progress, ledger)
+            unread = await self._store.unread_material(delivery.run_id)
+        post_evaluation = partial(self._post_evaluation, message, rubric_text or "", progress, delivery)
         if earlier is not None:
             # Iterations the cut-short attempt checkpointed but may not have posted, in order.
             for evaluation in turn_evaluations(state, state["messages"][len(earlier) :]):
@@ -358,21 +432,23 @@ class ThreadRunner:
         message: UserMessage,
         rubric_text: str,
         progress: WorkingIndicator,
-        ledger: _Ledger,
+        delivery: Delivery,
         evaluation: RubricEvaluation,
     ) -> None:
         payload = render.evaluation_message(evaluation, review=review_controls(evaluation))
-        ts = await ledger.post(evaluation["iteration"], 0, payload)
-        if ts is not None:
+
+        async def remember(ts: str) -> None:
             await self._store.save_evaluation(message.thread, ts, evaluation, rubric_text)
+
+        await delivery.post(evaluation["iteration"], 0, payload, remember)
         if (
             evaluation["result"] == "needs_revision"
             and evaluation["iteration"] + 1 < evaluation["max_iterations"]
         ):
             await progress.revising()
 
-    async def _post_final(self, ledger: _Ledger, outcome: TurnOutcome, unread: Sequence[Unread]) -> bool:
-        """Post the run's status and answer, with what was not read; whether every part reached the thread."""
+    async def _post_final(self, delivery: Delivery, outcome: TurnOutcome, unread: Sequence[Unread]) -> None:
+        """Post (or owe) the run's status and answer, with what was not read."""
         messages = render.final_messages(
             outcome.status,
             outcome.answer,
@@ -386,14 +462,18 @@ class ThreadRunner:
             notes.append(render.unread_note(unread))
         if notes:
             messages = _with_note(messages, "\n".join(notes))
-        posted = [await ledger.post(FINAL_STEP, part, payload) for part, payload in enumerate(messages)]
-        return None not in posted
+        for part, payload in enumerate(messages):
+            await delivery.post(FINAL_STEP, part, payload)
 
-    async def _ledger(self, message: UserMessage, run_id: int, *, resumed: bool) -> _Ledger:
-        """The run's record of posted messages (only a resumed run can have posted any yet)."""
-        posted = await self._store.posted_messages(run_id) if resumed else []
-        done = {(p.step, p.part): p.message_ts for p in posted}
-        return _Ledger(partial(self.reply, message), self._store, run_id, done)
+    async def _delivery(self, message: UserMessage, run_id: int, *, resumed: bool) -> Delivery:
+        return await open_delivery(
+            partial(self._post, message),
+            self._store,
+            run_id,
+            message.thread_id,
+            retry_for=self._delivery_retry,
+            resumed=resumed,
+        )
 
     async def _record_undelivered(self, message: UserMessage, run_id: int, status: RunStatus) -> None:
         # The grading status says how the answer did; this says nobody saw it, for the operator.

@@ -218,6 +218,7 @@ class _State:
     tickets: set[str] = field(default_factory=set)  # issued by apps.connections.open
     connections: list[str] = field(default_factory=list)  # tickets of websockets opened, in order
     live: dict[str, web.WebSocketResponse] = field(default_factory=dict)  # open websockets by ticket
+    outage: int | None = None  # while set, every Web API call is answered with this HTTP status
     refusing_sockets: bool = False  # answer websocket handshakes with SOCKET_REFUSED_STATUS
     acks: dict[str, SocketAck] = field(default_factory=dict)
 
@@ -334,6 +335,17 @@ class SlackApiStandin(BackgroundServer):
         """Answer the next `times` calls of `method` with HTTP 200 ``{"ok": false, "error": error}``."""
         with self._lock:
             self._state.faults[method].extend([_Fault(200, error)] * times)
+
+    def begin_outage(self, status: int = 503) -> None:
+        """Answer every Web API call with HTTP `status` until `end_outage`: Slack down, for as long
+        as the test says."""
+        with self._lock:
+            self._state.outage = status
+
+    def end_outage(self) -> None:
+        """Answer Web API calls normally again."""
+        with self._lock:
+            self._state.outage = None
 
     # ----- Socket Mode (safe from any thread) -----
 
@@ -524,6 +536,8 @@ class SlackApiStandin(BackgroundServer):
 
     def _answer(self, method: str, args: Args, token: str | None) -> tuple[int, Answer, dict[str, str]]:
         """Status, body and extra headers for one call. Caller holds the lock."""
+        if self._state.outage is not None:
+            return self._state.outage, {"ok": False, "error": "service_unavailable"}, {}
         faults = self._state.faults.get(method)
         if faults:
             fault = faults.popleft()

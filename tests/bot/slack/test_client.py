@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 
+import psycopg
+import sqlalchemy.exc
+from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.slack_response import SlackResponse
 
@@ -45,3 +48,19 @@ async def test_a_slack_failure_reaching_the_error_handler_is_one_line(caplog):
 
     assert caplog.messages == ["Slack call failed while handling /rubric: channel_not_found"]
     assert describe_error(TimeoutError()) == "TimeoutError"
+
+
+async def test_a_database_that_cannot_take_a_request_is_one_line_and_a_503_so_slack_sends_it_again(caplog):
+    refused = sqlalchemy.exc.OperationalError(
+        "INSERT INTO claims …", {}, psycopg.OperationalError("connection refused\n\tIs the server running?")
+    )
+    unanswered = BoltResponse(status=500)
+
+    answer = await log_listener_failure(refused, {"event": {"type": "message"}}, unanswered)
+
+    assert answer is not None and answer.status == 503
+    assert caplog.messages == [
+        "could not take event message: the database is unavailable "
+        "(connection refused Is the server running?)"
+    ]
+    assert "Traceback" not in caplog.text

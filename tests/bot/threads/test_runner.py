@@ -367,6 +367,49 @@ async def test_slack_failures_are_retried_or_logged_without_losing_the_run(harne
     assert TOKEN not in caplog.text
 
 
+async def test_messages_slack_refuses_in_an_outage_are_posted_once_each_in_order_after_it(harness, caplog):
+    runner = harness.use(answers("Paris.", "Paris on the Seine."), grader_wanting("Seine"))
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    request = harness.message("Capital?")
+    harness.slack.begin_outage(503)
+
+    with caplog.at_level(logging.WARNING):
+        await runner.submit_request(request)
+        # The run goes on while Slack is down; its messages wait until the test brings Slack back.
+        await wait_until(lambda: "Slack refused a message for thread" in caplog.text)
+        assert harness.thread(request.ts) == []
+        harness.slack.end_outage()
+        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT * 3)
+
+    thread = harness.thread(request.ts)
+    assert [m.event_type for m in thread] == ["rubric_evaluation", "rubric_evaluation", "rubric_final"]
+    assert "Paris on the Seine." in thread[-1].all_text
+    assert harness.runs() == [(request.ts, "satisfied", 0)]
+
+
+async def test_an_answer_slack_refuses_for_longer_than_the_retry_period_is_recorded_as_undelivered(
+    harness, caplog
+):
+    runner = harness.use(answers("Paris on the Seine."), grader_wanting("Seine"), delivery_retry=1.0)
+    request = harness.message("Capital?")
+    harness.slack.begin_outage(503)
+
+    with caplog.at_level(logging.WARNING):
+        await runner.submit_request(request)
+        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT * 3)
+
+    assert harness.thread(request.ts) == []
+    assert harness.runs() == [(request.ts, "answered", 1)]
+    assert "Slack refused them for 1s" in caplog.text
+
+
+async def wait_until(condition: Any) -> None:
+    """Wait (bounded by EVENT_TIMEOUT) until `condition()` holds."""
+    async with asyncio.timeout(EVENT_TIMEOUT * 3):
+        while not condition():
+            await asyncio.sleep(0.05)
+
+
 async def crashed_run(harness: Harness, request: UserMessage) -> None:
     """What a process that died mid-run leaves: a recorded run, and ⏳ on the request."""
     await harness.store.start_run(request.thread, request.ts)
@@ -454,7 +497,7 @@ class HeldQueue:
     async def start(self) -> None:
         pass
 
-    async def submit(self, thread: ThreadKey, payload: JobPayload) -> bool:
+    async def submit(self, thread: ThreadKey, payload: JobPayload, *, connection: Any = None) -> bool:
         self.jobs.append(payload)
         return True
 

@@ -1,0 +1,168 @@
+"""A run's thread messages: each posted once, in order, and owed while Slack refuses them for now.
+
+A run posts its evaluations as they come and its closing messages at the end through one
+`Delivery`. What Slack takes is recorded in the `posted` ledger, so a resumed run posts only what is
+missing. When Slack refuses a message for the time being (5xx, 429 beyond the client's own retries,
+no connection), it and every later message of the run are owed: the run goes on, and `settle` at
+its end posts them in order, retrying with a growing delay for up to `RUBRIC_BOT_DELIVERY_RETRY`
+seconds after the first refusal. Only then is an answer counted undelivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from bot.db.database import describe_database_error, unavailable_error
+from bot.db.store import FINAL_STEP, Step, Store
+from bot.ops import metrics
+from bot.slack.client import SLACK_ERRORS, describe_error, refused_for_now
+from bot.slack.messages import SlackMessage
+
+logger = logging.getLogger(__name__)
+
+FIRST_RETRY_SECONDS = 1.0
+"""Wait after Slack first refuses a run's message; each further refusal doubles it."""
+
+MAX_RETRY_SECONDS = 15.0
+"""Longest wait between tries: once Slack is back, a run's messages follow within about this."""
+
+LEDGER_RETRIES = 5
+"""Tries to record a message Slack took when the database fails meanwhile (a second apart at
+first, doubling): a message missing from the ledger would be posted again by a resumed run."""
+
+Poster = Callable[[SlackMessage], Awaitable[str]]
+"""Posts one message in the run's thread; its ts. It raises what the Slack client raises."""
+
+OnPosted = Callable[[str], Awaitable[None]]
+"""Called with a message's ts once it is in the thread (e.g. to remember an evaluation's message)."""
+
+
+@dataclass
+class _Owed:
+    step: Step
+    part: int
+    payload: SlackMessage
+    on_posted: OnPosted | None
+
+
+@dataclass
+class Delivery:
+    """What one run has put in its thread and what it still owes it (see the module docstring).
+
+    (A crash between Slack taking a message and the ledger recording it is the one window in
+    which a message can appear twice.)
+    """
+
+    post_message: Poster
+    store: Store
+    run_id: int
+    thread: str
+    """The thread's id, for log lines."""
+    retry_for: float
+    """Seconds to keep retrying after Slack's first refusal (`RUBRIC_BOT_DELIVERY_RETRY`)."""
+    posted: dict[tuple[Step, int], str]
+    """Slack ts of each part already in the thread, by (step, part)."""
+    _owed: list[_Owed] = field(default_factory=list)
+    _final_lost: bool = False
+    _refused_since: float | None = None
+    _delay: float = FIRST_RETRY_SECONDS
+
+    async def post(
+        self, step: Step, part: int, payload: SlackMessage, on_posted: OnPosted | None = None
+    ) -> None:
+        """Post part `part` of `step` unless it is in the thread already (or owe it, if Slack is
+        refusing); `on_posted` runs with its ts once it is there."""
+        if (step, part) in self.posted:
+            if on_posted is not None:
+                await on_posted(self.posted[(step, part)])
+            return
+        self._owed.append(_Owed(step, part, payload, on_posted))
+        await self._post_owed()
+
+    async def settle(self) -> bool:
+        """Post everything owed, waiting for Slack within the retry period; whether every closing
+        message of the run is in the thread."""
+        while self._owed and not self._expired():
+            await asyncio.sleep(self._delay)
+            self._delay = min(self._delay * 2, MAX_RETRY_SECONDS)
+            await self._post_owed()
+        if self._owed:
+            logger.warning(
+                "gave up posting %d message(s) in thread %s: Slack refused them for %gs",
+                len(self._owed),
+                self.thread,
+                self.retry_for,
+            )
+            self._lose(*self._owed)
+            self._owed.clear()
+        return not self._final_lost
+
+    def _lose(self, *messages: _Owed) -> None:
+        self._final_lost = self._final_lost or any(owed.step == FINAL_STEP for owed in messages)
+
+    def _expired(self) -> bool:
+        return self._refused_since is not None and time.monotonic() - self._refused_since >= self.retry_for
+
+    async def _post_owed(self) -> None:
+        """Post owed messages in order until Slack refuses one for now (it stays owed, with those
+        after it); one Slack refuses for good is dropped, logged."""
+        while self._owed:
+            owed = self._owed[0]
+            try:
+                ts = await self.post_message(owed.payload)
+            except SLACK_ERRORS as exc:
+                metrics.slack_error()
+                if refused_for_now(exc):
+                    self._note_refusal(exc)
+                    return
+                logger.warning("could not post in thread %s: %s", self.thread, describe_error(exc))
+                self._lose(owed)
+            else:
+                await self._record(owed.step, owed.part, ts)
+                if owed.on_posted is not None:
+                    await owed.on_posted(ts)
+            self._owed.pop(0)
+
+    def _note_refusal(self, exc: BaseException) -> None:
+        if self._refused_since is None:
+            self._refused_since = time.monotonic()
+            logger.warning(
+                "Slack refused a message for thread %s (%s); retrying for up to %gs",
+                self.thread,
+                describe_error(exc),
+                self.retry_for,
+            )
+
+    async def _record(self, step: Step, part: int, ts: str) -> None:
+        """Put the posted message in the ledger, retrying a moment if the database fails meanwhile."""
+        self.posted[(step, part)] = ts
+        delay = FIRST_RETRY_SECONDS
+        for number in range(LEDGER_RETRIES):
+            try:
+                await self.store.record_posted(self.run_id, step, part, ts)
+                return
+            except Exception as exc:
+                failure = unavailable_error(exc)
+                if failure is None or number + 1 == LEDGER_RETRIES:
+                    raise
+                logger.warning(
+                    "could not record a message posted in thread %s (%s); trying again in %gs",
+                    self.thread,
+                    describe_database_error(failure),
+                    delay,
+                )
+            await asyncio.sleep(delay)
+            delay *= 2
+
+
+async def open_delivery(
+    post_message: Poster, store: Store, run_id: int, thread: str, *, retry_for: float, resumed: bool
+) -> Delivery:
+    """The run's delivery, knowing what an earlier attempt posted (only a resumed run can have)."""
+    posted = await store.posted_messages(run_id) if resumed else []
+    done = {(p.step, p.part): p.message_ts for p in posted}
+    return Delivery(post_message, store, run_id, thread, retry_for, done)

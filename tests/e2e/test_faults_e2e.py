@@ -1,0 +1,211 @@
+"""Faults, end to end on PostgreSQL with two `rubric-bot serve` replicas: the database restarted
+under load, the database down while events arrive (with Slack's retries), and Slack answering 503
+for as long as the test says. Every thread gets its answer, each message once.
+
+The database is a PostgreSQL cluster of the module's own (`initdb` and `pg_ctl` from the server's
+binaries, on a port of its own), so that stopping it disturbs nothing else on the machine.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.e2e.conftest import BotProcess
+from tests.e2e.test_scale_e2e import CRITERIA, Pair, evaluations, finals
+from tests.standins import free_port, wait_for
+from tests.standins import slack_requests as sr
+from tests.standins.model_api import scripted_revision
+
+pytestmark = pytest.mark.postgres
+
+RUN_TIMEOUT = 90.0
+"""Bound for every thread to be answered after a fault ends (resumes and Slack retries included)."""
+DB_TIMEOUT = 60.0
+"""Bound for the test's own PostgreSQL cluster to start or stop."""
+REFUSED = "Slack refused a message for thread"
+"""What a bot logs, once per run, when Slack first refuses one of the run's messages."""
+REQUESTS = 6
+"""Conversations in flight when a fault hits."""
+
+
+@dataclass
+class Cluster:
+    """A PostgreSQL cluster of the test's own: stop and start it at will."""
+
+    bin_dir: Path
+    data: Path
+    port: int
+    as_postgres: tuple[str, ...]
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/bot"
+
+    def ctl(self, *args: str) -> None:
+        command = [*self.as_postgres, str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-w", "-t", "60"]
+        subprocess.run([*command, *args], check=True, capture_output=True, timeout=DB_TIMEOUT)
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self.ctl("-o", options, "-l", str(self.data / "server.log"), "start")
+
+    def stop(self) -> None:
+        self.ctl("-m", "fast", "stop")
+
+
+def _server_bin_dir() -> Path | None:
+    found = shutil.which("initdb")
+    candidates = [Path(found).parent] if found else []
+    candidates += [Path(path) for path in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)]
+    return next((path for path in candidates if (path / "initdb").exists()), None)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    bin_dir = _server_bin_dir()
+    if bin_dir is None:
+        pytest.fail("these tests need PostgreSQL's server binaries (initdb, pg_ctl)", pytrace=False)
+    # PostgreSQL refuses to run as root: as root, the cluster belongs to the postgres account.
+    as_postgres: tuple[str, ...] = ("runuser", "-u", "postgres", "--") if os.geteuid() == 0 else ()
+    data = Path(tempfile.mkdtemp(prefix="rubric-bot-faults-pg-"))
+    if as_postgres:
+        shutil.chown(data, "postgres")
+    subprocess.run(
+        [
+            *as_postgres,
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=DB_TIMEOUT,
+    )
+    own = Cluster(bin_dir, data, free_port(), as_postgres)
+    own.start()
+    try:
+        yield own
+    finally:
+        own.stop()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture
+def pair(cluster, start_bot, slack_api, model_api) -> Iterator[Pair]:
+    with psycopg.connect(cluster.url.replace("/bot", "/postgres"), autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS bot WITH (FORCE)")
+        admin.execute("CREATE DATABASE bot")
+    env = {"RUBRIC_BOT_DB": cluster.url, "RUBRIC_BOT_STALLED_AFTER": "3", "RUBRIC_BOT_SHUTDOWN_GRACE": "0.5"}
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    bots = (start_bot(env=env), start_bot(env=env))
+    yield Pair(slack_api, model_api, bots)
+
+
+def wait_answered(pair: Pair, channel: str, roots: list[str]) -> None:
+    """Wait until each thread holds its closing message (or fail, showing what is there)."""
+    for root in roots:
+
+        def described(root: str = root) -> str:
+            texts = "\n---\n".join(m.all_text for m in pair.thread(channel, root))
+            logs = "\n".join(bot.stderr_text()[-3000:] for bot in pair.bots)
+            return f"an answer in thread {channel}/{root}; it holds:\n{texts}\nbot logs:\n{logs}"
+
+        wait_for(lambda root=root: finals(pair.thread(channel, root)), RUN_TIMEOUT, message=described)
+
+
+def assert_answered_once_each(pair: Pair, channel: str, roots: list[str]) -> None:
+    """Each thread: two evaluations and one closing message with the revised answer, each once."""
+    for root in roots:
+        thread = pair.thread(channel, root)
+        assert [m.event_type for m in thread] == ["rubric_evaluation", "rubric_evaluation", "rubric_final"], [
+            m.all_text for m in thread
+        ]
+        assert "failed" not in thread[-1].all_text
+
+
+def log_of(bot: BotProcess) -> str:
+    return bot.stderr_text()
+
+
+def test_a_database_restart_under_load_leaves_every_thread_with_its_answer(pair, cluster):
+    pair.set_channel_rubric(0, "C1")
+    pair.model.latency = 0.3  # runs are mid-flight (checkpointing) when the database goes away
+    roots = [pair.mention(number % 2, f"Question {number}", "C1") for number in range(REQUESTS)]
+    wait_for(
+        lambda: len(pair.model.requests("worker")) >= REQUESTS // 2, RUN_TIMEOUT, message="runs under way"
+    )
+
+    cluster.stop()
+    cluster.start()
+
+    wait_answered(pair, "C1", roots)
+    assert_answered_once_each(pair, "C1", roots)
+    assert not any("The model failed" in m.all_text for m in pair.slack.messages("C1"))
+    logs = log_of(pair.bots[0]) + log_of(pair.bots[1])
+    assert "the database failed" in logs  # the restart did cut runs short: they resumed
+
+
+def test_events_sent_while_the_database_is_down_are_answered_once_each_after_it_is_back(pair, cluster):
+    pair.set_channel_rubric(0, "C2")
+    cluster.stop()
+    deliveries = []
+    for number in range(3):
+        ts = sr.new_ts()
+        deliveries += [
+            sr.event_callback(sr.app_mention(f"Question {number}", "C2", ts)),
+            sr.event_callback(sr.message(f"<@UBOT> Question {number}", "C2", ts)),
+        ]
+    refused = [pair.bots[n % 2].sender.send(d) for n, d in enumerate(deliveries)]
+    # Slack retries each delivery it got no 2xx for (here at once, to the other replica).
+    retried = [pair.bots[(n + 1) % 2].sender.send(d, retry_num=1) for n, d in enumerate(deliveries)]
+
+    assert {response.status for response in refused + retried} == {503}
+    cluster.start()
+    accepted = [pair.bots[n % 2].sender.send(d, retry_num=2) for n, d in enumerate(deliveries)]
+
+    assert {response.status for response in accepted} == {200}
+    roots = [delivery["event"]["ts"] for delivery in deliveries[::2]]
+    wait_answered(pair, "C2", roots)
+    assert_answered_once_each(pair, "C2", roots)
+    logs = log_of(pair.bots[0]) + log_of(pair.bots[1])
+    assert logs.count("could not take event") == len(refused + retried)  # one line each
+    assert "handling event" not in logs  # and no traceback of a listener
+
+
+def test_answers_slack_refuses_with_503_are_delivered_once_each_after_it_recovers(pair):
+    # Each replica asks Slack who it is on its first request (Bolt's auth.test): before the outage.
+    pair.set_channel_rubric(0, "C3")
+    pair.set_channel_rubric(1, "C3")
+    pair.slack.begin_outage(503)
+    roots = [pair.mention(number % 2, f"Question {number}", "C3") for number in range(REQUESTS // 2)]
+    # Slack stays down until every run has been graded and has had a message refused.
+    wait_for(
+        lambda: (
+            sum(log_of(bot).count("Slack refused a message for thread") for bot in pair.bots) >= len(roots)
+        ),
+        RUN_TIMEOUT,
+        message="every run to have had a message refused",
+    )
+    wait_for(lambda: len(pair.model.requests("grader")) >= 2 * len(roots), RUN_TIMEOUT, message="runs graded")
+    assert all(pair.thread("C3", root) == [] for root in roots)
+
+    pair.slack.end_outage()
+
+    wait_answered(pair, "C3", roots)
+    assert_answered_once_each(pair, "C3", roots)
+    assert not any(evaluations(pair.thread("C3", root)) == [] for root in roots)
