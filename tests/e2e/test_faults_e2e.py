@@ -20,8 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.e2e.conftest import BotProcess
-from tests.e2e.test_scale_e2e import CRITERIA, Pair, evaluations, finals
+from tests.e2e.conftest import CRITERIA, BotProcess, Service, evaluations, finals
 from tests.standins import free_port, wait_for
 from tests.standins import slack_requests as sr
 from tests.standins.model_api import scripted_revision
@@ -106,17 +105,16 @@ def cluster() -> Iterator[Cluster]:
 
 
 @pytest.fixture
-def pair(cluster, start_bot, slack_api, model_api) -> Iterator[Pair]:
+def pair(cluster, start_bot, slack_api, model_api) -> Iterator[Service]:
     with psycopg.connect(cluster.url.replace("/bot", "/postgres"), autocommit=True) as admin:
         admin.execute("DROP DATABASE IF EXISTS bot WITH (FORCE)")
         admin.execute("CREATE DATABASE bot")
     env = {"RUBRIC_BOT_DB": cluster.url, "RUBRIC_BOT_STALLED_AFTER": "3", "RUBRIC_BOT_SHUTDOWN_GRACE": "0.5"}
     model_api.worker, model_api.grader = scripted_revision(CRITERIA)
-    bots = (start_bot(env=env), start_bot(env=env))
-    yield Pair(slack_api, model_api, bots)
+    yield Service(slack_api, model_api, start_bot(env=env), (start_bot(env=env),))
 
 
-def wait_answered(pair: Pair, channel: str, roots: list[str]) -> None:
+def wait_answered(pair: Service, channel: str, roots: list[str]) -> None:
     """Wait until each thread holds its closing message (or fail, showing what is there)."""
     for root in roots:
 
@@ -128,7 +126,7 @@ def wait_answered(pair: Pair, channel: str, roots: list[str]) -> None:
         wait_for(lambda root=root: finals(pair.thread(channel, root)), RUN_TIMEOUT, message=described)
 
 
-def assert_answered_once_each(pair: Pair, channel: str, roots: list[str]) -> None:
+def assert_answered_once_each(pair: Service, channel: str, roots: list[str]) -> None:
     """Each thread: two evaluations and one closing message with the revised answer, each once."""
     for root in roots:
         thread = pair.thread(channel, root)
@@ -143,9 +141,9 @@ def log_of(bot: BotProcess) -> str:
 
 
 def test_a_database_restart_under_load_leaves_every_thread_with_its_answer(pair, cluster):
-    pair.set_channel_rubric(0, "C1")
+    pair.set_channel_rubric("C1", via=0)
     pair.model.latency = 0.3  # runs are mid-flight (checkpointing) when the database goes away
-    roots = [pair.mention(number % 2, f"Question {number}", "C1") for number in range(REQUESTS)]
+    roots = [pair.mention(f"Question {number}", "C1", via=number % 2) for number in range(REQUESTS)]
     wait_for(
         lambda: len(pair.model.requests("worker")) >= REQUESTS // 2, RUN_TIMEOUT, message="runs under way"
     )
@@ -161,7 +159,7 @@ def test_a_database_restart_under_load_leaves_every_thread_with_its_answer(pair,
 
 
 def test_events_sent_while_the_database_is_down_are_answered_once_each_after_it_is_back(pair, cluster):
-    pair.set_channel_rubric(0, "C2")
+    pair.set_channel_rubric("C2", via=0)
     cluster.stop()
     deliveries = []
     for number in range(3):
@@ -189,10 +187,10 @@ def test_events_sent_while_the_database_is_down_are_answered_once_each_after_it_
 
 def test_answers_slack_refuses_with_503_are_delivered_once_each_after_it_recovers(pair):
     # Each replica asks Slack who it is on its first request (Bolt's auth.test): before the outage.
-    pair.set_channel_rubric(0, "C3")
-    pair.set_channel_rubric(1, "C3")
+    pair.set_channel_rubric("C3", via=0)
+    pair.set_channel_rubric("C3", via=1)
     pair.slack.begin_outage(503)
-    roots = [pair.mention(number % 2, f"Question {number}", "C3") for number in range(REQUESTS // 2)]
+    roots = [pair.mention(f"Question {number}", "C3", via=number % 2) for number in range(REQUESTS // 2)]
     # Slack stays down until every run has been graded and has had a message refused.
     wait_for(
         lambda: (
