@@ -456,9 +456,11 @@ async def test_a_start_up_notice_slack_refused_is_given_when_the_thread_is_next_
 async def test_drain_marks_a_run_that_outlives_the_grace_as_interrupted(harness):
     release = asyncio.Event()
     loop = asyncio.get_running_loop()
+    working = threading.Event()
 
     def slow_worker(messages: list[Any]) -> str:
         # Runs in langchain's executor thread; blocks until the test lets it go.
+        working.set()
         asyncio.run_coroutine_threadsafe(release.wait(), loop).result(timeout=EVENT_TIMEOUT)
         return "Too late."
 
@@ -467,7 +469,7 @@ async def test_drain_marks_a_run_that_outlives_the_grace_as_interrupted(harness)
     queued = harness.message("Queued", thread_ts=running.ts)
     await runner.submit_request(running)
     await runner.submit_request(queued)
-    await asyncio.sleep(0.2)
+    assert await asyncio.to_thread(working.wait, EVENT_TIMEOUT)  # the first run is under way
 
     await runner.drain(grace=0.2)
     release.set()
