@@ -35,8 +35,8 @@ def test_replay_posts_loo_against_off_naming_who_asked_and_runs_once_per_channel
 ):
     asyncio.run(seed(tmp_path / "bot.sqlite"))  # the database the bot is started on
     model_api.grader = lambda request: replayed_grade(request.last_user_text)
-    model_api.latency = 0.2  # a replay takes a few seconds: long enough to ask again meanwhile
     bot: BotProcess = start_bot()
+    model_api.hold()  # the replay is still running when it is asked for again
 
     first = bot.sender.send(replay_command(slack_api, "replay 30")).json()
     assert first["response_type"] == "ephemeral" and "Replaying this channel" in first["text"]
@@ -44,6 +44,7 @@ def test_replay_posts_loo_against_off_naming_who_asked_and_runs_once_per_channel
     again = bot.sender.send(replay_command(slack_api, "replay", user="U8")).json()
     assert again["response_type"] == "ephemeral"
     assert f"already running (asked by <@{ASKER}>)" in again["text"]
+    model_api.release()
 
     upload = wait_for(
         lambda: next((u for u in slack_api.uploads() if u.channel == CHANNEL and u.completed), None),

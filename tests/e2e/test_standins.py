@@ -520,6 +520,18 @@ def test_stopping_the_stand_in_releases_requests_given_no_answer(model_api):
             pending.result(timeout=STOP_TIMEOUT)
 
 
+def test_held_requests_are_recorded_then_answered_once_released(model_api, chat):
+    model_api.hold()
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(chat.invoke, "wait for it")
+        wait_for(lambda: model_api.requests(), message="the request to arrive")
+        assert not pending.done()  # recorded, and held
+
+        model_api.release()
+        assert pending.result(timeout=STOP_TIMEOUT).content == "Stand-in answer."
+    assert chat.invoke("and now?").content == "Stand-in answer."
+
+
 async def test_slow_answers_are_served_concurrently(model_api, chat):
     model_api.latency = 0.3
 

@@ -24,7 +24,7 @@ from typing import Any, Literal, NamedTuple
 
 from aiohttp import web
 
-from tests.standins import BackgroundServer
+from tests.standins import STOP_TIMEOUT, BackgroundServer
 
 Role = Literal["worker", "grader"]
 Json = dict[str, Any]
@@ -192,7 +192,8 @@ class ModelApiStandin(BackgroundServer):
 
     Set `worker` and `grader` handlers and `latency` (seconds slept per request, concurrently) from
     the test; they may change at any time. Handlers run on the server's event loop, so they must be
-    quick: slow answers come from `latency`, not from sleeping in a handler.
+    quick: slow answers come from `latency`, not from sleeping in a handler; answers the test must
+    keep back until something has happened come from `hold` and `release`.
     """
 
     def __init__(self) -> None:
@@ -203,6 +204,7 @@ class ModelApiStandin(BackgroundServer):
         self._lock = threading.Lock()
         self._state = _State()
         self._stopping: asyncio.Event | None = None
+        self._answering: asyncio.Event | None = None
 
     @property
     def base_url(self) -> str:
@@ -214,8 +216,26 @@ class ModelApiStandin(BackgroundServer):
         app.router.add_post("/v1/chat/completions", self._handle_chat)
         app.router.add_route("*", "/{path:.*}", _handle_unknown)
         self._stopping = asyncio.Event()
+        self._answering = asyncio.Event()
+        self._answering.set()
         app.on_shutdown.append(self._release_silent)
         return app
+
+    def hold(self) -> None:
+        """Answer nothing until `release`: requests are recorded as they arrive, then wait."""
+        self._set_answering(False)
+
+    def release(self) -> None:
+        """Answer the held requests, and every later one as usual."""
+        self._set_answering(True)
+
+    def _set_answering(self, answering: bool) -> None:
+        """Open or close the gate on the server's loop; returns once it has changed."""
+        loop, gate = self._loop, self._answering
+        if loop is None or gate is None:
+            raise RuntimeError("the model stand-in is not running")
+        loop.call_soon_threadsafe(gate.set if answering else gate.clear)
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(timeout=STOP_TIMEOUT)
 
     def fail_next(self, status: int = 500, times: int = 1, *, role: Role | None = None) -> None:
         """Answer the next `times` requests (of `role`, when given) with HTTP `status`."""
@@ -248,6 +268,8 @@ class ModelApiStandin(BackgroundServer):
             fault = self._take_fault(chat.role)
         try:
             await asyncio.sleep(self.latency)
+            assert self._answering is not None  # set with the app
+            await self._answering.wait()
             if fault is not None:
                 return _error(fault.status, "server_error", f"stand-in injected HTTP {fault.status}")
             try:
@@ -277,8 +299,9 @@ class ModelApiStandin(BackgroundServer):
 
     async def _release_silent(self, app: web.Application) -> None:
         """Let requests given NO_ANSWER end, so that stopping the stand-in does not wait for them."""
-        assert self._stopping is not None
+        assert self._stopping is not None and self._answering is not None
         self._stopping.set()
+        self._answering.set()
 
     def _reply(self, chat: ChatRequest) -> _Reply | ErrorReply | Silence:
         handler = self.worker if chat.role == "worker" else self.grader
