@@ -32,7 +32,7 @@ from bot.listeners.context import Services
 from bot.material.reader import MaterialReader
 from bot.ops import startup
 from bot.ops.health import Readiness
-from bot.ops.server import add_ops_routes, serve_ops
+from bot.ops.server import Probes, add_ops_routes, serve_ops
 from bot.review.calibration import calibration_source
 from bot.slack.client import build_client, log_listener_failure
 from bot.slack.http import EVENTS_PATH, slack_web_app
@@ -86,34 +86,29 @@ async def serve(
     socket_mode = settings.socket_mode and not http
     settings = startup.for_process(settings, "serve")
     startup.log_start(settings, "Socket Mode" if socket_mode else f"HTTP mode on port {port}", concurrency)
-    if await startup.prepare_database(settings.database, wait=wait_for_db, stop=stop) is None:
-        return  # stopped while waiting for the database
-    async with (
-        open_runner(settings, concurrency) as (store, client, runner),
-        open_replays(settings, store, client) as replays,
-    ):
-        app = create_app(settings, Services(settings, store, runner, replays), client)
-        readiness = Readiness(store.ping, socket_mode=socket_mode)
-        if socket_mode:
-            assert settings.slack_app_token is not None  # socket_mode implies it
-            async with serve_ops(settings.metrics_port, readiness, runner.job_counts):
-                await serve_socket_mode(
-                    app,
-                    client,
-                    settings.slack_app_token.get_secret_value(),
-                    stop,
-                    readiness.connection_changed,
-                )
-        elif await retry_until_stopped(lambda: check_tokens(client), stop, "check the bot token"):
-            await _serve_http(
-                app,
-                settings,
-                port,
-                stop,
-                partial(add_ops_routes, readiness=readiness, job_counts=runner.job_counts),
-            )
-        logger.info("stopping: letting %d busy thread(s) finish", runner.busy_threads)
-        await runner.drain(settings.shutdown_grace)
+    probes = Probes(Readiness(socket_mode=socket_mode))
+    async with AsyncExitStack() as starting:
+        # /healthz answers from the start, and /readyz says "starting" until Slack's requests are served.
+        await starting.enter_async_context(serve_ops(settings.metrics_port if socket_mode else port, probes))
+        if await startup.prepare_database(settings.database, wait=wait_for_db, stop=stop) is None:
+            return  # stopped while waiting for the database
+        async with (
+            open_runner(settings, concurrency) as (store, client, runner),
+            open_replays(settings, store, client) as replays,
+        ):
+            app = create_app(settings, Services(settings, store, runner, replays), client)
+            probes.job_counts = runner.job_counts
+            if socket_mode:
+                assert settings.slack_app_token is not None  # socket_mode implies it
+                probes.readiness.ping_database = store.ping
+                token = settings.slack_app_token.get_secret_value()
+                await serve_socket_mode(app, client, token, stop, probes.readiness.connection_changed)
+            elif await retry_until_stopped(lambda: check_tokens(client), stop, "check the bot token"):
+                await starting.aclose()  # the Slack app takes the port over, these routes with it
+                probes.readiness.ping_database = store.ping
+                await _serve_http(app, settings, port, stop, partial(add_ops_routes, probes=probes))
+            logger.info("stopping: letting %d busy thread(s) finish", runner.busy_threads)
+            await runner.drain(settings.shutdown_grace)
     logger.info("stopped")
 
 
@@ -122,16 +117,16 @@ async def work(settings: Settings, *, concurrency: int, wait_for_db: bool = Fals
     stop = _stop_event()
     settings = startup.for_process(settings, "worker")
     startup.log_start(settings, "worker", concurrency)
-    if await startup.prepare_database(settings.database, wait=wait_for_db, stop=stop) is None:
-        return  # stopped while waiting for the database
-    async with (
-        open_runner(settings, concurrency) as (store, _, runner),
-        serve_ops(settings.metrics_port, Readiness(store.ping), runner.job_counts),
-    ):
-        logger.info("rubric-bot worker running up to %d job(s) at once", concurrency)
-        await stop.wait()
-        logger.info("stopping: letting %d running job(s) finish", runner.busy_threads)
-        await runner.drain(settings.shutdown_grace)
+    probes = Probes(Readiness())
+    async with serve_ops(settings.metrics_port, probes):
+        if await startup.prepare_database(settings.database, wait=wait_for_db, stop=stop) is None:
+            return  # stopped while waiting for the database
+        async with open_runner(settings, concurrency) as (store, _, runner):
+            probes.readiness.ping_database, probes.job_counts = store.ping, runner.job_counts
+            logger.info("rubric-bot worker running up to %d job(s) at once", concurrency)
+            await stop.wait()
+            logger.info("stopping: letting %d running job(s) finish", runner.busy_threads)
+            await runner.drain(settings.shutdown_grace)
     logger.info("stopped")
 
 

@@ -21,13 +21,17 @@ logger = logging.getLogger(__name__)
 DATABASE_ANSWER_SECONDS = 1.0
 """How long `/readyz` waits for the database's answer to a trivial query before calling it down."""
 
+STARTING = "starting (preparing the database, then Slack)"
+"""The reason `/readyz` gives until the process serves: it answers from its first moments on."""
+
 
 @dataclass
 class Readiness:
     """What `/readyz` checks: the database, and the Socket Mode connection when there is one."""
 
-    ping_database: Callable[[], Awaitable[None]]
-    """Runs a trivial query on the process's own connection pool."""
+    ping_database: Callable[[], Awaitable[None]] | None = None
+    """Runs a trivial query on the process's own connection pool; None while the process starts
+    (its schema being prepared, its queue opened), when it is not ready yet."""
     socket_mode: bool = False
     """Whether the process talks to Slack over Socket Mode (and so must be connected to be ready)."""
     socket_connected: bool = False
@@ -38,6 +42,8 @@ class Readiness:
 
     async def problem(self) -> str | None:
         """Why the process is not ready, in one line; None when it is."""
+        if self.ping_database is None:
+            return STARTING
         if self.socket_mode and not self.socket_connected:
             return "not connected to Slack (Socket Mode)"
         try:

@@ -77,23 +77,34 @@ def slack_error() -> None:
     SLACK_ERRORS.inc()
 
 
-JobCounts = Callable[[], Awaitable[Mapping[str, int]]]
-"""Reads how many jobs the queue holds per state."""
+JobCounts = Callable[[], Awaitable[Mapping[str, int] | None]]
+"""Reads how many jobs the queue holds per state; None while the queue is not open yet."""
 
 
 def metrics(job_counts: JobCounts) -> Callable[[web.Request], Awaitable[web.Response]]:
     """The `/metrics` handler: the queue's gauge refreshed, then everything in Prometheus's text format."""
 
     async def answer(request: web.Request) -> web.Response:
-        try:
-            counts = await job_counts()
-        except DATABASE_ERRORS as exc:
-            # Unknown is no series at all, rather than a stale count that looks current.
-            QUEUE_JOBS.clear()
-            logger.warning("could not count the queue's jobs for /metrics: %s", describe_database_error(exc))
-        else:
-            for state in {*JOB_STATES, *counts}:
-                QUEUE_JOBS.labels(state).set(counts.get(state, 0))
+        _show_queue(await _queue_counts(job_counts))
         return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     return answer
+
+
+async def _queue_counts(job_counts: JobCounts) -> Mapping[str, int] | None:
+    """The queue's counts; None when they cannot be known (logged if the database did not answer)."""
+    try:
+        return await job_counts()
+    except DATABASE_ERRORS as exc:
+        logger.warning("could not count the queue's jobs for /metrics: %s", describe_database_error(exc))
+        return None
+
+
+def _show_queue(counts: Mapping[str, int] | None) -> None:
+    """Set the queue's gauge: unknown counts are no series at all, rather than stale ones that look
+    current (every state is shown otherwise, 0 included)."""
+    QUEUE_JOBS.clear()
+    if counts is None:
+        return
+    for state in {*JOB_STATES, *counts}:
+        QUEUE_JOBS.labels(state).set(counts.get(state, 0))

@@ -4,8 +4,9 @@ port of their own (`RUBRIC_BOT_METRICS_PORT`) in Socket Mode and in `rubric-bot 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from aiohttp import web
 
@@ -24,18 +25,32 @@ METRICS_PATH = "/metrics"
 """Prometheus's text format."""
 
 
-def add_ops_routes(app: web.Application, readiness: Readiness, job_counts: JobCounts) -> None:
+@dataclass
+class Probes:
+    """What the three routes answer from, filled in as the process gets going: they answer from its
+    first moments (`/readyz` then says it is starting, and `/metrics` shows no queue yet)."""
+
+    readiness: Readiness
+    job_counts: JobCounts | None = None
+    """The queue's counts, once it is open."""
+
+    async def count_jobs(self) -> Mapping[str, int] | None:
+        """The queue's job counts, None before it is open."""
+        return await self.job_counts() if self.job_counts is not None else None
+
+
+def add_ops_routes(app: web.Application, probes: Probes) -> None:
     """Add the three routes to `app` (before it starts)."""
     app.router.add_get(HEALTH_PATH, healthz)
-    app.router.add_get(READY_PATH, readyz(readiness))
-    app.router.add_get(METRICS_PATH, metrics(job_counts))
+    app.router.add_get(READY_PATH, readyz(probes.readiness))
+    app.router.add_get(METRICS_PATH, metrics(probes.count_jobs))
 
 
 @asynccontextmanager
-async def serve_ops(port: int, readiness: Readiness, job_counts: JobCounts) -> AsyncIterator[None]:
+async def serve_ops(port: int, probes: Probes) -> AsyncIterator[None]:
     """Serve the three routes on `port` (all interfaces) for as long as the context is open."""
     app = web.Application()
-    add_ops_routes(app, readiness, job_counts)
+    add_ops_routes(app, probes)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:

@@ -19,6 +19,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
@@ -45,7 +46,7 @@ BOT_START_TIMEOUT = 120.0
 """Seconds the bot may take to be ready: a bound on an event, not a clock window. Imports of langchain
 and friends take seconds, and many more on a busy 2-core CI machine running other bots."""
 READY_PROBE_TIMEOUT = 5.0
-"""Seconds one readiness probe waits for its answer."""
+"""Seconds one readiness probe (or any other GET a test makes of the bot) waits for its answer."""
 BOT_STOP_TIMEOUT = 15.0
 """Seconds the bot gets to exit after a signal before it is killed."""
 SCRUBBED_ENV_PREFIXES = (
@@ -169,12 +170,20 @@ class BotProcess:
             time.sleep(0.05)
 
 
+def get(url: str) -> tuple[int, str]:
+    """GET `url`: the HTTP status and the body's text (for error statuses too)."""
+    try:
+        with urllib.request.urlopen(url, timeout=READY_PROBE_TIMEOUT) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
 def answers_ready(port: int) -> bool:
     """Whether the bot answers 200 on ``/readyz`` at `port` (as an orchestrator's readiness probe asks)."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=READY_PROBE_TIMEOUT) as answer:
-            return bool(answer.status == 200)
-    except OSError:  # not listening yet, or 503 (HTTPError is an OSError)
+        return get(f"http://127.0.0.1:{port}/readyz")[0] == 200
+    except OSError:  # not listening yet
         return False
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from functools import partial
 
@@ -33,6 +31,7 @@ from tests.e2e.conftest import (
     RUN_TIMEOUT,
     BotProcess,
     answers_ready,
+    get,
 )
 from tests.standins import free_port, wait_for
 from tests.standins import slack_requests as sr
@@ -46,15 +45,6 @@ OUTAGE_TIMEOUT = 30.0
 """Bound for /readyz to notice the database going away, or coming back."""
 WORKER_COMMAND = (*BOT_COMMAND[:3], "worker")
 """`rubric-bot worker`, which serves /readyz on RUBRIC_BOT_METRICS_PORT."""
-
-
-def get(url: str) -> tuple[int, str]:
-    """GET `url`: the HTTP status and the body's text (for error statuses too)."""
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -20,7 +20,8 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.e2e.conftest import BOT_COMMAND, RUN_TIMEOUT, answers_ready, bot_environment
+from bot.ops.health import STARTING
+from tests.e2e.conftest import BOT_COMMAND, RUN_TIMEOUT, answers_ready, bot_environment, get
 from tests.standins import free_port, wait_for
 from tests.standins.tcp_link import TcpLink, via_link
 
@@ -111,6 +112,9 @@ def test_wait_for_db_says_so_once_per_attempt_until_the_database_answers(start_b
     url = via_link(postgres_url, link)
     bot = start_bot(env={"RUBRIC_BOT_DB": url}, command=(*BOT_COMMAND, "--wait-for-db"), wait=False)
     wait_for(lambda: "(attempt 2)" in bot.stderr_text(), RUN_TIMEOUT, message="a second attempt")
+    # Alive while it waits, and not ready: an orchestrator neither kills it nor sends it traffic.
+    assert get(f"http://127.0.0.1:{bot.port}/healthz") == (200, "ok\n")
+    assert get(f"http://127.0.0.1:{bot.port}/readyz") == (503, f"not ready: {STARTING}\n")
 
     link.restore()
     bot.wait_until_ready()
