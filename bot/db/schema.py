@@ -99,6 +99,20 @@ channel_rubrics = Table(
 )
 """Each channel's default rubric for new conversations."""
 
+channel_rubric_versions = Table(
+    "channel_rubric_versions",
+    metadata,
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("rubric_text", Text),
+    Column("set_by", Text, nullable=False),
+    Column("created_at", UtcTimestamp, nullable=False),
+    PrimaryKeyConstraint("team", "channel", "version"),
+)
+"""Every change of a channel's default rubric, numbered from 1 per channel and never deleted: the
+text set, or NULL where it was cleared. The newest one is what ``channel_rubrics`` holds."""
+
 channel_settings = Table(
     "channel_settings",
     metadata,
@@ -109,6 +123,17 @@ channel_settings = Table(
     PrimaryKeyConstraint("team", "channel"),
 )
 """Per-channel switches; a channel without a row has the defaults."""
+
+channel_replays = Table(
+    "channel_replays",
+    metadata,
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("started_by", Text, nullable=False),
+    Column("started_at", UtcTimestamp, nullable=False),
+    PrimaryKeyConstraint("team", "channel"),
+)
+"""The latest `/rubric replay` started in each channel (its cooldown counts from then)."""
 
 runs = Table(
     "runs",
@@ -127,14 +152,20 @@ runs = Table(
     Column("thread_messages", Integer),
     Column("files_read", Document),
     Column("files_unread", Document),
+    Column("requester", Text),
+    Column("tokens", Integer),
     Index("runs_by_thread", "thread_id", "finished_at"),
+    Index("runs_by_channel", "team", "channel", "started_at"),
+    Index("runs_by_requester", "team", "requester", "started_at"),
 )
 """Requests the bot started answering; an unfinished one outlived the process that ran it.
 ``acknowledged`` is set once the thread was told that the run was interrupted, ``undelivered``
 when the run's closing message (its answer, or the notice of its failure) never reached Slack.
 What the request shared, once read: ``thread_messages`` (earlier messages of the thread the worker
 got), ``files_read`` (file names) and ``files_unread`` (``{"name", "reason"}`` of each file, or of
-the thread, not read); NULL before the run read them."""
+the thread, not read); NULL before the run read them. ``requester`` is the Slack user who asked
+and ``tokens`` the worker's plus the grader's tokens the run used (both NULL on runs from before
+they were kept; ``tokens`` also until the run ends)."""
 
 evaluations = Table(
     "evaluations",

@@ -7,6 +7,13 @@ connection, so several processes may share one database:
 
 - a dedupe claim is one INSERT of unique keys, which only one process can win;
 - channel rubrics and settings are upserts: the last writer wins and no write is half-applied;
+- a rubric change numbers its version under a lock of the channel, and a run's admission counts the
+  day's runs under locks of its requester and channel (PostgreSQL advisory locks for the
+  transaction; SQLite's write lock), so concurrent writers cannot both take the same number or
+  both squeeze under a limit;
+- a replay holds a lock of its channel while it runs: a PostgreSQL advisory lock on a connection of
+  its own, released by the database if the process dies (SQLite serves one process: a lock of this
+  Store);
 - a review save locks the reviewed iteration (``SELECT … FOR UPDATE`` of its evaluation row on
   PostgreSQL, the write lock on SQLite), and so does a tally read for refreshing its message
   (see :meth:`Store.locked_reviews`), so they take turns across processes.
@@ -15,14 +22,14 @@ connection, so several processes may share one database:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final, Literal, cast
 from weakref import WeakValueDictionary
 
-from sqlalchemy import Select, Update, and_, delete, exists, false, func, insert, select, update
+from sqlalchemy import Select, Update, and_, delete, exists, false, func, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -30,6 +37,8 @@ from bot.db import migrations
 from bot.db.database import WRITE_LOCK_OPTION, Database, DatabaseError, schema_lock
 from bot.db.schema import (
     FINAL_STEP,
+    channel_replays,
+    channel_rubric_versions,
     channel_rubrics,
     channel_settings,
     claims,
@@ -64,6 +73,74 @@ rubric, the score (as text) for a dimension of a scored rubric."""
 
 Step = int | Literal["final"]
 """What a posted message belongs to: a grader iteration's number, or the run's final messages."""
+
+
+QuotaName = Literal["requests", "tokens"]
+"""Which daily limit a refused run met: its requester's requests or its channel's tokens."""
+
+
+@dataclass(frozen=True)
+class RunQuota:
+    """Daily limits a new run must stay within, counted from ``since`` (the day's start)."""
+
+    since: datetime
+    requests_per_requester: int | None = None
+    """Runs one requester may start in the workspace; None: no limit."""
+    tokens_per_channel: int | None = None
+    """Tokens the channel's runs may use before no new run starts; None: no limit."""
+
+
+class QuotaExceeded(Exception):
+    """A run was not started: its requester or channel met the day's limit (``quota``)."""
+
+    def __init__(self, quota: QuotaName, limit: int) -> None:
+        super().__init__(f"daily {quota} limit of {limit} reached")
+        self.quota: QuotaName = quota
+        self.limit = limit
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """Runs one requester started in one channel on one UTC day, and the tokens they used."""
+
+    day: date
+    channel: str
+    requester: str
+    """The Slack user who asked; "" for runs from before requesters were kept."""
+    requests: int
+    tokens: int
+
+
+@dataclass(frozen=True)
+class RubricVersion:
+    """One change of a channel's default rubric."""
+
+    version: int
+    rubric_text: str | None
+    """The rubric set; None where the change cleared it."""
+    set_by: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ReplayRefused:
+    """Why a channel's replay cannot start now: one is ``running``, else the cooldown lasts until
+    ``next_start``; ``started_by`` started the latest one (None if it is not known)."""
+
+    running: bool
+    started_by: str | None
+    next_start: datetime | None = None
+
+
+class ReplayLease:
+    """A started replay's hold on its channel; `release` once it ends (the channel is free again)."""
+
+    def __init__(self, release: Callable[[], Awaitable[None]]) -> None:
+        self._release = release
+
+    async def release(self) -> None:
+        """Let the channel's next replay start (once its cooldown is over)."""
+        await self._release()
 
 
 @dataclass(frozen=True)
@@ -178,6 +255,9 @@ _EVALUATION_COLUMNS = [evaluations.c[name] for name in EvaluationRecord.__datacl
 _REVIEW_COLUMNS = [reviews.c[name] for name in ReviewRow.__dataclass_fields__]
 """The reviews columns read into a ReviewRow."""
 
+_VERSION_COLUMNS = [channel_rubric_versions.c[name] for name in RubricVersion.__dataclass_fields__]
+"""The channel_rubric_versions columns read into a RubricVersion."""
+
 
 class Claim:
     """The open transaction of a message just claimed (see `Store.claiming`): what it records
@@ -192,16 +272,53 @@ class Claim:
         row = {**_thread_columns(thread), "created_at": _now()}
         await self._connection.execute(self._upsert(threads).values(row).on_conflict_do_nothing())
 
-    async def start_run(self, thread: ThreadKey, request_ts: str) -> int:
-        """Record that the request ``request_ts`` in the thread started running; its run id."""
+    async def start_run(
+        self,
+        thread: ThreadKey,
+        request_ts: str,
+        *,
+        requester: str | None = None,
+        quota: RunQuota | None = None,
+    ) -> int:
+        """Record that the request ``request_ts`` in the thread, from `requester`, started running;
+        its run id.
+
+        With a `quota`, the run is only started within it: `QuotaExceeded` (recording nothing) if
+        `requester` already started as many runs since ``quota.since``, or the channel's runs since
+        then used as many tokens, as the quota allows.
+        """
+        if quota is not None:
+            await self._check_quota(thread.team, thread.channel, requester, quota)
         row = {
             "thread_id": thread.thread_id,
             **_thread_columns(thread),
             "request_ts": request_ts,
+            "requester": requester,
             "started_at": _now(),
         }
         result = await self._connection.execute(insert(runs).values(row).returning(runs.c.run_id))
         return int(result.scalar_one())
+
+    async def _check_quota(self, team: str, channel: str, requester: str | None, quota: RunQuota) -> None:
+        """Raise `QuotaExceeded` if a new run would go past `quota`; the counts are locked until the
+        transaction ends, so two admissions cannot both take the last place."""
+        since = runs.c.started_at >= quota.since
+        if quota.requests_per_requester is not None and requester:
+            await _lock(self._connection, f"requests:{team}:{requester}")
+            started = await self._connection.scalar(
+                select(func.count()).where(runs.c.team == team, runs.c.requester == requester, since)
+            )
+            if started >= quota.requests_per_requester:
+                raise QuotaExceeded("requests", quota.requests_per_requester)
+        if quota.tokens_per_channel is not None:
+            await _lock(self._connection, f"tokens:{team}:{channel}")
+            used = await self._connection.scalar(
+                select(func.coalesce(func.sum(runs.c.tokens), 0)).where(
+                    runs.c.team == team, runs.c.channel == channel, since
+                )
+            )
+            if used >= quota.tokens_per_channel:
+                raise QuotaExceeded("tokens", quota.tokens_per_channel)
 
     async def driver_connection(self) -> Any:
         """The database driver's own connection in this transaction (psycopg's on PostgreSQL), for a
@@ -223,6 +340,7 @@ class Store:
         # that order. PostgreSQL serves many processes and needs no such queue.
         self._turns: AbstractAsyncContextManager[Any] = nullcontext() if self._postgres else asyncio.Lock()
         self._refreshes: WeakValueDictionary[tuple[str, int], asyncio.Lock] = WeakValueDictionary()
+        self._replays: dict[tuple[str, str], asyncio.Lock] = {}
 
     @classmethod
     async def open(cls, database: str | Database, *, read_only: bool = False) -> Store:
@@ -315,11 +433,17 @@ class Store:
 
     # -- channel rubrics and settings ------------------------------------------------------------
 
-    async def set_channel_rubric(self, team: str, channel: str, text: str, user: str) -> None:
-        """Set (or replace) the channel's default rubric for new conversations; the last write wins."""
-        await self._put_channel_row(
-            channel_rubrics, team, channel, {"rubric_text": text, "set_by": user, "updated_at": _now()}
-        )
+    async def set_channel_rubric(self, team: str, channel: str, text: str, user: str) -> RubricVersion:
+        """Set (or replace) the channel's default rubric for new conversations; the version recorded."""
+        async with self._write() as connection:
+            await self._put_channel_row(
+                channel_rubrics,
+                team,
+                channel,
+                {"rubric_text": text, "set_by": user, "updated_at": _now()},
+                connection,
+            )
+            return await self._add_rubric_version(connection, team, channel, text, user)
 
     async def get_channel_rubric(self, team: str, channel: str) -> str | None:
         """The channel's default rubric text, or None."""
@@ -328,14 +452,49 @@ class Store:
             select(table.c.rubric_text).where(table.c.team == team, table.c.channel == channel)
         )
 
-    async def clear_channel_rubric(self, team: str, channel: str) -> bool:
-        """Remove the channel's default rubric; False if it had none."""
+    async def clear_channel_rubric(self, team: str, channel: str, user: str) -> RubricVersion | None:
+        """Remove the channel's default rubric; the version recorded, None (recording none) if it had none."""
         table = channel_rubrics
         async with self._write() as connection:
             result = await connection.execute(
                 delete(table).where(table.c.team == team, table.c.channel == channel)
             )
-        return result.rowcount > 0
+            if result.rowcount == 0:
+                return None
+            return await self._add_rubric_version(connection, team, channel, None, user)
+
+    async def rubric_versions(self, team: str, channel: str, limit: int) -> list[RubricVersion]:
+        """The channel's latest `limit` default-rubric versions, newest first."""
+        table = channel_rubric_versions
+        query = (
+            select(*_VERSION_COLUMNS)
+            .where(table.c.team == team, table.c.channel == channel)
+            .order_by(table.c.version.desc())
+            .limit(limit)
+        )
+        return [RubricVersion(**row) for row in await self._rows(query)]
+
+    async def rubric_version(self, team: str, channel: str, version: int) -> RubricVersion | None:
+        """Version ``version`` of the channel's default rubric, or None if there is no such version."""
+        table = channel_rubric_versions
+        query = select(*_VERSION_COLUMNS).where(
+            table.c.team == team, table.c.channel == channel, table.c.version == version
+        )
+        rows = await self._rows(query)
+        return RubricVersion(**rows[0]) if rows else None
+
+    async def _add_rubric_version(
+        self, connection: AsyncConnection, team: str, channel: str, text: str | None, user: str
+    ) -> RubricVersion:
+        """Record the channel's next rubric version inside the caller's transaction."""
+        await _lock(connection, f"rubric-version:{team}:{channel}")
+        table = channel_rubric_versions
+        latest = await connection.scalar(
+            select(func.max(table.c.version)).where(table.c.team == team, table.c.channel == channel)
+        )
+        version = RubricVersion(version=(latest or 0) + 1, rubric_text=text, set_by=user, created_at=_now())
+        await connection.execute(insert(table).values(team=team, channel=channel, **asdict(version)))
+        return version
 
     async def set_calibration(self, team: str, channel: str, on: bool) -> None:
         """Switch grader calibration from the team's reviews on or off for the channel."""
@@ -351,28 +510,154 @@ class Store:
         )
         return value is None or bool(value)
 
-    async def _put_channel_row(self, table: Any, team: str, channel: str, values: dict[str, Any]) -> None:
-        """Insert or replace the channel's row in one atomic upsert."""
+    async def _put_channel_row(
+        self,
+        table: Any,
+        team: str,
+        channel: str,
+        values: dict[str, Any],
+        connection: AsyncConnection | None = None,
+    ) -> None:
+        """Insert or replace the channel's row in one atomic upsert (within `connection`, if given)."""
         statement = self._upsert(table).values(team=team, channel=channel, **values)
         statement = statement.on_conflict_do_update(
             index_elements=["team", "channel"], set_={name: statement.excluded[name] for name in values}
         )
-        async with self._write() as connection:
+        if connection is not None:
             await connection.execute(statement)
+            return
+        async with self._write() as own:
+            await own.execute(statement)
+
+    # -- replays ---------------------------------------------------------------------------------
+
+    async def start_replay(
+        self, team: str, channel: str, user: str, cooldown: timedelta
+    ) -> ReplayLease | ReplayRefused:
+        """Take the channel's replay lock and record the start; `ReplayRefused` if one runs or the
+        latest started less than `cooldown` ago. The lease must be released when the replay ends."""
+        if self._postgres:
+            return await self._start_replay_postgres(team, channel, user, cooldown)
+        lock = self._replays.setdefault((team, channel), asyncio.Lock())
+        if lock.locked():
+            return ReplayRefused(running=True, started_by=await self._replay_starter(team, channel))
+        await lock.acquire()
+        try:
+            async with self._write() as connection:
+                refused = await self._record_replay_start(connection, team, channel, user, cooldown)
+        except BaseException:
+            lock.release()
+            raise
+        if refused is not None:
+            lock.release()
+            return refused
+        return ReplayLease(_released(lock))
+
+    async def _start_replay_postgres(
+        self, team: str, channel: str, user: str, cooldown: timedelta
+    ) -> ReplayLease | ReplayRefused:
+        key = {"key": f"replay:{team}:{channel}"}
+        connection = await self._engine.connect()
+        try:
+            locked = await connection.scalar(
+                text("SELECT pg_try_advisory_lock(hashtextextended(:key, 0))"), key
+            )
+            if not locked:
+                await connection.close()
+                return ReplayRefused(running=True, started_by=await self._replay_starter(team, channel))
+            refused = await self._record_replay_start(connection, team, channel, user, cooldown)
+            await connection.commit()
+        except BaseException:
+            await connection.close()  # a session's advisory locks end with it
+            raise
+        release = _unlocked(connection, key)
+        if refused is not None:
+            await release()
+            return refused
+        return ReplayLease(release)
+
+    async def _record_replay_start(
+        self, connection: AsyncConnection, team: str, channel: str, user: str, cooldown: timedelta
+    ) -> ReplayRefused | None:
+        """Record a replay starting now, holding the channel's lock; refused if the cooldown lasts."""
+        table = channel_replays
+        latest = (
+            await connection.execute(
+                select(table.c.started_by, table.c.started_at).where(
+                    table.c.team == team, table.c.channel == channel
+                )
+            )
+        ).first()
+        now = _now()
+        if latest is not None and latest.started_at + cooldown > now:
+            return ReplayRefused(
+                running=False, started_by=latest.started_by, next_start=latest.started_at + cooldown
+            )
+        await self._put_channel_row(table, team, channel, {"started_by": user, "started_at": now}, connection)
+        return None
+
+    async def _replay_starter(self, team: str, channel: str) -> str | None:
+        table = channel_replays
+        return await self._scalar(
+            select(table.c.started_by).where(table.c.team == team, table.c.channel == channel)
+        )
 
     # -- runs ------------------------------------------------------------------------------------
 
-    async def start_run(self, thread: ThreadKey, request_ts: str) -> int:
-        """Record that the request ``request_ts`` in the thread started running; its run id."""
+    async def start_run(
+        self,
+        thread: ThreadKey,
+        request_ts: str,
+        *,
+        requester: str | None = None,
+        quota: RunQuota | None = None,
+    ) -> int:
+        """Record that the request ``request_ts`` in the thread started running; its run id (see
+        `Claim.start_run` for `requester` and `quota`)."""
         async with self._write() as connection:
-            return await Claim(connection).start_run(thread, request_ts)
+            return await Claim(connection).start_run(thread, request_ts, requester=requester, quota=quota)
 
-    async def finish_run(self, run_id: int, status: RunStatus) -> None:
-        """Record that a run ended with ``status``."""
+    async def finish_run(self, run_id: int, status: RunStatus, tokens: int | None = None) -> None:
+        """Record that a run ended with ``status``, having used ``tokens`` (worker plus grader) if known."""
+        values: dict[str, Any] = {"status": status, "finished_at": _now()}
+        if tokens is not None:
+            values["tokens"] = tokens
         async with self._write() as connection:
-            await connection.execute(
-                update(runs).where(runs.c.run_id == run_id).values(status=status, finished_at=_now())
+            await connection.execute(update(runs).where(runs.c.run_id == run_id).values(**values))
+
+    async def usage(self, team: str | None, channel: str | None, since: datetime) -> list[UsageRow]:
+        """Runs started from ``since`` on and their tokens, per UTC day, channel and requester
+        (oldest day first); ``None`` for ``team`` or ``channel`` matches every one."""
+        day = self._utc_day(runs.c.started_at)
+        requester = func.coalesce(runs.c.requester, "")
+        query = (
+            select(
+                day.label("day"),
+                runs.c.channel,
+                requester.label("requester"),
+                func.count().label("requests"),
+                func.coalesce(func.sum(runs.c.tokens), 0).label("tokens"),
             )
+            .where(*_scope(runs, team, channel, since, runs.c.started_at))
+            .group_by(day, runs.c.channel, requester)
+            .order_by(day, runs.c.channel, requester)
+        )
+        return [
+            UsageRow(
+                day=date.fromisoformat(row["day"]),
+                channel=row["channel"],
+                requester=row["requester"],
+                requests=int(row["requests"]),
+                tokens=int(row["tokens"]),
+            )
+            for row in await self._rows(query)
+        ]
+
+    def _utc_day(self, moment: Any) -> Any:
+        """The UTC calendar day of a timestamp column, as ``YYYY-MM-DD`` text, in SQL."""
+        if self._postgres:
+            return func.to_char(func.timezone("UTC", moment), "YYYY-MM-DD")
+        return func.substr(moment, 1, 10)  # SQLite keeps ISO-8601 UTC text
 
     async def mark_interrupted(self, run_id: int) -> None:
         """Record that a run was stopped before finishing; it is reported until acknowledged."""
@@ -756,6 +1041,35 @@ def _scope(
 def _thread_columns(thread: ThreadKey) -> dict[str, str]:
     """The columns that say which thread a row belongs to."""
     return {"team": thread.team, "channel": thread.channel, "thread_ts": thread.thread_ts}
+
+
+async def _lock(connection: AsyncConnection, key: str) -> None:
+    """Hold a lock named `key` until `connection`'s transaction ends: a PostgreSQL advisory lock; on
+    SQLite the transaction already holds the database's write lock."""
+    if connection.dialect.name == "postgresql":
+        await connection.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": key}
+        )
+
+
+def _released(lock: asyncio.Lock) -> Callable[[], Awaitable[None]]:
+    async def release() -> None:
+        lock.release()
+
+    return release
+
+
+def _unlocked(connection: AsyncConnection, key: dict[str, str]) -> Callable[[], Awaitable[None]]:
+    """Releases a session's advisory lock and gives its connection back to the pool."""
+
+    async def release() -> None:
+        try:
+            await connection.execute(text("SELECT pg_advisory_unlock(hashtextextended(:key, 0))"), key)
+            await connection.commit()
+        finally:
+            await connection.close()
+
+    return release
 
 
 def _now() -> datetime:

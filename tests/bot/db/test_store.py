@@ -116,10 +116,36 @@ async def test_channel_rubric_set_replace_clear(store):
     await store.set_channel_rubric("T1", "C1", "- Be kind", "U2")
     assert await store.get_channel_rubric("T1", "C1") == "- Be kind"
     assert await store.get_channel_rubric("T2", "C1") is None
-    assert await store.clear_channel_rubric("T1", "C1")
-    assert not await store.clear_channel_rubric("T1", "C1")
+    cleared = await store.clear_channel_rubric("T1", "C1", "U3")
+    assert cleared is not None and cleared.rubric_text is None and cleared.set_by == "U3"
+    assert await store.clear_channel_rubric("T1", "C1", "U3") is None
     assert await store.get_channel_rubric("T1", "C1") is None
     assert await store.get_channel_rubric("T1", "C2") == "- Other channel"
+
+
+async def test_every_rubric_change_is_kept_as_a_numbered_version_per_channel(store):
+    await store.set_channel_rubric("T1", "C1", "- Be brief", "U1")
+    await store.set_channel_rubric("T1", "C2", "- Other channel", "U1")
+    await store.set_channel_rubric("T1", "C1", "- Be kind", "U2")
+    await store.clear_channel_rubric("T1", "C1", "U3")
+
+    history = await store.rubric_versions("T1", "C1", limit=10)
+    assert [(v.version, v.rubric_text, v.set_by) for v in history] == [
+        (3, None, "U3"),
+        (2, "- Be kind", "U2"),
+        (1, "- Be brief", "U1"),
+    ]
+    assert [v.version for v in await store.rubric_versions("T1", "C1", limit=2)] == [3, 2]
+    assert (await store.rubric_version("T1", "C1", 1)).rubric_text == "- Be brief"
+    assert await store.rubric_version("T1", "C1", 4) is None
+    assert [v.version for v in await store.rubric_versions("T1", "C2", limit=10)] == [1]
+
+
+async def test_concurrent_rubric_changes_take_different_version_numbers(store):
+    await asyncio.gather(*(store.set_channel_rubric("T1", "C1", f"- Rule {n}", "U1") for n in range(6)))
+
+    versions = await store.rubric_versions("T1", "C1", limit=10)
+    assert sorted(v.version for v in versions) == [1, 2, 3, 4, 5, 6]
 
 
 async def test_calibration_is_on_until_switched_off(store, db_path):

@@ -1,0 +1,131 @@
+"""The store's side of the guardrails: daily quotas at admission, usage per day, replay locks and
+cooldowns, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+
+from bot.db.store import QuotaExceeded, ReplayLease, ReplayRefused, RunQuota, Store
+
+TODAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+@pytest.fixture
+async def store(database_url):
+    store = await Store.open(database_url)
+    yield store
+    await store.close()
+
+
+async def start(store, channel="C1", requester="U1", quota=None, ts="1.0"):
+    return await store.start_run(
+        f"T1:{channel}:{ts}", "T1", channel, ts, ts, requester=requester, quota=quota
+    )
+
+
+async def test_a_requester_past_the_daily_request_limit_is_refused_and_others_are_not(store):
+    quota = RunQuota(since=TODAY, requests_per_requester=2)
+    await start(store, quota=quota)
+    await start(store, channel="C2", quota=quota)  # the limit spans channels
+
+    with pytest.raises(QuotaExceeded) as refused:
+        await start(store, quota=quota)
+    assert (refused.value.quota, refused.value.limit) == ("requests", 2)
+    await start(store, requester="U2", quota=quota)
+    # Runs of an earlier day do not count.
+    assert await start(
+        store, quota=RunQuota(since=datetime.now(UTC) + timedelta(seconds=1), requests_per_requester=2)
+    )
+
+
+async def test_concurrent_admissions_cannot_both_take_the_last_place(store):
+    quota = RunQuota(since=TODAY, requests_per_requester=3)
+    results = await asyncio.gather(
+        *(start(store, quota=quota, ts=f"{n}.0") for n in range(8)), return_exceptions=True
+    )
+    assert sum(isinstance(r, int) for r in results) == 3
+    assert all(isinstance(r, QuotaExceeded) for r in results if not isinstance(r, int))
+
+
+async def test_a_channel_at_its_token_budget_refuses_new_runs_and_another_channel_does_not(store):
+    quota = RunQuota(since=TODAY, tokens_per_channel=100)
+    run = await start(store, quota=quota)
+    await start(store, quota=quota)  # tokens of an unfinished run are not known yet
+    await store.finish_run(run, "answered", tokens=100)
+
+    with pytest.raises(QuotaExceeded) as refused:
+        await start(store, requester="U2", quota=quota)
+    assert (refused.value.quota, refused.value.limit) == ("tokens", 100)
+    await start(store, channel="C2", quota=quota)
+
+
+async def test_usage_per_day_channel_and_requester(store):
+    first = await start(store)
+    await store.finish_run(first, "answered", tokens=30)
+    second = await start(store, ts="2.0")
+    await store.finish_run(second, "answered", tokens=12)
+    await start(store, requester="U2")
+    await start(store, channel="C2")
+
+    rows = await store.usage("T1", "C1", TODAY)
+    day = datetime.now(UTC).date()
+    assert [(r.day, r.channel, r.requester, r.requests, r.tokens) for r in rows] == [
+        (day, "C1", "U1", 2, 42),
+        (day, "C1", "U2", 1, 0),
+    ]
+    assert {r.channel for r in await store.usage(None, None, TODAY)} == {"C1", "C2"}
+    assert await store.usage("T1", "C1", datetime.now(UTC) + timedelta(seconds=1)) == []
+    assert isinstance(rows[0].day, date)
+
+
+async def test_one_replay_per_channel_at_a_time_then_a_cooldown(store):
+    lease = await store.start_replay("T1", "C1", "U1", timedelta(hours=1))
+    assert isinstance(lease, ReplayLease)
+
+    running = await store.start_replay("T1", "C1", "U2", timedelta(0))
+    assert running == ReplayRefused(running=True, started_by="U1")
+    other = await store.start_replay("T1", "C2", "U2", timedelta(hours=1))
+    assert isinstance(other, ReplayLease)
+    await other.release()
+
+    await lease.release()
+    cooling = await store.start_replay("T1", "C1", "U2", timedelta(hours=1))
+    assert isinstance(cooling, ReplayRefused) and not cooling.running and cooling.started_by == "U1"
+    assert cooling.next_start is not None
+    assert timedelta(minutes=59) < cooling.next_start - datetime.now(UTC) <= timedelta(hours=1)
+
+    again = await store.start_replay("T1", "C1", "U2", timedelta(0))
+    assert isinstance(again, ReplayLease)
+    await again.release()
+
+
+@pytest.mark.postgres
+async def test_a_replay_lock_is_held_across_stores_and_freed_when_its_holder_goes(postgres_url):
+    first, second = await Store.open(postgres_url), await Store.open(postgres_url)
+    try:
+        lease = await first.start_replay("T1", "C1", "U1", timedelta(0))
+        assert isinstance(lease, ReplayLease)
+        assert await second.start_replay("T1", "C1", "U2", timedelta(0)) == ReplayRefused(True, "U1")
+        await _drop_advisory_lock_holders(second)  # as if the holder's process died
+        freed = await second.start_replay("T1", "C1", "U2", timedelta(0))
+        assert isinstance(freed, ReplayLease)
+        await freed.release()
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def _drop_advisory_lock_holders(store: Store) -> None:
+    """End the database sessions (of this test's database) that hold an advisory lock."""
+    async with store._engine.connect() as connection:
+        await connection.execute(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND pid <> pg_backend_pid()"
+            )
+        )
