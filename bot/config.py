@@ -6,12 +6,14 @@ echoing a value (tokens are secrets; a mistyped token is still mostly a token).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from typing import Annotated, Literal
 
 from pydantic import (
     Field,
     NonNegativeFloat,
+    NonNegativeInt,
     PositiveFloat,
     PositiveInt,
     SecretStr,
@@ -71,6 +73,17 @@ resume in another process within 4/3 of this (see `bot.threads.jobs.DurableQueue
 DEFAULT_METRICS_PORT = 9464
 """Port of `/healthz`, `/readyz` and `/metrics` in Socket Mode and in `rubric-bot worker` (in HTTP mode
 they share the serve port); OpenTelemetry's Prometheus exporter uses it too, so scrapers expect it."""
+
+DEFAULT_DAILY_REQUESTS_PER_USER = 100
+"""Requests one person may make per UTC day when `RUBRIC_BOT_DAILY_REQUESTS_PER_USER` is not set:
+plenty for a person's day of work, a stop for a script or a loop gone wrong."""
+
+DEFAULT_REPLAY_COOLDOWN = 3600.0
+"""Seconds between the starts of two `/rubric replay`s in one channel: each costs two grader calls
+per reviewed answer, and a second within the hour rarely tells anything new."""
+
+EDITOR_ID = re.compile(r"[UWS][A-Z0-9]{2,}")
+"""A Slack user id (``U…``, ``W…`` on Enterprise Grid) or user-group id (``S…``)."""
 
 HINTS: dict[str, str] = {
     SLACK_CONNECTION: (
@@ -135,6 +148,22 @@ HINTS: dict[str, str] = {
         "set it to the seconds a run keeps retrying messages while Slack is unavailable, 0 or more "
         f"(default {DEFAULT_DELIVERY_RETRY:g})"
     ),
+    "RUBRIC_BOT_DAILY_REQUESTS_PER_USER": (
+        "set it to the requests one person may make per UTC day, a whole number; 0 for no limit "
+        f"(default {DEFAULT_DAILY_REQUESTS_PER_USER})"
+    ),
+    "RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL": (
+        "set it to the model tokens (worker plus grader) a channel may use per UTC day, a whole "
+        "number; 0 or unset for no limit"
+    ),
+    "RUBRIC_BOT_RUBRIC_EDITORS": (
+        "set it to Slack user ids (U…, W…) and user-group ids (S…), separated by commas, e.g. "
+        "U012ABCDEF,S0123GROUP; or unset it to let anyone in a channel change its grading"
+    ),
+    "RUBRIC_BOT_REPLAY_COOLDOWN": (
+        "set it to the seconds between two replays' starts in one channel, 0 or more "
+        f"(default {DEFAULT_REPLAY_COOLDOWN:g})"
+    ),
     "RUBRIC_BOT_RUN_TIMEOUT": (
         "set it to the seconds one whole request may take, more than 0 "
         f"(default {RUN_TIMEOUT_FACTOR} times RUBRIC_BOT_MODEL_TIMEOUT)"
@@ -186,6 +215,19 @@ class Settings(BaseSettings):
     delivery_retry: NonNegativeFloat = Field(
         DEFAULT_DELIVERY_RETRY, validation_alias="RUBRIC_BOT_DELIVERY_RETRY"
     )
+    daily_requests_per_user: NonNegativeInt = Field(
+        DEFAULT_DAILY_REQUESTS_PER_USER, validation_alias="RUBRIC_BOT_DAILY_REQUESTS_PER_USER"
+    )
+    daily_tokens_per_channel: NonNegativeInt = Field(
+        0, validation_alias="RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL"
+    )
+    # NoDecode: a comma-separated list, not JSON.
+    rubric_editors: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), validation_alias="RUBRIC_BOT_RUBRIC_EDITORS"
+    )
+    replay_cooldown: NonNegativeFloat = Field(
+        DEFAULT_REPLAY_COOLDOWN, validation_alias="RUBRIC_BOT_REPLAY_COOLDOWN"
+    )
 
     @field_validator("slack_bot_token")
     @classmethod
@@ -201,6 +243,17 @@ class Settings(BaseSettings):
     @classmethod
     def _database_location(cls, value: object) -> object:
         return Database.parse(value) if isinstance(value, str) else value
+
+    @field_validator("rubric_editors", mode="before")
+    @classmethod
+    def _editor_ids(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        ids = tuple(part.strip() for part in value.split(",") if part.strip())
+        wrong = [str(n) for n, id_ in enumerate(ids, start=1) if not EDITOR_ID.fullmatch(id_)]
+        if wrong:
+            raise ValueError(f"entry {', '.join(wrong)} is not a user id or user-group id")
+        return ids
 
     @field_validator("slack_api_url")
     @classmethod

@@ -33,6 +33,7 @@ from bot.db.store import FAILED, INTERRUPTED, TIMED_OUT, RunRecord, RunStatus, S
 from bot.slack.blocks import MAX_VIEW_BLOCKS, block_dicts, code, context_block, header_block, section_block
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.messages import BlockJson
+from bot.slack.notices import slack_failure_words
 from bot.threads.render import status_words
 
 __all__ = ["ChannelHome", "home_view", "load_home", "publish_home"]
@@ -97,7 +98,7 @@ async def publish_home(client: AsyncWebClient, store: Store, *, team: str, user:
         channels = await shared_channels(client, user)
     except SLACK_ERRORS as exc:
         logger.warning("could not list the channels of %s for the Home tab: %s", user, describe_error(exc))
-        await _publish(client, user, home_view([], problem=describe_error(exc)))
+        await _publish(client, user, home_view([], problem=slack_failure_words(exc)))
         return
     homes = await load_home(store, team=team, channels=channels)
     if await _publish(client, user, home_view(homes)) is None:

@@ -34,6 +34,7 @@ from bot.config import Settings
 from bot.db.database import open_checkpointer
 from bot.db.store import Store, Verdict
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
+from bot.slack.notices import log_failure, reference_words, slack_failure_words
 from grading import EVIDENCE_TOOLS, TranscriptGrader
 
 logger = logging.getLogger(__name__)
@@ -129,12 +130,12 @@ class ChannelReplays:
         except SLACK_ERRORS as exc:
             logger.warning("could not post the replay in %s: %s", request.channel, describe_error(exc))
             await tell(
-                text=f"The replay finished but I couldn't post it here ({describe_error(exc)}). If I'm not "
-                "in this channel, invite me with `/invite @rubric-bot` and try again."
+                text=f"The replay finished but I couldn't post it here ({slack_failure_words(exc)}). If "
+                "I'm not in this channel, invite me with `/invite @rubric-bot` and try again."
             )
         except Exception as exc:
-            logger.exception("replay of %s failed", request.channel)
-            await tell(text=f"The replay failed: {type(exc).__name__}: {exc}")
+            reference = log_failure(logger, f"replay of {request.channel} failed", exc)
+            await tell(text=f"The replay failed. {reference_words(reference)}")
 
     async def _compare(self, request: ReplayRequest) -> Comparison | None:
         reviewed = await load_cases(self._store, channel=request.channel, days=request.days)

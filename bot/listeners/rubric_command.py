@@ -37,6 +37,7 @@ from bot.review.calibration import CALIBRATION_EXAMPLES
 from bot.slack.blocks import section_block
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.messages import BlockJson
+from bot.slack.notices import slack_failure_words
 from bot.threads import render
 from bot.threads.conversation import slack_unescape
 from grading import RubricError, parse_rubric
@@ -162,8 +163,8 @@ async def _report(call: Invocation) -> None:
         logger.warning("could not post the agreement report in %s: %s", channel, describe_error(exc))
         await _respond(
             call.context,
-            text=f"I couldn't post the report or its chart here ({describe_error(exc)}). If I'm not in this "
-            "channel, invite me with `/invite @rubric-bot` and try again.",
+            text=f"I couldn't post the report or its chart here ({slack_failure_words(exc)}). If I'm not in "
+            "this channel, invite me with `/invite @rubric-bot` and try again.",
         )
 
 

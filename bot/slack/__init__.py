@@ -1,6 +1,7 @@
 """Slack plumbing shared by every feature: how the bot talks to Slack and what Slack sends it.
 
 - ``client``: the bot's Web API client, what its calls raise, and reporting a failed call.
+- ``notices``: failure notices without an exception's text: plain words and a log reference.
 - ``http``: the signed-request HTTP app Slack posts events, commands and interactivity to.
 - ``socket_mode``: check the tokens, connect, stay connected, stop when asked.
 - ``blocks``: Block Kit limits and the generic builders every surface renders with.

@@ -33,6 +33,7 @@ from bot.review.controls import review_controls
 from bot.slack.blocks import MAX_BLOCKS, context_block
 from bot.slack.client import attempt, describe_error
 from bot.slack.messages import SlackMessage
+from bot.slack.notices import log_failure, reference_words
 from bot.threads import render
 from bot.threads.conversation import ThreadKey, UserMessage
 from bot.threads.delivery import Delivery, open_delivery
@@ -424,8 +425,10 @@ class ThreadRunner:
                 f"The model did not answer within {self._model_timeout:g} s",
                 "The model provider accepted the request but sent no answer in time.",
             )
-        logger.exception("run in thread %s failed", message.thread_id)
-        return FAILED, render.error_message("The model failed", describe_error(exc))
+        reference = log_failure(logger, f"run in thread {message.thread_id} failed", exc)
+        return FAILED, render.error_message(
+            "The model failed", f"The model provider returned an error. {reference_words(reference)}"
+        )
 
     async def _post_evaluation(
         self,

@@ -255,7 +255,7 @@ async def test_cap_shows_the_best_iteration_labelled(harness):
 
 
 async def test_a_model_failure_is_reported_and_the_thread_keeps_working(harness, caplog):
-    replies: list[Any] = [RuntimeError("model exploded"), "Second time lucky."]
+    replies: list[Any] = [RuntimeError("model exploded for key sk-proj-SECRET"), "Second time lucky."]
 
     def worker(messages: list[Any]) -> str:
         reply = replies.pop(0)
@@ -270,7 +270,13 @@ async def test_a_model_failure_is_reported_and_the_thread_keeps_working(harness,
     await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
 
     error, answer = harness.thread(first.ts)
-    assert "The model failed" in error.all_text and "model exploded" in error.all_text
+    # The notice names a reference, never the error's text; the log line with the text has it.
+    assert "The model failed" in error.all_text and "model exploded" not in error.all_text
+    assert "sk-proj" not in error.all_text
+    reference = re.search(r"ref ([0-9a-f]{6})", error.all_text)
+    assert reference is not None
+    (logged,) = [r for r in caplog.records if f"ref {reference.group(1)}" in r.getMessage()]
+    assert "sk-proj-SECRET" in logged.getMessage()
     assert "Second time lucky." in answer.all_text
     assert [status for _, status, _ in harness.runs()] == ["error", "answered"]
 
