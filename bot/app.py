@@ -27,6 +27,8 @@ from bot.agent import open_agent
 from bot.agreement.channel_replay import open_replays
 from bot.config import DEFAULT_CONCURRENCY, Settings
 from bot.db.store import Store
+from bot.governance.editors import RubricEditors
+from bot.limits.quota import DailyLimits
 from bot.listeners import register
 from bot.listeners.context import Services
 from bot.material.reader import MaterialReader
@@ -96,7 +98,8 @@ async def serve(
             open_runner(settings, concurrency) as (store, client, runner),
             open_replays(settings, store, client) as replays,
         ):
-            app = create_app(settings, Services(settings, store, runner, replays), client)
+            editors = RubricEditors(settings.rubric_editors)
+            app = create_app(settings, Services(settings, store, runner, replays, editors), client)
             probes.job_counts = runner.job_counts
             if socket_mode:
                 assert settings.slack_app_token is not None  # socket_mode implies it
@@ -163,6 +166,7 @@ async def open_runner(
             model_timeout=settings.model_timeout,
             run_timeout=settings.run_timeout,
             delivery_retry=settings.delivery_retry,
+            limits=DailyLimits.from_settings(settings),
         )
         await queue.start()
         # A durable queue resumes the runs a dead process left; the embedded one lost them.

@@ -2,8 +2,9 @@
 
 The channel's reviewed iterations are replayed twice on the bot's own grader — with the team's
 other disagreements as examples (``loo``) and with none (``off``) — and the comparison is posted in
-the channel with its chart, naming who asked. One replay per channel at a time: it costs two
-grader calls per reviewed iteration.
+the channel with its chart, naming who asked. It costs two grader calls per reviewed iteration,
+so one replay runs per channel at a time across every process (the store's replay lock), and the
+next may start `RUBRIC_BOT_REPLAY_COOLDOWN` seconds after the latest started.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Final
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -30,10 +32,11 @@ from bot.agreement.replay import (
     regrade,
     total_usage,
 )
-from bot.config import Settings
+from bot.config import DEFAULT_REPLAY_COOLDOWN, Settings
 from bot.db.database import open_checkpointer
-from bot.db.store import Store, Verdict
+from bot.db.store import ReplayLease, ReplayRefused, Store, Verdict
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
+from bot.slack.mrkdwn import slack_date
 from bot.slack.notices import log_failure, reference_words, slack_failure_words
 from grading import EVIDENCE_TOOLS, TranscriptGrader
 
@@ -79,34 +82,39 @@ class ChannelReplays:
         checkpointer: BaseCheckpointSaver,
         grader: TranscriptGrader,
         client: AsyncWebClient,
+        cooldown: float = DEFAULT_REPLAY_COOLDOWN,
     ) -> None:
+        """`cooldown`: seconds from one replay's start in a channel to the next's."""
         self._store = store
         self._checkpointer = checkpointer
         self._grader = grader
         self._client = client
-        self._running: dict[tuple[str, str], tuple[ReplayRequest, asyncio.Task[None]]] = {}
+        self._cooldown = timedelta(seconds=cooldown)
+        self._tasks: set[asyncio.Task[None]] = set()
 
-    def running(self, team: str, channel: str) -> ReplayRequest | None:
-        """The replay under way in the channel, if any."""
-        found = self._running.get((team, channel))
-        return found[0] if found else None
-
-    def start(self, request: ReplayRequest, tell: Tell) -> bool:
-        """Start replaying the channel; False (starting nothing) while a replay of it runs."""
-        key = (request.team, request.channel)
-        if key in self._running:
-            return False
-        task = asyncio.create_task(self._run(request, tell), name=f"replay {request.channel}")
-        self._running[key] = (request, task)
-        task.add_done_callback(lambda _: self._running.pop(key, None))
-        return True
+    async def start(self, request: ReplayRequest, tell: Tell) -> ReplayRefused | None:
+        """Start replaying the channel; why not (starting nothing) while one runs in any process
+        or the cooldown since the latest start lasts."""
+        lease = await self._store.start_replay(request.team, request.channel, request.user, self._cooldown)
+        if isinstance(lease, ReplayRefused):
+            return lease
+        task = asyncio.create_task(self._run_holding(lease, request, tell), name=f"replay {request.channel}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return None
 
     async def drain(self) -> None:
         """Stop every replay (the bot is stopping); each channel is told its replay was stopped."""
-        tasks = [task for _, task in self._running.values()]
+        tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run_holding(self, lease: ReplayLease, request: ReplayRequest, tell: Tell) -> None:
+        try:
+            await self._run(request, tell)
+        finally:
+            await asyncio.shield(lease.release())
 
     async def _run(self, request: ReplayRequest, tell: Tell) -> None:
         try:
@@ -181,6 +189,20 @@ class ChannelReplays:
         )
 
 
+def refusal_words(refused: ReplayRefused) -> str:
+    """Why a replay did not start, and when the next may."""
+    asker = f" (asked by <@{refused.started_by}>)" if refused.started_by else ""
+    if refused.running or refused.next_start is None:
+        return (
+            f"A replay of this channel is already running{asker}; its result will be posted here "
+            "when it is done. Only one runs per channel at a time."
+        )
+    return (
+        f"A replay of this channel started recently{asker}, and each costs two grader calls per "
+        f"reviewed answer: the next may start {slack_date(refused.next_start)}."
+    )
+
+
 @asynccontextmanager
 async def open_replays(
     settings: Settings, store: Store, client: AsyncWebClient
@@ -197,6 +219,7 @@ async def open_replays(
             checkpointer=checkpointer,
             grader=TranscriptGrader(grader, tools=EVIDENCE_TOOLS),
             client=client,
+            cooldown=settings.replay_cooldown,
         )
         try:
             yield replays

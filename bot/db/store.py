@@ -308,7 +308,7 @@ class Claim:
             started = await self._connection.scalar(
                 select(func.count()).where(runs.c.team == team, runs.c.requester == requester, since)
             )
-            if started >= quota.requests_per_requester:
+            if (started or 0) >= quota.requests_per_requester:
                 raise QuotaExceeded("requests", quota.requests_per_requester)
         if quota.tokens_per_channel is not None:
             await _lock(self._connection, f"tokens:{team}:{channel}")
@@ -317,7 +317,7 @@ class Claim:
                     runs.c.team == team, runs.c.channel == channel, since
                 )
             )
-            if used >= quota.tokens_per_channel:
+            if (used or 0) >= quota.tokens_per_channel:
                 raise QuotaExceeded("tokens", quota.tokens_per_channel)
 
     async def driver_connection(self) -> Any:

@@ -101,3 +101,11 @@ def calibration_switch(argument: str) -> bool | None:
         return SWITCH_WORDS[text.lower()]
     except KeyError:
         raise CommandError(f"`/rubric calibration` takes `on` or `off`, not `{text}`.") from None
+
+
+def version_number(argument: str) -> int:
+    """The version of `/rubric revert N`."""
+    text = argument.strip()
+    if not text.isdecimal() or int(text) < 1:
+        raise CommandError(f"`{text}` is not a version number; `/rubric history` lists them.")
+    return int(text)

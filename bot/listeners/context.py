@@ -10,6 +10,7 @@ from slack_bolt.async_app import AsyncBoltContext
 from bot.agreement.channel_replay import ChannelReplays
 from bot.config import Settings
 from bot.db.store import Store
+from bot.governance.editors import RubricEditors
 from bot.threads.runner import ThreadRunner
 
 SERVICES_KEY = "rubric_bot_services"
@@ -18,12 +19,14 @@ SERVICES_KEY = "rubric_bot_services"
 
 @dataclass(frozen=True)
 class Services:
-    """What listeners work with: settings, the bot's tables, the thread runner and channel replays."""
+    """What listeners work with: settings, the bot's tables, the thread runner, channel replays and
+    who may change grading."""
 
     settings: Settings
     store: Store
     runner: ThreadRunner
     replays: ChannelReplays
+    editors: RubricEditors
 
     async def attach(self, context: AsyncBoltContext, next: Callable[[], Awaitable[None]]) -> None:
         """Bolt global middleware: make these services available to every listener."""

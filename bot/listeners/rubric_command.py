@@ -1,12 +1,14 @@
 """The `/rubric` slash command: its table of subcommands and their handlers.
 
-The subcommands manage the channel's default rubric, post its agreement report and switch
-calibration; :data:`RUBRIC_SUBCOMMANDS` declares each once (name, usage, help, argument, handler),
-and parsing, routing and the help text all read it.
+The subcommands manage the channel's default rubric and its versions, post its agreement report,
+switch calibration, replay and show usage; :data:`RUBRIC_SUBCOMMANDS` declares each once (name,
+usage, help, argument, handler), and parsing, routing and the help text all read it.
 
 Slash commands carry no thread, so they manage the channel default; a thread's own rubric is set
-with a `rubric:` message in the thread. Every answer is ephemeral (only the caller sees it),
-except the agreement report, which is posted to the channel for the team to read.
+with a `rubric:` message in the thread. Changing how the channel is graded (`set`, `clear`,
+`edit`, `revert`, `calibration on|off`, `replay`) takes the editors' permission
+(`bot.governance.editors`); a rubric change is announced in the channel. Every other answer is
+ephemeral (only the caller sees it), except the agreement report, which is posted to the channel.
 """
 
 from __future__ import annotations
@@ -15,15 +17,19 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agreement.channel_replay import ReplayRequest
+from bot.agreement.channel_replay import ReplayRequest, refusal_words
 from bot.agreement.report import Report, chart_upload, load_report, report_blocks
 from bot.db.store import Store
+from bot.governance.changes import HISTORY_LENGTH, change_rubric, change_words, history_message
+from bot.limits.quota import DailyLimits
+from bot.limits.usage import load_channel_usage, usage_message
 from bot.listeners.command_text import (
     Argument,
     CommandError,
@@ -31,12 +37,12 @@ from bot.listeners.command_text import (
     calibration_switch,
     parse_command,
     report_days,
+    version_number,
 )
-from bot.listeners.context import services_of, workspace_of
+from bot.listeners.context import Services, services_of, workspace_of
 from bot.review.calibration import CALIBRATION_EXAMPLES
-from bot.slack.blocks import section_block
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
-from bot.slack.messages import BlockJson
+from bot.slack.messages import BlockJson, SlackMessage
 from bot.slack.notices import slack_failure_words
 from bot.threads import render
 from bot.threads.conversation import slack_unescape
@@ -89,8 +95,23 @@ class Invocation:
         return self.command["channel_id"]
 
     @property
+    def user(self) -> str:
+        return self.command["user_id"]
+
+    @property
+    def services(self) -> Services:
+        return services_of(self.context)
+
+    @property
     def store(self) -> Store:
-        return services_of(self.context).store
+        return self.services.store
+
+    async def refused(self) -> bool:
+        """Whether the caller may not change this channel's grading; if so they were told why."""
+        refusal = await self.services.editors.refusal(self.client, self.team, self.user)
+        if refusal is not None:
+            await _answer(self.ack, refusal)
+        return refusal is not None
 
 
 SubcommandHandler = Callable[[Invocation], Awaitable[None]]
@@ -99,6 +120,8 @@ SubcommandHandler = Callable[[Invocation], Awaitable[None]]
 
 
 async def _edit(call: Invocation) -> None:
+    if await call.refused():
+        return
     current = await call.store.get_channel_rubric(call.team, call.channel)
     await call.ack()
     view = render.rubric_modal(current, channel_id=call.channel)
@@ -110,21 +133,28 @@ async def _edit(call: Invocation) -> None:
 async def _set(call: Invocation) -> None:
     text = slack_unescape(call.parsed.argument)
     try:
-        rubric = parse_rubric(text)
+        parse_rubric(text)
     except RubricError as exc:
         problem = render.rubric_error(str(exc))
         await _answer(call.ack, problem["text"], problem["blocks"])
         return
-    await call.store.set_channel_rubric(call.team, call.channel, text, call.command["user_id"])
-    confirmation = render.rubric_confirmation(rubric)
-    await _answer(
-        call.ack,
-        f"Channel default rubric set. {confirmation['text']}",
-        blocks=[
-            section_block("New conversations in this channel will be graded against this rubric.").to_dict(),
-            *confirmation["blocks"],
-        ],
+    await _change(call, text)
+
+
+async def _change(call: Invocation, text: str | None, reverted_to: int | None = None) -> None:
+    """Change the channel's default rubric (None clears it) if the caller may; the channel is told."""
+    if await call.refused():
+        return
+    change = await change_rubric(
+        call.store,
+        call.client,
+        team=call.team,
+        channel=call.channel,
+        user=call.user,
+        text=text,
+        reverted_to=reverted_to,
     )
+    await _answer(call.ack, change_words(change) if change else "This channel had no default rubric.")
 
 
 async def _show(call: Invocation) -> None:
@@ -136,13 +166,37 @@ async def _show(call: Invocation) -> None:
 
 
 async def _clear(call: Invocation) -> None:
-    cleared = await call.store.clear_channel_rubric(call.team, call.channel)
-    await _answer(
-        call.ack,
-        "Cleared this channel's default rubric; threads that already have one keep it."
-        if cleared
-        else "This channel had no default rubric.",
-    )
+    await _change(call, None)
+
+
+async def _history(call: Invocation) -> None:
+    versions = await call.store.rubric_versions(call.team, call.channel, HISTORY_LENGTH)
+    await _answer_with(call.ack, history_message(versions))
+
+
+async def _revert(call: Invocation) -> None:
+    number = version_number(call.parsed.argument)
+    version = await call.store.rubric_version(call.team, call.channel, number)
+    if version is None:
+        await _answer(
+            call.ack, f"This channel has no version {number} of its rubric; `/rubric history` lists them."
+        )
+        return
+    if version.rubric_text == await call.store.get_channel_rubric(call.team, call.channel):
+        await _answer(call.ack, f"Version {number} is what this channel uses already; nothing was changed.")
+        return
+    if version.rubric_text is not None:
+        try:
+            parse_rubric(version.rubric_text)
+        except RubricError as exc:  # stored before a change to the rubric format
+            await _answer_with(call.ack, render.rubric_error(str(exc)))
+            return
+    await _change(call, version.rubric_text, reverted_to=number)
+
+
+async def _usage(call: Invocation) -> None:
+    usage = await load_channel_usage(call.store, team=call.team, channel=call.channel, now=datetime.now(UTC))
+    await _answer_with(call.ack, usage_message(usage, DailyLimits.from_settings(call.services.settings)))
 
 
 async def _report(call: Invocation) -> None:
@@ -185,6 +239,8 @@ async def _calibration(call: Invocation) -> None:
     switch = calibration_switch(call.parsed.argument)
     team, channel = call.team, call.channel
     if switch is not None:
+        if await call.refused():
+            return
         await call.store.set_calibration(team, channel, switch)
     enabled = switch if switch is not None else await call.store.calibration_enabled(team, channel)
     await _answer(call.ack, _calibration_words(enabled))
@@ -221,16 +277,12 @@ class RubricSubcommand:
 async def _replay(call: Invocation) -> None:
     """Replay the channel's reviewed iterations with and without calibration, in the background."""
     days = report_days(call.parsed.argument)
-    replays = services_of(call.context).replays
-    request = ReplayRequest(call.team, call.channel, call.command["user_id"], days)
-    if not replays.start(request, partial(_respond, call.context)):
-        running = replays.running(call.team, call.channel)
-        asker = f" (asked by <@{running.user}>)" if running else ""
-        await _answer(
-            call.ack,
-            f"A replay of this channel is already running{asker}; its result will be posted here "
-            "when it is done. Only one runs per channel at a time.",
-        )
+    if await call.refused():
+        return
+    request = ReplayRequest(call.team, call.channel, call.user, days)
+    refused = await call.services.replays.start(request, partial(_respond, call.context))
+    if refused is not None:
+        await _answer(call.ack, refusal_words(refused))
         return
     await _answer(
         call.ack,
@@ -254,6 +306,19 @@ RUBRIC_SUBCOMMANDS: tuple[RubricSubcommand, ...] = (
     RubricSubcommand("show", "/rubric show", "show the channel's default rubric", _show),
     RubricSubcommand("clear", "/rubric clear", "remove the channel's default rubric", _clear),
     RubricSubcommand(
+        "history",
+        "/rubric history",
+        f"the last {HISTORY_LENGTH} versions of the channel's default rubric",
+        _history,
+    ),
+    RubricSubcommand(
+        "revert",
+        "/rubric revert <N>",
+        "make version N the channel's default rubric again",
+        _revert,
+        Argument.REQUIRED,
+    ),
+    RubricSubcommand(
         "report",
         "/rubric report [days]",
         "how often the team agrees with the grader, per criterion",
@@ -274,6 +339,9 @@ RUBRIC_SUBCOMMANDS: tuple[RubricSubcommand, ...] = (
         _replay,
         Argument.OPTIONAL,
     ),
+    RubricSubcommand(
+        "usage", "/rubric usage", "this channel's requests and tokens, and the daily limits", _usage
+    ),
     RubricSubcommand("help", "/rubric help", "show this help", _help),
 )
 """Every `/rubric` subcommand, in the order the help lists them; a new one is one more entry."""
@@ -289,3 +357,8 @@ def _help_text() -> str:
 async def _answer(ack: AsyncAck, text: str, blocks: list[BlockJson] | None = None) -> None:
     """Answer the command with a message only the caller sees."""
     await ack(text=text, blocks=blocks, response_type="ephemeral")
+
+
+async def _answer_with(ack: AsyncAck, message: SlackMessage) -> None:
+    """Answer the command with a rendered message only the caller sees."""
+    await _answer(ack, message["text"], message.get("blocks"))

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.governance.changes import change_rubric, change_words
 from bot.listeners.context import services_of, workspace_of
 from bot.review.form import (
     REVIEW_CALLBACK_ID,
@@ -69,17 +70,22 @@ async def on_rubric_submitted(
         return
     text = typed.strip()
     try:
-        rubric = parse_rubric(text)
+        parse_rubric(text)
     except RubricError as exc:
         await _rubric_input_error(ack, str(exc))
         return
-    user = submission.user.id
-    await services_of(context).store.set_channel_rubric(workspace_of(context), channel, text, user)
+    services, team, user = services_of(context), workspace_of(context), submission.user.id
+    refusal = await services.editors.refusal(client, team, user)
+    if refusal is not None:
+        await _rubric_input_error(ack, refusal)
+        return
     await ack()
-    await attempt(
-        client.chat_postEphemeral(channel=channel, user=user, **render.rubric_confirmation(rubric)),
-        f"confirm the channel rubric in {channel}",
-    )
+    change = await change_rubric(services.store, client, team=team, channel=channel, user=user, text=text)
+    if change is not None and not change.announced:
+        await attempt(
+            client.chat_postEphemeral(channel=channel, user=user, text=change_words(change)),
+            f"confirm the channel rubric in {channel}",
+        )
 
 
 async def _rubric_input_error(ack: AsyncAck, message: str) -> None:

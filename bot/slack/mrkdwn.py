@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 FENCE = "```"
 """The only code-block fence Slack's mrkdwn understands."""
@@ -33,6 +34,13 @@ _PARTIAL_ENTITY = re.compile(r"&#?\w*$")
 # then any line break outside code, a line break inside code (costs a fence close/reopen),
 # then a space outside a <link>. With none of them, the cut falls mid-word.
 _PARAGRAPH, _LINE, _CODE_LINE, _SPACE = 4, 3, 2, 1
+
+
+def slack_date(moment: datetime) -> str:
+    """`moment` in Slack's date formatting, so each reader sees it in their own time zone (UTC in
+    clients that cannot format it)."""
+    fallback = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{int(moment.timestamp())}^{{date_short_pretty}} at {{time}}|{fallback}>"
 
 
 def escape(text: str) -> str:

@@ -24,6 +24,7 @@ import socket
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import procrastinate
@@ -38,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.config import DEFAULT_CONCURRENCY, DEFAULT_STALLED_AFTER
 from bot.db.database import Database
+from bot.db.store import QuotaName
 from bot.material.sources import Sources
 from bot.slack.payloads import problems
 from bot.threads.conversation import ThreadKey, UserMessage
@@ -102,6 +104,18 @@ class ReplyJob(_MessageJob):
     """What is wrong, the notice's first line."""
     detail: str
     """What to do about it."""
+
+
+class LimitJob(_MessageJob):
+    """A request refused by a daily limit: its thread is told which limit and when it resets."""
+
+    kind: ClassVar[str] = "limit"
+
+    quota: QuotaName
+    """The limit it met: the person's requests or the channel's tokens."""
+    limit: int
+    refused_at: datetime
+    """When it was refused (the limit resets at the next midnight UTC)."""
 
 
 class NoticeJob(_RunJob):

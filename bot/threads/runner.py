@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -24,7 +24,18 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.agent import ConversationAgent, ThreadContext, TurnOutcome, agent_config, run_turn, turn_evaluations
 from bot.config import DEFAULT_DELIVERY_RETRY, DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
 from bot.db.database import UNAVAILABLE_ERRORS, describe_database_error, unavailable_error
-from bot.db.store import ANSWERED, FAILED, FINAL_STEP, TIMED_OUT, Claim, RunRecord, RunStatus, Store
+from bot.db.store import (
+    ANSWERED,
+    FAILED,
+    FINAL_STEP,
+    TIMED_OUT,
+    Claim,
+    QuotaExceeded,
+    RunRecord,
+    RunStatus,
+    Store,
+)
+from bot.limits.quota import DailyLimits, refusal_message
 from bot.material.files import Unread
 from bot.material.reader import NOTHING, Material, MaterialReader, conversation_messages
 from bot.material.sources import Sources
@@ -43,6 +54,7 @@ from bot.threads.jobs import (
     JobKind,
     JobPayload,
     JobQueue,
+    LimitJob,
     NoticeJob,
     PromptJob,
     ReplyJob,
@@ -59,6 +71,10 @@ logger = logging.getLogger(__name__)
 DATABASE_RETRY_SECONDS = 2.0
 """Pause before a run the database failed resumes from its checkpoint; doubled for each further
 attempt, so a database restart (seconds) is ridden out within `MAX_ATTEMPTS`."""
+
+
+NO_LIMITS = DailyLimits()
+"""A runner without daily limits (tests, and the terminal's `grade`)."""
 
 
 class RunTimeout(Exception):
@@ -79,14 +95,17 @@ class ThreadRunner:
         model_timeout: float = DEFAULT_MODEL_TIMEOUT,
         run_timeout: float = DEFAULT_RUN_TIMEOUT,
         delivery_retry: float = DEFAULT_DELIVERY_RETRY,
+        limits: DailyLimits = NO_LIMITS,
     ) -> None:
-        """`model_timeout` is what the models were built with (for the notice); `run_timeout` is
-        enforced; `delivery_retry` is how long a run retries messages Slack refuses for now.
+        """`model_timeout` is what the models were built with (for the notice); `run_timeout` and
+        the daily `limits` are enforced; `delivery_retry` is how long a run retries messages Slack
+        refuses for now.
 
         `reader` reads what requests share (the thread the bot is called into, attached files);
         without one, requests are their text alone.
         """
         self._agent = agent
+        self._limits = limits
         self._store = store
         self._client = client
         self._reader = reader
@@ -101,6 +120,7 @@ class ThreadRunner:
                 JobKind(RubricJob, self._rubric_job, self._abandon_message),
                 JobKind(PromptJob, self._prompt_job, self._abandon_message),
                 JobKind(ReplyJob, self._reply_job, self._abandon_message),
+                JobKind(LimitJob, self._limit_job, self._abandon_message),
                 JobKind(NoticeJob, self._notice_job, self._abandon_notice),
             )
         }
@@ -114,10 +134,18 @@ class ThreadRunner:
 
     async def submit_request(self, message: UserMessage, sources: Sources | None = None) -> None:
         """Queue a request for the agent in its thread (its run recorded first, so a crash is noticed);
-        `sources` says what it shares besides its text."""
+        `sources` says what it shares besides its text. Past a daily limit its thread is told so
+        instead, and no model is called."""
 
         async def request(claim: Claim) -> JobPayload:
-            run_id = await claim.start_run(message.thread, message.ts)
+            now = datetime.now(UTC)
+            try:
+                run_id = await claim.start_run(
+                    message.thread, message.ts, requester=message.user, quota=self._limits.quota(now)
+                )
+            except QuotaExceeded as refused:
+                logger.info("refused a request in thread %s: %s", message.thread_id, refused)
+                return LimitJob(message=message, quota=refused.quota, limit=refused.limit, refused_at=now)
             return RequestJob(message=message, run_id=run_id, sources=sources or Sources())
 
         await self._accept(message, request)
@@ -201,6 +229,9 @@ class ThreadRunner:
     async def _prompt_job(self, job: PromptJob, attempt: int) -> None:
         await self._prompt(job.message)
 
+    async def _limit_job(self, job: LimitJob, attempt: int) -> None:
+        await self.reply(job.message, refusal_message(job.quota, job.limit, job.refused_at))
+
     async def _reply_job(self, job: ReplyJob, attempt: int) -> None:
         await self.reply(job.message, render.error_message(job.title, job.detail))
 
@@ -217,7 +248,9 @@ class ThreadRunner:
         await delivery.post(FINAL_STEP, 0, _gave_up_notice())
         await self._finish(message, run_id, FAILED, delivered=await delivery.settle())
 
-    async def _abandon_message(self, job: PromptJob | RubricJob | ReplyJob, why: Abandoned) -> None:
+    async def _abandon_message(
+        self, job: PromptJob | RubricJob | ReplyJob | LimitJob, why: Abandoned
+    ) -> None:
         message = job.message
         if why is Abandoned.STOPPING:
             await self._tell_interrupted(message, None, started=False)
@@ -268,7 +301,8 @@ class ThreadRunner:
                     message, run_id, sources, resumed=number > 0
                 )
                 metrics.run_finished(status, time.monotonic() - started, outcome)
-                await self._finish(message, run_id, status, delivered=delivered)
+                tokens = outcome.usage["total_tokens"] if outcome and outcome.usage else None
+                await self._finish(message, run_id, status, delivered=delivered, tokens=tokens)
                 return
             except Exception as exc:
                 failure = unavailable_error(exc)
@@ -322,8 +356,16 @@ class ThreadRunner:
         finally:
             await progress.stop()
 
-    async def _finish(self, message: UserMessage, run_id: int, status: RunStatus, *, delivered: bool) -> None:
-        await self._store.finish_run(run_id, status)
+    async def _finish(
+        self,
+        message: UserMessage,
+        run_id: int,
+        status: RunStatus,
+        *,
+        delivered: bool,
+        tokens: int | None = None,
+    ) -> None:
+        await self._store.finish_run(run_id, status, tokens)
         if not delivered:
             await self._record_undelivered(message, run_id, status)
 

@@ -14,7 +14,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agreement.channel_replay import ChannelReplays, ReplayRequest
-from bot.db.store import Store
+from bot.db.store import ReplayRefused, Store
 from grading import TranscriptGrader
 from tests.bot.agreement.replay_seed import CHANNEL, TEAM, replayed_grader, seed
 from tests.grading.scripted import ScriptedChatModel
@@ -50,16 +50,19 @@ async def test_stopping_the_bot_stops_a_replay_and_says_so_in_the_channel(tmp_pa
                     client=AsyncWebClient(token=TOKEN, base_url=slack.api_url),
                 )
                 request = ReplayRequest(TEAM, CHANNEL, "U7", days=None)
-                assert replays.start(request, tell)
-                assert not replays.start(ReplayRequest(TEAM, CHANNEL, "U8", days=7), tell)
-                assert replays.running(TEAM, CHANNEL) == request
+                assert await replays.start(request, tell) is None
+                second = ReplayRequest(TEAM, CHANNEL, "U8", days=7)
+                assert await replays.start(second, tell) == ReplayRefused(running=True, started_by="U7")
                 assert await asyncio.to_thread(started.wait, WAIT)
 
                 await replays.drain()
                 release.set()
+                # The stopped replay let go of the channel; the cooldown since its start still holds.
+                after = await replays.start(second, tell)
+                assert isinstance(after, ReplayRefused) and not after.running and after.next_start
         finally:
             await store.close()
 
     (notice,) = slack.messages(CHANNEL)
     assert "The replay <@U7> asked for was stopped because the bot is restarting" in notice.text
-    assert replays.running(TEAM, CHANNEL) is None and told == []
+    assert told == []

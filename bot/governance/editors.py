@@ -1,0 +1,101 @@
+"""Who may change a channel's grading: `RUBRIC_BOT_RUBRIC_EDITORS` and the workspace's admins and owners.
+
+Unset, anyone in the channel may (as before the setting existed). Set, only the listed people
+(``U…``, ``W…``), the members of the listed user groups (``S…``, read with
+``usergroups.users.list``) and the workspace's admins and owners (``users.info``) may. Answers
+are cached for `EDITOR_CACHE_SECONDS`, so a burst of commands costs Slack one lookup. A Slack
+error during the check refuses (fails closed) with a hint to retry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from cachetools import TTLCache
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.client import SLACK_ERRORS
+from bot.slack.notices import log_failure, reference_words, slack_failure_words
+
+logger = logging.getLogger(__name__)
+
+EDITOR_CACHE_SECONDS = 60.0
+"""How long a user's admin flags and a user group's members are trusted before asking Slack again:
+a newly added editor waits at most this long, and a command burst costs one lookup."""
+
+EDITOR_CACHE_SIZE = 4096
+"""Most users and user groups cached at once (per process); the oldest go first."""
+
+ADMIN_FLAGS = ("is_admin", "is_owner", "is_primary_owner")
+"""The `users.info` flags of a workspace admin or owner."""
+
+USER_GROUP_PREFIX = "S"
+"""Slack user-group ids start with this; user ids with ``U`` or ``W``."""
+
+
+async def is_workspace_admin(client: AsyncWebClient, user: str) -> bool:
+    """Whether `user` is an admin or owner of the workspace `client`'s token belongs to (``users.info``).
+
+    Raises what a failed Slack call raises (`bot.slack.client.SLACK_ERRORS`): the caller decides
+    how to fail.
+    """
+    response = await client.users_info(user=user)
+    profile = response.get("user") or {}
+    return any(bool(profile.get(flag)) for flag in ADMIN_FLAGS)
+
+
+class RubricEditors:
+    """The configured editors and the lookups deciding who is one, cached per workspace."""
+
+    def __init__(self, ids: Sequence[str], *, cache_seconds: float = EDITOR_CACHE_SECONDS) -> None:
+        self._users = frozenset(i for i in ids if not i.startswith(USER_GROUP_PREFIX))
+        self._groups = tuple(i for i in ids if i.startswith(USER_GROUP_PREFIX))
+        self._admins: TTLCache[tuple[str, str], bool] = TTLCache(EDITOR_CACHE_SIZE, cache_seconds)
+        self._members: TTLCache[tuple[str, str], frozenset[str]] = TTLCache(EDITOR_CACHE_SIZE, cache_seconds)
+
+    @property
+    def restricted(self) -> bool:
+        """Whether editors are configured at all (otherwise anyone may change grading)."""
+        return bool(self._users or self._groups)
+
+    async def may_edit(self, client: AsyncWebClient, team: str, user: str) -> bool:
+        """Whether `user` may change grading in workspace `team`; raises on a failed Slack call."""
+        if not self.restricted or user in self._users:
+            return True
+        for group in self._groups:
+            if user in await self._group_members(client, team, group):
+                return True
+        key = (team, user)
+        if key not in self._admins:
+            self._admins[key] = await is_workspace_admin(client, user)
+        return self._admins[key]
+
+    async def _group_members(self, client: AsyncWebClient, team: str, group: str) -> frozenset[str]:
+        key = (team, group)
+        if key not in self._members:
+            response = await client.usergroups_users_list(usergroup=group)
+            self._members[key] = frozenset(response.get("users") or [])
+        return self._members[key]
+
+    def who_may(self) -> str:
+        """Who may change grading, in words with Slack mentions."""
+        named = [f"<@{user}>" for user in sorted(self._users)]
+        named += [f"members of <!subteam^{group}>" for group in self._groups]
+        return ", ".join([*named, "the workspace's admins and owners"])
+
+    async def refusal(self, client: AsyncWebClient, team: str, user: str) -> str | None:
+        """None if `user` may change grading; else what to tell them (only they see it)."""
+        try:
+            if await self.may_edit(client, team, user):
+                return None
+        except SLACK_ERRORS as exc:
+            reference = log_failure(
+                logger, f"checking whether {user} may change grading", exc, traceback=False
+            )
+            return (
+                f"I couldn't check whether you may change how this channel is graded "
+                f"({slack_failure_words(exc)}), so nothing was changed. Try again in a minute. "
+                f"{reference_words(reference)}"
+            )
+        return f"Only {self.who_may()} may change how this channel is graded, so nothing was changed."

@@ -1,0 +1,188 @@
+"""Who used the bot how much: requests and tokens per UTC day, channel and person, from the runs the
+bot records. Loading is one store query; everything else is pure (summaries, Block Kit for
+`/rubric usage`, text and JSON for `rubric-bot usage`)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import date, datetime, timedelta
+
+from bot.db.store import Store, UsageRow
+from bot.limits.quota import DailyLimits, day_start
+from bot.slack.blocks import block_dicts, context_block, header_block, section_block
+from bot.slack.messages import SlackMessage
+
+CHANNEL_USAGE_DAYS = 30
+"""The period `/rubric usage` sums besides today: the last 30 UTC days, today included."""
+
+TOP_REQUESTERS = 5
+"""How many of the channel's heaviest requesters `/rubric usage` names."""
+
+UNKNOWN_REQUESTER = "(unknown)"
+"""Who asked for runs recorded before the bot kept requesters."""
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Requests started and tokens they used."""
+
+    requests: int = 0
+    tokens: int = 0
+
+    def __add__(self, other: Totals) -> Totals:
+        return Totals(self.requests + other.requests, self.tokens + other.tokens)
+
+
+@dataclass(frozen=True)
+class ChannelUsage:
+    """One channel's use: today, over the last `days` days, and its top requesters over them."""
+
+    channel: str
+    days: int
+    today: Totals
+    period: Totals
+    top: list[tuple[str, Totals]]
+
+
+def totals(rows: Iterable[UsageRow]) -> Totals:
+    return sum((Totals(row.requests, row.tokens) for row in rows), Totals())
+
+
+def totals_by(rows: Iterable[UsageRow], key: Callable[[UsageRow], str]) -> dict[str, Totals]:
+    """Totals per `key` (channel, requester), the most tokens first, then the most requests."""
+    grouped: defaultdict[str, Totals] = defaultdict(Totals)
+    for row in rows:
+        grouped[key(row)] += Totals(row.requests, row.tokens)
+    return dict(sorted(grouped.items(), key=lambda item: (-item[1].tokens, -item[1].requests, item[0])))
+
+
+def summarize(rows: Sequence[UsageRow], *, channel: str, today: date, days: int) -> ChannelUsage:
+    """The channel's usage from its rows of the last `days` days."""
+    by_requester = totals_by(rows, lambda row: row.requester)
+    return ChannelUsage(
+        channel=channel,
+        days=days,
+        today=totals(row for row in rows if row.day == today),
+        period=totals(rows),
+        top=list(by_requester.items())[:TOP_REQUESTERS],
+    )
+
+
+async def load_channel_usage(
+    store: Store, *, team: str, channel: str, now: datetime, days: int = CHANNEL_USAGE_DAYS
+) -> ChannelUsage:
+    """The channel's usage today and over the last `days` UTC days (today included)."""
+    since = day_start(now) - timedelta(days=days - 1)
+    rows = await store.usage(team, channel, since)
+    return summarize(rows, channel=channel, today=since.date() + timedelta(days=days - 1), days=days)
+
+
+def _amount(total: Totals) -> str:
+    return f"{total.requests:,} request{'' if total.requests == 1 else 's'}, {total.tokens:,} tokens"
+
+
+def _requester(user: str) -> str:
+    return f"<@{user}>" if user else UNKNOWN_REQUESTER
+
+
+def usage_message(usage: ChannelUsage, limits: DailyLimits) -> SlackMessage:
+    """`/rubric usage`: the channel's requests and tokens today and over the period, its top
+    requesters, and the limits in force."""
+    lines = [
+        f"*Today (UTC):* {_amount(usage.today)}",
+        f"*Last {usage.days} days:* {_amount(usage.period)}",
+    ]
+    if usage.top:
+        top = "\n".join(f"• {_requester(user)}: {_amount(total)}" for user, total in usage.top)
+        lines.append(f"*Top requesters, last {usage.days} days:*\n{top}")
+    text = f"Bot usage in <#{usage.channel}>: " + "; ".join(lines[:2]).replace("*", "")
+    return {
+        "text": text,
+        "blocks": block_dicts(
+            [
+                header_block("Bot usage in this channel"),
+                section_block("\n".join(lines)),
+                context_block(limits_words(limits)),
+            ]
+        ),
+    }
+
+
+def limits_words(limits: DailyLimits) -> str:
+    """The daily limits in force, in one sentence."""
+    person = (
+        f"{limits.requests_per_user:,} requests per person"
+        if limits.requests_per_user is not None
+        else "no request limit per person"
+    )
+    channel = (
+        f"{limits.tokens_per_channel:,} tokens per channel"
+        if limits.tokens_per_channel is not None
+        else "no token budget per channel"
+    )
+    return f"Daily limits (reset at midnight UTC): {person}, {channel} (worker and grader tokens)."
+
+
+def usage_table(rows: Sequence[UsageRow]) -> str:
+    """`rubric-bot usage`'s text: totals per channel, per person, and every day's rows."""
+    if not rows:
+        return "No requests in this period."
+    sections = [
+        _table(
+            "Per channel", ["Channel"], [([c], t) for c, t in totals_by(rows, lambda r: r.channel).items()]
+        ),
+        _table(
+            "Per person",
+            ["Person"],
+            [([u or UNKNOWN_REQUESTER], t) for u, t in totals_by(rows, lambda r: r.requester).items()],
+        ),
+        _table(
+            "Per day",
+            ["Day", "Channel", "Person"],
+            [
+                (
+                    [row.day.isoformat(), row.channel, row.requester or UNKNOWN_REQUESTER],
+                    Totals(row.requests, row.tokens),
+                )
+                for row in rows
+            ],
+        ),
+    ]
+    return "\n\n".join([*sections, f"Total: {_amount(totals(rows))}"])
+
+
+def _table(title: str, heads: list[str], rows: list[tuple[list[str], Totals]]) -> str:
+    cells = [[*heads, "Requests", "Tokens"]] + [[*key, f"{t.requests:,}", f"{t.tokens:,}"] for key, t in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    numeric = len(heads)
+    lines = [
+        "  ".join(
+            cell.rjust(width) if i >= numeric else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in cells
+    ]
+    return "\n".join([title, *lines])
+
+
+def usage_json(rows: Sequence[UsageRow], *, since: date, channel: str | None) -> str:
+    """`rubric-bot usage --json`: the period, every day's rows and the totals, for scripts."""
+    document = {
+        "since": since.isoformat(),
+        "channel": channel,
+        "rows": [
+            {
+                "day": row.day.isoformat(),
+                "channel": row.channel,
+                "user": row.requester or None,
+                "requests": row.requests,
+                "tokens": row.tokens,
+            }
+            for row in rows
+        ],
+        "total": asdict(totals(rows)),
+    }
+    return json.dumps(document, indent=2)
