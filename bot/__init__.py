@@ -11,6 +11,9 @@ One folder per feature; each folder's ``__init__`` docstring is its map, one lin
   files, delimited as material for the worker and the grader.
 - ``review/``: team review of the grader: verdicts, the tally and buttons, the form, calibration.
 - ``agreement/``: how far the grader agrees with the team: the report, replay, comparison and charts.
+- ``limits/``: daily limits (requests per person, tokens per channel) and the usage they count.
+- ``governance/``: who may change grading (editors, admins), and rubric changes: versions, history,
+  revert, announcements.
 - ``db/``: the database (SQLite or PostgreSQL), its schema, the store, admin and migrations.
 - ``ops/``: what an operator asks a running process: start-up, `/healthz`, `/readyz`, `/metrics`.
 - ``cli/``: `rubric-bot` in the terminal: one module per subcommand.

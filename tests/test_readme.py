@@ -120,3 +120,20 @@ def test_running_at_scale_states_the_privileges_and_what_health_and_metrics_show
     assert "must own the database, or have `CREATE` on the schema" in text
     for name in ("/healthz", "/readyz", "/metrics", "RUBRIC_BOT_METRICS_PORT", *METRIC_NAMES):
         assert name in text
+
+
+def test_limits_and_permissions_names_every_guardrail_setting_and_command():
+    text = section("Limits and permissions")
+
+    for needed in (
+        "`RUBRIC_BOT_DAILY_REQUESTS_PER_USER`",
+        "`RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL`",
+        "`RUBRIC_BOT_RUBRIC_EDITORS`",
+        "`RUBRIC_BOT_REPLAY_COOLDOWN`",
+        "/rubric usage",
+        "rubric-bot usage",
+        "/rubric history",
+        "/rubric revert N",
+        "ref 7f3a2c",
+    ):
+        assert needed in text, needed
