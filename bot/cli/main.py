@@ -1,7 +1,7 @@
 """`rubric-bot` (also `python -m bot`): the Slack bot that grades its work against a rubric.
 
 Subcommands serve the bot, print its manifest, try a rubric in the terminal, report how far
-the grader agrees with the team's reviews, and upgrade or copy its database.
+the grader agrees with the team's reviews, show usage, and upgrade or copy its database.
 
 Every error is one line on stderr, never a traceback; configuration and usage problems exit with 2.
 """
@@ -26,9 +26,10 @@ from bot.cli.replay import REPLAY
 from bot.cli.report import REPORT
 from bot.cli.serve import SERVE, WORKER
 from bot.cli.subcommand import CliSubcommand
+from bot.cli.usage import USAGE
 from bot.config import ENV_FILE, ConfigError
 
-CLI_SUBCOMMANDS: tuple[CliSubcommand, ...] = (SERVE, WORKER, MANIFEST, GRADE, REPORT, DB, REPLAY)
+CLI_SUBCOMMANDS: tuple[CliSubcommand, ...] = (SERVE, WORKER, MANIFEST, GRADE, REPORT, USAGE, DB, REPLAY)
 """Every `rubric-bot` subcommand, in `--help`'s order; a new one is one more module and one more entry."""
 
 HELP_WIDTH = 100

@@ -38,6 +38,7 @@ def test_manifest_is_the_repos_manifest_and_a_complete_socket_mode_app(capsys):
         "commands",
         "channels:history",
         "groups:history",
+        "usergroups:read",
         "im:history",
         "reactions:write",
         "files:write",
@@ -384,6 +385,7 @@ HELP_MUST_NAME = {
     "report": ("RUBRIC_BOT_DB", ".env", "never writes", "#name", "SLACK_BOT_TOKEN"),
     "db": ("RUBRIC_BOT_DB", ".env", "db upgrade", "db copy", "postgresql://"),
     "worker": ("SLACK_BOT_TOKEN", "RUBRIC_BOT_MODEL", "RUBRIC_BOT_DB", "postgresql://", ".env"),
+    "usage": ("RUBRIC_BOT_DB", ".env", "per channel, per person and per UTC day", "DAILY_TOKENS_PER_CHANNEL"),
     "replay": ("RUBRIC_BOT_DB", "RUBRIC_BOT_GRADER_MODEL", "RUBRIC_BOT_MODEL", ".env", "Ctrl-C", "130"),
 }
 

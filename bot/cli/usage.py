@@ -1,0 +1,101 @@
+"""`rubric-bot usage`: requests and model tokens per channel, per person and per day, from the runs
+the bot records (read-only)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from bot.cli.exits import EXIT_CONFIG, EXIT_OK, exit_status_help
+from bot.cli.report import CHANNEL_ID
+from bot.cli.subcommand import (
+    SETTINGS_SOURCE,
+    CliSubcommand,
+    add_database_option,
+    database_exists,
+    fail,
+    positive_int,
+)
+from bot.config import load_settings
+from bot.db.database import Database
+from bot.db.store import Store, UsageRow
+from bot.limits.quota import day_start
+from bot.limits.usage import CHANNEL_USAGE_DAYS, usage_json, usage_table
+
+
+def _configure_usage(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--days",
+        type=positive_int,
+        default=CHANNEL_USAGE_DAYS,
+        help=f"the last N UTC days, today included (default {CHANNEL_USAGE_DAYS})",
+    )
+    parser.add_argument("--channel", type=_channel_id, help="only this channel, by id, e.g. C0123ABCD")
+    parser.add_argument("--json", action="store_true", help="print JSON (every day's rows and the total)")
+    add_database_option(parser)
+
+
+def _channel_id(text: str) -> str:
+    if not CHANNEL_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a channel id such as C0123ABCD")
+    return text
+
+
+class NoUsage(Exception):
+    """The usage cannot be read from that database; `str()` says why, in one line."""
+
+
+def _run_usage(args: argparse.Namespace) -> int:
+    database = args.db or load_settings().database
+    since = day_start(datetime.now(UTC)) - timedelta(days=args.days - 1)
+    try:
+        rows = asyncio.run(_usage(database, since, args.channel))
+    except NoUsage as exc:
+        fail(str(exc))
+        return EXIT_CONFIG
+    if args.json:
+        print(usage_json(rows, since=since.date(), channel=args.channel))
+    else:
+        where = f"channel {args.channel}" if args.channel else "every channel"
+        print(f"Bot usage in {where} since {since:%Y-%m-%d} (UTC)\n")
+        print(usage_table(rows))
+    return EXIT_OK
+
+
+async def _usage(database: Database, since: datetime, channel: str | None) -> list[UsageRow]:
+    if not database_exists(database):
+        raise NoUsage(f"no database at {database} (set RUBRIC_BOT_DB or pass --db)")
+    try:
+        store = await Store.open(database, read_only=True)
+        try:
+            return await store.usage(None, channel, since)
+        finally:
+            await store.close()
+    except SQLAlchemyError as exc:
+        reason = getattr(exc, "orig", None) or exc
+        raise NoUsage(
+            f"cannot read usage from {database} ({reason}); if the bot has not run on it since an "
+            "upgrade, run rubric-bot db upgrade first"
+        ) from None
+
+
+USAGE = CliSubcommand(
+    "usage",
+    "requests and tokens per channel, per person and per day (reads the database only)",
+    _configure_usage,
+    _run_usage,
+    description=(
+        "Print how many requests the bot answered and the model tokens (worker plus grader) they "
+        "used, per channel, per person and per UTC day, from the runs it records: what "
+        "RUBRIC_BOT_DAILY_REQUESTS_PER_USER and RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL count. It only "
+        f"reads the database (--db, else RUBRIC_BOT_DB {SETTINGS_SOURCE}; default rubric-bot.sqlite) "
+        "and needs no Slack or model keys."
+    ),
+    epilog=exit_status_help(
+        [(EXIT_OK, "usage printed"), (EXIT_CONFIG, "no such database, or one it cannot read; bad arguments")]
+    ),
+)
+"""`rubric-bot usage`."""

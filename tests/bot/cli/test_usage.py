@@ -1,0 +1,58 @@
+"""`rubric-bot usage`: requests and tokens per channel, person and day, from a seeded database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from bot.cli.main import main
+from bot.db.store import Store
+from bot.limits.usage import usage_table
+from bot.threads.conversation import ThreadKey
+
+
+async def seed(database: str) -> None:
+    store = await Store.open(database)
+    try:
+        for n, (channel, user, tokens) in enumerate(
+            [("C1", "U1", 100), ("C1", "U1", 50), ("C1", "U2", 7), ("C2", "U1", 1000)]
+        ):
+            run = await store.start_run(ThreadKey("T1", channel, f"{n}.0"), f"{n}.0", requester=user)
+            await store.finish_run(run, "answered", tokens)
+    finally:
+        await store.close()
+
+
+async def test_usage_per_channel_person_and_day_as_text_and_json(database_url, capsys):
+    await seed(database_url)
+
+    assert await _main(["usage", "--db", database_url, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["total"] == {"requests": 4, "tokens": 1157}
+    assert {(r["channel"], r["user"], r["requests"], r["tokens"]) for r in document["rows"]} == {
+        ("C1", "U1", 2, 150),
+        ("C1", "U2", 1, 7),
+        ("C2", "U1", 1, 1000),
+    }
+
+    assert await _main(["usage", "--db", database_url, "--channel", "C1", "--days", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "Bot usage in channel C1" in text and "Total: 3 requests, 157 tokens" in text
+    per_person = text.split("Per person")[1].split("Per day")[0]
+    assert per_person.index("U1") < per_person.index("U2")  # the most tokens first
+    assert "C2" not in text
+
+
+async def test_no_database_is_one_line_and_exit_2(tmp_path, capsys):
+    assert await _main(["usage", "--db", str(tmp_path / "missing.sqlite")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("rubric-bot: no database at") and len(error.splitlines()) == 1
+
+
+def test_an_empty_period_says_so():
+    assert usage_table([]) == "No requests in this period."
+
+
+async def _main(argv: list[str]) -> int:
+    """`main` runs its own event loop, so it runs in a thread of its own here."""
+    return await asyncio.to_thread(main, argv)
