@@ -33,11 +33,11 @@ REVIEWED_FIRST_DRAFTS = range(5, 12)
 CASES = len(TOPICS) + len(REVIEWED_FIRST_DRAFTS)
 """Reviewed iterations in the database."""
 
-_SECTION = re.compile(r"<(transcript|calibration)-[0-9a-f]+>\n(.*?)\n</\1-[0-9a-f]+>", re.DOTALL)
+_SECTION = re.compile(r"<(transcript|calibration|comments)-[0-9a-f]+>\n(.*?)\n</\1-[0-9a-f]+>", re.DOTALL)
 
 
 def sections(payload: str) -> dict[str, str]:
-    """The transcript and calibration sections of a grader payload, without their nonce tags."""
+    """The transcript, calibration and comments sections of a grader payload, without their nonce tags."""
     return {name: body for name, body in _SECTION.findall(payload)}
 
 
@@ -64,10 +64,11 @@ def grade(payload: str, *, polite: bool) -> dict:
 
 
 def taught(payload: str) -> bool:
-    """Whether the payload shows a team example on "Is polite" about the transcript's topic."""
+    """Whether the payload shows a team example on "Is polite" whose reviewer's remark is about
+    the transcript's topic (remarks sit in their own untrusted section, one paragraph each)."""
     topic = topic_of(sections(payload)["transcript"])
-    examples = sections(payload).get("calibration", "")
-    return any("Is polite" in line and f"topic-{topic}" in line for line in examples.splitlines())
+    remarks = sections(payload).get("comments", "").split("\n\n")
+    return any("Is polite" in remark and f"topic-{topic}" in remark for remark in remarks)
 
 
 def replayed_grade(payload: str) -> dict:

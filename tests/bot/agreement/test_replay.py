@@ -120,7 +120,7 @@ async def test_leave_one_out_calibration_beats_none_by_the_known_amount(seeded):
     for payload in map(payload_of, model.calls):
         topic = topic_of(sections(payload)["transcript"])
         twins = {"A": 1, "B": 1}.get(topic, 0)
-        assert sections(payload).get("calibration", "").count(f"topic-{topic}") == twins
+        assert sections(payload).get("comments", "").count(f"topic-{topic}") == twins
 
 
 async def test_a_case_whose_transcript_holds_shared_material_says_so(seeded):
