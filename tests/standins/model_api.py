@@ -67,9 +67,11 @@ class ToolCallReply:
 
 @dataclass(frozen=True)
 class ErrorReply:
-    """A handler's answer that fails the request with HTTP `status`, as a provider's outage would."""
+    """A handler's answer that fails the request with HTTP `status`, as a provider's outage would;
+    `message` is the provider's error text (by default one naming the status)."""
 
     status: int = 500
+    message: str | None = None
 
 
 class Silence(Enum):
@@ -279,7 +281,8 @@ class ModelApiStandin(BackgroundServer):
                     self._state.handler_errors.append(str(error))
                 return _error(400, "invalid_request_error", str(error))
             if isinstance(reply, ErrorReply):
-                return _error(reply.status, "server_error", f"stand-in handler answered HTTP {reply.status}")
+                message = reply.message or f"stand-in handler answered HTTP {reply.status}"
+                return _error(reply.status, "server_error", message)
             if reply is NO_ANSWER:
                 assert self._stopping is not None  # set with the app
                 await self._stopping.wait()

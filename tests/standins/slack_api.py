@@ -238,6 +238,8 @@ class SlackApiStandin(BackgroundServer):
         self.app_token = app_token
         self.channel_names: dict[str, str] = {}
         """Channels ``conversations.list`` lists, name by id; tests set them."""
+        self.user_groups: dict[str, list[str]] = {}
+        """Members of each user group, by group id, as ``usergroups.users.list`` lists them."""
         self._lock = threading.Lock()
         self._state = _State()
         self._answers: dict[str, Callable[[Args], Answer]] = {
@@ -254,6 +256,7 @@ class SlackApiStandin(BackgroundServer):
             "views.update": self._update_view,
             "views.publish": self._publish_view,
             "users.conversations": self._users_conversations,
+            "usergroups.users.list": self._user_group_members,
             "conversations.list": self._list_conversations,
             "conversations.history": self._no_messages,
             "conversations.replies": self._replies,
@@ -291,13 +294,17 @@ class SlackApiStandin(BackgroundServer):
         with self._lock:
             self._state.thread_messages[(channel, thread_ts)].extend(copy.deepcopy(list(messages)))
 
-    def add_user(self, user: str, display_name: str) -> None:
-        """A person ``users.info`` knows (any other id is ``user_not_found``)."""
+    def add_user(self, user: str, display_name: str, *, admin: bool = False, owner: bool = False) -> None:
+        """A person ``users.info`` knows (any other id is ``user_not_found``); a workspace `admin`
+        or `owner` has Slack's ``is_admin`` / ``is_owner`` set (an owner is an admin too)."""
         with self._lock:
             self._state.users[user] = {
                 "id": user,
                 "name": display_name.lower(),
                 "profile": {"display_name": display_name, "real_name": f"{display_name} Example"},
+                "is_admin": admin or owner,
+                "is_owner": owner,
+                "is_primary_owner": False,
             }
 
     def add_file(
@@ -697,6 +704,12 @@ class SlackApiStandin(BackgroundServer):
             if member in members
         ]
         return {"channels": channels, "response_metadata": {"next_cursor": ""}}
+
+    def _user_group_members(self, args: Args) -> Answer:
+        group = args.get("usergroup")
+        if group not in self.user_groups:
+            raise SlackError("no_such_subteam")
+        return {"users": list(self.user_groups[group])}
 
     def _view(self, args: Args, view_id: str) -> dict[str, Any]:
         view = args.get("view")
