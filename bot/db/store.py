@@ -236,6 +236,16 @@ class ReviewRow:
 
 
 @dataclass(frozen=True)
+class PostedEvaluation:
+    """The evaluation a thread message shows, recorded with the message's ledger entry (for reviews)."""
+
+    thread: ThreadKey
+    evaluation: RubricEvaluation
+    rubric_text: str
+    """The rubric the evaluation graded against."""
+
+
+@dataclass(frozen=True)
 class PostedMessage:
     """A thread message a run posted: which step and part of it, and its Slack ts."""
 
@@ -767,8 +777,11 @@ class Store:
 
     # -- the posted-message ledger ---------------------------------------------------------------
 
-    async def record_posted(self, run_id: int, step: Step, part: int, message_ts: str) -> bool:
-        """Record that part ``part`` of the run's ``step`` is in the thread as ``message_ts``.
+    async def record_posted(
+        self, run_id: int, step: Step, part: int, message_ts: str, evaluation: PostedEvaluation | None = None
+    ) -> bool:
+        """Record that part ``part`` of the run's ``step`` is in the thread as ``message_ts`` (with the
+        evaluation it shows, if given: one transaction for an iteration's message).
 
         False (changing nothing) if that part was recorded before: it is already in the thread.
         """
@@ -782,6 +795,8 @@ class Store:
         statement = self._upsert(posted).values(row).on_conflict_do_nothing().returning(posted.c.run_id)
         async with self._write() as connection:
             inserted = (await connection.execute(statement)).first()
+            if inserted is not None and evaluation is not None:
+                await connection.execute(self._evaluation_upsert(message_ts, evaluation))
         return inserted is not None
 
     async def posted_messages(self, run_id: int) -> list[PostedMessage]:
@@ -804,11 +819,17 @@ class Store:
         self, thread: ThreadKey, message_ts: str, evaluation: RubricEvaluation, rubric_text: str
     ) -> None:
         """Remember an evaluation message posted in the thread, keyed by its grading run id and iteration."""
+        statement = self._evaluation_upsert(message_ts, PostedEvaluation(thread, evaluation, rubric_text))
+        async with self._write() as connection:
+            await connection.execute(statement)
+
+    def _evaluation_upsert(self, message_ts: str, shown: PostedEvaluation) -> Any:
+        evaluation = shown.evaluation
         values = {
-            **_thread_columns(thread),
+            **_thread_columns(shown.thread),
             "message_ts": message_ts,
             "evaluation": evaluation,
-            "rubric_text": rubric_text,
+            "rubric_text": shown.rubric_text,
         }
         statement = self._upsert(evaluations).values(
             grading_run_id=evaluation["grading_run_id"],
@@ -816,12 +837,10 @@ class Store:
             created_at=_now(),
             **values,
         )
-        statement = statement.on_conflict_do_update(
+        return statement.on_conflict_do_update(
             index_elements=["grading_run_id", "iteration"],
             set_={name: statement.excluded[name] for name in values},
         )
-        async with self._write() as connection:
-            await connection.execute(statement)
 
     async def get_evaluation(self, grading_run_id: str, iteration: int) -> EvaluationRecord | None:
         """A posted evaluation by grading run id and iteration, or None."""

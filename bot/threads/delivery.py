@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bot.db.database import describe_database_error, unavailable_error
-from bot.db.store import FINAL_STEP, Step, Store
+from bot.db.store import FINAL_STEP, PostedEvaluation, Step, Store
 from bot.ops import metrics
 from bot.slack.client import SLACK_ERRORS, describe_error, refused_for_now
 from bot.slack.messages import SlackMessage
@@ -37,16 +37,13 @@ first, doubling): a message missing from the ledger would be posted again by a r
 Poster = Callable[[SlackMessage], Awaitable[str]]
 """Posts one message in the run's thread; its ts. It raises what the Slack client raises."""
 
-OnPosted = Callable[[str], Awaitable[None]]
-"""Called with a message's ts once it is in the thread (e.g. to remember an evaluation's message)."""
-
 
 @dataclass
 class _Owed:
     step: Step
     part: int
     payload: SlackMessage
-    on_posted: OnPosted | None
+    evaluation: PostedEvaluation | None
 
 
 @dataclass
@@ -72,15 +69,13 @@ class Delivery:
     _delay: float = FIRST_RETRY_SECONDS
 
     async def post(
-        self, step: Step, part: int, payload: SlackMessage, on_posted: OnPosted | None = None
+        self, step: Step, part: int, payload: SlackMessage, evaluation: PostedEvaluation | None = None
     ) -> None:
         """Post part `part` of `step` unless it is in the thread already (or owe it, if Slack is
-        refusing); `on_posted` runs with its ts once it is there."""
+        refusing); the `evaluation` it shows is recorded with it, in one transaction."""
         if (step, part) in self.posted:
-            if on_posted is not None:
-                await on_posted(self.posted[(step, part)])
             return
-        self._owed.append(_Owed(step, part, payload, on_posted))
+        self._owed.append(_Owed(step, part, payload, evaluation))
         await self._post_owed()
 
     async def settle(self) -> bool:
@@ -122,9 +117,7 @@ class Delivery:
                 logger.warning("could not post in thread %s: %s", self.thread, describe_error(exc))
                 self._lose(owed)
             else:
-                await self._record(owed.step, owed.part, ts)
-                if owed.on_posted is not None:
-                    await owed.on_posted(ts)
+                await self._record(owed, ts)
             self._owed.pop(0)
 
     def _note_refusal(self, exc: BaseException) -> None:
@@ -137,13 +130,13 @@ class Delivery:
                 self.retry_for,
             )
 
-    async def _record(self, step: Step, part: int, ts: str) -> None:
+    async def _record(self, owed: _Owed, ts: str) -> None:
         """Put the posted message in the ledger, retrying a moment if the database fails meanwhile."""
-        self.posted[(step, part)] = ts
+        self.posted[(owed.step, owed.part)] = ts
         delay = FIRST_RETRY_SECONDS
         for number in range(LEDGER_RETRIES):
             try:
-                await self.store.record_posted(self.run_id, step, part, ts)
+                await self.store.record_posted(self.run_id, owed.step, owed.part, ts, owed.evaluation)
                 return
             except Exception as exc:
                 failure = unavailable_error(exc)

@@ -55,11 +55,12 @@ class WorkingIndicator:
         """Show that the worker is revising after the grader's feedback."""
         await self._show(REVISING)
 
-    async def stop(self) -> None:
-        """Take the status (or ⏳) off the thread."""
+    async def stop(self, *, posted_last: bool = False) -> None:
+        """Take the status (or ⏳) off the thread; `posted_last` when the run's last step was a post
+        in the thread, which took the status off already (Slack clears it on every post)."""
         if self._reacting:
             await react(self._client, "reactions_remove", self._request)
-        else:
+        elif not posted_last:
             await self._show(CLEARED)
 
     async def _show(self, status: str) -> bool:

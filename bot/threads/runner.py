@@ -30,6 +30,7 @@ from bot.db.store import (
     FINAL_STEP,
     TIMED_OUT,
     Claim,
+    PostedEvaluation,
     QuotaExceeded,
     RunRecord,
     RunStatus,
@@ -334,6 +335,7 @@ class ThreadRunner:
         progress = WorkingIndicator(self._client, message)
         outcome: TurnOutcome | None = None
         status: RunStatus
+        delivered = False
         try:
             await self._report_interrupted(message)
             await progress.start()
@@ -347,14 +349,15 @@ class ThreadRunner:
             else:
                 status = outcome.status or ANSWERED
                 await self._post_final(delivery, outcome, unread)
-            return status, outcome, await delivery.settle()
+            delivered = await delivery.settle()
+            return status, outcome, delivered
         except asyncio.CancelledError:
             # A durable job cut short runs again elsewhere and resumes; an embedded one is lost.
             if not self._queue.durable:
                 await self._tell_interrupted(message, run_id, started=True)
             raise
         finally:
-            await progress.stop()
+            await progress.stop(posted_last=delivered)
 
     async def _finish(
         self,
@@ -481,11 +484,8 @@ class ThreadRunner:
         evaluation: RubricEvaluation,
     ) -> None:
         payload = render.evaluation_message(evaluation, review=review_controls(evaluation))
-
-        async def remember(ts: str) -> None:
-            await self._store.save_evaluation(message.thread, ts, evaluation, rubric_text)
-
-        await delivery.post(evaluation["iteration"], 0, payload, remember)
+        shown = PostedEvaluation(message.thread, evaluation, rubric_text)
+        await delivery.post(evaluation["iteration"], 0, payload, shown)
         if (
             evaluation["result"] == "needs_revision"
             and evaluation["iteration"] + 1 < evaluation["max_iterations"]

@@ -71,8 +71,7 @@ async def test_a_run_posts_each_iteration_then_the_revised_answer(harness):
         "is grading iteration 1/3…",
         "is revising…",
         "is grading iteration 2/3…",
-        "",
-    ]
+    ]  # the answer's post takes the status off: no call to clear it
     assert {c.args["thread_ts"] for c in harness.slack.calls("assistant.threads.setStatus")} == {request.ts}
     assert harness.slack.thread_status("C1", request.ts) == ""
     assert not [c for c in harness.slack.calls() if c.method.startswith("reactions.")]
