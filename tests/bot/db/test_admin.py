@@ -173,5 +173,7 @@ def test_db_upgrade_command_names_an_unreachable_server_in_one_line_and_exits_2(
     url = "postgresql://someone:hunter2@127.0.0.1:1/nowhere"
     assert main(["db", "upgrade", "--db", url]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith("rubric-bot: cannot use the database postgresql://someone:***@127.0.0.1:1/nowhere:")
+    assert line.startswith(
+        "rubric-bot: cannot use the database postgresql://someone:***@127.0.0.1:1/nowhere:"
+    )
     assert "Connection refused" in line and "--wait-for-db" in line and "hunter2" not in line
