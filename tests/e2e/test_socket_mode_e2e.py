@@ -132,7 +132,9 @@ def test_rubric_commands_over_the_socket_are_answered_in_their_acks(socket_bot, 
     assert set_answer is not None and "Channel default rubric set" in set_answer["text"]
     assert show_answer is not None and show_answer["response_type"] == "ephemeral"
     assert "- Cites a source" in show_answer["text"] and "- Is polite" in show_answer["text"]
-    assert slack_api.messages("C2") == []  # only the caller sees the answers
+    # Only the caller sees the answers; the channel sees the change announced, once.
+    (announced,) = slack_api.messages("C2")
+    assert "changed this channel's default rubric" in announced.text
 
 
 # -- start-up and stopping, as an operator meets them -----------------------------------------------
