@@ -14,6 +14,7 @@ One folder per feature; each folder's ``__init__`` docstring is its map, one lin
 - ``limits/``: daily limits (requests per person, tokens per channel) and the usage they count.
 - ``governance/``: who may change grading (editors, admins), and rubric changes: versions, history,
   revert, announcements.
+- ``workspaces/``: many workspaces from one deployment: the manifest of a distributed app.
 - ``db/``: the database (SQLite or PostgreSQL), its schema, the store, admin and migrations.
 - ``ops/``: what an operator asks a running process: start-up, `/healthz`, `/readyz`, `/metrics`.
 - ``cli/``: `rubric-bot` in the terminal: one module per subcommand.

@@ -1,33 +1,60 @@
-"""`rubric-bot manifest`: print the Slack app manifest shipped with the package."""
+"""`rubric-bot manifest`: print the Slack app manifest shipped with the package, or its variant for
+a bot offered to many workspaces (`--distributed --url https://HOST`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from importlib.resources import files
+from urllib.parse import urlsplit
 
 from bot.cli.exits import EXIT_OK
-from bot.cli.subcommand import CliSubcommand, no_arguments
+from bot.cli.subcommand import CliSubcommand
+from bot.config import ConfigError
+from bot.workspaces.manifest import distributed_manifest, manifest_text
 
 
-def manifest_text() -> str:
-    """The Slack app manifest shipped with the package (same file as the repo's manifest.yml)."""
-    return files("bot").joinpath("manifest.yml").read_text(encoding="utf-8")
+def _configure_manifest(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--distributed",
+        action="store_true",
+        help="the manifest of an app that workspaces install with OAuth (HTTP mode, needs --url)",
+    )
+    parser.add_argument(
+        "--url",
+        type=_public_url,
+        metavar="https://HOST",
+        help="where the bot is reached: the request and OAuth redirect URLs are made from it",
+    )
+
+
+def _public_url(text: str) -> str:
+    """An argparse type: an https URL with a host and nothing after the path."""
+    parts = urlsplit(text)
+    if parts.scheme != "https" or not parts.netloc or parts.query or parts.fragment:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an https://HOST URL (Slack calls only https URLs)")
+    return text.rstrip("/")
 
 
 def _run_manifest(args: argparse.Namespace) -> int:
-    sys.stdout.write(manifest_text())
+    if args.distributed != (args.url is not None):
+        raise ConfigError(
+            ["--distributed and --url go together: rubric-bot manifest --distributed --url https://HOST"]
+        )
+    sys.stdout.write(distributed_manifest(args.url) if args.distributed else manifest_text())
     return EXIT_OK
 
 
 MANIFEST = CliSubcommand(
     "manifest",
     "print the Slack app manifest",
-    no_arguments,
+    _configure_manifest,
     _run_manifest,
     description=(
         "Print the Slack app manifest (the repository's manifest.yml) to paste into "
-        "api.slack.com/apps → Create New App → From a manifest. Reads no settings."
+        "api.slack.com/apps → Create New App → From a manifest. With --distributed --url "
+        "https://HOST, the manifest of a bot that workspaces install with OAuth from that host: "
+        "HTTP request URLs and the OAuth redirect URL filled in, Socket Mode off, org-wide "
+        "installs allowed. Reads no settings."
     ),
 )
 """`rubric-bot manifest`."""

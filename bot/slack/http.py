@@ -1,4 +1,5 @@
-"""The signed-request HTTP app Slack posts to: verify first, then parse, then hand to Bolt."""
+"""The HTTP app Slack talks to: signed requests (verify first, then parse, then hand to Bolt) and,
+for an app installed with OAuth, the installation pages Bolt's OAuth flow serves."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.oauth.async_oauth_flow import AsyncOAuthFlow
 from slack_bolt.request.async_internals import build_async_context
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
@@ -20,6 +22,12 @@ logger = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
 """The one HTTP path for events, slash commands and interactivity (as in manifest.yml)."""
+
+INSTALL_PATH = "/slack/install"
+"""Where a workspace's admin starts installing the bot (the "Add to Slack" page); OAuth mode only."""
+
+OAUTH_REDIRECT_PATH = "/slack/oauth_redirect"
+"""Where Slack sends the installer back with the code (the app's OAuth Redirect URL); OAuth mode only."""
 
 FORM_FIELDS_NEEDED = frozenset({"payload", "command", "ssl_check"})
 """A form Slack posts carries one of these: interactivity's JSON ``payload``, a slash command's
@@ -52,7 +60,27 @@ def slack_web_app(app: AsyncApp, signing_secret: str) -> web.Application:
 
     web_app = web.Application()
     web_app.router.add_post(EVENTS_PATH, answer)
+    if app.oauth_flow is not None:
+        _add_oauth_pages(web_app, app.oauth_flow)
     return web_app
+
+
+def _add_oauth_pages(web_app: web.Application, flow: AsyncOAuthFlow) -> None:
+    """Serve Bolt's installation page and OAuth redirect (it issues and checks the state itself)."""
+
+    async def install(request: web.Request) -> web.StreamResponse:
+        return await to_aiohttp_response(await flow.handle_installation(_page_request(request)))
+
+    async def redirect(request: web.Request) -> web.StreamResponse:
+        return await to_aiohttp_response(await flow.handle_callback(_page_request(request)))
+
+    web_app.router.add_get(flow.install_path, install)
+    web_app.router.add_get(flow.redirect_uri_path, redirect)
+
+
+def _page_request(request: web.Request) -> AsyncBoltRequest:
+    """A browser's GET as Bolt's request: its query and headers (the state cookie among them)."""
+    return AsyncBoltRequest(body="", query=request.query_string, headers=dict(request.headers))
 
 
 class MalformedRequest(ValueError):
