@@ -5,4 +5,9 @@ COPY pyproject.toml README.md manifest.yml ./
 COPY bot ./bot
 COPY grading ./grading
 RUN pip install --no-cache-dir .
+# The bot runs as an unprivileged account of its own, not root. /data (owned by it) is where the
+# SQLite file lives when one is used: mount a volume there (a new named volume takes this ownership).
+RUN useradd --system --uid 10001 --user-group --home-dir /data --create-home rubricbot
+USER rubricbot
+WORKDIR /data
 ENTRYPOINT ["rubric-bot"]

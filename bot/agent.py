@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, UsageMetadata
@@ -24,8 +24,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import StateSnapshot
 
 from bot.config import ConfigError, Settings, problem
-from bot.db.database import open_checkpointer
 from bot.material.fence import MATERIAL_NOTE
+from bot.threads.summary import ThreadSummary, summary_usage
 from grading import (
     DEFAULT_MAX_GRADER_CALLS,
     EVALUATION_END_EVENT,
@@ -111,6 +111,23 @@ def init_models(settings: Settings) -> tuple[BaseChatModel, BaseChatModel]:
     specs = {"RUBRIC_BOT_MODEL": settings.worker_model}
     if settings.grader_model_override:
         specs["RUBRIC_BOT_GRADER_MODEL"] = settings.grader_model_override
+    models = _load_models(specs, settings.model_timeout)
+    worker = models["RUBRIC_BOT_MODEL"]
+    return worker, models.get("RUBRIC_BOT_GRADER_MODEL", worker)
+
+
+def init_summary_model(settings: Settings, worker: BaseChatModel) -> BaseChatModel:
+    """The model that summarizes long threads: `RUBRIC_BOT_SUMMARY_MODEL`, else the worker's."""
+    spec = settings.summary_model_override
+    if not spec:
+        return worker
+    return _load_models({"RUBRIC_BOT_SUMMARY_MODEL": spec}, settings.model_timeout)[
+        "RUBRIC_BOT_SUMMARY_MODEL"
+    ]
+
+
+def _load_models(specs: Mapping[str, str | None], timeout: float) -> dict[str, BaseChatModel]:
+    """The chat model of each setting in `specs`; every problem together as one `ConfigError`."""
     problems: list[str] = []
     models: dict[str, BaseChatModel] = {}
     for name, spec in specs.items():
@@ -119,13 +136,12 @@ def init_models(settings: Settings) -> tuple[BaseChatModel, BaseChatModel]:
             continue
         try:
             # Without a timeout, a provider that accepts a call and never answers holds the thread.
-            models[name] = init_chat_model(spec, timeout=settings.model_timeout)
+            models[name] = init_chat_model(spec, timeout=timeout)
         except Exception as exc:  # provider packages raise many types for a bad name or missing key
             problems.append(model_problem(name, spec, exc))
     if problems:
         raise ConfigError(problems)
-    worker = models["RUBRIC_BOT_MODEL"]
-    return worker, models.get("RUBRIC_BOT_GRADER_MODEL", worker)
+    return models
 
 
 def model_problem(name: str, spec: str, exc: Exception) -> str:
@@ -157,11 +173,14 @@ def build_agent(
     max_grader_calls: int = DEFAULT_MAX_GRADER_CALLS,
     checkpointer: BaseCheckpointSaver,
     calibration: CalibrationSource | None = None,
+    context_tokens: int = 0,
+    summarizer: BaseChatModel | None = None,
 ) -> ConversationAgent:
     """The worker agent whose answers are graded against the thread's rubric and revised.
 
     `calibration` supplies the team's worked examples for the grader; it is given each run's
-    `ThreadContext` (see `run_turn`).
+    `ThreadContext` (see `run_turn`). With `context_tokens`, history past that many tokens is
+    summarized for the worker, by `summarizer` (default: the worker); 0 never summarizes.
     """
     rubric = RubricMiddleware(
         model=grader,
@@ -170,10 +189,14 @@ def build_agent(
         tools=EVIDENCE_TOOLS,
         calibration=calibration,
     )
+    middleware: list[AgentMiddleware[Any, Any]] = [rubric]
+    if context_tokens:
+        # First, so the worker's every call (revisions included) sees the bounded history.
+        middleware.insert(0, ThreadSummary(worker, context_tokens=context_tokens, summarizer=summarizer))
     agent = create_agent(
         worker,
         system_prompt=WORKER_SYSTEM_PROMPT,
-        middleware=[rubric],
+        middleware=middleware,
         context_schema=ThreadContext,
         checkpointer=checkpointer,
     )
@@ -182,21 +205,21 @@ def build_agent(
     return cast(ConversationAgent, agent)
 
 
-@asynccontextmanager
-async def open_agent(
-    settings: Settings, *, calibration: CalibrationSource | None = None
-) -> AsyncIterator[ConversationAgent]:
-    """The configured agent, checkpointed in `RUBRIC_BOT_DB` for as long as the context is open."""
+def configured_agent(
+    settings: Settings, checkpointer: BaseCheckpointSaver, *, calibration: CalibrationSource | None = None
+) -> ConversationAgent:
+    """The agent the settings describe, checkpointed in `checkpointer`."""
     worker, grader = init_models(settings)
-    async with open_checkpointer(settings.database) as checkpointer:
-        yield build_agent(
-            worker,
-            grader,
-            max_iterations=settings.max_iterations,
-            max_grader_calls=settings.max_grader_calls,
-            checkpointer=checkpointer,
-            calibration=calibration,
-        )
+    return build_agent(
+        worker,
+        grader,
+        max_iterations=settings.max_iterations,
+        max_grader_calls=settings.max_grader_calls,
+        checkpointer=checkpointer,
+        calibration=calibration,
+        context_tokens=settings.context_tokens,
+        summarizer=init_summary_model(settings, worker),
+    )
 
 
 def agent_config(thread_id: str) -> RunnableConfig:
@@ -286,7 +309,12 @@ def summarize_turn(
         iterations=len(evaluations) if graded else None,
         max_iterations=last["max_iterations"] if last else None,
         best_iteration=best,
-        worker_usage=sum_usage(m.usage_metadata for m in new_messages if isinstance(m, AIMessage)),
+        worker_usage=sum_usage(
+            [
+                *(m.usage_metadata for m in new_messages if isinstance(m, AIMessage)),
+                *summary_usage(new_messages),
+            ]
+        ),
         grader_usage=sum_usage(e["usage"] for e in evaluations),
         grader_calls=sum(e["grader_calls"] for e in evaluations),
     )

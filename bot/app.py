@@ -23,11 +23,13 @@ from slack_bolt.logger import get_bolt_logger
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent import open_agent
+from bot.agent import configured_agent
 from bot.agreement.channel_replay import open_replays
 from bot.config import DEFAULT_CONCURRENCY, Settings
+from bot.db.database import Checkpointer, open_checkpointer
 from bot.db.store import Store
 from bot.governance.editors import RubricEditors
+from bot.lifecycle.retention import schedule_retention
 from bot.limits.quota import DailyLimits
 from bot.listeners import register
 from bot.listeners.context import Services
@@ -95,11 +97,13 @@ async def serve(
         if await startup.prepare_database(settings.database, wait=wait_for_db, stop=stop) is None:
             return  # stopped while waiting for the database
         async with (
-            open_runner(settings, concurrency) as (store, client, runner),
+            open_runner(settings, concurrency) as (store, client, runner, checkpointer),
             open_replays(settings, store, client) as replays,
         ):
             editors = RubricEditors(settings.rubric_editors)
-            app = create_app(settings, Services(settings, store, runner, replays, editors), client)
+            app = create_app(
+                settings, Services(settings, store, runner, replays, editors, checkpointer), client
+            )
             probes.job_counts = runner.job_counts
             if socket_mode:
                 assert settings.slack_app_token is not None  # socket_mode implies it
@@ -124,7 +128,7 @@ async def work(settings: Settings, *, concurrency: int, wait_for_db: bool = Fals
     async with serve_ops(settings.metrics_port, probes):
         if await startup.prepare_database(settings.database, wait=wait_for_db, stop=stop) is None:
             return  # stopped while waiting for the database
-        async with open_runner(settings, concurrency) as (store, _, runner):
+        async with open_runner(settings, concurrency) as (store, _, runner, _):
             probes.readiness.ping_database, probes.job_counts = store.ping, runner.job_counts
             logger.info("rubric-bot worker running up to %d job(s) at once", concurrency)
             await stop.wait()
@@ -136,8 +140,9 @@ async def work(settings: Settings, *, concurrency: int, wait_for_db: bool = Fals
 @asynccontextmanager
 async def open_runner(
     settings: Settings, concurrency: int
-) -> AsyncIterator[tuple[Store, AsyncWebClient, ThreadRunner]]:
-    """The store, Slack client and thread runner of a process, its queue running jobs."""
+) -> AsyncIterator[tuple[Store, AsyncWebClient, ThreadRunner, Checkpointer]]:
+    """The store, Slack client, thread runner and checkpointer of a process, its queue running jobs
+    (the retention sweep among them when `RUBRIC_BOT_RETENTION_DAYS` is set)."""
     # Runs started before this moment belong to earlier processes; unfinished, they were cut short.
     started = datetime.now(UTC)
     async with AsyncExitStack() as stack:
@@ -145,7 +150,8 @@ async def open_runner(
         # Dedupe keys only matter while Slack may still retry; don't let them pile up forever.
         await store.prune_claims()
         stack.push_async_callback(store.close)
-        agent = await stack.enter_async_context(open_agent(settings, calibration=calibration_source(store)))
+        checkpointer = await stack.enter_async_context(open_checkpointer(settings.database))
+        agent = configured_agent(settings, checkpointer, calibration=calibration_source(store))
         session = await stack.enter_async_context(aiohttp.ClientSession())
         client = build_client(settings, session)
         queue = await stack.enter_async_context(
@@ -163,16 +169,19 @@ async def open_runner(
             client=client,
             queue=queue,
             reader=reader,
+            checkpointer=checkpointer,
             model_timeout=settings.model_timeout,
             run_timeout=settings.run_timeout,
             delivery_retry=settings.delivery_retry,
             limits=DailyLimits.from_settings(settings),
         )
+        if settings.retention_days is not None:
+            schedule_retention(queue, store, checkpointer, settings.retention_days)
         await queue.start()
         # A durable queue resumes the runs a dead process left; the embedded one lost them.
         if not queue.durable and (abandoned := await runner.report_abandoned_runs(started)):
             logger.info("telling %d thread(s) that a restart interrupted their request", abandoned)
-        yield store, client, runner
+        yield store, client, runner, checkpointer
 
 
 def _stop_event() -> asyncio.Event:

@@ -85,6 +85,10 @@ per reviewed answer, and a second within the hour rarely tells anything new."""
 EDITOR_ID = re.compile(r"[UWS][A-Z0-9]{2,}")
 """A Slack user id (``U…``, ``W…`` on Enterprise Grid) or user-group id (``S…``)."""
 
+DEFAULT_CONTEXT_TOKENS = 24_000
+"""Tokens of thread history the worker is sent at most (`RUBRIC_BOT_CONTEXT_TOKENS`): past it, older
+turns are summarized. Generous for a conversation, and a small share of any current model's window."""
+
 HINTS: dict[str, str] = {
     SLACK_CONNECTION: (
         "set SLACK_APP_TOKEN to an app-level token (starts with xapp-; api.slack.com/apps → Basic "
@@ -168,6 +172,17 @@ HINTS: dict[str, str] = {
         "set it to the seconds one whole request may take, more than 0 "
         f"(default {RUN_TIMEOUT_FACTOR} times RUBRIC_BOT_MODEL_TIMEOUT)"
     ),
+    "RUBRIC_BOT_RETENTION_DAYS": (
+        "set it to the whole number of days, at least 1, after a thread's last activity when its data "
+        "is deleted, or unset it to keep threads until they are purged"
+    ),
+    "RUBRIC_BOT_CONTEXT_TOKENS": (
+        "set it to the tokens of thread history the worker is sent before older turns are summarized, "
+        f"a whole number (default {DEFAULT_CONTEXT_TOKENS}; 0 never summarizes)"
+    ),
+    "RUBRIC_BOT_SUMMARY_MODEL": (
+        'set it to a langchain "provider:model" string, or unset it to summarize with the worker model'
+    ),
 }
 """How to fix each setting, shown next to any problem with it."""
 
@@ -228,6 +243,11 @@ class Settings(BaseSettings):
     replay_cooldown: NonNegativeFloat = Field(
         DEFAULT_REPLAY_COOLDOWN, validation_alias="RUBRIC_BOT_REPLAY_COOLDOWN"
     )
+    retention_days: PositiveInt | None = Field(None, validation_alias="RUBRIC_BOT_RETENTION_DAYS")
+    context_tokens: NonNegativeInt = Field(
+        DEFAULT_CONTEXT_TOKENS, validation_alias="RUBRIC_BOT_CONTEXT_TOKENS"
+    )
+    summary_model_override: str | None = Field(None, validation_alias="RUBRIC_BOT_SUMMARY_MODEL")
 
     @field_validator("slack_bot_token")
     @classmethod

@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Literal, TypedDict
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, Field, create_model, model_validator
 
 from grading.rubric import Rubric, quoted
@@ -28,6 +28,15 @@ MATERIAL_SOURCE = "shared_material"
 """Marks (as `additional_kwargs["lc_source"]`) a user message that carries material shared for the
 work rather than a request: an earlier discussion, say. The transcript keeps it however old it is,
 like the current request, so criteria about covering the material stay checkable."""
+
+SUMMARY_SOURCE = "summarization"
+"""The `additional_kwargs["lc_source"]` of the message langchain's `SummarizationMiddleware` puts in
+place of older turns. It is the worker's memory aid, not part of the conversation: the grader's
+transcript leaves it out."""
+
+SUMMARIZED_COUNT_KEY = "summarized_messages"
+"""Key of a summary message's `additional_kwargs` counting the messages it replaced, when its writer
+records it; the transcript counts those as omitted, as it would have without the summary."""
 
 MAX_TRANSCRIPT_MESSAGES = 30
 """At most this many of the latest messages reach the grader, plus the
@@ -209,6 +218,20 @@ def is_material(message: AnyMessage) -> bool:
     return message.additional_kwargs.get("lc_source") == MATERIAL_SOURCE
 
 
+def is_summary_message(message: BaseMessage) -> bool:
+    """Whether a message is a summary of earlier turns (langchain's `SummarizationMiddleware`)."""
+    return message.additional_kwargs.get("lc_source") == SUMMARY_SOURCE
+
+
+def replaced_count(message: BaseMessage) -> int:
+    """How many messages of the conversation `message` stands for: a summary its recorded count
+    (0 when unrecorded), any other message itself."""
+    if not is_summary_message(message):
+        return 1
+    count = message.additional_kwargs.get(SUMMARIZED_COUNT_KEY)
+    return count if isinstance(count, int) else 0
+
+
 def _clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     if len(text) <= limit:
         return text
@@ -243,12 +266,17 @@ def _render(message: AnyMessage, limit: int = MAX_MESSAGE_CHARS) -> str:
     return f"[{_role(message)}]\n{_clip(_message_text(message), limit)}"
 
 
+def is_request_message(message: AnyMessage) -> bool:
+    """Whether a message is the user's request: not grader feedback, material or a summary."""
+    return isinstance(message, HumanMessage) and not (
+        is_grader_message(message) or is_material(message) or is_summary_message(message)
+    )
+
+
 def request_index(messages: Sequence[AnyMessage]) -> int | None:
-    """Index of the latest user message that is neither grader feedback nor material: the current task."""
+    """Index of the latest user message: the current task."""
     for i in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[i], HumanMessage) and not (
-            is_grader_message(messages[i]) or is_material(messages[i])
-        ):
+        if is_request_message(messages[i]):
             return i
     return None
 
@@ -257,7 +285,9 @@ def build_transcript(messages: Sequence[AnyMessage]) -> str:
     """A bounded, role-labelled transcript: the current request and any material, plus the latest turns.
 
     Only the kept messages are rendered, so the cost stays flat however long
-    the thread grows; gaps are marked so the grader knows context was cut.
+    the thread grows; gaps are marked so the grader knows context was cut. A summary of earlier
+    turns is never shown: it counts as the messages it replaced, so a summarized thread shows the
+    grader what it would have shown without the summary wherever the kept turns reach.
     """
     if not messages:
         return "(empty transcript)"
@@ -268,7 +298,7 @@ def build_transcript(messages: Sequence[AnyMessage]) -> str:
     for i in range(len(messages) - 1, -1, -1):
         if len(rendered) > MAX_TRANSCRIPT_MESSAGES:
             break
-        if i in rendered:
+        if i in rendered or is_summary_message(messages[i]):
             continue
         text = _render(messages[i])
         if len(text) > budget:
@@ -276,12 +306,15 @@ def build_transcript(messages: Sequence[AnyMessage]) -> str:
         rendered[i] = text
         budget -= len(text)
     chunks: list[str] = []
-    previous = -1
-    for i in sorted(rendered):
-        if i > previous + 1:
-            chunks.append(f"[… {i - previous - 1} message(s) omitted …]")
+    omitted = 0
+    for i, message in enumerate(messages):
+        if i not in rendered:
+            omitted += replaced_count(message)
+            continue
+        if omitted:
+            chunks.append(f"[… {omitted} message(s) omitted …]")
         chunks.append(rendered[i])
-        previous = i
+        omitted = 0
     return "\n\n".join(chunks)
 
 

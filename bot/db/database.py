@@ -31,6 +31,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from bot.lifecycle.files import make_private
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_DB = "rubric-bot.sqlite"
@@ -55,6 +57,10 @@ connection shares the file) before failing."""
 SYNC_PRAGMA = "PRAGMA synchronous = NORMAL"
 """Durability of SQLite commits, the checkpointer's and the store's: with WAL, NORMAL survives a crash
 of the process and only an OS crash can lose the last commits; it spares an fsync per write."""
+
+SECURE_DELETE_PRAGMA = "PRAGMA secure_delete = ON"
+"""SQLite overwrites deleted content with zeros instead of leaving it in free pages of the file:
+what a person deleted, or a purge removed, cannot be read back from the file."""
 
 WRITE_LOCK_OPTION = "rubric_bot_write_lock"
 """Execution option marking a connection whose transactions write: on SQLite they start with
@@ -221,6 +227,8 @@ class Database:
                 max_overflow=0,
             )
         url = self.url
+        if not read_only:
+            make_private(self.sqlite_path)
         if read_only:
             url = url.set(
                 database=f"file:{quote(str(self.sqlite_path))}", query={"mode": "ro", "uri": "true"}
@@ -240,6 +248,7 @@ def _sqlite_connect_hook(*, read_only: bool) -> Any:
         if not read_only:
             cursor.execute("PRAGMA journal_mode = WAL")
             cursor.execute(SYNC_PRAGMA)
+            cursor.execute(SECURE_DELETE_PRAGMA)
         cursor.close()
 
     return on_connect
@@ -285,7 +294,8 @@ async def _try_schema_lock(connection: psycopg.AsyncConnection[Any]) -> bool:
 async def open_checkpointer(database: Database) -> AsyncIterator[Checkpointer]:
     """langgraph's checkpointer on the database, open for as long as the context is.
 
-    SQLite gets an `AsyncSqliteSaver` on its own connection; PostgreSQL an `AsyncPostgresSaver` on a
+    SQLite gets an `AsyncSqliteSaver` on its own connection (the file private, see
+    `bot.lifecycle.files`); PostgreSQL an `AsyncPostgresSaver` on a
     psycopg pool. Neither creates its tables here: `rubric-bot db upgrade` does (the SQLite saver
     also creates them on first use).
     """
@@ -304,6 +314,8 @@ async def open_checkpointer(database: Database) -> AsyncIterator[Checkpointer]:
         async with pool:
             yield AsyncPostgresSaver(pool)
         return
+    make_private(database.sqlite_path)
     async with aiosqlite.connect(str(database.sqlite_path), timeout=BUSY_TIMEOUT_MS / 1000) as connection:
         await connection.execute(SYNC_PRAGMA)
+        await connection.execute(SECURE_DELETE_PRAGMA)
         yield AsyncSqliteSaver(connection)

@@ -83,9 +83,12 @@ threads = Table(
     Column("channel", Text, nullable=False),
     Column("thread_ts", Text, nullable=False),
     Column("created_at", UtcTimestamp, nullable=False),
+    Column("last_activity", UtcTimestamp, nullable=False),
     PrimaryKeyConstraint("team", "channel", "thread_ts"),
+    Index("threads_by_activity", "last_activity"),
 )
-"""Threads the bot takes part in (it listens to every message there)."""
+"""Threads the bot takes part in (it listens to every message there). ``last_activity`` is when the
+bot last took a message there: retention deletes threads idle for longer than it keeps data."""
 
 channel_rubrics = Table(
     "channel_rubrics",

@@ -22,6 +22,7 @@ connection, so several processes may share one database:
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import asdict, dataclass
@@ -29,7 +30,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final, Literal, cast
 from weakref import WeakValueDictionary
 
-from sqlalchemy import Select, Update, and_, delete, exists, false, func, insert, select, text, update
+from sqlalchemy import Select, Update, and_, delete, exists, false, func, insert, select, text, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -256,6 +257,10 @@ class PostedMessage:
     posted_at: datetime
 
 
+ERASE_BATCH = 200
+"""Threads deleted per transaction: bounds the statement size (SQLite caps bound parameters) and how
+long the write lock is held, on databases with many threads to delete."""
+
 _RUN_COLUMNS = [runs.c[name] for name in RunRecord.__dataclass_fields__]
 """The runs columns read into a RunRecord."""
 
@@ -278,9 +283,13 @@ class Claim:
         self._upsert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
 
     async def add_thread(self, thread: ThreadKey) -> None:
-        """Remember that the bot takes part in this thread."""
-        row = {**_thread_columns(thread), "created_at": _now()}
-        await self._connection.execute(self._upsert(threads).values(row).on_conflict_do_nothing())
+        """Remember that the bot takes part in this thread, and that it is active now."""
+        now = _now()
+        statement = self._upsert(threads).values(**_thread_columns(thread), created_at=now, last_activity=now)
+        statement = statement.on_conflict_do_update(
+            index_elements=["team", "channel", "thread_ts"], set_={"last_activity": now}
+        )
+        await self._connection.execute(statement)
 
     async def start_run(
         self,
@@ -373,6 +382,11 @@ class Store:
             raise
         return cls(engine)
 
+    @property
+    def database(self) -> Database:
+        """The database the tables live in."""
+        return Database(self._engine.url)
+
     async def close(self) -> None:
         """Close every connection; the Store cannot be used afterwards."""
         await self._engine.dispose()
@@ -426,7 +440,7 @@ class Store:
     # -- threads ---------------------------------------------------------------------------------
 
     async def add_thread(self, thread: ThreadKey) -> None:
-        """Remember that the bot takes part in this thread."""
+        """Remember that the bot takes part in this thread, and that it is active now."""
         async with self._write() as connection:
             await Claim(connection).add_thread(thread)
 
@@ -994,6 +1008,101 @@ class Store:
         result = await connection.execute(query)
         return [ReviewRow(**row) for row in result.mappings()]
 
+    # -- data lifecycle: deletion, retention, purge ----------------------------------------------
+
+    async def threads_in(
+        self, team: str, channel: str | None = None, thread_ts: str | None = None
+    ) -> list[ThreadKey]:
+        """The threads of a team (of one channel, or the one thread, when given) the bot has data of."""
+        conditions = [threads.c.team == team]
+        if channel is not None:
+            conditions.append(threads.c.channel == channel)
+        if thread_ts is not None:
+            conditions.append(threads.c.thread_ts == thread_ts)
+        query = select(threads.c.team, threads.c.channel, threads.c.thread_ts).where(*conditions)
+        return [ThreadKey(**row) for row in await self._rows(query)]
+
+    async def idle_threads(self, before: datetime) -> list[ThreadKey]:
+        """Threads last active before ``before`` with no run still going (finished threads)."""
+        running = exists().where(
+            runs.c.team == threads.c.team,
+            runs.c.channel == threads.c.channel,
+            runs.c.thread_ts == threads.c.thread_ts,
+            runs.c.finished_at.is_(None),
+        )
+        query = select(threads.c.team, threads.c.channel, threads.c.thread_ts).where(
+            threads.c.last_activity < before, ~running
+        )
+        return [ThreadKey(**row) for row in await self._rows(query)]
+
+    async def erase_threads(self, refs: Sequence[ThreadKey], *, keep_verdicts: bool) -> Counter[str]:
+        """Delete the threads' runs, evaluations, posted ledger, dedupe records and thread rows, and
+        their reviews (or, ``keep_verdicts``, only the reviews' comments); rows deleted per kind."""
+        erased: Counter[str] = Counter()
+        for start in range(0, len(refs), ERASE_BATCH):
+            batch = refs[start : start + ERASE_BATCH]
+            keys = [(ref.team, ref.channel, ref.thread_ts) for ref in batch]
+            async with self._write() as connection:
+                erased += await _erase_batch(connection, keys, keep_verdicts=keep_verdicts)
+        return erased
+
+    async def erase_channel_settings(self, team: str, channel: str | None) -> Counter[str]:
+        """Delete a channel's (or, with None, every channel of the team's) rubric and settings."""
+        erased: Counter[str] = Counter()
+        async with self._write() as connection:
+            for kind, table in (("channel rubrics", channel_rubrics), ("channel settings", channel_settings)):
+                result = await connection.execute(delete(table).where(*_scope(table, team, channel, None)))
+                erased[kind] += result.rowcount
+        return erased
+
+    async def delete_run(self, run_id: int) -> None:
+        """Forget a run that never started (its request was deleted while queued)."""
+        async with self._write() as connection:
+            await connection.execute(delete(posted).where(posted.c.run_id == run_id))
+            await connection.execute(delete(runs).where(runs.c.run_id == run_id))
+
+    async def request_run(self, team: str, channel: str, request_ts: str) -> RunRecord | None:
+        """The run answering the request posted as ``request_ts``, if the bot stored one."""
+        query = select(*_RUN_COLUMNS).where(
+            runs.c.team == team, runs.c.channel == channel, runs.c.request_ts == request_ts
+        )
+        rows = await self._rows(query.order_by(runs.c.run_id.desc()).limit(1))
+        return RunRecord(**rows[0]) if rows else None
+
+    async def redact_run_evaluations(self, run_id: int, note: str) -> int:
+        """Replace the grader's words (explanation, gaps) in the run's stored evaluations with
+        ``note``, keeping the verdicts; how many evaluations."""
+        posted_ts = select(posted.c.message_ts).where(posted.c.run_id == run_id)
+        return await self._redact_evaluations(evaluations.c.message_ts.in_(posted_ts), note)
+
+    async def redact_rubric(
+        self, team: str, channel: str, thread_ts: str, rubric_text: str, note: str
+    ) -> int:
+        """Replace ``rubric_text`` where the thread's stored evaluations quote it (their rubric, and
+        the grader's words about it) with ``note``; how many evaluations."""
+        return await self._redact_evaluations(
+            and_(
+                evaluations.c.team == team,
+                evaluations.c.channel == channel,
+                evaluations.c.thread_ts == thread_ts,
+                evaluations.c.rubric_text == rubric_text,
+            ),
+            note,
+            rubric=True,
+        )
+
+    async def _redact_evaluations(self, condition: Any, note: str, *, rubric: bool = False) -> int:
+        query = select(evaluations.c.grading_run_id, evaluations.c.iteration, evaluations.c.evaluation)
+        async with self._write() as connection:
+            found = list((await connection.execute(query.where(condition))).mappings())
+            for row in found:
+                values: dict[str, Any] = {"evaluation": redacted_evaluation(row["evaluation"], note)}
+                if rubric:
+                    values["rubric_text"] = note
+                where = _iteration_of(evaluations, row["grading_run_id"], row["iteration"])
+                await connection.execute(update(evaluations).where(where).values(**values))
+        return len(found)
+
     # -- plumbing --------------------------------------------------------------------------------
 
     @asynccontextmanager
@@ -1098,3 +1207,49 @@ def _now() -> datetime:
 def _stored_evaluation(document: dict[str, Any]) -> RubricEvaluation:
     """A stored evaluation as the typed RubricEvaluation, keys added since it was stored filled in."""
     return cast(RubricEvaluation, {**EVALUATION_DEFAULTS, **document})
+
+
+def redacted_evaluation(evaluation: RubricEvaluation | dict[str, Any], note: str) -> RubricEvaluation:
+    """``evaluation`` with the grader's words (its explanation and each item's gap) replaced by
+    ``note``: they may quote what was deleted. Verdicts and scores stay, for the agreement figures."""
+
+    def blank(items: Any) -> list[Any]:
+        return [{**item, "gap": note if item.get("gap") else ""} for item in items or []]
+
+    document = dict(evaluation)
+    document.update(
+        explanation=note, criteria=blank(document.get("criteria")), unmatched=blank(document.get("unmatched"))
+    )
+    return cast(RubricEvaluation, document)
+
+
+async def _erase_batch(
+    connection: AsyncConnection, keys: list[tuple[str, str, str]], *, keep_verdicts: bool
+) -> Counter[str]:
+    """Delete one batch of threads' rows (see `Store.erase_threads`) in the connection's transaction."""
+    erased: Counter[str] = Counter()
+
+    def of(table: Any) -> Any:
+        return tuple_(table.c.team, table.c.channel, table.c.thread_ts).in_(keys)
+
+    requests = (
+        await connection.execute(select(runs.c.run_id, runs.c.channel, runs.c.request_ts).where(of(runs)))
+    ).all()
+    run_ids = [row.run_id for row in requests]
+    messages = {f"msg:{row.channel}:{row.request_ts}" for row in requests}
+    messages |= {f"msg:{channel}:{thread_ts}" for _, channel, thread_ts in keys}
+    erased["posted messages"] += (
+        await connection.execute(delete(posted).where(posted.c.run_id.in_(run_ids)))
+    ).rowcount
+    erased["runs"] += (await connection.execute(delete(runs).where(runs.c.run_id.in_(run_ids)))).rowcount
+    erased["evaluations"] += (await connection.execute(delete(evaluations).where(of(evaluations)))).rowcount
+    if keep_verdicts:
+        blanked = update(reviews).where(of(reviews), reviews.c.comment != "").values(comment="")
+        erased["review comments"] += (await connection.execute(blanked)).rowcount
+    else:
+        erased["reviews"] += (await connection.execute(delete(reviews).where(of(reviews)))).rowcount
+    erased["dedupe records"] += (
+        await connection.execute(delete(claims).where(claims.c.key.in_(messages)))
+    ).rowcount
+    erased["threads"] += (await connection.execute(delete(threads).where(of(threads)))).rowcount
+    return erased

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_bolt.async_app import AsyncBoltContext
 
 from bot.agreement.channel_replay import ChannelReplays
@@ -20,13 +21,15 @@ SERVICES_KEY = "rubric_bot_services"
 @dataclass(frozen=True)
 class Services:
     """What listeners work with: settings, the bot's tables, the thread runner, channel replays and
-    who may change grading."""
+    who may change grading, and the conversations' checkpointer (uninstalling deletes a workspace's
+    conversations)."""
 
     settings: Settings
     store: Store
     runner: ThreadRunner
     replays: ChannelReplays
     editors: RubricEditors
+    checkpointer: BaseCheckpointSaver
 
     async def attach(self, context: AsyncBoltContext, next: Callable[[], Awaitable[None]]) -> None:
         """Bolt global middleware: make these services available to every listener."""

@@ -1,4 +1,5 @@
-"""Events: messages and mentions (is it for the bot? dedupe it, queue it) and the Home tab opening.
+"""Events: messages and mentions (is it for the bot? dedupe it, queue it), deleted and edited
+messages, the Home tab opening, and the app's uninstalling.
 
 Slack delivers a mention twice (`app_mention` and `message`) and retries deliveries it thinks were
 lost; both paths claim the same keys, so each person's message is acted on at most once, even
@@ -16,15 +17,19 @@ from slack_bolt.listener_matcher.async_listener_matcher import AsyncListenerMatc
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.home import publish_home
+from bot.lifecycle.erase import purge_team
 from bot.listeners.context import Services, services_of, workspace_of
 from bot.material.files import shared_files
 from bot.material.sources import Sources
 from bot.threads.conversation import (
+    CHANGED,
+    DELETED,
     MAX_INPUT_CHARS,
     ThreadKey,
     is_direct_message,
     is_from_person,
     mentions_bot,
+    message_change,
     rubric_directive,
     user_message,
 )
@@ -37,10 +42,42 @@ HOME_TAB = "home"
 
 
 def register(app: AsyncApp) -> None:
-    """Listen to mentions, to messages (channels, private channels, DMs) and to the Home tab opening."""
+    """Listen to mentions, to messages (channels, private channels, DMs) and their deletions and
+    edits, to the Home tab opening, and to the app's uninstalling or its bot token's revocation."""
     _listen_acking_when_queued(app, "app_mention", on_mention)
+    # Before the plain message listener: Bolt gives an event to the first listener that matches.
+    app.event({"type": "message", "subtype": DELETED})(on_message_deleted)
+    app.event({"type": "message", "subtype": CHANGED})(on_message_changed)
     _listen_acking_when_queued(app, "message", on_message)
     app.event("app_home_opened")(on_home_opened)
+    app.event("app_uninstalled")(on_app_uninstalled)
+    app.event("tokens_revoked")(on_tokens_revoked)
+
+
+async def on_message_deleted(event: dict[str, Any], context: AsyncBoltContext) -> None:
+    """A deleted message leaves its thread's stored conversation (see bot.lifecycle.forget)."""
+    deleted = message_change(event, team=workspace_of(context), bot_user_id=context.bot_user_id or "")
+    if deleted is not None:
+        await services_of(context).runner.forget(deleted)
+
+
+async def on_message_changed(event: dict[str, Any], context: AsyncBoltContext) -> None:
+    """An edited request's stored copy takes the new text (see bot.lifecycle.forget)."""
+    edited = message_change(event, team=workspace_of(context), bot_user_id=context.bot_user_id or "")
+    if edited is not None:
+        await services_of(context).runner.revise(edited)
+
+
+async def on_app_uninstalled(context: AsyncBoltContext) -> None:
+    """The workspace removed the app: delete everything the bot keeps of it."""
+    services = services_of(context)
+    await purge_team(services.store, services.checkpointer, workspace_of(context))
+
+
+async def on_tokens_revoked(event: dict[str, Any], context: AsyncBoltContext) -> None:
+    """The bot token was revoked: as uninstalling (a revoked user token alone changes nothing here)."""
+    if event.get("tokens", {}).get("bot"):
+        await on_app_uninstalled(context)
 
 
 def _listen_acking_when_queued(app: AsyncApp, event_type: str, listener: EventListener) -> None:

@@ -45,6 +45,13 @@ class ThreadKey:
         return thread_id(self.team, self.channel, self.thread_ts)
 
 
+def stored_message_id(channel: str, ts: str) -> str:
+    """The id of a person's Slack message in the conversation's checkpoint: the Slack message's own,
+    so a retried attempt can tell whether an earlier one already added it, and a deleted or edited
+    message can be found there."""
+    return f"slack:{channel}:{ts}"
+
+
 def slack_unescape(text: str) -> str:
     """Undo Slack's escaping of `<`, `>` and `&` (rubrics and tasks are read as typed).
 
@@ -131,4 +138,44 @@ def user_message(event: dict[str, Any], *, team: str, bot_user_id: str, event_id
         user=event["user"],
         text=slack_unescape(strip_mentions(event.get("text") or "", bot_user_id)),
         event_id=event_id,
+    )
+
+
+DELETED = "message_deleted"
+"""The `message` event subtype of a deleted message."""
+
+CHANGED = "message_changed"
+"""The `message` event subtype of an edited message."""
+
+
+@dataclass(frozen=True)
+class MessageChange:
+    """A person's message in a thread that was deleted (`text`: what it said) or edited (`text`:
+    what it says now), as the bot would have read it (mention removed, Slack's escaping undone)."""
+
+    team: str
+    channel: str
+    thread_ts: str
+    ts: str
+    text: str
+
+    @property
+    def thread(self) -> ThreadKey:
+        """The thread the message is in."""
+        return ThreadKey(self.team, self.channel, self.thread_ts)
+
+
+def message_change(event: dict[str, Any], *, team: str, bot_user_id: str) -> MessageChange | None:
+    """The change a `message_deleted` or `message_changed` event reports; None for a bot's message
+    or one Slack describes without its ts."""
+    message = event.get("message") if event.get("subtype") == CHANGED else event.get("previous_message")
+    if not isinstance(message, dict) or message.get("bot_id") or not message.get("ts"):
+        return None
+    ts = str(message["ts"])
+    return MessageChange(
+        team=team,
+        channel=event["channel"],
+        thread_ts=str(message.get("thread_ts") or ts),
+        ts=ts,
+        text=slack_unescape(strip_mentions(message.get("text") or "", bot_user_id)),
     )

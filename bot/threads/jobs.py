@@ -22,7 +22,7 @@ import logging
 import os
 import socket
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -42,7 +42,7 @@ from bot.db.database import Database
 from bot.db.store import QuotaName
 from bot.material.sources import Sources
 from bot.slack.payloads import problems
-from bot.threads.conversation import ThreadKey, UserMessage
+from bot.threads.conversation import MessageChange, ThreadKey, UserMessage
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +124,23 @@ class NoticeJob(_RunJob):
     kind: ClassVar[str] = "interrupted_notice"
 
 
+class _ChangeJob(JobPayload):
+    message: MessageChange
+    """The deleted or edited message."""
+
+
+class ForgetJob(_ChangeJob):
+    """A deleted message: it leaves the thread's conversation (see `bot.lifecycle.forget`)."""
+
+    kind: ClassVar[str] = "forget"
+
+
+class ReviseJob(_ChangeJob):
+    """An edited request: its stored copy takes the new text (see `bot.lifecycle.forget`)."""
+
+    kind: ClassVar[str] = "revise"
+
+
 P = TypeVar("P", bound=JobPayload)
 """The payload model of one kind of job."""
 
@@ -194,6 +211,15 @@ class JobQueue(Protocol):
         """
         ...
 
+    async def withdraw(self, thread: ThreadKey, message_ts: str) -> list[JobPayload]:
+        """Take back the thread's queued (not yet running) jobs about the Slack message `message_ts`;
+        their payloads."""
+        ...
+
+    def every_day(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
+        """Run `job` once a day (by one process of all sharing the queue); called before `start`."""
+        ...
+
     async def drain(self, grace: float) -> None:
         """Stop: give running jobs `grace` seconds to finish, then cut them short."""
         ...
@@ -217,6 +243,8 @@ class ThreadScheduler:
     _kinds: dict[str, JobKind[Any]] = field(default_factory=dict)
     _queues: dict[ThreadKey, deque[tuple[JobKind[Any], JobPayload]]] = field(default_factory=dict)
     _workers: dict[ThreadKey, asyncio.Task[None]] = field(default_factory=dict)
+    _daily: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
+    _daily_tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _closed: bool = False
 
     @property
@@ -234,7 +262,23 @@ class ThreadScheduler:
         self._kinds[kind.name] = kind
 
     async def start(self) -> None:
-        """Nothing to start: each submitted key gets its own task."""
+        """Start the daily jobs (each submitted key gets its own task as it comes)."""
+        self._daily_tasks = [
+            asyncio.create_task(_daily(name, job), name=f"daily {name}") for name, job in self._daily.items()
+        ]
+
+    def every_day(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
+        """Run `job` at start and then every `DAY_SECONDS` while the process runs (it is the only one)."""
+        self._daily[name] = job
+
+    async def withdraw(self, thread: ThreadKey, message_ts: str) -> list[JobPayload]:
+        """Remove the thread's queued jobs about `message_ts` from memory."""
+        queue = self._queues.get(thread, deque())
+        taken = [payload for _, payload in queue if _message_ts(payload) == message_ts]
+        kept = [(kind, payload) for kind, payload in queue if _message_ts(payload) != message_ts]
+        queue.clear()
+        queue.extend(kept)
+        return taken
 
     async def submit(self, thread: ThreadKey, payload: JobPayload, *, connection: Any = None) -> bool:
         """Queue the job behind the thread's earlier jobs; False once draining has begun (jobs live in
@@ -267,6 +311,9 @@ class ThreadScheduler:
     async def drain(self, grace: float) -> None:
         """Stop taking jobs, abandon queued ones, give running ones `grace` seconds, cancel the rest."""
         self._closed = True
+        for task in self._daily_tasks:
+            task.cancel()
+        await asyncio.gather(*self._daily_tasks, return_exceptions=True)
         queued = [job for queue in self._queues.values() for job in queue]
         for queue in self._queues.values():
             queue.clear()
@@ -281,6 +328,26 @@ class ThreadScheduler:
         for task in late:
             task.cancel()
         await asyncio.gather(*late, return_exceptions=True)
+
+
+DAY_SECONDS = 24 * 60 * 60
+"""How often the embedded queue runs a daily job."""
+
+
+async def _daily(name: str, job: Callable[[], Awaitable[None]]) -> None:
+    while True:
+        try:
+            await job()
+        except Exception:
+            # A failed sweep is tried again tomorrow; it must not stop the process.
+            logger.exception("daily job %s failed", name)
+        await asyncio.sleep(DAY_SECONDS)
+
+
+def _message_ts(payload: JobPayload) -> str | None:
+    """The ts of the Slack message a job is about, if it is about one."""
+    message = getattr(payload, "message", None)
+    return message.ts if isinstance(message, UserMessage | MessageChange) else None
 
 
 # -- durable (PostgreSQL) ------------------------------------------------------------------------
@@ -304,6 +371,10 @@ thread's next job may wait up to this long."""
 POOL_MAX_CONNECTIONS = 5
 """Connections the queue's pool may open per process (jobs touch the queue at start and end only);
 the worker's wake-up listener holds one more of its own."""
+
+DAILY_CRON = "17 3 * * *"
+"""When the durable queue runs daily jobs: 03:17 UTC, a quiet hour for most teams. procrastinate
+defers each day's run once, whichever processes are up, and one worker runs it."""
 
 SWEEP_LOCK = 72_190_002
 """PostgreSQL advisory lock key held while one process re-queues dead workers' jobs, so two
@@ -354,6 +425,7 @@ class DurableQueue:
         self._concurrency = concurrency
         self._stalled_after = stalled_after
         self._running: set[asyncio.Task[Any]] = set()
+        self._kinds: dict[str, JobKind[Any]] = {}
         self._worker: asyncio.Task[None] | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -389,6 +461,7 @@ class DurableQueue:
 
     def register(self, kind: JobKind[Any]) -> None:
         """Register `kind` as a procrastinate task, retried when cut short (unless malformed)."""
+        self._kinds[kind.name] = kind
 
         async def run(context: JobContext, /, **stored: Any) -> None:
             payload = kind.read(stored)
@@ -411,6 +484,29 @@ class DurableQueue:
             # One more try than MAX_ATTEMPTS: the last one tells the thread it was given up.
             retry=_RetryUnlessMalformed(max_attempts=MAX_ATTEMPTS),
         )(run)
+
+    def every_day(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
+        """Register `job` as a procrastinate periodic task run at `DAILY_CRON`."""
+
+        async def run(timestamp: int) -> None:
+            await job()
+
+        task = self._app.task(name=TASK_PREFIX + name, queueing_lock=TASK_PREFIX + name)(run)
+        self._app.periodic(cron=DAILY_CRON, periodic_id=name)(task)
+
+    async def withdraw(self, thread: ThreadKey, message_ts: str) -> list[JobPayload]:
+        """Delete the thread's jobs about `message_ts` that no worker has taken yet."""
+        connector = self._app.connector
+        assert isinstance(connector, procrastinate.PsycopgConnector)
+        async with connector.pool.connection() as connection:
+            deleted = await connection.execute(
+                "DELETE FROM procrastinate_jobs WHERE lock = %s AND status = 'todo' "
+                "AND args -> 'message' ->> 'ts' = %s RETURNING task_name, args",
+                (thread.thread_id, message_ts),
+            )
+            rows = await deleted.fetchall()
+        kinds = {TASK_PREFIX + name: kind for name, kind in self._kinds.items()}
+        return [kinds[task].read(args) for task, args in rows if task in kinds]
 
     async def start(self) -> None:
         """Run a worker and the dead-worker sweep in the background until `drain`."""
@@ -545,3 +641,22 @@ async def apply_schema(url: str) -> bool:
             await connection.execute(SchemaManager.get_schema())
             await connection.execute(LOCK_RELEASED_TRIGGER)
         return True
+
+
+async def erase_jobs(database: Database, thread_ids: Sequence[str], *, finished_only: bool) -> int:
+    """Delete the jobs of the threads `thread_ids` from PostgreSQL's queue (their arguments quote
+    messages): finished ones or, unless `finished_only`, queued ones too; how many. A running job
+    is left to finish. With SQLite, jobs live in memory only: there is nothing to delete."""
+    if not database.is_postgres or not thread_ids:
+        return 0
+    statuses = ["succeeded", "failed", "cancelled", "aborted"] + ([] if finished_only else ["todo"])
+    async with await psycopg.AsyncConnection.connect(database.conninfo, autocommit=True) as connection:
+        present = await connection.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
+        row = await present.fetchone()
+        if not (row and row[0]):
+            return 0
+        deleted = await connection.execute(
+            "DELETE FROM procrastinate_jobs WHERE lock = ANY(%s) AND status::text = ANY(%s)",
+            (list(thread_ids), statuses),
+        )
+        return deleted.rowcount

@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any
 
 from langchain_core.messages import AnyMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import ConversationAgent, ThreadContext, TurnOutcome, agent_config, run_turn, turn_evaluations
@@ -36,6 +37,7 @@ from bot.db.store import (
     RunStatus,
     Store,
 )
+from bot.lifecycle.forget import forget_message, revise_request
 from bot.limits.quota import DailyLimits, refusal_message
 from bot.material.files import Unread
 from bot.material.reader import NOTHING, Material, MaterialReader, conversation_messages
@@ -47,11 +49,12 @@ from bot.slack.client import attempt, describe_error
 from bot.slack.messages import SlackMessage
 from bot.slack.notices import log_failure, reference_words
 from bot.threads import render
-from bot.threads.conversation import ThreadKey, UserMessage
+from bot.threads.conversation import MessageChange, ThreadKey, UserMessage, stored_message_id
 from bot.threads.delivery import Delivery, open_delivery
 from bot.threads.jobs import (
     MAX_ATTEMPTS,
     Abandoned,
+    ForgetJob,
     JobKind,
     JobPayload,
     JobQueue,
@@ -60,6 +63,7 @@ from bot.threads.jobs import (
     PromptJob,
     ReplyJob,
     RequestJob,
+    ReviseJob,
     RubricJob,
     ThreadScheduler,
 )
@@ -93,6 +97,7 @@ class ThreadRunner:
         client: AsyncWebClient,
         queue: JobQueue | None = None,
         reader: MaterialReader | None = None,
+        checkpointer: BaseCheckpointSaver | None = None,
         model_timeout: float = DEFAULT_MODEL_TIMEOUT,
         run_timeout: float = DEFAULT_RUN_TIMEOUT,
         delivery_retry: float = DEFAULT_DELIVERY_RETRY,
@@ -103,10 +108,12 @@ class ThreadRunner:
         refuses for now.
 
         `reader` reads what requests share (the thread the bot is called into, attached files);
-        without one, requests are their text alone.
+        without one, requests are their text alone. `checkpointer` is the agent's: deleted and
+        edited messages need it to drop older checkpoints.
         """
         self._agent = agent
         self._limits = limits
+        self._checkpointer = checkpointer
         self._store = store
         self._client = client
         self._reader = reader
@@ -123,6 +130,8 @@ class ThreadRunner:
                 JobKind(ReplyJob, self._reply_job, self._abandon_message),
                 JobKind(LimitJob, self._limit_job, self._abandon_message),
                 JobKind(NoticeJob, self._notice_job, self._abandon_notice),
+                JobKind(ForgetJob, self._forget_job, _abandon_change),
+                JobKind(ReviseJob, self._revise_job, _abandon_change),
             )
         }
         for kind in self._kinds.values():
@@ -185,6 +194,22 @@ class ThreadRunner:
                 return
         await self._submit(message.thread, payload)
 
+    async def forget(self, deleted: MessageChange) -> None:
+        """A person deleted a message: if it is in a thread the bot takes part in, take back its queued
+        jobs (with their runs) and queue its removal from the thread's conversation."""
+        if not await self._store.has_thread(deleted.thread):
+            return
+        for job in await self._queue.withdraw(deleted.thread, deleted.ts):
+            if isinstance(job, RequestJob):
+                await self._store.delete_run(job.run_id)
+        await self._submit(deleted.thread, ForgetJob(message=deleted))
+
+    async def revise(self, edited: MessageChange) -> None:
+        """A person edited a message: if it is in a thread the bot takes part in, queue the change of
+        its stored copy."""
+        if await self._store.has_thread(edited.thread):
+            await self._submit(edited.thread, ReviseJob(message=edited))
+
     async def report_abandoned_runs(self, started_before: datetime) -> int:
         """Tell each thread whose run an earlier process left unfinished, once; how many there were.
 
@@ -238,6 +263,17 @@ class ThreadRunner:
 
     async def _notice_job(self, job: NoticeJob, attempt: int) -> None:
         await self._tell_abandoned(job.message, job.run_id)
+
+    async def _forget_job(self, job: ForgetJob, attempt: int) -> None:
+        await forget_message(self._agent, self._needs_checkpointer(), self._store, job.message)
+
+    async def _revise_job(self, job: ReviseJob, attempt: int) -> None:
+        await revise_request(self._agent, self._needs_checkpointer(), job.message)
+
+    def _needs_checkpointer(self) -> BaseCheckpointSaver:
+        if self._checkpointer is None:
+            raise RuntimeError("deleted and edited messages need the runner's checkpointer")
+        return self._checkpointer
 
     async def _abandon_request(self, job: RequestJob, why: Abandoned) -> None:
         message, run_id = job.message, job.run_id
@@ -565,6 +601,17 @@ class ThreadRunner:
             await self._tell_abandoned(_request_of(run), run.run_id)
 
 
+async def _abandon_change(job: ForgetJob | ReviseJob, why: Abandoned) -> None:
+    """A deletion or edit that will not be applied: the operator is told (the person is not around)."""
+    logger.error(
+        "a %s of message %s in thread %s was not applied (%s): make it again",
+        job.kind,
+        job.message.ts,
+        job.message.thread.thread_id,
+        why.value,
+    )
+
+
 def _with_note(messages: list[SlackMessage], note: str) -> list[SlackMessage]:
     """The messages with `note` on a context line at the end (a message of its own if the last is full)."""
     *earlier, last = messages
@@ -575,9 +622,8 @@ def _with_note(messages: list[SlackMessage], note: str) -> list[SlackMessage]:
 
 
 def request_message_id(message: UserMessage) -> str:
-    """The id of the request's message in the conversation's checkpoint: the Slack message's own,
-    so an attempt can tell whether an earlier one already added the request."""
-    return f"slack:{message.channel}:{message.ts}"
+    """The id of the request's message in the conversation's checkpoint (see `stored_message_id`)."""
+    return stored_message_id(message.channel, message.ts)
 
 
 def _messages_through(messages: list[AnyMessage], message_id: str) -> list[AnyMessage] | None:

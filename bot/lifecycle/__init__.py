@@ -1,0 +1,9 @@
+"""The data's life: what people delete or edit, how long threads are kept, purge and uninstall.
+
+- ``forget``: a deleted message leaves its thread's stored conversation and the records quoting it;
+  an edited request's stored copy takes the new text.
+- ``erase``: deleting whole threads' data (a team's, a channel's, a thread's, or idle ones), shared
+  by `rubric-bot db purge`, uninstall and retention.
+- ``retention``: the daily sweep of threads idle longer than `RUBRIC_BOT_RETENTION_DAYS`.
+- ``files``: the SQLite file and its -wal/-shm private to the bot's account.
+"""

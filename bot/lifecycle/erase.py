@@ -1,0 +1,92 @@
+"""Deleting whole threads' data: purge on request, retention's sweep, and uninstall share it.
+
+A thread's data is its checkpointed conversation (every checkpoint, blob and pending write), its
+runs, evaluations, posted-message ledger, dedupe records and reviews, and its jobs in PostgreSQL's
+queue. Purging a team or channel also deletes its channel rubrics and settings. Retention keeps
+review verdicts for the agreement figures, without their comments (the evaluations they reviewed,
+with the grader's words, go with the thread).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from bot.db.store import Store
+from bot.threads.conversation import ThreadKey
+from bot.threads.jobs import erase_jobs
+
+logger = logging.getLogger(__name__)
+
+Erased = Counter[str]
+"""Rows (or conversations, or jobs) deleted, per kind of data, as `db prune` and `db purge` print them."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a purge deletes: a team's data, one channel's, or one thread's."""
+
+    team: str
+    channel: str | None = None
+    thread_ts: str | None = None
+    """The thread root's ts; set only together with `channel`."""
+
+    def describe(self) -> str:
+        """How a confirmation question or log line names it."""
+        if self.thread_ts is not None:
+            return f"thread {self.thread_ts} in channel {self.channel} of team {self.team}"
+        if self.channel is not None:
+            return f"channel {self.channel} of team {self.team}"
+        return f"team {self.team}"
+
+
+async def purge(store: Store, checkpointer: BaseCheckpointSaver, scope: Scope) -> Erased:
+    """Delete everything the bot keeps of `scope` now, its queued jobs included."""
+    refs = await store.threads_in(scope.team, scope.channel, scope.thread_ts)
+    erased = await _erase(store, checkpointer, refs, finished_only=False, keep_verdicts=False)
+    if scope.thread_ts is None:
+        erased += await store.erase_channel_settings(scope.team, scope.channel)
+    return erased
+
+
+async def purge_team(store: Store, checkpointer: BaseCheckpointSaver, team: str) -> Erased:
+    """Delete a workspace's data (uninstall, revoked token, `db purge --team`), with one log line."""
+    erased = await purge(store, checkpointer, Scope(team))
+    logger.warning("deleted every thread, rubric and setting of team %s: %s", team, describe(erased))
+    return erased
+
+
+async def prune(store: Store, checkpointer: BaseCheckpointSaver, days: int) -> Erased:
+    """Delete every finished thread whose last activity is more than `days` days old; review
+    verdicts stay, without their comments."""
+    before = datetime.now(UTC) - timedelta(days=days)
+    refs = await store.idle_threads(before)
+    return await _erase(store, checkpointer, refs, finished_only=True, keep_verdicts=True)
+
+
+async def _erase(
+    store: Store,
+    checkpointer: BaseCheckpointSaver,
+    refs: list[ThreadKey],
+    *,
+    finished_only: bool,
+    keep_verdicts: bool,
+) -> Erased:
+    # The conversations and jobs go first: the thread rows are how a retry finds what is left.
+    keys = [ref.thread_id for ref in refs]
+    for key in keys:
+        await checkpointer.adelete_thread(key)
+    erased: Erased = Counter({"conversations": len(keys)})
+    erased["jobs"] = await erase_jobs(store.database, keys, finished_only=finished_only)
+    erased += await store.erase_threads(refs, keep_verdicts=keep_verdicts)
+    return erased
+
+
+def describe(erased: Erased) -> str:
+    """The counts as one line: "3 conversations, 5 runs, ..." (kinds with none are left out)."""
+    parts = [f"{count} {kind}" for kind, count in erased.items() if count]
+    return ", ".join(parts) or "nothing"
