@@ -1,11 +1,16 @@
-"""`rubric-bot db`: upgrade a database's schema, or copy a team's data into an empty database."""
+"""`rubric-bot db`: upgrade a database's schema, copy a team's data into an empty database, or delete
+threads' data now (`prune` by age, `purge` by team, channel or thread)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from functools import partial
 
-from bot.cli.exits import EXIT_CONFIG, EXIT_OK
+from bot.cli import purge as purge_cli
+from bot.cli.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from bot.cli.subcommand import (
     SETTINGS_SOURCE,
     CliSubcommand,
@@ -17,7 +22,8 @@ from bot.cli.subcommand import (
 )
 from bot.config import load_settings
 from bot.db import admin as dbadmin
-from bot.db.database import DATABASE_ERRORS, describe_database_error
+from bot.db.database import DATABASE_ERRORS, Database, describe_database_error
+from bot.lifecycle.erase import Erased, Scope
 
 
 def _configure_db(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +46,28 @@ def _configure_db(parser: argparse.ArgumentParser) -> None:
         help="an empty database, e.g. postgresql://USER:PASSWORD@HOST/DBNAME",
     )  # fmt: skip
     copy.set_defaults(db_run=_run_db_copy)
+    prune = actions.add_parser(
+        "prune", help="delete the threads idle for more than N days now (as the daily retention sweep does)"
+    )
+    prune.add_argument(
+        "--days", type=purge_cli.non_negative_days, metavar="N",
+        help="delete threads last active more than N days ago (default: RUBRIC_BOT_RETENTION_DAYS)",
+    )  # fmt: skip
+    add_database_option(prune, "the database")
+    prune.set_defaults(db_run=_run_db_prune)
+    purge = actions.add_parser("purge", help="delete a team's, a channel's or a thread's data now")
+    scope = purge.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--team", metavar="T", help="a workspace's id (T0123ABCD): everything of it")
+    scope.add_argument(
+        "--channel", metavar="C", help="a channel's id (C0123ABCD): its threads, rubric and settings"
+    )
+    scope.add_argument(
+        "--thread", type=purge_cli.thread_link, metavar="LINK",
+        help="a Slack message link to the thread (or one of its replies), or CHANNEL:TS of its first message",
+    )  # fmt: skip
+    purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    add_database_option(purge, "the database")
+    purge.set_defaults(db_run=_run_db_purge)
 
 
 def _run_db(args: argparse.Namespace) -> int:
@@ -76,9 +104,61 @@ def _run_db_copy(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run_db_prune(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    days = args.days if args.days is not None else settings.retention_days
+    if days is None:
+        fail("give --days N, or set RUBRIC_BOT_RETENTION_DAYS: how many days of inactivity a thread is kept")
+        return EXIT_CONFIG
+    database = args.db or settings.database
+    what = f"the finished threads idle for more than {days} day(s)"
+    return _erase(database, what, partial(purge_cli.prune_database, database, days))
+
+
+def _run_db_purge(args: argparse.Namespace) -> int:
+    database = args.db or load_settings().database
+    channel, thread_ts = args.thread or (args.channel, None)
+    scope = Scope(team=args.team, channel=channel, thread_ts=thread_ts)
+    if not database_exists(database):
+        fail(f"no database at {database}")
+        return EXIT_CONFIG
+    if not args.yes:
+        if not sys.stdin.isatty():
+            fail("purge asks for confirmation on a terminal; pass --yes to purge without asking")
+            return EXIT_CONFIG
+        found = asyncio.run(purge_cli.threads_of(database, scope))
+        settings_too = "" if thread_ts else ", and its channel rubrics and settings"
+        question = (
+            f"Delete everything {database} keeps of {scope.describe()} ({found} thread(s) with their "
+            f"conversations, runs, evaluations and reviews{settings_too})? This cannot be undone. "
+            "Type yes to delete: "
+        )
+        if input(question).strip().lower() != "yes":
+            print("Nothing deleted.")
+            return EXIT_FAILURE
+    return _erase(
+        database, f"everything of {scope.describe()}", partial(purge_cli.purge_database, database, scope)
+    )
+
+
+def _erase(database: Database, what: str, erase: Callable[[], Awaitable[Erased]]) -> int:
+    """Run `erase` on `database` and print what it deleted, per kind."""
+    if not database_exists(database):
+        fail(f"no database at {database}")
+        return EXIT_CONFIG
+    try:
+        erased = asyncio.run(erase())
+    except DATABASE_ERRORS as exc:
+        fail(f"cannot delete from {database}: {describe_database_error(exc)}")
+        return EXIT_CONFIG
+    print(f"Deleted from {database} {what}:")
+    print("\n".join(purge_cli.erased_lines(erased)))
+    return EXIT_OK
+
+
 DB = CliSubcommand(
     "db",
-    "upgrade the database's schema, or copy a team's data to another database",
+    "upgrade the database's schema, copy a team's data to another database, or delete data now",
     _configure_db,
     _run_db,
     description=(
@@ -87,8 +167,12 @@ DB = CliSubcommand(
         "`db copy --from SRC --to DST` copies every thread with its conversation, channel rubrics "
         "and settings, runs, evaluations and reviews into an empty database, e.g. from the SQLite "
         "file to PostgreSQL. A database is a SQLite path (sqlite:PATH also works) or a "
-        "postgresql://USER:PASSWORD@HOST/DBNAME URL; "
-        f"upgrade reads RUBRIC_BOT_DB {SETTINGS_SOURCE} unless --db is given."
+        "postgresql://USER:PASSWORD@HOST/DBNAME URL. "
+        "`db prune [--days N]` deletes the finished threads idle for more than N days (default "
+        "RUBRIC_BOT_RETENTION_DAYS), keeping review verdicts without their comments; `db purge "
+        "--team T | --channel C | --thread LINK` deletes that team's, channel's or thread's data, "
+        "reviews included, after asking (--yes: without asking). Both print what they deleted. "
+        f"upgrade, prune and purge read RUBRIC_BOT_DB {SETTINGS_SOURCE} unless --db is given."
     ),
 )
 """`rubric-bot db`."""

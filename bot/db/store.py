@@ -1011,12 +1011,10 @@ class Store:
     # -- data lifecycle: deletion, retention, purge ----------------------------------------------
 
     async def threads_in(
-        self, team: str, channel: str | None = None, thread_ts: str | None = None
+        self, team: str | None, channel: str | None = None, thread_ts: str | None = None
     ) -> list[ThreadKey]:
-        """The threads of a team (of one channel, or the one thread, when given) the bot has data of."""
-        conditions = [threads.c.team == team]
-        if channel is not None:
-            conditions.append(threads.c.channel == channel)
+        """The threads of a team, a channel or one thread the bot has data of (None matches any)."""
+        conditions = _scope(threads, team, channel, None)
         if thread_ts is not None:
             conditions.append(threads.c.thread_ts == thread_ts)
         query = select(threads.c.team, threads.c.channel, threads.c.thread_ts).where(*conditions)
@@ -1046,7 +1044,7 @@ class Store:
                 erased += await _erase_batch(connection, keys, keep_verdicts=keep_verdicts)
         return erased
 
-    async def erase_channel_settings(self, team: str, channel: str | None) -> Counter[str]:
+    async def erase_channel_settings(self, team: str | None, channel: str | None) -> Counter[str]:
         """Delete a channel's (or, with None, every channel of the team's) rubric and settings."""
         erased: Counter[str] = Counter()
         async with self._write() as connection:

@@ -28,19 +28,21 @@ Erased = Counter[str]
 
 @dataclass(frozen=True)
 class Scope:
-    """What a purge deletes: a team's data, one channel's, or one thread's."""
+    """What a purge deletes: a team's data, one channel's, or one thread's (a channel's or thread's
+    in whichever team has it, unless `team` is given too)."""
 
-    team: str
+    team: str | None = None
     channel: str | None = None
     thread_ts: str | None = None
     """The thread root's ts; set only together with `channel`."""
 
     def describe(self) -> str:
         """How a confirmation question or log line names it."""
+        where = f" of team {self.team}" if self.team is not None and self.channel is not None else ""
         if self.thread_ts is not None:
-            return f"thread {self.thread_ts} in channel {self.channel} of team {self.team}"
+            return f"thread {self.channel}:{self.thread_ts}{where}"
         if self.channel is not None:
-            return f"channel {self.channel} of team {self.team}"
+            return f"channel {self.channel}{where}"
         return f"team {self.team}"
 
 
@@ -55,7 +57,7 @@ async def purge(store: Store, checkpointer: BaseCheckpointSaver, scope: Scope) -
 
 async def purge_team(store: Store, checkpointer: BaseCheckpointSaver, team: str) -> Erased:
     """Delete a workspace's data (uninstall, revoked token, `db purge --team`), with one log line."""
-    erased = await purge(store, checkpointer, Scope(team))
+    erased = await purge(store, checkpointer, Scope(team=team))
     logger.warning("deleted every thread, rubric and setting of team %s: %s", team, describe(erased))
     return erased
 

@@ -1,12 +1,14 @@
 """A local OpenAI-compatible chat completions server whose answers tests script.
 
-The bot runs ``openai:gpt-4o-mini`` with ``OPENAI_BASE_URL`` pointing here. Each request is either a
-grader request (a grader schema is asked for, as ``response_format`` or as a tool) or a worker request
-(everything else), and is answered by the test's handler for that role: ``standin.worker`` returns the
-worker's text (or tool calls), ``standin.grader`` returns a grade dict, which the stand-in delivers in
-whatever shape the request asked for. Streaming (SSE, with ``stream_options.include_usage``) and plain
-answers are both served; every request is recorded. A handler can also make a request fail, with
-``ErrorReply(status)``, or hang, with ``NO_ANSWER`` (a provider that accepts the call and never answers).
+The bot runs ``openai:gpt-4o-mini`` with ``OPENAI_BASE_URL`` pointing here. Each request is a grader
+request (a grader schema is asked for, as ``response_format`` or as a tool), a summary request (langchain's
+summary prompt, sent when a long thread is summarized) or a worker request (everything else), and is
+answered by the test's handler for that role: ``standin.worker`` returns the worker's text (or tool
+calls), ``standin.grader`` returns a grade dict, which the stand-in delivers in whatever shape the
+request asked for, ``standin.summarizer`` returns the summary's text. Streaming (SSE, with
+``stream_options.include_usage``) and plain answers are both served; every request is recorded. A
+handler can also make a request fail, with ``ErrorReply(status)``, or hang, with ``NO_ANSWER`` (a
+provider that accepts the call and never answers).
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from enum import Enum
 from typing import Any, Literal, NamedTuple
 
 from aiohttp import web
+from langchain.agents.middleware.summarization import DEFAULT_SUMMARY_PROMPT
 
 from tests.standins import STOP_TIMEOUT, BackgroundServer
 
-Role = Literal["worker", "grader"]
+Role = Literal["worker", "grader", "summary"]
 Json = dict[str, Any]
 
 GRADER_SCHEMA_NAMES = frozenset({"RubricGrade", "ScoredRubricGrade"})
@@ -38,6 +41,13 @@ PASSING_SCORE = 5
 """Score the scripted graders give a scored dimension they pass."""
 FAILING_SCORE = 2
 """Score the scripted graders give a scored dimension they fail (low enough to fail any sane pass_score)."""
+
+SUMMARY_PROMPT_START = DEFAULT_SUMMARY_PROMPT.partition("{messages}")[0][:80]
+"""How langchain's `SummarizationMiddleware` starts the request for a summary: such a request is a
+summary request (the bot's summarizer is the worker's model unless one is configured)."""
+
+DEFAULT_SUMMARY = "Summary of the earlier conversation."
+"""What the summarizer answers until a test scripts it."""
 
 DEFAULT_ANSWER = "Stand-in answer."
 """What the worker answers until a test scripts it."""
@@ -99,8 +109,10 @@ class ChatRequest:
 
     @classmethod
     def from_body(cls, body: Json) -> ChatRequest:
-        grader = _grader_schema(body)
-        return cls(body=body, role="worker" if grader is None else "grader")
+        if _grader_schema(body) is not None:
+            return cls(body=body, role="grader")
+        first = _text((body.get("messages") or [{}])[0].get("content"))
+        return cls(body=body, role="summary" if first.startswith(SUMMARY_PROMPT_START) else "worker")
 
     @property
     def messages(self) -> list[Json]:
@@ -157,11 +169,16 @@ class ChatRequest:
 
 
 WorkerHandler = Callable[[ChatRequest], str | ToolCallReply | ErrorReply | Silence]
+SummaryHandler = Callable[[ChatRequest], str]
 GraderHandler = Callable[[ChatRequest], Json | ToolCallReply | ErrorReply | Silence]
 
 
 def _default_worker(request: ChatRequest) -> str:
     return DEFAULT_ANSWER
+
+
+def _default_summary(request: ChatRequest) -> str:
+    return DEFAULT_SUMMARY
 
 
 class _Reply(NamedTuple):
@@ -202,6 +219,7 @@ class ModelApiStandin(BackgroundServer):
         super().__init__()
         self.worker: WorkerHandler = _default_worker
         self.grader: GraderHandler | None = None
+        self.summarizer: SummaryHandler = _default_summary
         self.latency = 0.0
         self._lock = threading.Lock()
         self._state = _State()
@@ -307,7 +325,7 @@ class ModelApiStandin(BackgroundServer):
         self._answering.set()
 
     def _reply(self, chat: ChatRequest) -> _Reply | ErrorReply | Silence:
-        handler = self.worker if chat.role == "worker" else self.grader
+        handler = {"worker": self.worker, "grader": self.grader, "summary": self.summarizer}[chat.role]
         if handler is None:
             raise HandlerError(f"model stand-in: no {chat.role} handler is set")
         try:

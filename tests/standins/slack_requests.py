@@ -210,6 +210,38 @@ def message_changed(
     }
 
 
+def message_deleted(
+    channel: str, ts: str, thread_ts: str | None = None, user: str = DEFAULT_USER, *, previous_text: str = ""
+) -> Json:
+    """The ``message_deleted`` event Slack sends when a user deletes `ts` (which said `previous_text`)."""
+    deleted_at = new_ts()
+    previous: Json = {"type": "message", "user": user, "text": previous_text, "ts": ts}
+    if thread_ts:
+        previous["thread_ts"] = thread_ts
+    return {
+        "type": "message",
+        "subtype": "message_deleted",
+        "hidden": True,
+        "channel": channel,
+        "channel_type": "channel",
+        "ts": deleted_at,
+        "event_ts": deleted_at,
+        "deleted_ts": ts,
+        "previous_message": previous,
+    }
+
+
+def app_uninstalled() -> Json:
+    """The ``app_uninstalled`` event: the workspace removed the app."""
+    return {"type": "app_uninstalled", "event_ts": new_ts()}
+
+
+def tokens_revoked(*, bot: bool = True) -> Json:
+    """The ``tokens_revoked`` event: the bot's token (or, with `bot=False`, a user token) was revoked."""
+    tokens = {"bot": [BOT_USER_ID]} if bot else {"oauth": [DEFAULT_USER]}
+    return {"type": "tokens_revoked", "tokens": tokens, "event_ts": new_ts()}
+
+
 # ----- slash commands and interactivity -----
 
 

@@ -1,0 +1,112 @@
+"""`rubric-bot db prune` and `rubric-bot db purge`: delete threads' data now, from the terminal.
+
+`prune` runs retention's sweep (threads idle for more than N days); `purge` deletes a team's, a
+channel's or a thread's data, as a data-subject request asks. Both print what they deleted, per kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from bot.db.database import Database, open_checkpointer
+from bot.db.store import Store
+from bot.lifecycle.erase import Erased, Scope, prune, purge
+from bot.ops.startup import prepare_database
+
+ERASED_KINDS = (
+    "conversations",
+    "runs",
+    "evaluations",
+    "posted messages",
+    "reviews",
+    "review comments",
+    "dedupe records",
+    "jobs",
+    "threads",
+    "channel rubrics",
+    "channel settings",
+)
+"""The kinds of data a prune or purge reports, in the order it prints them (review comments are
+blanked, not deleted, by prune)."""
+
+CHANNEL_AND_TS = re.compile(r"(?P<channel>[CDG][A-Z0-9]+):(?P<ts>\d+\.\d+)")
+"""A thread written as ``CHANNEL:TS``: the channel's id and the thread root's ts."""
+
+MESSAGE_LINK = re.compile(
+    r"https://[^/\s]+/archives/(?P<channel>[CDG][A-Z0-9]+)/p(?P<seconds>\d{10})(?P<micros>\d{6})"
+)
+"""A Slack message link (Copy link): ``https://TEAM.slack.com/archives/CHANNEL/p<ts without its dot>``;
+a reply's link adds ``?thread_ts=ROOT_TS`` naming its thread."""
+
+THREAD_TS_PARAMETER = re.compile(r"[?&]thread_ts=(?P<ts>\d+\.\d+)")
+"""The thread root a reply's link names."""
+
+
+def thread_link(text: str) -> tuple[str, str]:
+    """The channel and thread root ts of a Slack message link or ``CHANNEL:TS`` (argparse type)."""
+    text = text.strip()
+    if plain := CHANNEL_AND_TS.fullmatch(text):
+        return plain["channel"], plain["ts"]
+    if link := MESSAGE_LINK.match(text):
+        root = THREAD_TS_PARAMETER.search(text)
+        return link["channel"], root["ts"] if root else f"{link['seconds']}.{link['micros']}"
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is neither a Slack message link "
+        "(https://TEAM.slack.com/archives/C0123ABCD/p1700000000123456) "
+        "nor CHANNEL:TS (C0123ABCD:1700000000.123456)"
+    )
+
+
+def non_negative_days(text: str) -> int:
+    """A whole number of days, 0 or more (argparse type)."""
+    if not text.isdecimal():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days (0 or more)")
+    return int(text)
+
+
+async def prune_database(database: Database, days: int) -> Erased:
+    """Delete every finished thread idle for more than `days` days from `database`."""
+    return await _with_data(database, lambda store, checkpointer: prune(store, checkpointer, days))
+
+
+async def purge_database(database: Database, scope: Scope) -> Erased:
+    """Delete everything `database` keeps of `scope`."""
+    return await _with_data(database, lambda store, checkpointer: purge(store, checkpointer, scope))
+
+
+async def threads_of(database: Database, scope: Scope) -> int:
+    """How many threads of `scope` the database has data of (for the confirmation question)."""
+    store = await Store.open(database)
+    try:
+        return len(await store.threads_in(scope.team, scope.channel, scope.thread_ts))
+    finally:
+        await store.close()
+
+
+async def _with_data(
+    database: Database, erase: Callable[[Store, BaseCheckpointSaver], Awaitable[Erased]]
+) -> Erased:
+    async with _opened(database) as (store, checkpointer):
+        return await erase(store, checkpointer)
+
+
+@asynccontextmanager
+async def _opened(database: Database) -> AsyncIterator[tuple[Store, BaseCheckpointSaver]]:
+    await prepare_database(database, wait=False)  # the checkpointer's tables must exist to delete from
+    store = await Store.open(database)
+    try:
+        async with open_checkpointer(database) as checkpointer:
+            yield store, checkpointer
+    finally:
+        await store.close()
+
+
+def erased_lines(erased: Erased) -> list[str]:
+    """One line per kind of data: how many were deleted (or blanked)."""
+    width = max(map(len, ERASED_KINDS))
+    return [f"  {kind + ':':<{width + 1}} {erased.get(kind, 0)}" for kind in ERASED_KINDS]

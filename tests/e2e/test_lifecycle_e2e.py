@@ -1,0 +1,260 @@
+"""The data's life, end to end on SQLite and PostgreSQL: deleted means gone, edited means changed,
+uninstall / prune / purge delete whole threads, the database file is private, and a long thread's
+worker input stays bounded.
+
+"Gone" is checked the blunt way: no row of any table (checkpoint blobs and writes, the job queue's
+tables included) holds the text, whichever column it would be in (see `stored_rows`).
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from langchain_core.messages.utils import count_tokens_approximately
+
+from tests.e2e.conftest import BOT_COMMAND
+from tests.e2e.stored_rows import tables_containing
+from tests.e2e.test_bot_e2e import CRITERIA, RUBRIC, RUN_TIMEOUT, Service
+from tests.standins import slack_requests as sr
+from tests.standins import wait_for
+from tests.standins.model_api import DEFAULT_GAP, NO_ANSWER, ChatRequest, Script, grade, scripted_revision
+
+SECRET = "sk-SECRET-4b1d"
+"""Pasted into a request, then deleted: it must leave the database."""
+
+OTHER = "OTHER-CHANNEL-77c2"
+"""Said in another channel: it must stay when only the first channel's data is deleted."""
+
+
+@pytest.fixture
+def service(start_bot, slack_api, model_api, database_url) -> Service:
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    return Service(slack_api, model_api, start_bot(env={"RUBRIC_BOT_DB": database_url}))
+
+
+def graded_thread(s: Service, channel: str) -> str:
+    """A thread with the test rubric set; its root's ts."""
+    root = s.mention(f"rubric:\n{RUBRIC}", channel)
+    s.wait_text(channel, root, "Rubric set")
+    return root
+
+
+def ask(s: Service, channel: str, root: str, text: str) -> str:
+    """Ask `text` in the thread and wait for its answer; the request's ts."""
+    done = len(s.finals(channel, root))
+    ts = s.say(text, channel, thread_ts=root)
+    s.wait_finals(channel, root, done + 1)
+    return ts
+
+
+def wait_until_stored(database: str, *, present: tuple[str, ...] = (), absent: tuple[str, ...] = ()) -> None:
+    """Wait until every `present` text is in some row and no `absent` text is in any."""
+
+    def settled() -> bool:
+        return all(tables_containing(database, text) for text in present) and not any(
+            tables_containing(database, text) for text in absent
+        )
+
+    wait_for(settled, RUN_TIMEOUT, message=lambda: f"{present} stored and {absent} gone from every table")
+
+
+def worker_inputs(s: Service, text: str) -> list[ChatRequest]:
+    requests = s.worker_requests_for(text)
+    assert requests, f"no worker request mentions {text!r}"
+    return requests
+
+
+# -- deleted and edited messages -----------------------------------------------------------------
+
+
+def test_a_deleted_request_leaves_every_table_and_the_next_requests_worker_input(service, database_url):
+    s = service
+    root = graded_thread(s, "C1")
+    pasted = f"My key is {SECRET}, what now?"
+    secret_ts = ask(s, "C1", root, pasted)
+    assert tables_containing(database_url, SECRET)
+
+    s.send(sr.event_callback(sr.message_deleted("C1", secret_ts, root, previous_text=pasted)))
+    wait_until_stored(database_url, absent=(SECRET,))
+    ask(s, "C1", root, "And the weather tomorrow?")
+
+    later = worker_inputs(s, "And the weather tomorrow?")
+    assert all(SECRET not in request.all_text for request in later)
+    graders = [r for r in s.model.requests("grader") if "And the weather tomorrow?" in r.all_text]
+    assert graders and all(SECRET not in request.all_text for request in graders)
+    assert not tables_containing(database_url, SECRET)
+
+
+def test_an_edited_request_is_stored_with_its_new_text_without_a_new_run(service, database_url):
+    s = service
+    root = graded_thread(s, "C2")
+    old_ts = ask(s, "C2", root, "Tell me about ORIGINALWORD")
+    worker_calls = len(s.model.requests("worker"))
+
+    edited = sr.message_changed(
+        "Tell me about EDITEDWORD", "C2", old_ts, root, previous_text="Tell me about ORIGINALWORD"
+    )
+    s.send(sr.event_callback(edited))
+    wait_until_stored(database_url, present=("EDITEDWORD",), absent=("ORIGINALWORD",))
+    assert len(s.model.requests("worker")) == worker_calls  # no new run
+    ask(s, "C2", root, "Next question?")
+
+    later = worker_inputs(s, "Next question?")
+    assert all("EDITEDWORD" in r.all_text and "ORIGINALWORD" not in r.all_text for r in later)
+    assert len(s.finals("C2", root)) == 2
+
+
+# -- whole threads: uninstall, prune, purge ------------------------------------------------------
+
+
+def two_channels(s: Service) -> None:
+    """A finished thread quoting SECRET in C1 and one quoting OTHER in C2."""
+    ask(s, "C1", graded_thread(s, "C1"), f"Remember {SECRET}")
+    ask(s, "C2", graded_thread(s, "C2"), f"Remember {OTHER}")
+
+
+def db_command(s: Service, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`rubric-bot db ARGS` against the bot's database, as an operator runs it beside the bot."""
+    return subprocess.run(
+        [*BOT_COMMAND[:3], "db", *args, "--db", s.bot.env["RUBRIC_BOT_DB"]],
+        env=s.bot.env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_uninstalling_deletes_the_workspaces_data(service, database_url):
+    s = service
+    two_channels(s)
+    before = len(s.bot.stderr_text())
+
+    s.send(sr.event_callback(sr.app_uninstalled()))
+
+    wait_until_stored(database_url, absent=(SECRET, OTHER, "Cites a source"))
+    log = s.bot.stderr_text()[before:]
+    assert len(re.findall(rf"deleted every thread, rubric and setting of team {sr.TEAM_ID}", log)) == 1, log
+
+
+def test_a_revoked_bot_token_deletes_the_workspaces_data_and_a_user_token_nothing(service, database_url):
+    s = service
+    two_channels(s)
+
+    s.send(sr.event_callback(sr.tokens_revoked(bot=False)))
+    s.send(sr.event_callback(sr.tokens_revoked(bot=True)))
+
+    wait_until_stored(database_url, absent=(SECRET, OTHER))
+
+
+def test_prune_days_0_deletes_finished_threads_and_keeps_one_still_running(service, database_url):
+    s = service
+    ask(s, "C1", graded_thread(s, "C1"), f"Remember {SECRET}")
+    base = s.model.worker
+    s.model.worker = lambda request: NO_ANSWER if OTHER in request.last_user_text else base(request)
+    running = graded_thread(s, "C2")
+    s.say(f"Remember {OTHER}", "C2", thread_ts=running)
+    wait_for(lambda: s.worker_requests_for(OTHER), RUN_TIMEOUT, message="the C2 run to start")
+
+    pruned = db_command(s, "prune", "--days", "0")
+
+    assert pruned.returncode == 0, pruned.stderr
+    assert re.search(r"conversations:\s+1\b", pruned.stdout), pruned.stdout
+    assert not tables_containing(database_url, SECRET)
+    assert tables_containing(database_url, OTHER)
+
+
+def test_purge_channel_deletes_that_channel_only_after_confirmation(service, database_url):
+    s = service
+    two_channels(s)
+    s.send(sr.slash_command(f"set {RUBRIC}", "C1"))
+    wait_until_stored(database_url, present=(RUBRIC,))
+
+    refused = db_command(s, "purge", "--channel", "C1", stdin="")
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    assert tables_containing(database_url, SECRET)
+
+    purged = db_command(s, "purge", "--channel", "C1", "--yes")
+
+    assert purged.returncode == 0, purged.stderr
+    assert re.search(r"channel rubrics:\s+1\b", purged.stdout), purged.stdout
+    assert not tables_containing(database_url, SECRET)
+    assert "channel_rubrics" not in tables_containing(database_url, RUBRIC)
+    assert tables_containing(database_url, OTHER)
+
+
+# -- private files ------------------------------------------------------------------------------
+
+
+def test_the_sqlite_file_and_its_wal_and_shm_are_private_and_a_wider_file_is_tightened(start_bot, tmp_path):
+    database = tmp_path / "bot.sqlite"
+    database.touch()
+    database.chmod(0o644)
+
+    bot = start_bot()
+
+    files = [database, Path(f"{database}-wal"), Path(f"{database}-shm")]
+    wait_for(lambda: all(path.exists() for path in files), RUN_TIMEOUT, message="the WAL files")
+    assert {path.name: stat.S_IMODE(path.stat().st_mode) for path in files} == {p.name: 0o600 for p in files}
+    assert "was readable by other accounts (mode 644)" in bot.stderr_text()
+
+
+# -- long threads --------------------------------------------------------------------------------
+
+SMALL_LIMIT = 1200
+"""RUBRIC_BOT_CONTEXT_TOKENS of the long-thread test: a few turns of its answers."""
+
+FILLER = " ".join(f"point{n}" for n in range(40))
+"""Makes each answer long enough that a dozen turns pass the small limit several times over."""
+
+
+def long_answers() -> Script:
+    """Answers with FILLER; each run's first answer ("Draft") needs one revision ("Revised")."""
+
+    def worker(request: ChatRequest) -> str:
+        revising = DEFAULT_GAP in request.last_user_text
+        return f"{'Revised' if revising else 'Draft'} answer: {FILLER}"
+
+    def grader(request: ChatRequest) -> dict:
+        text = request.all_text
+        revised = text.rfind("Revised answer") > text.rfind("Draft answer")
+        return grade(CRITERIA, failing=() if revised else (CRITERIA[0],), scored=request.is_scored)
+
+    return Script(worker, grader)
+
+
+def test_a_long_threads_worker_input_stays_under_a_small_limit_with_the_latest_request_intact(
+    start_bot, slack_api, model_api, database_url
+):
+    model_api.worker, model_api.grader = long_answers()
+    env = {"RUBRIC_BOT_DB": database_url, "RUBRIC_BOT_CONTEXT_TOKENS": str(SMALL_LIMIT)}
+    s = Service(slack_api, model_api, start_bot(env=env))
+    root = graded_thread(s, "C9")
+    questions = [f"Question number {n}: what about topic{n}?" for n in range(12)]
+
+    for question in questions:
+        ask(s, "C9", root, question)
+
+    current: list[str] = []
+    for request in s.model.requests("worker"):
+        history = [m for m in request.messages if m["role"] != "system"]
+        assert count_tokens_approximately(history) <= SMALL_LIMIT
+        users = [m["content"] for m in history if m["role"] == "user"]
+        if users[-1].startswith("Grader feedback"):  # a revision: the feedback follows its request
+            users.pop()
+        current.append(users[-1])
+    assert set(current) == set(questions)  # each request reached the worker whole, as the latest
+    summaries = s.model.requests("summary")
+    assert 0 < len(summaries) < len(questions) / 2  # kept in the checkpoint, not redone every turn
+    # Every token the models were sent, summaries' included, is in some run's usage line.
+    shown = [re.search(r"Tokens this run: ([\d,]+) in", m.all_text) for m in s.finals("C9", root)]
+    assert sum(int(m[1].replace(",", "")) for m in shown if m) == prompt_tokens(s.model.requests())
+
+
+def prompt_tokens(requests: list[ChatRequest]) -> int:
+    """The input tokens the stand-in reports for `requests` (its words, see model_api._usage)."""
+    return sum(len(r.all_text.split()) + 1 for r in requests)
