@@ -137,3 +137,12 @@ def test_limits_and_permissions_names_every_guardrail_setting_and_command():
         "ref 7f3a2c",
     ):
         assert needed in text, needed
+
+
+def test_your_data_says_what_is_stored_for_how_long_and_how_to_delete_it():
+    text = " ".join(section("Your data").split())
+
+    for words in ("**What is stored**", "**For how long:**", "RUBRIC_BOT_RETENTION_DAYS",
+                  "**How to delete it:**", "delete it in Slack", "rubric-bot db prune --days N",
+                  "rubric-bot db purge --team T", "Uninstalling the app", "0600"):  # fmt: skip
+        assert words in text

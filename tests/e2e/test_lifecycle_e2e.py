@@ -252,9 +252,6 @@ def test_a_long_threads_worker_input_stays_under_a_small_limit_with_the_latest_r
     assert 0 < len(summaries) < len(questions) / 2  # kept in the checkpoint, not redone every turn
     # Every token the models were sent, summaries' included, is in some run's usage line.
     shown = [re.search(r"Tokens this run: ([\d,]+) in", m.all_text) for m in s.finals("C9", root)]
-    assert sum(int(m[1].replace(",", "")) for m in shown if m) == prompt_tokens(s.model.requests())
-
-
-def prompt_tokens(requests: list[ChatRequest]) -> int:
-    """The input tokens the stand-in reports for `requests` (its words, see model_api._usage)."""
-    return sum(len(r.all_text.split()) + 1 for r in requests)
+    assert sum(int(m[1].replace(",", "")) for m in shown if m) == sum(
+        r.prompt_tokens for r in s.model.requests()
+    )

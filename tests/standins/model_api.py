@@ -46,6 +46,10 @@ SUMMARY_PROMPT_START = DEFAULT_SUMMARY_PROMPT.partition("{messages}")[0][:80]
 """How langchain's `SummarizationMiddleware` starts the request for a summary: such a request is a
 summary request (the bot's summarizer is the worker's model unless one is configured)."""
 
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+"""Largest request body the stand-in takes (aiohttp's default is 1 MiB): a provider takes a long
+thread's whole history, as the long-thread benchmark sends it without a context limit."""
+
 DEFAULT_SUMMARY = "Summary of the earlier conversation."
 """What the summarizer answers until a test scripts it."""
 
@@ -135,6 +139,11 @@ class ChatRequest:
     def all_text(self) -> str:
         """Every message's text, in order, one per line."""
         return "\n".join(_text(m.get("content")) for m in self.messages)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The input tokens the stand-in reports for this request: its words (see `_usage`)."""
+        return len(self.all_text.split()) + 1
 
     @property
     def schema_name(self) -> str | None:
@@ -232,7 +241,7 @@ class ModelApiStandin(BackgroundServer):
         return f"{self.url}/v1"
 
     def build_app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         app.router.add_post("/v1/chat/completions", self._handle_chat)
         app.router.add_route("*", "/{path:.*}", _handle_unknown)
         self._stopping = asyncio.Event()
@@ -437,7 +446,7 @@ class _Completion:
 
 def _usage(chat: ChatRequest, reply: _Reply) -> Json:
     """Token counts: whitespace-separated words, a deterministic stand-in for a tokenizer."""
-    prompt = len(chat.all_text.split()) + 1
+    prompt = chat.prompt_tokens
     completion = len((reply.content or "").split()) + sum(
         len(json.dumps(call.args).split()) for call in reply.calls
     )

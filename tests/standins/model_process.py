@@ -35,6 +35,8 @@ def _serve(connection: Connection, criteria: list[str], answer: str, revisions: 
             {
                 "grader_requests": len(api.requests("grader")),
                 "worker_requests": len(api.requests("worker")),
+                "worker_prompt_tokens": [request.prompt_tokens for request in api.requests("worker")],
+                "summary_requests": len(api.requests("summary")),
                 "peak_concurrency": api.peak_concurrency,
                 "handler_errors": api.handler_errors,
             }

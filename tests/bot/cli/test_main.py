@@ -53,6 +53,8 @@ def test_manifest_is_the_repos_manifest_and_a_complete_socket_mode_app(capsys):
         "message.groups",
         "message.im",
         "app_home_opened",
+        "app_uninstalled",
+        "tokens_revoked",
     }
     assert manifest["features"]["app_home"]["home_tab_enabled"] is True
     assert manifest["settings"]["interactivity"]["is_enabled"] is True

@@ -1,0 +1,88 @@
+"""Deleting whole threads, on a real SQLite file and a real PostgreSQL: what retention keeps, what a
+purge of one channel leaves alone."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.graph import START, MessagesState, StateGraph
+
+from bot.agent import agent_config
+from bot.db.admin import upgrade
+from bot.db.database import Database, open_checkpointer
+from bot.db.store import ReviewVerdict, Store
+from bot.lifecycle.erase import Scope, prune, purge
+from bot.threads.conversation import ThreadKey
+from tests.e2e.stored_rows import tables_containing
+
+OLD = ThreadKey("T1", "C1", "1700000000.000100")
+OTHER = ThreadKey("T1", "C2", "1700000000.000200")
+
+
+def remembering(checkpointer):
+    """The smallest checkpointed conversation: it keeps the messages it is given."""
+    graph = StateGraph(MessagesState)
+    graph.add_node("keep", lambda state: {})
+    graph.add_edge(START, "keep")
+    return graph.compile(checkpointer=checkpointer)
+
+
+@pytest.fixture
+async def data(database_url):
+    """The store and checkpointer of a fresh database, each of the two threads with a conversation,
+    a finished run, an evaluation and a review with a comment."""
+    database = Database.parse(database_url)
+    await upgrade(database)
+    store = await Store.open(database)
+    async with open_checkpointer(database) as checkpointer:
+        for thread in (OLD, OTHER):
+            await store.add_thread(thread)
+            run = await store.start_run(thread, thread.thread_ts)
+            await store.finish_run(run, "satisfied")
+            evaluation = {"grading_run_id": f"run-{thread.channel}", "iteration": 0, "criteria": []}
+            await store.save_evaluation(
+                thread, "1700000001.000001", evaluation, f"- rubric of {thread.channel}"
+            )
+            verdict = ReviewVerdict("Cites", "pass", "fail", f"comment in {thread.channel}")
+            await store.save_review(thread, f"run-{thread.channel}", 0, "U1", [verdict])
+            conversation = remembering(checkpointer)
+            inputs = {"messages": [HumanMessage(f"request in {thread.channel}")]}
+            await conversation.ainvoke(inputs, agent_config(thread.thread_id))
+        yield store, checkpointer
+    await store.close()
+
+
+async def test_prune_deletes_idle_threads_and_keeps_review_verdicts_without_comments(data, database_url):
+    store, checkpointer = data
+
+    erased = await prune(store, checkpointer, days=0)
+
+    assert erased["conversations"] == 2 and erased["runs"] == 2 and erased["evaluations"] == 2
+    assert erased["review comments"] == 2 and erased["threads"] == 2
+    reviews = await store.reviews_in_channel("T1", None)
+    assert [(r.reviewer_verdict, r.comment) for r in reviews] == [("fail", ""), ("fail", "")]
+    for text in ("request in C1", "comment in C1", "rubric of C1"):
+        assert not tables_containing(database_url, text)
+
+
+async def test_prune_keeps_threads_active_more_recently_than_its_days(data):
+    store, checkpointer = data
+
+    assert sum((await prune(store, checkpointer, days=30)).values()) == 0
+    assert len(await store.threads_in("T1")) == 2
+
+
+async def test_purging_a_channel_deletes_its_reviews_rubric_and_settings_and_leaves_other_channels(
+    data, database_url
+):
+    store, checkpointer = data
+    await store.set_channel_rubric("T1", "C1", "- channel rubric of C1", "U1")
+    await store.set_calibration("T1", "C1", False)
+
+    erased = await purge(store, checkpointer, Scope(channel="C1"))
+
+    assert erased["reviews"] == 1 and erased["channel rubrics"] == 1 and erased["channel settings"] == 1
+    for text in ("request in C1", "comment in C1", "rubric of C1"):
+        assert not tables_containing(database_url, text)
+    for text in ("request in C2", "comment in C2", "rubric of C2"):
+        assert tables_containing(database_url, text)
