@@ -49,8 +49,8 @@ async def play(turns: int, limit: int, answer_words: int) -> tuple[list[int], in
         os.environ["OPENAI_API_KEY"] = "benchmark"
         with tempfile.TemporaryDirectory() as tmp:
             async with AsyncSqliteSaver.from_conn_string(f"{tmp}/long.sqlite") as saver:
-                worker, grader = init_chat_model("openai:gpt-4o-mini"), init_chat_model("openai:gpt-4o-mini")
-                agent = build_agent(worker, grader, max_iterations=3, checkpointer=saver, context_tokens=limit)
+                models = init_chat_model("openai:gpt-4o-mini"), init_chat_model("openai:gpt-4o-mini")
+                agent = build_agent(*models, max_iterations=3, checkpointer=saver, context_tokens=limit)
                 config = agent_config("long-thread")
 
                 async def ignore(evaluation: RubricEvaluation) -> None:

@@ -1,0 +1,88 @@
+"""Summarizing a long thread for the worker: what is kept, what the grader sees, what it cost."""
+
+from __future__ import annotations
+
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from bot.config import DEFAULT_CONTEXT_TOKENS
+from bot.threads.summary import ThreadSummary, summary_usage
+from grading.grader import GRADER_SOURCE, build_transcript, is_summary_message
+
+SUMMARY_USAGE = {"input_tokens": 900, "output_tokens": 40, "total_tokens": 940}
+
+
+def summarizer() -> FakeMessagesListChatModel:
+    # langchain's usage callback counts an answer's tokens under the model name it reports.
+    answer = AIMessage("The summary.", usage_metadata=SUMMARY_USAGE, response_metadata={"model_name": "fake"})
+    return FakeMessagesListChatModel(responses=[answer])
+
+
+def thread(turns: int, chars: int) -> list:
+    """`turns` answered requests, then the current one with a draft and the grader's feedback."""
+    messages = []
+    for n in range(turns):
+        messages += [
+            HumanMessage(f"request {n} " + "r" * chars, id=f"q{n}"),
+            AIMessage("a" * chars, id=f"a{n}"),
+        ]
+    feedback = HumanMessage(
+        "Grader feedback: fix it", id="fb", additional_kwargs={"lc_source": GRADER_SOURCE}
+    )
+    return [
+        *messages,
+        HumanMessage("the current request", id="now"),
+        AIMessage("draft", id="draft"),
+        feedback,
+    ]
+
+
+def summarized(middleware: ThreadSummary, messages: list) -> list:
+    update = middleware.before_model({"messages": list(messages)}, None)
+    assert update is not None, "nothing was summarized"
+    first, *rest = update["messages"]
+    assert isinstance(first, RemoveMessage) and first.id == REMOVE_ALL_MESSAGES
+    return rest
+
+
+def test_a_thread_past_the_limit_keeps_the_current_run_and_the_latest_turns_after_one_summary():
+    messages = thread(turns=40, chars=1000)
+
+    after = summarized(ThreadSummary(summarizer(), context_tokens=8000), messages)
+
+    assert is_summary_message(after[0]) and "The summary." in after[0].text
+    assert [m.id for m in after[-3:]] == ["now", "draft", "fb"]
+    kept = [m.id for m in after[1:]]
+    assert kept == [m.id for m in messages[-len(kept) :]]  # the latest turns, word for word
+    assert 3 < len(kept) < len(messages) / 2
+
+
+def test_the_current_request_is_never_summarized_even_past_the_limit():
+    messages = [*thread(turns=2, chars=100)[:-3], HumanMessage("x " * 20_000, id="now"), AIMessage("draft")]
+
+    after = summarized(ThreadSummary(summarizer(), context_tokens=500), messages)
+
+    assert after[1].id == "now" and after[1].text == messages[-2].text
+
+
+def test_a_thread_under_the_limit_is_left_alone():
+    assert (
+        ThreadSummary(summarizer(), context_tokens=8000).before_model({"messages": thread(3, 100)}, None)
+        is None
+    )
+
+
+def test_the_graders_transcript_is_the_same_with_the_summary_as_without_it():
+    messages = thread(turns=60, chars=1000)
+
+    after = summarized(ThreadSummary(summarizer(), context_tokens=DEFAULT_CONTEXT_TOKENS), messages)
+
+    assert len(after) < len(messages)
+    assert build_transcript(after) == build_transcript(messages)
+
+
+def test_the_summarys_tokens_ride_on_the_summary_message():
+    after = summarized(ThreadSummary(summarizer(), context_tokens=8000), thread(turns=40, chars=1000))
+
+    assert summary_usage(after) == [SUMMARY_USAGE]
