@@ -3,11 +3,13 @@
 Plays a 40-turn thread through the bot's own agent (`bot.agent.build_agent` and `run_turn`, as the
 runner calls them: ChatOpenAI worker and grader, `RubricMiddleware`, the summarizing middleware,
 langgraph's AsyncSqliteSaver) against the local model stand-in, served by a process of its own.
-Every answer is long (`--answer-words`), so history grows fast. It prints, per turn, the worker's
-input tokens as the stand-in counts them (words) without a limit (`RUBRIC_BOT_CONTEXT_TOKENS=0`)
-and with `--limit` (default: the bot's default), and the ratio of turn 40 to turn 5 for each.
+Every answer is long (`--answer-words`; by default about a fifth of the default limit, in langchain's
+approximate tokens), so history grows fast: a busy thread. It prints, per turn, the worker's input
+tokens as the stand-in counts them (words) without a limit (`RUBRIC_BOT_CONTEXT_TOKENS=0`) and with
+`--limit` (default: the bot's default), then for each the ratio of turn 40 to turn 5 and of the
+dearest turn after turn 5 to turn 5.
 
-    python benchmarks/long_thread.py [--turns 40] [--limit 24000] [--answer-words 3000]
+    python benchmarks/long_thread.py [--turns 40] [--limit 24000] [--answer-words 1750]
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--limit", type=int, default=DEFAULT_CONTEXT_TOKENS, help="RUBRIC_BOT_CONTEXT_TOKENS")
-    parser.add_argument("--answer-words", type=int, default=3000)
+    parser.add_argument("--answer-words", type=int, default=1750)
     args = parser.parse_args()
     (unlimited, _), (limited, summaries) = asyncio.run(compare(args.turns, args.limit, args.answer_words))
     print(f"{args.turns}-turn thread, answers of {args.answer_words} words; worker input tokens per turn")
@@ -84,8 +86,12 @@ def main() -> None:
     first, last = COMPARED_TURNS
     if len(limited) >= last:
         for name, costs in (("no limit", unlimited), (f"limit {args.limit}", limited)):
-            ratio = costs[last - 1] / costs[first - 1]
-            print(f"{name}: turn {last} costs {ratio:.2f}x turn {first}")
+            base = costs[first - 1]
+            dearest = max(costs[first - 1 :])
+            print(
+                f"{name}: turn {last} costs {costs[last - 1] / base:.2f}x turn {first}; "
+                f"the dearest turn after it {dearest / base:.2f}x"
+            )
     print(f"summaries written with the limit: {summaries}")
 
 

@@ -32,7 +32,7 @@ SUMMARY_USAGE_KEY = "summary_usage"
 (as langchain's usage callback reports them)."""
 
 
-class ThreadSummary(SummarizationMiddleware):  # type: ignore[type-arg]
+class ThreadSummary(SummarizationMiddleware):
     """`SummarizationMiddleware` triggered at `context_tokens` of history, written by `summarizer`
     (default: the worker `model`), never cutting into the current request's run."""
 
