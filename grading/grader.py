@@ -281,6 +281,18 @@ def request_index(messages: Sequence[AnyMessage]) -> int | None:
     return None
 
 
+def turn_start(messages: Sequence[AnyMessage], index: int) -> int:
+    """Where the turn of the request at `index` starts: at the material shared with it, if any."""
+    while index > 0 and is_material(messages[index - 1]):
+        index -= 1
+    return index
+
+
+def starts_turn(message: AnyMessage) -> bool:
+    """Whether a message opens a turn of the conversation: a request, or material shared with one."""
+    return is_request_message(message) or is_material(message)
+
+
 def build_transcript(messages: Sequence[AnyMessage]) -> str:
     """A bounded, role-labelled transcript: the current request and any material, plus the latest turns.
 

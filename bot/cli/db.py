@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from functools import partial
+from typing import Any
 
 from bot.cli import purge as purge_cli
 from bot.cli.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
@@ -141,7 +142,7 @@ def _run_db_purge(args: argparse.Namespace) -> int:
     )
 
 
-def _erase(database: Database, what: str, erase: Callable[[], Awaitable[Erased]]) -> int:
+def _erase(database: Database, what: str, erase: Callable[[], Coroutine[Any, Any, Erased]]) -> int:
     """Run `erase` on `database` and print what it deleted, per kind."""
     if not database_exists(database):
         fail(f"no database at {database}")

@@ -22,7 +22,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from bot.agent import ConversationAgent, agent_config
 from bot.db.store import Store, redacted_evaluation
 from bot.threads.conversation import MessageChange, rubric_directive, stored_message_id
-from grading.grader import is_request_message, is_summary_message
+from grading.grader import is_summary_message, starts_turn, turn_start
 
 REMOVED_NOTE = "(removed: it may have quoted a message that was deleted)"
 """What replaces the grader's explanation and gaps in an evaluation of a deleted request or rubric."""
@@ -55,24 +55,28 @@ async def revise_request(
     config = agent_config(edited.thread.thread_id)
     message_id = stored_message_id(edited.channel, edited.ts)
     messages: list[AnyMessage] = (await agent.aget_state(config)).values.get("messages", [])
-    if message_id not in {message.id for message in messages}:
+    stored = next((message for message in messages if message.id == message_id), None)
+    if stored is None:
         return  # not a request the bot answered (or summarized already)
+    # The stored request is the person's text, then any files read with it: only the text changes.
+    text = edited.text
+    if edited.previous_text and stored.text.startswith(edited.previous_text):
+        text += stored.text[len(edited.previous_text) :]
     # The checkpoint's messages merge by id: the same id replaces the message in place.
-    await agent.aupdate_state(config, {"messages": [HumanMessage(edited.text, id=message_id)]})
+    await agent.aupdate_state(config, {"messages": [HumanMessage(text, id=message_id)]})
     await keep_latest_checkpoint(checkpointer, edited.thread.thread_id)
 
 
 def _removal(state: dict[str, Any], message_id: str, *, summarized: bool) -> dict[str, Any]:
-    """The state update removing the message `message_id` and its turn; if it is gone from the
-    messages but was a request (`summarized`), the summary that may hold it."""
+    """The state update removing the message `message_id` and its turn (the material shared with it,
+    the answers and the grader's feedback up to the next turn); if it is gone from the messages but
+    was a request (`summarized`), the summary that may hold it."""
     messages: list[AnyMessage] = state.get("messages", [])
     ids = [message.id for message in messages]
     if message_id in ids:
         start = ids.index(message_id)
-        end = next(
-            (i for i in range(start + 1, len(messages)) if is_request_message(messages[i])), len(messages)
-        )
-        gone = messages[start:end]
+        end = next((i for i in range(start + 1, len(messages)) if starts_turn(messages[i])), len(messages))
+        gone = messages[turn_start(messages, start) : end]
     elif summarized:
         gone = [message for message in messages if is_summary_message(message)]
     else:

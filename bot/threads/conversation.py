@@ -158,6 +158,8 @@ class MessageChange:
     thread_ts: str
     ts: str
     text: str
+    previous_text: str = ""
+    """An edited message's text before the edit (as read the same way); empty for a deletion."""
 
     @property
     def thread(self) -> ThreadKey:
@@ -168,14 +170,21 @@ class MessageChange:
 def message_change(event: dict[str, Any], *, team: str, bot_user_id: str) -> MessageChange | None:
     """The change a `message_deleted` or `message_changed` event reports; None for a bot's message
     or one Slack describes without its ts."""
-    message = event.get("message") if event.get("subtype") == CHANGED else event.get("previous_message")
+    edited = event.get("subtype") == CHANGED
+    previous = event.get("previous_message")
+    message = event.get("message") if edited else previous
     if not isinstance(message, dict) or message.get("bot_id") or not message.get("ts"):
         return None
+
+    def read(text: object) -> str:
+        return slack_unescape(strip_mentions(text if isinstance(text, str) else "", bot_user_id))
+
     ts = str(message["ts"])
     return MessageChange(
         team=team,
         channel=event["channel"],
         thread_ts=str(message.get("thread_ts") or ts),
         ts=ts,
-        text=slack_unescape(strip_mentions(message.get("text") or "", bot_user_id)),
+        text=read(message.get("text")),
+        previous_text=read(previous.get("text")) if edited and isinstance(previous, dict) else "",
     )

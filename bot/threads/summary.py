@@ -2,8 +2,9 @@
 
 langchain's `SummarizationMiddleware` does the work (when to summarize, what to keep, the summary
 call, replacing the older messages in the checkpointed state so the summary is written once, not
-every turn). This subclass adds what the bot needs on top: the current request and everything after
-it (the current run's answers and grader feedback) are never summarized away, the summary records
+every turn). This subclass adds what the bot needs on top: the current request, the material shared
+with it and everything after it (the current run's answers and grader feedback) are never
+summarized away, the summary records
 how many messages it replaced (the grader's transcript counts them as omitted, see `grading.grader`),
 and the tokens the summary cost ride on the summary message, so the turn's usage counts them.
 """
@@ -20,7 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, BaseMessage, UsageMetadata
 from langgraph.runtime import Runtime
 
-from grading.grader import SUMMARIZED_COUNT_KEY, is_summary_message, replaced_count, request_index
+from grading.grader import SUMMARIZED_COUNT_KEY, is_summary_message, replaced_count, request_index, turn_start
 
 KEEP_SHARE = 2
 """After summarizing, the latest turns kept word for word take at most 1/KEEP_SHARE of the limit:
@@ -52,7 +53,7 @@ class ThreadSummary(SummarizationMiddleware):
     def _determine_cutoff_index(self, messages: list[AnyMessage]) -> int:
         cutoff = super()._determine_cutoff_index(messages)
         current = request_index(messages)
-        return cutoff if current is None else min(cutoff, current)
+        return cutoff if current is None else min(cutoff, turn_start(messages, current))
 
     async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Summarize as langchain does, recording what the summary replaced and cost."""
