@@ -15,6 +15,8 @@ One folder per feature; each folder's ``__init__`` docstring is its map, one lin
 - ``governance/``: who may change grading (editors, admins), and rubric changes: versions, history,
   revert, announcements.
 - ``workspaces/``: many workspaces from one deployment: the manifest of a distributed app.
+- ``lifecycle/``: the data's life: deleted and edited messages, retention, purge and uninstall, private
+  database files.
 - ``db/``: the database (SQLite or PostgreSQL), its schema, the store, admin and migrations.
 - ``ops/``: what an operator asks a running process: start-up, `/healthz`, `/readyz`, `/metrics`.
 - ``cli/``: `rubric-bot` in the terminal: one module per subcommand.

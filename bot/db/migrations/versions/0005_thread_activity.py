@@ -2,8 +2,8 @@
 
 A thread from before counts as last active when it was created.
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0005
+Revises: 0004
 """
 
 from collections.abc import Sequence
@@ -13,8 +13,8 @@ from alembic import op
 
 from bot.db.schema import UtcTimestamp
 
-revision: str = "0003"
-down_revision: str | None = "0002"
+revision: str = "0005"
+down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
