@@ -136,9 +136,10 @@ def test_uninstalling_deletes_the_workspaces_data(service, database_url):
 
     s.send(sr.event_callback(sr.app_uninstalled()))
 
-    wait_until_stored(database_url, absent=(SECRET, OTHER, "Cites a source"))
-    log = s.bot.stderr_text()[before:]
-    assert len(re.findall(rf"deleted every thread, rubric and setting of team {sr.TEAM_ID}", log)) == 1, log
+    line = f"deleted every thread, rubric and setting of team {sr.TEAM_ID}"
+    wait_for(lambda: line in s.bot.stderr_text()[before:], RUN_TIMEOUT, message="the uninstall's log line")
+    assert not any(tables_containing(database_url, text) for text in (SECRET, OTHER, "Cites a source"))
+    assert s.bot.stderr_text()[before:].count(line) == 1
 
 
 def test_a_revoked_bot_token_deletes_the_workspaces_data_and_a_user_token_nothing(service, database_url):
