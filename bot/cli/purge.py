@@ -29,6 +29,7 @@ ERASED_KINDS = (
     "jobs",
     "threads",
     "channel rubrics",
+    "channel rubric versions",
     "channel settings",
 )
 """The kinds of data a prune or purge reports, in the order it prints them (review comments are

@@ -1048,7 +1048,11 @@ class Store:
         """Delete a channel's (or, with None, every channel of the team's) rubric and settings."""
         erased: Counter[str] = Counter()
         async with self._write() as connection:
-            for kind, table in (("channel rubrics", channel_rubrics), ("channel settings", channel_settings)):
+            for kind, table in (
+                ("channel rubrics", channel_rubrics),
+                ("channel rubric versions", channel_rubric_versions),
+                ("channel settings", channel_settings),
+            ):
                 result = await connection.execute(delete(table).where(*_scope(table, team, channel, None)))
                 erased[kind] += result.rowcount
         return erased
