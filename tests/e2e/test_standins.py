@@ -312,10 +312,11 @@ def test_views_get_an_id_that_updates_keep(web):
 async def test_get_methods_and_unknown_methods_are_answered_and_recorded(slack_api):
     client = AsyncWebClient(token=slack_api.token, base_url=slack_api.api_url)
 
-    replies = await client.conversations_replies(channel="C1", ts="5.0")
+    with pytest.raises(SlackApiError) as unknown_thread:
+        await client.conversations_replies(channel="C1", ts="5.0")
     await client.assistant_threads_setStatus(channel_id="C1", thread_ts="5.0", status="is grading…")
 
-    assert replies["messages"] == []
+    assert unknown_thread.value.response["error"] == "thread_not_found"
     [get] = slack_api.calls("conversations.replies")
     [status] = slack_api.calls("assistant.threads.setStatus")
     assert (get.http_method, get.args["channel"], get.args["ts"]) == ("GET", "C1", "5.0")
