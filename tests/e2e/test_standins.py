@@ -724,7 +724,9 @@ def serves(port: int) -> bool:
         return response.status == 200
 
 
-def test_start_bot_waits_for_the_port_and_restarts_on_the_same_one(start_bot):
+def test_start_bot_waits_for_the_port_and_restarts_on_the_same_one(start_bot, tmp_path):
+    # http.server serves the bot's working directory: a file named `readyz` answers the readiness probe.
+    (tmp_path / "readyz").write_text("ready\n")
     process = start_bot(command=SERVE)
     port = process.port
 
