@@ -146,7 +146,7 @@ async def open_runner(
     # Runs started before this moment belong to earlier processes; unfinished, they were cut short.
     started = datetime.now(UTC)
     async with AsyncExitStack() as stack:
-        store = await Store.open(settings.database)  # its schema brought up to date by `prepare_database`
+        store = await Store.open(settings.database, upgraded=True)  # by `prepare_database`, just before
         # Dedupe keys only matter while Slack may still retry; don't let them pile up forever.
         await store.prune_claims()
         stack.push_async_callback(store.close)

@@ -75,10 +75,15 @@ def _run_db(args: argparse.Namespace) -> int:
     return int(args.db_run(args))
 
 
+def _named(args: argparse.Namespace, database: Database) -> Database:
+    """`database`, its PostgreSQL connections named after the command (``rubric-bot db upgrade (HOST)``)."""
+    return database.for_command(f"db {args.db_action}")
+
+
 def _run_db_upgrade(args: argparse.Namespace) -> int:
     from bot.ops.startup import prepare_database  # Slack's and the queue's packages: only needed here
 
-    database = args.db or load_settings().database
+    database = _named(args, args.db or load_settings().database)
     # A database that cannot be used is a ConfigError (one line, exit 2), or waited for.
     report = asyncio.run(prepare_database(database, wait=args.wait_for_db))
     print(f"{database}: {report}")
@@ -90,7 +95,7 @@ def _run_db_copy(args: argparse.Namespace) -> int:
         fail(f"no database at {args.source}")
         return EXIT_CONFIG
     try:
-        report = asyncio.run(dbadmin.copy(args.source, args.target))
+        report = asyncio.run(dbadmin.copy(_named(args, args.source), _named(args, args.target)))
     except dbadmin.CopyError as exc:
         fail(f"cannot copy: {exc}")
         return EXIT_CONFIG
@@ -111,13 +116,13 @@ def _run_db_prune(args: argparse.Namespace) -> int:
     if days is None:
         fail("give --days N, or set RUBRIC_BOT_RETENTION_DAYS: how many days of inactivity a thread is kept")
         return EXIT_CONFIG
-    database = args.db or settings.database
+    database = _named(args, args.db or settings.database)
     what = f"the finished threads idle for more than {days} day(s)"
     return _erase(database, what, partial(purge_cli.prune_database, database, days))
 
 
 def _run_db_purge(args: argparse.Namespace) -> int:
-    database = args.db or load_settings().database
+    database = _named(args, args.db or load_settings().database)
     channel, thread_ts = args.thread or (args.channel, None)
     scope = Scope(team=args.team, channel=channel, thread_ts=thread_ts)
     if not database_exists(database):

@@ -99,7 +99,7 @@ async def _with_data(
 @asynccontextmanager
 async def _opened(database: Database) -> AsyncIterator[tuple[Store, BaseCheckpointSaver]]:
     await prepare_database(database, wait=False)  # the checkpointer's tables must exist to delete from
-    store = await Store.open(database)
+    store = await Store.open(database, upgraded=True)
     try:
         async with open_checkpointer(database) as checkpointer:
             yield store, checkpointer

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -196,6 +197,12 @@ class Database:
         ``application_name`` wins)."""
         return replace(self, application_name=application_name)
 
+    def for_command(self, command: str) -> Database:
+        """The same database, its PostgreSQL connections named ``rubric-bot COMMAND (HOST)`` (e.g.
+        ``rubric-bot db upgrade (host-1)``), so an operator can tell in ``pg_stat_activity`` which
+        process of which machine holds each connection."""
+        return self.named(f"rubric-bot {command} ({socket.gethostname()})")
+
     @property
     def _connection_name(self) -> dict[str, str]:
         """The connection parameter naming this process's connections, if it is to be added."""
@@ -206,8 +213,12 @@ class Database:
     @property
     def conninfo(self) -> str:
         """The PostgreSQL URL as libpq (and so psycopg) takes it, password included: never print it."""
-        url = self.url.set(drivername="postgresql").update_query_dict(self._connection_name)
-        return url.render_as_string(hide_password=False)
+        url = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        name = self._connection_name.get("application_name")
+        if name is None:
+            return url
+        # Encoded here: SQLAlchemy would write its spaces as "+", which libpq keeps as "+".
+        return f"{url}{'&' if '?' in url else '?'}application_name={quote(name, safe='')}"
 
     def __str__(self) -> str:
         """How messages name the database: the file path, or the URL with any password masked."""

@@ -362,8 +362,12 @@ class Store:
         self._replays: dict[tuple[str, str], asyncio.Lock] = {}
 
     @classmethod
-    async def open(cls, database: str | Database, *, read_only: bool = False) -> Store:
-        """Open a SQLite path or ``postgresql://`` URL, migrating its tables to the newest schema.
+    async def open(
+        cls, database: str | Database, *, read_only: bool = False, upgraded: bool = False
+    ) -> Store:
+        """Open a SQLite path or ``postgresql://`` URL, migrating its tables to the newest schema
+        unless the caller has just `upgraded` it (`bot.db.admin.upgrade`: a second check would cost
+        another lock and Alembic round for nothing).
 
         ``read_only`` changes nothing, not even the schema: SQLite opens the file with
         ``mode=ro`` (`DatabaseError` if there is none), PostgreSQL makes every transaction read-only.
@@ -374,7 +378,7 @@ class Store:
             raise DatabaseError(f"no database at {database}")
         engine = database.create_engine(read_only=read_only)
         try:
-            if not read_only:
+            if not (read_only or upgraded):
                 async with schema_lock(database):
                     await migrate(engine)
         except BaseException:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from importlib.metadata import version
 
 from bot.config import ConfigError, Settings
@@ -24,8 +23,7 @@ logger = logging.getLogger(__name__)
 
 def for_process(settings: Settings, command: str) -> Settings:
     """`settings` with the database connections named ``rubric-bot COMMAND (HOST)``."""
-    name = f"rubric-bot {command} ({socket.gethostname()})"
-    return settings.model_copy(update={"database": settings.database.named(name)})
+    return settings.model_copy(update={"database": settings.database.for_command(command)})
 
 
 def log_start(settings: Settings, mode: str, concurrency: int) -> None:

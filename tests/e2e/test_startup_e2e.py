@@ -8,6 +8,7 @@ and a schema the bot's role may not create tables in, all on the test's PostgreS
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -20,8 +21,16 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from bot.db.database import SCHEMA_LOCK_KEY
 from bot.ops.health import STARTING
-from tests.e2e.conftest import BOT_COMMAND, RUN_TIMEOUT, answers_ready, bot_environment, get
+from tests.e2e.conftest import (
+    BOT_COMMAND,
+    RUN_TIMEOUT,
+    SCRUBBED_ENV_PREFIXES,
+    answers_ready,
+    bot_environment,
+    get,
+)
 from tests.standins import free_port, wait_for
 from tests.standins.tcp_link import TcpLink, via_link
 
@@ -172,3 +181,34 @@ def test_http_mode_checks_the_bot_token_at_start(slack_api, model_api, tmp_path)
     assert errors[0].startswith("rubric-bot: SLACK_BOT_TOKEN was refused by Slack (invalid_auth)")
     assert "xoxb-revoked-or-mistyped" not in result.stderr and "Traceback" not in result.stderr
     assert [call.ok for call in slack_api.calls("auth.test")] == [False]
+
+
+@pytest.mark.postgres
+def test_db_commands_name_their_connections_and_db_upgrade_says_what_it_applied(postgres_url, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(SCRUBBED_ENV_PREFIXES)}
+    with psycopg.connect(postgres_server_of(postgres_url), autocommit=True) as holder:
+        # Held here, the schema lock keeps `db upgrade` waiting (and connected) while we look.
+        holder.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))
+        upgrading = subprocess.Popen(
+            [sys.executable, "-m", "bot", "db", "upgrade", "--db", postgres_url],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        name = f"rubric-bot db upgrade ({socket.gethostname()})"
+
+        def connected() -> bool:
+            rows = holder.execute("SELECT application_name FROM pg_stat_activity").fetchall()
+            return name in {row[0] for row in rows}
+
+        try:
+            wait_for(connected, RUN_TIMEOUT, message=f"a connection named {name!r}")
+        finally:
+            holder.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
+            out, err = upgrading.communicate(timeout=120)
+    assert upgrading.returncode == 0, err
+    masked = make_url(postgres_url).render_as_string(hide_password=True)
+    assert out.startswith(f"{masked}: applied the bot's migrations 0001, ")
+    assert out.rstrip().endswith("; the job queue's schema") and PASSWORD not in out + err
