@@ -6,6 +6,9 @@ missing. When Slack refuses a message for the time being (5xx, 429 beyond the cl
 no connection), it and every later message of the run are owed: the run goes on, and `settle` at
 its end posts them in order, retrying with a growing delay for up to `RUBRIC_BOT_DELIVERY_RETRY`
 seconds after the first refusal. Only then is an answer counted undelivered.
+
+A job's single message outside a run (a rubric's confirmation, a limit's refusal, a notice) is
+posted with `post_in_time`: the same retries for the same time, without a ledger (it has one part).
 """
 
 from __future__ import annotations
@@ -39,6 +42,65 @@ Poster = Callable[[SlackMessage], Awaitable[str]]
 
 
 @dataclass
+class RetryWindow:
+    """How long Slack has been refusing one thread's messages, and how long to wait before the next try."""
+
+    thread: str
+    """The thread's id, for log lines."""
+    retry_for: float
+    """Seconds to keep retrying after Slack's first refusal (`RUBRIC_BOT_DELIVERY_RETRY`)."""
+    _refused_since: float | None = None
+    _delay: float = FIRST_RETRY_SECONDS
+
+    def refused(self, exc: BaseException) -> None:
+        """Slack refused a message for now; the first refusal is logged (and opens the window)."""
+        if self._refused_since is None:
+            self._refused_since = time.monotonic()
+            logger.warning(
+                "Slack refused a message for thread %s (%s); retrying for up to %gs",
+                self.thread,
+                describe_error(exc),
+                self.retry_for,
+            )
+
+    @property
+    def expired(self) -> bool:
+        """Whether the retry period since the first refusal is over."""
+        return self._refused_since is not None and time.monotonic() - self._refused_since >= self.retry_for
+
+    async def wait(self) -> None:
+        """Wait before the next try, a little longer each time."""
+        await asyncio.sleep(self._delay)
+        self._delay = min(self._delay * 2, MAX_RETRY_SECONDS)
+
+    def give_up(self, count: int) -> None:
+        logger.warning(
+            "gave up posting %d message(s) in thread %s: Slack refused them for %gs",
+            count,
+            self.thread,
+            self.retry_for,
+        )
+
+
+async def post_in_time(post_message: Poster, payload: SlackMessage, window: RetryWindow) -> str | None:
+    """Post one message, retrying while Slack refuses it for now, within `window`; its ts, or None
+    when Slack refused it for good or past the window (logged)."""
+    while True:
+        try:
+            return await post_message(payload)
+        except SLACK_ERRORS as exc:
+            metrics.slack_error()
+            if not refused_for_now(exc):
+                logger.warning("could not post in thread %s: %s", window.thread, describe_error(exc))
+                return None
+            window.refused(exc)
+        if window.expired:
+            window.give_up(1)
+            return None
+        await window.wait()
+
+
+@dataclass
 class _Owed:
     step: Step
     part: int
@@ -57,16 +119,16 @@ class Delivery:
     post_message: Poster
     store: Store
     run_id: int
-    thread: str
-    """The thread's id, for log lines."""
-    retry_for: float
-    """Seconds to keep retrying after Slack's first refusal (`RUBRIC_BOT_DELIVERY_RETRY`)."""
+    window: RetryWindow
     posted: dict[tuple[Step, int], str]
     """Slack ts of each part already in the thread, by (step, part)."""
     _owed: list[_Owed] = field(default_factory=list)
     _final_lost: bool = False
-    _refused_since: float | None = None
-    _delay: float = FIRST_RETRY_SECONDS
+
+    @property
+    def thread(self) -> str:
+        """The thread's id, for log lines."""
+        return self.window.thread
 
     async def post(
         self, step: Step, part: int, payload: SlackMessage, evaluation: PostedEvaluation | None = None
@@ -81,26 +143,17 @@ class Delivery:
     async def settle(self) -> bool:
         """Post everything owed, waiting for Slack within the retry period; whether every closing
         message of the run is in the thread."""
-        while self._owed and not self._expired():
-            await asyncio.sleep(self._delay)
-            self._delay = min(self._delay * 2, MAX_RETRY_SECONDS)
+        while self._owed and not self.window.expired:
+            await self.window.wait()
             await self._post_owed()
         if self._owed:
-            logger.warning(
-                "gave up posting %d message(s) in thread %s: Slack refused them for %gs",
-                len(self._owed),
-                self.thread,
-                self.retry_for,
-            )
+            self.window.give_up(len(self._owed))
             self._lose(*self._owed)
             self._owed.clear()
         return not self._final_lost
 
     def _lose(self, *messages: _Owed) -> None:
         self._final_lost = self._final_lost or any(owed.step == FINAL_STEP for owed in messages)
-
-    def _expired(self) -> bool:
-        return self._refused_since is not None and time.monotonic() - self._refused_since >= self.retry_for
 
     async def _post_owed(self) -> None:
         """Post owed messages in order until Slack refuses one for now (it stays owed, with those
@@ -112,23 +165,13 @@ class Delivery:
             except SLACK_ERRORS as exc:
                 metrics.slack_error()
                 if refused_for_now(exc):
-                    self._note_refusal(exc)
+                    self.window.refused(exc)
                     return
                 logger.warning("could not post in thread %s: %s", self.thread, describe_error(exc))
                 self._lose(owed)
             else:
                 await self._record(owed, ts)
             self._owed.pop(0)
-
-    def _note_refusal(self, exc: BaseException) -> None:
-        if self._refused_since is None:
-            self._refused_since = time.monotonic()
-            logger.warning(
-                "Slack refused a message for thread %s (%s); retrying for up to %gs",
-                self.thread,
-                describe_error(exc),
-                self.retry_for,
-            )
 
     async def _record(self, owed: _Owed, ts: str) -> None:
         """Put the posted message in the ledger, retrying a moment if the database fails meanwhile."""
@@ -158,4 +201,4 @@ async def open_delivery(
     """The run's delivery, knowing what an earlier attempt posted (only a resumed run can have)."""
     posted = await store.posted_messages(run_id) if resumed else []
     done = {(p.step, p.part): p.message_ts for p in posted}
-    return Delivery(post_message, store, run_id, thread, retry_for, done)
+    return Delivery(post_message, store, run_id, RetryWindow(thread, retry_for), done)

@@ -50,7 +50,7 @@ from bot.slack.messages import SlackMessage
 from bot.slack.notices import log_failure, reference_words
 from bot.threads import render
 from bot.threads.conversation import MessageChange, ThreadKey, UserMessage, stored_message_id
-from bot.threads.delivery import Delivery, open_delivery
+from bot.threads.delivery import Delivery, RetryWindow, open_delivery, post_in_time
 from bot.threads.jobs import (
     MAX_ATTEMPTS,
     Abandoned,
@@ -222,7 +222,13 @@ class ThreadRunner:
         return len(runs)
 
     async def reply(self, message: UserMessage, payload: SlackMessage) -> str | None:
-        """Post a message in `message`'s thread; its ts, or None if Slack failed (logged)."""
+        """Post a message in `message`'s thread, retried while Slack refuses it for now (for up to
+        `delivery_retry` seconds, as a run's messages are); its ts, or None if Slack failed (logged)."""
+        window = RetryWindow(message.thread_id, self._delivery_retry)
+        return await post_in_time(partial(self._post, message), payload, window)
+
+    async def _reply_once(self, message: UserMessage, payload: SlackMessage) -> str | None:
+        """`reply` with one try, for a stopping process that cannot wait for Slack."""
         return await attempt(self._post(message, payload), f"post in thread {message.thread_id}")
 
     async def _post(self, message: UserMessage, payload: SlackMessage) -> str:
@@ -570,7 +576,7 @@ class ThreadRunner:
 
     async def _tell_interrupted(self, message: UserMessage, run_id: int | None, *, started: bool) -> None:
         what = "stopped before finishing" if started else "didn't get to"
-        told = await self.reply(
+        told = await self._reply_once(
             message,
             render.error_message(
                 f"The bot is restarting and {what} this request",

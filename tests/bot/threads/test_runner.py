@@ -408,6 +408,52 @@ async def test_an_answer_slack_refuses_for_longer_than_the_retry_period_is_recor
     assert "Slack refused them for 1s" in caplog.text
 
 
+async def submit_outside_a_run(runner: ThreadRunner, harness: Harness, kind: str) -> UserMessage:
+    """Queue a job whose one message is not a run's: a rubric's confirmation, a notice, a prompt."""
+    message = harness.message("rubric: ..." if kind == "rubric" else "Hello?")
+    if kind == "rubric":
+        await runner.submit_rubric(message, RUBRIC)
+    elif kind == "notice":
+        await runner.submit_notice(message, "That message is too long for me", "Shorten it.")
+    else:
+        await runner.ask_for_request(message)
+    return message
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [("rubric", "Rubric set"), ("notice", "too long for me"), ("prompt", "what should I do")],
+)
+async def test_a_reply_outside_a_run_that_slack_refuses_in_an_outage_is_posted_once_after_it(
+    harness, caplog, kind, says
+):
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
+    harness.slack.begin_outage(503)
+
+    with caplog.at_level(logging.WARNING):
+        message = await submit_outside_a_run(runner, harness, kind)
+        await wait_until(lambda: "Slack refused a message for thread" in caplog.text)
+        assert harness.thread(message.ts) == []
+        harness.slack.end_outage()
+        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT * 3)
+
+    (reply,) = harness.thread(message.ts)
+    assert says.lower() in reply.all_text.lower()
+
+
+async def test_a_reply_slack_refuses_for_longer_than_the_retry_period_is_given_up_and_logged(harness, caplog):
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"), delivery_retry=1.0)
+    harness.slack.begin_outage(503)
+
+    with caplog.at_level(logging.WARNING):
+        message = await submit_outside_a_run(runner, harness, "rubric")
+        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT * 3)
+        harness.slack.end_outage()
+
+    assert harness.thread(message.ts) == []
+    assert f"gave up posting 1 message(s) in thread {message.thread_id}: Slack refused them for 1s" in caplog.text
+
+
 async def wait_until(condition: Any) -> None:
     """Wait (bounded by EVENT_TIMEOUT) until `condition()` holds."""
     async with asyncio.timeout(EVENT_TIMEOUT * 3):
