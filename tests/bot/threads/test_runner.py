@@ -10,8 +10,10 @@ import asyncio
 import itertools
 import logging
 import re
+import sqlite3
 import threading
 from collections.abc import AsyncIterator
+from contextlib import closing
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,8 +27,9 @@ from bot.agent import agent_config
 from bot.material.files import shared_files
 from bot.material.reader import MaterialReader
 from bot.material.sources import Sources
+from bot.threads import runner as runner_module
 from bot.threads.conversation import ThreadKey, UserMessage
-from bot.threads.jobs import Abandoned, JobKind, JobPayload
+from bot.threads.jobs import MAX_ATTEMPTS, Abandoned, JobKind, JobPayload
 from bot.threads.progress import WORKING_REACTION
 from bot.threads.runner import ThreadRunner
 from tests.bot.threads.runner_harness import TOKEN, Harness, open_harness
@@ -280,6 +283,29 @@ async def test_a_model_failure_is_reported_and_the_thread_keeps_working(harness,
     assert [status for _, status, _ in harness.runs()] == ["error", "answered"]
 
 
+async def test_a_run_the_database_fails_on_every_attempt_is_named_the_databases_failure(
+    harness, caplog, monkeypatch
+):
+    monkeypatch.setattr(runner_module, "DATABASE_RETRY_SECONDS", 0.01)
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
+    request = harness.message("Capital?")
+    await runner.submit_request(request)  # claimed and queued; the job has not started yet
+    # Another connection holds the database's write lock: each attempt's first write fails after
+    # SQLite's busy timeout ("database is locked"), the last one too.
+    with closing(sqlite3.connect(harness.db_path, isolation_level=None)) as holder:
+        holder.execute("BEGIN IMMEDIATE")
+        with caplog.at_level(logging.WARNING):
+            await wait_until(lambda: harness.thread(request.ts), timeout=EVENT_TIMEOUT * 6)
+        holder.execute("ROLLBACK")
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    (notice,) = harness.thread(request.ts)
+    assert "The bot's database failed, so this request could not be finished" in notice.all_text
+    assert "model" not in notice.all_text.lower()
+    assert f"given up after {MAX_ATTEMPTS} attempts, the database failing each time" in caplog.text
+    assert caplog.text.count("resuming it from its checkpoint") == MAX_ATTEMPTS - 1
+
+
 def hung_call() -> openai.APITimeoutError:
     """What langchain-openai raises when the provider sends nothing within the client's timeout."""
     return openai.APITimeoutError(request=httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions"))
@@ -455,9 +481,9 @@ async def test_a_reply_slack_refuses_for_longer_than_the_retry_period_is_given_u
     assert gave_up in caplog.text
 
 
-async def wait_until(condition: Any) -> None:
-    """Wait (bounded by EVENT_TIMEOUT) until `condition()` holds."""
-    async with asyncio.timeout(EVENT_TIMEOUT * 3):
+async def wait_until(condition: Any, timeout: float = EVENT_TIMEOUT * 3) -> None:
+    """Wait (bounded by `timeout`) until `condition()` holds."""
+    async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.05)
 
