@@ -108,12 +108,17 @@ def init_models(settings: Settings) -> tuple[BaseChatModel, BaseChatModel]:
 
     Without `RUBRIC_BOT_GRADER_MODEL` the grader is the worker's model (a problem is reported once).
     """
-    specs = {"RUBRIC_BOT_MODEL": settings.worker_model}
+    models = _load_models(_deployment_models(settings), settings.model_timeout)
+    worker = models[settings.worker_model or ""]
+    return worker, models[settings.grader_model or ""]
+
+
+def _deployment_models(settings: Settings) -> list[tuple[str, str | None]]:
+    """The deployment's worker and grader models, by the setting each comes from."""
+    specs = [("RUBRIC_BOT_MODEL", settings.worker_model)]
     if settings.grader_model_override:
-        specs["RUBRIC_BOT_GRADER_MODEL"] = settings.grader_model_override
-    models = _load_models(specs, settings.model_timeout)
-    worker = models["RUBRIC_BOT_MODEL"]
-    return worker, models.get("RUBRIC_BOT_GRADER_MODEL", worker)
+        specs.append(("RUBRIC_BOT_GRADER_MODEL", settings.grader_model_override))
+    return specs
 
 
 def init_summary_model(settings: Settings, worker: BaseChatModel) -> BaseChatModel:
@@ -121,22 +126,23 @@ def init_summary_model(settings: Settings, worker: BaseChatModel) -> BaseChatMod
     spec = settings.summary_model_override
     if not spec:
         return worker
-    return _load_models({"RUBRIC_BOT_SUMMARY_MODEL": spec}, settings.model_timeout)[
-        "RUBRIC_BOT_SUMMARY_MODEL"
-    ]
+    return _load_models([("RUBRIC_BOT_SUMMARY_MODEL", spec)], settings.model_timeout)[spec]
 
 
-def _load_models(specs: Mapping[str, str | None], timeout: float) -> dict[str, BaseChatModel]:
-    """The chat model of each setting in `specs`; every problem together as one `ConfigError`."""
+def _load_models(specs: Sequence[tuple[str, str | None]], timeout: float) -> dict[str, BaseChatModel]:
+    """The chat model of each (setting, model string) in `specs`, by model string (each loaded
+    once); every problem together as one `ConfigError`."""
     problems: list[str] = []
     models: dict[str, BaseChatModel] = {}
-    for name, spec in specs.items():
+    for name, spec in specs:
         if spec is None:
             problems.append(problem(name, "is not set"))
             continue
+        if spec in models:
+            continue
         try:
             # Without a timeout, a provider that accepts a call and never answers holds the thread.
-            models[name] = init_chat_model(spec, timeout=timeout)
+            models[spec] = init_chat_model(spec, timeout=timeout)
         except Exception as exc:  # provider packages raise many types for a bad name or missing key
             problems.append(model_problem(name, spec, exc))
     if problems:
@@ -205,21 +211,68 @@ def build_agent(
     return cast(ConversationAgent, agent)
 
 
-def configured_agent(
+@dataclass(frozen=True)
+class ModelPair:
+    """The models of a run: the worker's and the grader's, as langchain "provider:model" strings."""
+
+    worker: str
+    grader: str
+
+
+class AgentPool:
+    """The agents of a deployment, one per pair of models in use, all on one checkpointer.
+
+    Every model a run may use (the deployment's and `RUBRIC_BOT_ALLOWED_MODELS`) is loaded at start-up,
+    so a bad one stops the start rather than a run; an agent is compiled on first use of its pair.
+    A conversation's state does not depend on its models: any agent of the pool reads it.
+    """
+
+    def __init__(
+        self,
+        models: Mapping[str, BaseChatModel],
+        default: ModelPair,
+        build: Callable[[BaseChatModel, BaseChatModel], ConversationAgent],
+    ) -> None:
+        self._models = models
+        self._build = build
+        self._agents: dict[ModelPair, ConversationAgent] = {}
+        self.default_models = default
+        self.default = self.agent(default)
+
+    def agent(self, models: ModelPair) -> ConversationAgent:
+        """The agent answering with `models` (KeyError: a model not loaded at start-up)."""
+        if models not in self._agents:
+            self._agents[models] = self._build(self._models[models.worker], self._models[models.grader])
+        return self._agents[models]
+
+
+def configured_agents(
     settings: Settings, checkpointer: BaseCheckpointSaver, *, calibration: CalibrationSource | None = None
-) -> ConversationAgent:
-    """The agent the settings describe, checkpointed in `checkpointer`."""
-    worker, grader = init_models(settings)
-    return build_agent(
-        worker,
-        grader,
-        max_iterations=settings.max_iterations,
-        max_grader_calls=settings.max_grader_calls,
-        checkpointer=checkpointer,
-        calibration=calibration,
-        context_tokens=settings.context_tokens,
-        summarizer=init_summary_model(settings, worker),
-    )
+) -> AgentPool:
+    """The agents the settings describe, checkpointed in `checkpointer`: the deployment's models by
+    default, and each model of `RUBRIC_BOT_ALLOWED_MODELS` loaded for the workspaces that choose one."""
+    specs = _deployment_models(settings)
+    specs += [("RUBRIC_BOT_ALLOWED_MODELS", spec) for spec in settings.allowed_models]
+    if settings.summary_model_override:
+        specs.append(("RUBRIC_BOT_SUMMARY_MODEL", settings.summary_model_override))
+    models = _load_models(specs, settings.model_timeout)
+    # Without a summary model of its own, each agent summarizes with its worker.
+    summarizer = models.get(settings.summary_model_override or "")
+
+    def build(worker: BaseChatModel, grader: BaseChatModel) -> ConversationAgent:
+        return build_agent(
+            worker,
+            grader,
+            max_iterations=settings.max_iterations,
+            max_grader_calls=settings.max_grader_calls,
+            checkpointer=checkpointer,
+            calibration=calibration,
+            context_tokens=settings.context_tokens,
+            summarizer=summarizer,
+        )
+
+    default = ModelPair(settings.worker_model or "", settings.grader_model or "")
+    return AgentPool(models, default, build)
 
 
 def agent_config(thread_id: str) -> RunnableConfig:

@@ -23,7 +23,7 @@ from slack_bolt.logger import get_bolt_logger
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent import configured_agent
+from bot.agent import configured_agents
 from bot.agreement.channel_replay import open_replays
 from bot.config import DEFAULT_CONCURRENCY, Settings
 from bot.db.database import Checkpointer, open_checkpointer
@@ -43,6 +43,7 @@ from bot.slack.http import EVENTS_PATH, slack_web_app
 from bot.slack.socket_mode import check_tokens, retry_until_stopped, serve_socket_mode
 from bot.threads.jobs import open_queue
 from bot.threads.runner import ThreadRunner
+from bot.workspaces.settings import Deployment, WorkspaceOverrides
 
 logger = logging.getLogger(__name__)
 
@@ -100,10 +101,10 @@ async def serve(
             open_runner(settings, concurrency) as (store, client, runner, checkpointer),
             open_replays(settings, store, client) as replays,
         ):
-            editors = RubricEditors(settings.rubric_editors)
-            app = create_app(
-                settings, Services(settings, store, runner, replays, editors, checkpointer), client
-            )
+            workspaces = WorkspaceOverrides(Deployment.from_settings(settings), store)
+            editors = RubricEditors(settings.rubric_editors, workspace_editors=workspaces.rubric_editors)
+            services = Services(settings, store, runner, replays, editors, checkpointer, workspaces)
+            app = create_app(settings, services, client)
             probes.job_counts = runner.job_counts
             if socket_mode:
                 assert settings.slack_app_token is not None  # socket_mode implies it
@@ -151,7 +152,7 @@ async def open_runner(
         await store.prune_claims()
         stack.push_async_callback(store.close)
         checkpointer = await stack.enter_async_context(open_checkpointer(settings.database))
-        agent = configured_agent(settings, checkpointer, calibration=calibration_source(store))
+        agents = configured_agents(settings, checkpointer, calibration=calibration_source(store))
         session = await stack.enter_async_context(aiohttp.ClientSession())
         client = build_client(settings, session)
         queue = await stack.enter_async_context(
@@ -164,7 +165,7 @@ async def open_runner(
             max_file_bytes=settings.max_file_bytes,
         )
         runner = ThreadRunner(
-            agent=agent,
+            agent=agents.default,
             store=store,
             client=client,
             queue=queue,
@@ -174,6 +175,8 @@ async def open_runner(
             run_timeout=settings.run_timeout,
             delivery_retry=settings.delivery_retry,
             limits=DailyLimits.from_settings(settings),
+            workspaces=WorkspaceOverrides(Deployment.from_settings(settings), store),
+            agents=agents,
         )
         if settings.retention_days is not None:
             schedule_retention(queue, store, checkpointer, settings.retention_days)

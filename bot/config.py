@@ -85,6 +85,9 @@ per reviewed answer, and a second within the hour rarely tells anything new."""
 EDITOR_ID = re.compile(r"[UWS][A-Z0-9]{2,}")
 """A Slack user id (``U…``, ``W…`` on Enterprise Grid) or user-group id (``S…``)."""
 
+MODEL_ID = re.compile(r"[a-z][a-z0-9_]*:[^\s,]+")
+"""A langchain model id as the model settings take it: ``provider:model``, e.g. ``openai:gpt-4o-mini``."""
+
 DEFAULT_CONTEXT_TOKENS = 24_000
 """Tokens of thread history the worker is sent at most (`RUBRIC_BOT_CONTEXT_TOKENS`): past it, older
 turns are summarized. Generous for a conversation, and a small share of any current model's window."""
@@ -115,6 +118,11 @@ HINTS: dict[str, str] = {
     ),
     "RUBRIC_BOT_GRADER_MODEL": (
         'set it to a langchain "provider:model" string, or unset it to grade with the worker model'
+    ),
+    "RUBRIC_BOT_ALLOWED_MODELS": (
+        'set it to the langchain "provider:model" ids a workspace admin may choose with /rubric admin, '
+        "separated by commas, e.g. openai:gpt-4o-mini,openai:gpt-4.1; or unset it to allow only "
+        "RUBRIC_BOT_MODEL and RUBRIC_BOT_GRADER_MODEL"
     ),
     "RUBRIC_BOT_MAX_ITERATIONS": "set it to a whole number of grader iterations, at least 1 (default 3)",
     "RUBRIC_BOT_MAX_GRADER_CALLS": (
@@ -205,6 +213,10 @@ class Settings(BaseSettings):
     slack_api_url: str = Field(DEFAULT_SLACK_API_URL, validation_alias="SLACK_API_URL")
     worker_model: str | None = Field(None, validation_alias="RUBRIC_BOT_MODEL")
     grader_model_override: str | None = Field(None, validation_alias="RUBRIC_BOT_GRADER_MODEL")
+    # NoDecode: a comma-separated list, not JSON.
+    allowed_models_override: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), validation_alias="RUBRIC_BOT_ALLOWED_MODELS"
+    )
     max_iterations: PositiveInt = Field(3, validation_alias="RUBRIC_BOT_MAX_ITERATIONS")
     max_grader_calls: PositiveInt = Field(
         DEFAULT_MAX_GRADER_CALLS, validation_alias="RUBRIC_BOT_MAX_GRADER_CALLS"
@@ -275,6 +287,17 @@ class Settings(BaseSettings):
             raise ValueError(f"entry {', '.join(wrong)} is not a user id or user-group id")
         return ids
 
+    @field_validator("allowed_models_override", mode="before")
+    @classmethod
+    def _model_ids(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        ids = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+        wrong = [str(n) for n, id_ in enumerate(ids, start=1) if not MODEL_ID.fullmatch(id_)]
+        if wrong:
+            raise ValueError(f'entry {", ".join(wrong)} is not a "provider:model" id')
+        return ids
+
     @field_validator("slack_api_url")
     @classmethod
     def _api_url_shape(cls, value: str) -> str:
@@ -287,6 +310,19 @@ class Settings(BaseSettings):
     def run_timeout(self) -> float:
         """Seconds one run may take: its own setting, else `RUN_TIMEOUT_FACTOR` model timeouts."""
         return self.run_timeout_override or self.model_timeout * RUN_TIMEOUT_FACTOR
+
+    @property
+    def grader_model(self) -> str | None:
+        """The deployment's grader model: its own setting, else the worker's."""
+        return self.grader_model_override or self.worker_model
+
+    @property
+    def allowed_models(self) -> tuple[str, ...]:
+        """The models a workspace admin may choose: `RUBRIC_BOT_ALLOWED_MODELS`, else the deployment's
+        worker and grader models."""
+        if self.allowed_models_override:
+            return self.allowed_models_override
+        return tuple(dict.fromkeys(m for m in (self.worker_model, self.grader_model) if m))
 
     @property
     def socket_mode(self) -> bool:

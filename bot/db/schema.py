@@ -218,3 +218,21 @@ posted = Table(
 )
 """Thread messages a run posted, by iteration number (or 'final') and part of a long message; a
 resumed run posts only what is missing here."""
+
+workspace_settings = Table(
+    "workspace_settings",
+    metadata,
+    Column("enterprise", Text, nullable=False, server_default=""),
+    Column("team", Text, nullable=False),
+    Column("worker_model", Text),
+    Column("grader_model", Text),
+    Column("daily_requests_per_user", Integer),
+    Column("daily_tokens_per_channel", Integer),
+    Column("rubric_editors", Document),
+    Column("updated_by", Text, nullable=False),
+    Column("updated_at", UtcTimestamp, nullable=False),
+    PrimaryKeyConstraint("enterprise", "team"),
+)
+"""What a workspace's admins set with `/rubric admin` over the deployment's defaults, and who set it
+when. A NULL setting (or a workspace without a row) takes the deployment's; ``enterprise`` is the
+Enterprise Grid org, "" outside one. ``rubric_editors`` is a JSON list of user and user-group ids."""

@@ -48,6 +48,7 @@ from bot.db.schema import (
     reviews,
     runs,
     threads,
+    workspace_settings,
 )
 from bot.material.files import Unread
 from bot.threads.conversation import ThreadKey
@@ -344,6 +345,20 @@ class Claim:
         job queue to insert the claimed message's job in the same transaction."""
         raw = await self._connection.get_raw_connection()
         return raw.driver_connection
+
+
+@dataclass(frozen=True)
+class WorkspaceSettingsRow:
+    """What a workspace's admins set over the deployment's defaults (None: the deployment's), and
+    who last changed it when."""
+
+    worker_model: str | None
+    grader_model: str | None
+    daily_requests_per_user: int | None
+    daily_tokens_per_channel: int | None
+    rubric_editors: tuple[str, ...] | None
+    updated_by: str
+    updated_at: datetime
 
 
 class Store:
@@ -1049,7 +1064,8 @@ class Store:
         return erased
 
     async def erase_channel_settings(self, team: str | None, channel: str | None) -> Counter[str]:
-        """Delete a channel's (or, with None, every channel of the team's) rubric and settings."""
+        """Delete a channel's (or, with None, every channel of the team's) rubric and settings; with
+        no channel, the team's workspace settings too."""
         erased: Counter[str] = Counter()
         async with self._write() as connection:
             for kind, table in (
@@ -1059,6 +1075,10 @@ class Store:
             ):
                 result = await connection.execute(delete(table).where(*_scope(table, team, channel, None)))
                 erased[kind] += result.rowcount
+            if channel is None:  # the whole team's: its admins' settings go too
+                table = workspace_settings
+                result = await connection.execute(delete(table).where(*_scope(table, team, None, None)))
+                erased["workspace settings"] += result.rowcount
         return erased
 
     async def delete_run(self, run_id: int) -> None:
@@ -1108,6 +1128,35 @@ class Store:
                 where = _iteration_of(evaluations, row["grading_run_id"], row["iteration"])
                 await connection.execute(update(evaluations).where(where).values(**values))
         return len(found)
+
+    # -- workspace settings ------------------------------------------------------------------------
+
+    async def workspace_settings(self, team: str, enterprise: str = "") -> WorkspaceSettingsRow | None:
+        """What the workspace's admins set (`/rubric admin`); None if they never did."""
+        table = workspace_settings
+        rows = await self._rows(
+            select(table).where(table.c.enterprise == enterprise, table.c.team == team)
+        )
+        if not rows:
+            return None
+        row = dict(rows[0])
+        editors = row.pop("rubric_editors")
+        del row["enterprise"], row["team"]
+        return WorkspaceSettingsRow(**row, rubric_editors=None if editors is None else tuple(editors))
+
+    async def save_workspace_settings(
+        self, team: str, enterprise: str, settings: WorkspaceSettingsRow
+    ) -> None:
+        """Replace what the workspace's admins set, in one atomic upsert."""
+        values = asdict(settings)
+        if settings.rubric_editors is not None:
+            values["rubric_editors"] = list(settings.rubric_editors)
+        statement = self._upsert(workspace_settings).values(enterprise=enterprise, team=team, **values)
+        statement = statement.on_conflict_do_update(
+            index_elements=["enterprise", "team"], set_={name: statement.excluded[name] for name in values}
+        )
+        async with self._write() as connection:
+            await connection.execute(statement)
 
     # -- plumbing --------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Who may change how a channel is graded, and keeping every change visible and reversible.
 
-- ``editors``: `RUBRIC_BOT_RUBRIC_EDITORS` (people and user groups), the workspace admin check
+- ``editors``: `RUBRIC_BOT_RUBRIC_EDITORS` or a workspace's own (people and user groups), the admin check
   (`is_workspace_admin`), cached briefly, failing closed when Slack cannot answer.
 - ``changes``: a change of a channel's default rubric (set, clear, revert): stored as a new
   version and announced in the channel; the history listing and its rendering.

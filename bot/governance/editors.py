@@ -1,4 +1,5 @@
-"""Who may change a channel's grading: `RUBRIC_BOT_RUBRIC_EDITORS` and the workspace's admins and owners.
+"""Who may change a channel's grading: `RUBRIC_BOT_RUBRIC_EDITORS` (or the workspace's own editors,
+set with `/rubric admin`) and the workspace's admins and owners.
 
 Unset, anyone in the channel may (as before the setting existed). Set, only the listed people
 (``U…``, ``W…``), the members of the listed user groups (``S…``, read with
@@ -10,7 +11,8 @@ error during the check refuses (fails closed) with a hint to retry.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 from cachetools import TTLCache
 from slack_sdk.web.async_client import AsyncWebClient
@@ -45,25 +47,67 @@ async def is_workspace_admin(client: AsyncWebClient, user: str) -> bool:
     return any(bool(profile.get(flag)) for flag in ADMIN_FLAGS)
 
 
-class RubricEditors:
-    """The configured editors and the lookups deciding who is one, cached per workspace."""
+WorkspaceEditors = Callable[[str], Awaitable[Sequence[str]]]
+"""The editors of a workspace (by team): what its admins chose over `RUBRIC_BOT_RUBRIC_EDITORS`
+(see `bot.workspaces.settings`); empty: anyone."""
 
-    def __init__(self, ids: Sequence[str], *, cache_seconds: float = EDITOR_CACHE_SECONDS) -> None:
-        self._users = frozenset(i for i in ids if not i.startswith(USER_GROUP_PREFIX))
-        self._groups = tuple(i for i in ids if i.startswith(USER_GROUP_PREFIX))
-        self._admins: TTLCache[tuple[str, str], bool] = TTLCache(EDITOR_CACHE_SIZE, cache_seconds)
-        self._members: TTLCache[tuple[str, str], frozenset[str]] = TTLCache(EDITOR_CACHE_SIZE, cache_seconds)
+
+@dataclass(frozen=True)
+class EditorList:
+    """The people and user groups who may change grading in a workspace (besides its admins)."""
+
+    users: frozenset[str]
+    groups: tuple[str, ...]
+
+    @classmethod
+    def of(cls, ids: Sequence[str]) -> EditorList:
+        return cls(
+            frozenset(i for i in ids if not i.startswith(USER_GROUP_PREFIX)),
+            tuple(i for i in ids if i.startswith(USER_GROUP_PREFIX)),
+        )
 
     @property
     def restricted(self) -> bool:
-        """Whether editors are configured at all (otherwise anyone may change grading)."""
-        return bool(self._users or self._groups)
+        """Whether editors are named at all (otherwise anyone may change grading)."""
+        return bool(self.users or self.groups)
+
+    def who_may(self) -> str:
+        """Who may change grading, in words with Slack mentions."""
+        named = [f"<@{user}>" for user in sorted(self.users)]
+        named += [f"members of <!subteam^{group}>" for group in self.groups]
+        return ", ".join([*named, "the workspace's admins and owners"])
+
+
+class RubricEditors:
+    """The editors of each workspace and the lookups deciding who is one, cached per workspace."""
+
+    def __init__(
+        self,
+        ids: Sequence[str],
+        *,
+        cache_seconds: float = EDITOR_CACHE_SECONDS,
+        workspace_editors: WorkspaceEditors | None = None,
+    ) -> None:
+        """`ids` are the deployment's editors; `workspace_editors`, if given, says a workspace's."""
+        self._deployment = EditorList.of(ids)
+        self._workspace_editors = workspace_editors
+        self._admins: TTLCache[tuple[str, str], bool] = TTLCache(EDITOR_CACHE_SIZE, cache_seconds)
+        self._members: TTLCache[tuple[str, str], frozenset[str]] = TTLCache(EDITOR_CACHE_SIZE, cache_seconds)
+
+    async def editors_of(self, team: str) -> EditorList:
+        """Who may change grading in workspace `team`."""
+        if self._workspace_editors is None:
+            return self._deployment
+        return EditorList.of(await self._workspace_editors(team))
 
     async def may_edit(self, client: AsyncWebClient, team: str, user: str) -> bool:
         """Whether `user` may change grading in workspace `team`; raises on a failed Slack call."""
-        if not self.restricted or user in self._users:
+        return await self._may_edit(client, team, user, await self.editors_of(team))
+
+    async def _may_edit(self, client: AsyncWebClient, team: str, user: str, editors: EditorList) -> bool:
+        if not editors.restricted or user in editors.users:
             return True
-        for group in self._groups:
+        for group in editors.groups:
             if user in await self._group_members(client, team, group):
                 return True
         key = (team, user)
@@ -78,16 +122,11 @@ class RubricEditors:
             self._members[key] = frozenset(response.get("users") or [])
         return self._members[key]
 
-    def who_may(self) -> str:
-        """Who may change grading, in words with Slack mentions."""
-        named = [f"<@{user}>" for user in sorted(self._users)]
-        named += [f"members of <!subteam^{group}>" for group in self._groups]
-        return ", ".join([*named, "the workspace's admins and owners"])
-
     async def refusal(self, client: AsyncWebClient, team: str, user: str) -> str | None:
         """None if `user` may change grading; else what to tell them (only they see it)."""
+        editors = await self.editors_of(team)
         try:
-            if await self.may_edit(client, team, user):
+            if await self._may_edit(client, team, user, editors):
                 return None
         except SLACK_ERRORS as exc:
             reference = log_failure(
@@ -98,4 +137,4 @@ class RubricEditors:
                 f"({slack_failure_words(exc)}), so nothing was changed. Try again in a minute. "
                 f"{reference_words(reference)}"
             )
-        return f"Only {self.who_may()} may change how this channel is graded, so nothing was changed."
+        return f"Only {editors.who_may()} may change how this channel is graded, so nothing was changed."

@@ -30,10 +30,12 @@ class DailyLimits:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DailyLimits:
-        return cls(
-            requests_per_user=_limit(settings.daily_requests_per_user),
-            tokens_per_channel=_limit(settings.daily_tokens_per_channel),
-        )
+        return cls.of(settings.daily_requests_per_user, settings.daily_tokens_per_channel)
+
+    @classmethod
+    def of(cls, requests_per_user: int, tokens_per_channel: int) -> DailyLimits:
+        """The limits of two settings' values, where `NO_LIMIT` switches one off."""
+        return cls(requests_per_user=_limit(requests_per_user), tokens_per_channel=_limit(tokens_per_channel))
 
     def quota(self, now: datetime) -> RunQuota | None:
         """What a run started at `now` must stay within; None when nothing is limited."""

@@ -13,6 +13,7 @@ from bot.config import Settings
 from bot.db.store import Store
 from bot.governance.editors import RubricEditors
 from bot.threads.runner import ThreadRunner
+from bot.workspaces.settings import WorkspaceOverrides
 
 SERVICES_KEY = "rubric_bot_services"
 """Where `Services` lives in each request's Bolt context."""
@@ -21,8 +22,8 @@ SERVICES_KEY = "rubric_bot_services"
 @dataclass(frozen=True)
 class Services:
     """What listeners work with: settings, the bot's tables, the thread runner, channel replays and
-    who may change grading, and the conversations' checkpointer (uninstalling deletes a workspace's
-    conversations)."""
+    who may change grading, the conversations' checkpointer (uninstalling deletes a workspace's
+    conversations) and each workspace's own settings (`/rubric admin`)."""
 
     settings: Settings
     store: Store
@@ -30,6 +31,7 @@ class Services:
     replays: ChannelReplays
     editors: RubricEditors
     checkpointer: BaseCheckpointSaver
+    workspaces: WorkspaceOverrides
 
     async def attach(self, context: AsyncBoltContext, next: Callable[[], Awaitable[None]]) -> None:
         """Bolt global middleware: make these services available to every listener."""

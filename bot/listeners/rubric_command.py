@@ -1,8 +1,9 @@
 """The `/rubric` slash command: its table of subcommands and their handlers.
 
 The subcommands manage the channel's default rubric and its versions, post its agreement report,
-switch calibration, replay and show usage; :data:`RUBRIC_SUBCOMMANDS` declares each once (name,
-usage, help, argument, handler), and parsing, routing and the help text all read it.
+switch calibration, replay, show usage and (for workspace admins) the workspace's settings;
+:data:`RUBRIC_SUBCOMMANDS` declares each once (name, usage, help, argument, handler), and parsing,
+routing and the help text all read it.
 
 Slash commands carry no thread, so they manage the channel default; a thread's own rubric is set
 with a `rubric:` message in the thread. Changing how the channel is graded (`set`, `clear`,
@@ -28,7 +29,6 @@ from bot.agreement.channel_replay import ReplayRequest, refusal_words
 from bot.agreement.report import Report, chart_upload, load_report, report_blocks
 from bot.db.store import Store
 from bot.governance.changes import HISTORY_LENGTH, change_rubric, change_words, history_message
-from bot.limits.quota import DailyLimits
 from bot.limits.usage import load_channel_usage, usage_message
 from bot.listeners.command_text import (
     Argument,
@@ -46,6 +46,7 @@ from bot.slack.messages import BlockJson, SlackMessage
 from bot.slack.notices import slack_failure_words
 from bot.threads import render
 from bot.threads.conversation import slack_unescape
+from bot.workspaces.admin import open_settings
 from grading import RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)
@@ -196,7 +197,8 @@ async def _revert(call: Invocation) -> None:
 
 async def _usage(call: Invocation) -> None:
     usage = await load_channel_usage(call.store, team=call.team, channel=call.channel, now=datetime.now(UTC))
-    await _answer_with(call.ack, usage_message(usage, DailyLimits.from_settings(call.services.settings)))
+    limits = await call.services.workspaces.limits(call.team)
+    await _answer_with(call.ack, usage_message(usage, limits))
 
 
 async def _report(call: Invocation) -> None:
@@ -256,6 +258,18 @@ def _calibration_words(enabled: bool) -> str:
     return (
         "Calibration is *off* in this channel: the grader does not see the team's reviews. "
         "`/rubric calibration on` turns it back on."
+    )
+
+
+async def _admin(call: Invocation) -> None:
+    await open_settings(
+        call.ack,
+        call.client,
+        call.services.workspaces,
+        team=call.team,
+        user=call.user,
+        channel=call.channel,
+        trigger_id=call.command["trigger_id"],
     )
 
 
@@ -341,6 +355,12 @@ RUBRIC_SUBCOMMANDS: tuple[RubricSubcommand, ...] = (
     ),
     RubricSubcommand(
         "usage", "/rubric usage", "this channel's requests and tokens, and the daily limits", _usage
+    ),
+    RubricSubcommand(
+        "admin",
+        "/rubric admin",
+        "workspace admins: this workspace's models, daily limits and rubric editors",
+        _admin,
     ),
     RubricSubcommand("help", "/rubric help", "show this help", _help),
 )

@@ -1,4 +1,5 @@
-"""Modal submissions: the channel-rubric editor (`/rubric`) and the review form (Disagree…)."""
+"""Modal submissions: the channel-rubric editor (`/rubric`), the review form (Disagree…) and the
+workspace settings form (`/rubric admin`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from bot.review.saving import UNKNOWN_EVALUATION, refresh_tally, save_review
 from bot.slack.client import attempt
 from bot.slack.payloads import RubricEditorMetadata, Submission, problems
 from bot.threads import render
+from bot.workspaces.admin import save_settings
+from bot.workspaces.admin_view import ADMIN_CALLBACK_ID
 from grading import RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)
@@ -46,6 +49,7 @@ def register(app: AsyncApp) -> None:
     """Listen to submissions of the rubric editor and of the review form."""
     app.view(render.MODAL_CALLBACK_ID)(on_rubric_submitted)
     app.view(REVIEW_CALLBACK_ID)(on_review_submitted)
+    app.view(ADMIN_CALLBACK_ID)(on_settings_submitted)
 
 
 async def on_rubric_submitted(
@@ -86,6 +90,13 @@ async def on_rubric_submitted(
             client.chat_postEphemeral(channel=channel, user=user, text=change_words(change)),
             f"confirm the channel rubric in {channel}",
         )
+
+
+async def on_settings_submitted(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+) -> None:
+    """Save the workspace's settings from `/rubric admin`'s form; any problem is shown on its input."""
+    await save_settings(ack, client, services_of(context).workspaces, team=workspace_of(context), body=body)
 
 
 async def _rubric_input_error(ack: AsyncAck, message: str) -> None:

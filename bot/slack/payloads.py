@@ -83,10 +83,13 @@ class SelectedOption(_Part):
 
 
 class InputState(_Part):
-    """One input's state in a submitted view: a text input's value or a menu's choice."""
+    """One input's state in a submitted view: a text or number input's value, a menu's choice, a
+    multi-select's choices or the people chosen in a user menu."""
 
     value: str | None = None
     selected_option: SelectedOption | None = None
+    selected_options: list[SelectedOption] | None = None
+    selected_users: list[str] | None = None
 
 
 class ViewState(_Part):

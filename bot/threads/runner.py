@@ -22,7 +22,15 @@ from langchain_core.messages import AnyMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent import ConversationAgent, ThreadContext, TurnOutcome, agent_config, run_turn, turn_evaluations
+from bot.agent import (
+    AgentPool,
+    ConversationAgent,
+    ThreadContext,
+    TurnOutcome,
+    agent_config,
+    run_turn,
+    turn_evaluations,
+)
 from bot.config import DEFAULT_DELIVERY_RETRY, DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
 from bot.db.database import UNAVAILABLE_ERRORS, describe_database_error, unavailable_error
 from bot.db.store import (
@@ -68,6 +76,7 @@ from bot.threads.jobs import (
     ThreadScheduler,
 )
 from bot.threads.progress import WorkingIndicator, react
+from bot.workspaces.settings import WorkspaceOverrides
 from grading import RubricError, RubricEvaluation, parse_rubric
 
 logger = logging.getLogger(__name__)
@@ -102,10 +111,15 @@ class ThreadRunner:
         run_timeout: float = DEFAULT_RUN_TIMEOUT,
         delivery_retry: float = DEFAULT_DELIVERY_RETRY,
         limits: DailyLimits = NO_LIMITS,
+        workspaces: WorkspaceOverrides | None = None,
+        agents: AgentPool | None = None,
     ) -> None:
         """`model_timeout` is what the models were built with (for the notice); `run_timeout` and
         the daily `limits` are enforced; `delivery_retry` is how long a run retries messages Slack
         refuses for now.
+
+        With `workspaces`, each workspace's own limits apply instead of `limits`, and with `agents`
+        too, its runs answer and grade with its own models (`agent` is then the deployment's).
 
         `reader` reads what requests share (the thread the bot is called into, attached files);
         without one, requests are their text alone. `checkpointer` is the agent's: deleted and
@@ -113,6 +127,8 @@ class ThreadRunner:
         """
         self._agent = agent
         self._limits = limits
+        self._workspaces = workspaces
+        self._agents = agents
         self._checkpointer = checkpointer
         self._store = store
         self._client = client
@@ -147,11 +163,13 @@ class ThreadRunner:
         `sources` says what it shares besides its text. Past a daily limit its thread is told so
         instead, and no model is called."""
 
+        limits = await self._workspaces.limits(message.team) if self._workspaces else self._limits
+
         async def request(claim: Claim) -> JobPayload:
             now = datetime.now(UTC)
             try:
                 run_id = await claim.start_run(
-                    message.thread, message.ts, requester=message.user, quota=self._limits.quota(now)
+                    message.thread, message.ts, requester=message.user, quota=limits.quota(now)
                 )
             except QuotaExceeded as refused:
                 logger.info("refused a request in thread %s: %s", message.thread_id, refused)
@@ -478,7 +496,7 @@ class ThreadRunner:
         try:
             async with guard:
                 outcome = await run_turn(
-                    self._agent,
+                    await self._agent_for(message),
                     inputs,
                     config,
                     post_evaluation,
@@ -491,6 +509,12 @@ class ThreadRunner:
                 raise RunTimeout from exc
             raise
         return outcome, unread
+
+    async def _agent_for(self, message: UserMessage) -> ConversationAgent:
+        """The agent with the models of the message's workspace (the deployment's without `agents`)."""
+        if self._workspaces is None or self._agents is None:
+            return self._agent
+        return self._agents.agent(await self._workspaces.models(message.team))
 
     async def _read(self, message: UserMessage, sources: Sources, *, thread: bool) -> Material:
         """What the request shares, read (nothing without a reader)."""

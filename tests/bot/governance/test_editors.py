@@ -58,7 +58,7 @@ async def test_lookups_are_cached_per_workspace(client, slack):
 
 async def test_without_editors_anyone_may_and_slack_is_not_asked(client, slack):
     editors = RubricEditors([])
-    assert not editors.restricted
+    assert not (await editors.editors_of("T1")).restricted
     assert await editors.refusal(client, "T1", "UPLAIN") is None
     assert slack.calls("users.info") == []
 

@@ -1,0 +1,253 @@
+"""A workspace's own settings over the deployment's: which apply, where each comes from, and checking
+what a workspace admin asks for.
+
+The operator's environment is every workspace's default and the ceiling of its limits: a workspace
+may choose its worker and grader models among `RUBRIC_BOT_ALLOWED_MODELS`, set daily limits no
+higher than the deployment's, and name its own rubric editors. A stored choice the environment no
+longer permits (a model taken off the list, a limit above a lowered ceiling) gives way to the
+deployment's value, and says so, rather than being used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Generic, Literal, TypeVar
+
+from bot.agent import ModelPair
+from bot.config import EDITOR_ID, Settings
+from bot.db.store import Store, WorkspaceSettingsRow
+from bot.limits.quota import NO_LIMIT, DailyLimits
+
+T = TypeVar("T")
+
+SettingName = Literal[
+    "worker_model", "grader_model", "daily_requests_per_user", "daily_tokens_per_channel", "rubric_editors"
+]
+"""The settings a workspace admin may set, by their column in ``workspace_settings``."""
+
+ModelName = Literal["worker_model", "grader_model"]
+"""The models among them."""
+
+MODEL_SETTINGS: tuple[ModelName, ...] = ("worker_model", "grader_model")
+"""Every `ModelName`, in the order forms and summaries show them."""
+
+LimitName = Literal["daily_requests_per_user", "daily_tokens_per_channel"]
+"""The daily limits among them."""
+
+LIMITS: tuple[LimitName, ...] = ("daily_requests_per_user", "daily_tokens_per_channel")
+"""Every `LimitName`, in the order forms and summaries show them."""
+
+Source = Literal["workspace", "deployment"]
+"""Where a setting in force comes from: the workspace's admins, or the operator's environment."""
+
+LIMIT_MAX = 2**31 - 1
+"""Largest limit a workspace may set: the range of the INTEGER column that keeps it."""
+
+
+@dataclass(frozen=True)
+class Resolved(Generic[T]):
+    """A setting in force, where it comes from, and why the workspace's own value is not used, if
+    it set one the deployment no longer permits."""
+
+    value: T
+    source: Source
+    set_aside: str | None = None
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the operator's environment sets: each workspace's defaults and the bounds of its choices."""
+
+    worker_model: str
+    grader_model: str
+    allowed_models: tuple[str, ...]
+    daily_requests_per_user: int
+    """The deployment's limit and every workspace's ceiling; `NO_LIMIT` (0): none."""
+    daily_tokens_per_channel: int
+    """The deployment's budget and every workspace's ceiling; `NO_LIMIT` (0): none."""
+    rubric_editors: tuple[str, ...]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Deployment:
+        return cls(
+            worker_model=settings.worker_model or "",
+            grader_model=settings.grader_model or "",
+            allowed_models=settings.allowed_models,
+            daily_requests_per_user=settings.daily_requests_per_user,
+            daily_tokens_per_channel=settings.daily_tokens_per_channel,
+            rubric_editors=settings.rubric_editors,
+        )
+
+    def ceiling(self, name: LimitName) -> int:
+        """The deployment's value of a limit: no workspace goes above it (`NO_LIMIT`: no ceiling)."""
+        return int(getattr(self, name))
+
+
+@dataclass(frozen=True)
+class EffectiveSettings:
+    """The settings in force in one workspace, each with its source, and the workspace's last change."""
+
+    worker_model: Resolved[str]
+    grader_model: Resolved[str]
+    daily_requests_per_user: Resolved[int]
+    daily_tokens_per_channel: Resolved[int]
+    rubric_editors: Resolved[tuple[str, ...]]
+    stored: WorkspaceSettingsRow | None
+    """What the workspace's admins set, with who changed it last and when; None: they never did."""
+
+    @property
+    def models(self) -> ModelPair:
+        return ModelPair(self.worker_model.value, self.grader_model.value)
+
+    @property
+    def limits(self) -> DailyLimits:
+        return DailyLimits.of(self.daily_requests_per_user.value, self.daily_tokens_per_channel.value)
+
+
+def resolve(deployment: Deployment, stored: WorkspaceSettingsRow | None) -> EffectiveSettings:
+    """The settings in force in a workspace whose admins set `stored` (None: nothing)."""
+    return EffectiveSettings(
+        worker_model=_model(deployment, stored.worker_model if stored else None, deployment.worker_model),
+        grader_model=_model(deployment, stored.grader_model if stored else None, deployment.grader_model),
+        daily_requests_per_user=_limit(
+            stored.daily_requests_per_user if stored else None, deployment.daily_requests_per_user
+        ),
+        daily_tokens_per_channel=_limit(
+            stored.daily_tokens_per_channel if stored else None, deployment.daily_tokens_per_channel
+        ),
+        rubric_editors=(
+            Resolved(stored.rubric_editors, "workspace")
+            if stored and stored.rubric_editors is not None
+            else Resolved(deployment.rubric_editors, "deployment")
+        ),
+        stored=stored,
+    )
+
+
+def _model(deployment: Deployment, chosen: str | None, default: str) -> Resolved[str]:
+    if chosen is None:
+        return Resolved(default, "deployment")
+    if chosen not in deployment.allowed_models:
+        return Resolved(default, "deployment", f"{chosen} is no longer among the allowed models")
+    return Resolved(chosen, "workspace")
+
+
+def _limit(chosen: int | None, ceiling: int) -> Resolved[int]:
+    if chosen is None:
+        return Resolved(ceiling, "deployment")
+    if ceiling != NO_LIMIT and not NO_LIMIT < chosen <= ceiling:
+        shown = "no limit" if chosen == NO_LIMIT else f"{chosen:,}"
+        return Resolved(ceiling, "deployment", f"this workspace's {shown} is above the deployment's limit")
+    return Resolved(chosen, "workspace")
+
+
+@dataclass(frozen=True)
+class AdminChoices:
+    """What an admin submitted: None (or an empty text or list) keeps the deployment's value."""
+
+    worker_model: str | None = None
+    grader_model: str | None = None
+    daily_requests_per_user: str = ""
+    """As typed: a whole number, or empty."""
+    daily_tokens_per_channel: str = ""
+    rubric_editors: Sequence[str] = ()
+
+
+class SettingsInputError(ValueError):
+    """An admin's choices that cannot be saved: what is wrong with each setting at fault."""
+
+    def __init__(self, problems: Mapping[SettingName, str]) -> None:
+        super().__init__("; ".join(problems.values()))
+        self.problems: dict[str, str] = {str(name): words for name, words in problems.items()}
+        """By setting name (each setting's input in the form has its name as block_id)."""
+
+
+def checked_settings(
+    deployment: Deployment, choices: AdminChoices, *, user: str, now: datetime
+) -> WorkspaceSettingsRow:
+    """The workspace's settings as `user` chose them at `now`; `SettingsInputError` naming every
+    choice the deployment does not permit (then nothing is to be saved)."""
+    problems: dict[SettingName, str] = {}
+    for name in MODEL_SETTINGS:
+        model = getattr(choices, name)
+        if model is not None and model not in deployment.allowed_models:
+            problems[name] = f"{model} is not among the models this deployment allows: {_listed(deployment)}."
+    limits: dict[LimitName, int | None] = {}
+    for limit in LIMITS:
+        try:
+            limits[limit] = _checked_limit(getattr(choices, limit), deployment.ceiling(limit))
+        except ValueError as exc:
+            problems[limit] = str(exc)
+    wrong = [id_ for id_ in choices.rubric_editors if not EDITOR_ID.fullmatch(id_)]
+    if wrong:
+        problems["rubric_editors"] = f"{', '.join(wrong)} is not a Slack user or user-group id."
+    if problems:
+        raise SettingsInputError(problems)
+    return WorkspaceSettingsRow(
+        worker_model=choices.worker_model,
+        grader_model=choices.grader_model,
+        daily_requests_per_user=limits["daily_requests_per_user"],
+        daily_tokens_per_channel=limits["daily_tokens_per_channel"],
+        rubric_editors=tuple(dict.fromkeys(choices.rubric_editors)) or None,
+        updated_by=user,
+        updated_at=now,
+    )
+
+
+def _listed(deployment: Deployment) -> str:
+    return ", ".join(deployment.allowed_models)
+
+
+def _checked_limit(typed: str, ceiling: int) -> int | None:
+    """A limit as typed (None: empty, the deployment's); ValueError saying what is wrong with it."""
+    shown = typed.strip()
+    text = shown.replace(",", "")
+    if not text:
+        return None
+    if ceiling == NO_LIMIT:
+        lowest, highest, above = NO_LIMIT, LIMIT_MAX, "the most a limit can be"
+    else:
+        lowest, highest, above = 1, ceiling, "the deployment's limit"
+    fix = f"give a whole number from {lowest} to {highest:,}, or leave it empty for the deployment's"
+    if text.startswith("-") and text[1:].isdecimal():
+        raise ValueError(f"A limit can't be negative: {fix}.")
+    if not text.isdecimal():
+        raise ValueError(f"`{shown}` is not a whole number: {fix}.")
+    value = int(text)
+    if value == NO_LIMIT and ceiling != NO_LIMIT:
+        raise ValueError(f"0 (no limit) would be above the deployment's limit of {ceiling:,}: {fix}.")
+    if value > highest:
+        raise ValueError(f"{value:,} is above {above}, {highest:,}: {fix}.")
+    return value
+
+
+class WorkspaceOverrides:
+    """Each workspace's settings in force, read from the store on every use: a change one process
+    saves applies to the next request any process takes."""
+
+    def __init__(self, deployment: Deployment, store: Store) -> None:
+        self.deployment = deployment
+        self._store = store
+
+    async def effective(self, team: str, enterprise: str = "") -> EffectiveSettings:
+        """The settings in force in the workspace."""
+        return resolve(self.deployment, await self._store.workspace_settings(team, enterprise))
+
+    async def limits(self, team: str, enterprise: str = "") -> DailyLimits:
+        """The daily limits in force in the workspace."""
+        return (await self.effective(team, enterprise)).limits
+
+    async def models(self, team: str, enterprise: str = "") -> ModelPair:
+        """The worker and grader models of a run in the workspace."""
+        return (await self.effective(team, enterprise)).models
+
+    async def rubric_editors(self, team: str, enterprise: str = "") -> tuple[str, ...]:
+        """Who may change grading in the workspace (besides its admins and owners); empty: anyone."""
+        return (await self.effective(team, enterprise)).rubric_editors.value
+
+    async def save(self, team: str, enterprise: str, stored: WorkspaceSettingsRow) -> EffectiveSettings:
+        """Store what the workspace's admins set; the settings now in force."""
+        await self._store.save_workspace_settings(team, enterprise, stored)
+        return resolve(self.deployment, stored)
