@@ -130,6 +130,8 @@ def test_limits_and_permissions_names_every_guardrail_setting_and_command():
         "`RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL`",
         "`RUBRIC_BOT_RUBRIC_EDITORS`",
         "`RUBRIC_BOT_REPLAY_COOLDOWN`",
+        "`RUBRIC_BOT_ALLOWED_MODELS`",
+        "/rubric admin",
         "/rubric usage",
         "rubric-bot usage",
         "/rubric history",

@@ -1134,9 +1134,7 @@ class Store:
     async def workspace_settings(self, team: str, enterprise: str = "") -> WorkspaceSettingsRow | None:
         """What the workspace's admins set (`/rubric admin`); None if they never did."""
         table = workspace_settings
-        rows = await self._rows(
-            select(table).where(table.c.enterprise == enterprise, table.c.team == team)
-        )
+        rows = await self._rows(select(table).where(table.c.enterprise == enterprise, table.c.team == team))
         if not rows:
             return None
         row = dict(rows[0])

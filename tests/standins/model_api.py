@@ -119,6 +119,11 @@ class ChatRequest:
         return cls(body=body, role="summary" if first.startswith(SUMMARY_PROMPT_START) else "worker")
 
     @property
+    def model(self) -> str:
+        """The model the request asked for (as the provider names it, e.g. ``gpt-4o-mini``)."""
+        return str(self.body.get("model") or "")
+
+    @property
     def messages(self) -> list[Json]:
         return list(self.body.get("messages") or [])
 

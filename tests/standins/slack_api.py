@@ -239,7 +239,8 @@ class SlackApiStandin(BackgroundServer):
         self.channel_names: dict[str, str] = {}
         """Channels ``conversations.list`` lists, name by id; tests set them."""
         self.user_groups: dict[str, list[str]] = {}
-        """Members of each user group, by group id, as ``usergroups.users.list`` lists them."""
+        """Members of each user group, by group id, as ``usergroups.users.list`` lists them (and
+        ``usergroups.list`` the groups)."""
         self._lock = threading.Lock()
         self._state = _State()
         self._answers: dict[str, Callable[[Args], Answer]] = {
@@ -257,6 +258,7 @@ class SlackApiStandin(BackgroundServer):
             "views.publish": self._publish_view,
             "users.conversations": self._users_conversations,
             "usergroups.users.list": self._user_group_members,
+            "usergroups.list": self._list_user_groups,
             "conversations.list": self._list_conversations,
             "conversations.history": self._no_messages,
             "conversations.replies": self._replies,
@@ -710,6 +712,10 @@ class SlackApiStandin(BackgroundServer):
         if group not in self.user_groups:
             raise SlackError("no_such_subteam")
         return {"users": list(self.user_groups[group])}
+
+    def _list_user_groups(self, args: Args) -> Answer:
+        """Every group of `user_groups`, its handle the id in lower case."""
+        return {"usergroups": [{"id": g, "handle": g.lower(), "name": g} for g in self.user_groups]}
 
     def _view(self, args: Args, view_id: str) -> dict[str, Any]:
         view = args.get("view")

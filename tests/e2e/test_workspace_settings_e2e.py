@@ -1,0 +1,68 @@
+"""`/rubric admin` end to end: the real bot process, the Slack stand-in and the model stand-in, which
+records the model each request asked for. An admin's choice of worker model answers the next
+request; someone who is not an admin is refused and changes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.e2e.conftest import CRITERIA, RUN_TIMEOUT, Service
+from tests.standins import slack_requests as sr
+from tests.standins import wait_for
+from tests.standins.model_api import scripted_revision
+
+ALLOWED = "openai:gpt-4o-mini,openai:gpt-4.1"
+"""The models the operator lets workspaces choose; the deployment's own is the first."""
+
+
+def admin_command(s: Service, user: str) -> str:
+    """Run `/rubric admin` as `user`; the ephemeral answer's text."""
+    answer = s.send(sr.slash_command("admin", "C1", user, trigger_id=f"trigger-{user}")).json()
+    assert answer["response_type"] == "ephemeral", answer
+    return answer["text"]
+
+
+def choose(form: dict[str, Any], block_id: str, value: str) -> dict[str, Any]:
+    block = next(b for b in form["blocks"] if b.get("block_id") == block_id)
+    option = next(o for o in block["element"]["options"] if o["value"] == value)
+    return {block_id: {"value": {"type": "static_select", "selected_option": option}}}
+
+
+def test_an_admins_model_choice_answers_the_next_request_and_someone_else_is_refused(
+    start_bot, slack_api, model_api
+):
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    s = Service(slack_api, model_api, start_bot(env={"RUBRIC_BOT_ALLOWED_MODELS": ALLOWED}))
+    slack_api.add_user("UADMIN", "Ada", admin=True)
+    slack_api.add_user("UPLAIN", "Pia")
+    s.set_channel_rubric("C1")
+    before = s.mention("Asked before the change", "C1")
+    s.wait_finals("C1", before, 1)
+
+    refused = admin_command(s, "UPLAIN")
+    assert "Only the workspace's admins and owners may change its settings" in refused
+    shown = admin_command(s, "UADMIN")
+    assert "Worker model: `openai:gpt-4o-mini` — deployment default" in shown
+    form = wait_for(
+        lambda: next((c.args["view"] for c in slack_api.calls("views.open")), None),
+        RUN_TIMEOUT,
+        message="the settings form to open",
+    )
+    values = choose(form, "worker_model", "openai:gpt-4.1") | choose(form, "grader_model", "deployment")
+    saved = s.send(sr.view_submission(form["callback_id"], values, form["private_metadata"], "UADMIN")).json()
+    assert saved["response_action"] == "update"
+    after = s.mention("Asked after the change", "C1")
+    s.wait_finals("C1", after, 1)
+
+    assert [c.args["trigger_id"] for c in slack_api.calls("views.open")] == ["trigger-UADMIN"]
+    assert {r.model for r in s.worker_requests_for("Asked before the change")} == {"gpt-4o-mini"}
+    assert {r.model for r in s.worker_requests_for("Asked after the change")} == {"gpt-4.1"}
+    graded_after = [r for r in model_api.requests("grader") if "Asked after the change" in r.all_text]
+    assert graded_after and {r.model for r in graded_after} == {"gpt-4o-mini"}  # still the deployment's
+    confirmation = wait_for(
+        lambda: next((c.args for c in slack_api.calls("chat.postEphemeral")), None),
+        RUN_TIMEOUT,
+        message="the ephemeral confirmation",
+    )
+    assert confirmation["user"] == "UADMIN" and "`openai:gpt-4.1`" in confirmation["text"]
+    assert "UADMIN saved its settings" in s.bot.stderr_text()
