@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.e2e.conftest import CRITERIA, RUN_TIMEOUT, Service
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
@@ -15,9 +17,9 @@ ALLOWED = "openai:gpt-4o-mini,openai:gpt-4.1"
 """The models the operator lets workspaces choose; the deployment's own is the first."""
 
 
-def admin_command(s: Service, user: str) -> str:
+def admin_command(s: Service, user: str, *, via: int = 0) -> str:
     """Run `/rubric admin` as `user`; the ephemeral answer's text."""
-    answer = s.send(sr.slash_command("admin", "C1", user, trigger_id=f"trigger-{user}")).json()
+    answer = s.send(sr.slash_command("admin", "C1", user, trigger_id=f"trigger-{user}"), via=via).json()
     assert answer["response_type"] == "ephemeral", answer
     return answer["text"]
 
@@ -26,6 +28,20 @@ def choose(form: dict[str, Any], block_id: str, value: str) -> dict[str, Any]:
     block = next(b for b in form["blocks"] if b.get("block_id") == block_id)
     option = next(o for o in block["element"]["options"] if o["value"] == value)
     return {block_id: {"value": {"type": "static_select", "selected_option": option}}}
+
+
+def choose_worker_model(s: Service, user: str, model: str, *, via: int = 0) -> None:
+    """As `user`, run `/rubric admin` and save the form with `model` as the worker (the grader at
+    the deployment's)."""
+    admin_command(s, user, via=via)
+    form = wait_for(
+        lambda: next((c.args["view"] for c in s.slack.calls("views.open")), None),
+        RUN_TIMEOUT,
+        message="the settings form to open",
+    )
+    values = choose(form, "worker_model", model) | choose(form, "grader_model", "deployment")
+    submission = sr.view_submission(form["callback_id"], values, form["private_metadata"], user)
+    assert s.send(submission, via=via).json()["response_action"] == "update"
 
 
 def test_an_admins_model_choice_answers_the_next_request_and_someone_else_is_refused(
@@ -41,20 +57,12 @@ def test_an_admins_model_choice_answers_the_next_request_and_someone_else_is_ref
 
     refused = admin_command(s, "UPLAIN")
     assert "Only the workspace's admins and owners may change its settings" in refused
-    shown = admin_command(s, "UADMIN")
-    assert "Worker model: `openai:gpt-4o-mini` — deployment default" in shown
-    form = wait_for(
-        lambda: next((c.args["view"] for c in slack_api.calls("views.open")), None),
-        RUN_TIMEOUT,
-        message="the settings form to open",
-    )
-    values = choose(form, "worker_model", "openai:gpt-4.1") | choose(form, "grader_model", "deployment")
-    saved = s.send(sr.view_submission(form["callback_id"], values, form["private_metadata"], "UADMIN")).json()
-    assert saved["response_action"] == "update"
+    assert "Worker model: `openai:gpt-4o-mini` — deployment default" in admin_command(s, "UADMIN")
+    choose_worker_model(s, "UADMIN", "openai:gpt-4.1")
     after = s.mention("Asked after the change", "C1")
     s.wait_finals("C1", after, 1)
 
-    assert [c.args["trigger_id"] for c in slack_api.calls("views.open")] == ["trigger-UADMIN"]
+    assert [c.args["trigger_id"] for c in slack_api.calls("views.open")] == ["trigger-UADMIN"] * 2
     assert {r.model for r in s.worker_requests_for("Asked before the change")} == {"gpt-4o-mini"}
     assert {r.model for r in s.worker_requests_for("Asked after the change")} == {"gpt-4.1"}
     graded_after = [r for r in model_api.requests("grader") if "Asked after the change" in r.all_text]
@@ -66,3 +74,19 @@ def test_an_admins_model_choice_answers_the_next_request_and_someone_else_is_ref
     )
     assert confirmation["user"] == "UADMIN" and "`openai:gpt-4.1`" in confirmation["text"]
     assert "UADMIN saved its settings" in s.bot.stderr_text()
+
+
+@pytest.mark.postgres
+def test_a_choice_saved_through_one_serve_process_applies_to_a_request_another_takes(
+    start_bot, slack_api, model_api, postgres_url
+):
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    env = {"RUBRIC_BOT_ALLOWED_MODELS": ALLOWED, "RUBRIC_BOT_DB": postgres_url}
+    s = Service(slack_api, model_api, start_bot(env=env), (start_bot(env=env),))
+    slack_api.add_user("UADMIN", "Ada", admin=True)
+
+    choose_worker_model(s, "UADMIN", "openai:gpt-4.1", via=0)
+    root = s.mention("Asked through the other process", "C1", via=1)
+    s.wait_finals("C1", root, 1)
+
+    assert {r.model for r in s.worker_requests_for("Asked through the other process")} == {"gpt-4.1"}
