@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 
+from bot.agent import ModelPair, configured_agents
 from bot.config import ConfigError, load_settings
 from bot.db.store import WorkspaceSettingsRow
 from bot.limits.quota import DailyLimits
@@ -193,3 +195,28 @@ def test_a_malformed_allowed_model_is_named_by_its_entry_not_its_text(monkeypatc
     message = str(caught.value)
     assert 'RUBRIC_BOT_ALLOWED_MODELS is invalid (entry 2 is not a "provider:model" id)' in message
     assert "secret" not in message
+
+
+def test_an_allowed_model_that_cannot_load_stops_the_start_naming_the_setting(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    monkeypatch.delenv("MISTRAL_API_KEY", raising=False)
+    monkeypatch.setenv("RUBRIC_BOT_MODEL", "openai:gpt-4o-mini")
+    monkeypatch.setenv("RUBRIC_BOT_ALLOWED_MODELS", "openai:gpt-4o-mini,mistralai:mistral-large-latest")
+
+    with pytest.raises(ConfigError) as caught:
+        configured_agents(load_settings(), InMemorySaver())
+
+    assert "RUBRIC_BOT_ALLOWED_MODELS (mistralai:mistral-large-latest)" in str(caught.value)
+
+
+def test_the_agents_answer_with_each_allowed_pair_and_the_deployments_by_default(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    monkeypatch.setenv("RUBRIC_BOT_MODEL", "openai:gpt-4o-mini")
+    monkeypatch.setenv("RUBRIC_BOT_ALLOWED_MODELS", "openai:gpt-4o-mini,openai:gpt-4.1")
+
+    agents = configured_agents(load_settings(), InMemorySaver())
+
+    assert agents.default_models == ModelPair("openai:gpt-4o-mini", "openai:gpt-4o-mini")
+    chosen = agents.agent(ModelPair("openai:gpt-4.1", "openai:gpt-4o-mini"))
+    assert chosen is not agents.default
+    assert chosen is agents.agent(ModelPair("openai:gpt-4.1", "openai:gpt-4o-mini"))  # built once
