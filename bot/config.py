@@ -88,6 +88,10 @@ EDITOR_ID = re.compile(r"[UWS][A-Z0-9]{2,}")
 MODEL_ID = re.compile(r"[a-z][a-z0-9_]*:[^\s,]+")
 """A langchain model id as the model settings take it: ``provider:model``, e.g. ``openai:gpt-4o-mini``."""
 
+MODEL_ID_MAX = 150
+"""Longest model id `RUBRIC_BOT_ALLOWED_MODELS` takes: what a Slack menu option's value holds, and
+the `/rubric admin` form offers each as one."""
+
 DEFAULT_CONTEXT_TOKENS = 24_000
 """Tokens of thread history the worker is sent at most (`RUBRIC_BOT_CONTEXT_TOKENS`): past it, older
 turns are summarized. Generous for a conversation, and a small share of any current model's window."""
@@ -296,6 +300,9 @@ class Settings(BaseSettings):
         wrong = [str(n) for n, id_ in enumerate(ids, start=1) if not MODEL_ID.fullmatch(id_)]
         if wrong:
             raise ValueError(f'entry {", ".join(wrong)} is not a "provider:model" id')
+        long = [str(n) for n, id_ in enumerate(ids, start=1) if len(id_) > MODEL_ID_MAX]
+        if long:
+            raise ValueError(f"entry {', '.join(long)} is longer than {MODEL_ID_MAX} characters")
         return ids
 
     @field_validator("slack_api_url")

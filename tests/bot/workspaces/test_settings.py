@@ -220,3 +220,10 @@ def test_the_agents_answer_with_each_allowed_pair_and_the_deployments_by_default
     chosen = agents.agent(ModelPair("openai:gpt-4.1", "openai:gpt-4o-mini"))
     assert chosen is not agents.default
     assert chosen is agents.agent(ModelPair("openai:gpt-4.1", "openai:gpt-4o-mini"))  # built once
+
+
+def test_an_allowed_model_too_long_for_a_slack_menu_is_refused(monkeypatch):
+    monkeypatch.setenv("RUBRIC_BOT_ALLOWED_MODELS", "openai:" + "x" * 150)
+
+    with pytest.raises(ConfigError, match="entry 1 is longer than 150 characters"):
+        load_settings()
