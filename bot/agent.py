@@ -236,8 +236,8 @@ class AgentPool:
         self._models = models
         self._build = build
         self._agents: dict[ModelPair, ConversationAgent] = {}
-        self.default_models = default
         self.default = self.agent(default)
+        """The agent with the deployment's models."""
 
     def agent(self, models: ModelPair) -> ConversationAgent:
         """The agent answering with `models` (KeyError: a model not loaded at start-up)."""

@@ -30,7 +30,6 @@ from bot.db.database import Checkpointer, open_checkpointer
 from bot.db.store import Store
 from bot.governance.editors import RubricEditors
 from bot.lifecycle.retention import schedule_retention
-from bot.limits.quota import DailyLimits
 from bot.listeners import register
 from bot.listeners.context import Services
 from bot.material.reader import MaterialReader
@@ -174,7 +173,6 @@ async def open_runner(
             model_timeout=settings.model_timeout,
             run_timeout=settings.run_timeout,
             delivery_retry=settings.delivery_retry,
-            limits=DailyLimits.from_settings(settings),
             workspaces=WorkspaceOverrides(Deployment.from_settings(settings), store),
             agents=agents,
         )

@@ -216,7 +216,7 @@ def test_the_agents_answer_with_each_allowed_pair_and_the_deployments_by_default
 
     agents = configured_agents(load_settings(), InMemorySaver())
 
-    assert agents.default_models == ModelPair("openai:gpt-4o-mini", "openai:gpt-4o-mini")
+    assert agents.agent(ModelPair("openai:gpt-4o-mini", "openai:gpt-4o-mini")) is agents.default
     chosen = agents.agent(ModelPair("openai:gpt-4.1", "openai:gpt-4o-mini"))
     assert chosen is not agents.default
     assert chosen is agents.agent(ModelPair("openai:gpt-4.1", "openai:gpt-4o-mini"))  # built once
