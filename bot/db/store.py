@@ -1095,17 +1095,17 @@ class Store:
         rows = await self._rows(query.order_by(runs.c.run_id.desc()).limit(1))
         return RunRecord(**rows[0]) if rows else None
 
-    async def redact_run_evaluations(self, run_id: int, note: str) -> int:
+    async def redact_run_evaluations(self, run_id: int, note: str) -> set[str]:
         """Replace the grader's words (explanation, gaps) in the run's stored evaluations with
-        ``note``, keeping the verdicts; how many evaluations."""
+        ``note``, keeping the verdicts; the grading runs they belong to."""
         posted_ts = select(posted.c.message_ts).where(posted.c.run_id == run_id)
         return await self._redact_evaluations(evaluations.c.message_ts.in_(posted_ts), note)
 
     async def redact_rubric(
         self, team: str, channel: str, thread_ts: str, rubric_text: str, note: str
-    ) -> int:
+    ) -> set[str]:
         """Replace ``rubric_text`` where the thread's stored evaluations quote it (their rubric, and
-        the grader's words about it) with ``note``; how many evaluations."""
+        the grader's words about it) with ``note``; the grading runs they belong to."""
         return await self._redact_evaluations(
             and_(
                 evaluations.c.team == team,
@@ -1117,7 +1117,7 @@ class Store:
             rubric=True,
         )
 
-    async def _redact_evaluations(self, condition: Any, note: str, *, rubric: bool = False) -> int:
+    async def _redact_evaluations(self, condition: Any, note: str, *, rubric: bool = False) -> set[str]:
         query = select(evaluations.c.grading_run_id, evaluations.c.iteration, evaluations.c.evaluation)
         async with self._write() as connection:
             found = list((await connection.execute(query.where(condition))).mappings())
@@ -1127,7 +1127,7 @@ class Store:
                     values["rubric_text"] = note
                 where = _iteration_of(evaluations, row["grading_run_id"], row["iteration"])
                 await connection.execute(update(evaluations).where(where).values(**values))
-        return len(found)
+        return {row["grading_run_id"] for row in found}
 
     # -- workspace settings ------------------------------------------------------------------------
 

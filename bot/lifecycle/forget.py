@@ -1,20 +1,26 @@
 """Deleted means gone, edited means changed: a person's deleted or edited message in a thread.
 
 A deleted request leaves the thread's checkpointed conversation with the turn it started (the
-answers to it and the grader's feedback, which may quote it); a deleted `rubric:` message takes the
-thread's rubric with it when it is still the one in force. The stored evaluations of that request's
-run, or graded against that rubric, lose the grader's words. Then the thread keeps only its latest
-checkpoint, since every older one still holds the message. An edited request's stored copy takes
-the new text the same way (its answers stay: they were right for what was asked then).
+answers to it and the grader's feedback, which may quote it); a request already folded into the
+summary of older turns (see `bot.threads.summary`) takes that summary with it: the summary's text
+gives way to a note saying it was dropped, since it cannot be told apart from what it summarized.
+A deleted `rubric:` message takes the thread's rubric with it when it is still the one in force (the
+caller tells the thread). The stored evaluations of that request's run, or graded against that
+rubric, lose the grader's words and the rubric's text. Then the thread keeps only its latest
+checkpoint, since every older one still holds the message. An edited request's stored copy takes the
+new text the same way (its answers stay: they were right for what was asked then), and a summary
+holding the old text is dropped likewise.
 
-These run as jobs in the thread's queue, so they never change a conversation a run is using.
+These run as jobs in the thread's queue, so they never change a conversation a run is using; a
+request still waiting in the queue is taken back or given the new text before it runs (see
+`bot.threads.runner`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import AnyMessage, HumanMessage, RemoveMessage
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -22,34 +28,55 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from bot.agent import ConversationAgent, agent_config
 from bot.db.store import Store, redacted_evaluation
 from bot.threads.conversation import MessageChange, rubric_directive, stored_message_id
+from grading import RubricEvaluation
 from grading.grader import is_summary_message, starts_turn, turn_start
 
 REMOVED_NOTE = "(removed: it may have quoted a message that was deleted)"
 """What replaces the grader's explanation and gaps in an evaluation of a deleted request or rubric."""
 
+DROPPED_SUMMARY = (
+    "(A summary of earlier turns of this thread was here. It was dropped because a message it "
+    "covered was deleted or edited; those turns are no longer available.)"
+)
+"""What a summary of older turns says once a message it covered is deleted or edited: the worker
+knows there were earlier turns it can no longer see."""
+
 
 async def forget_message(
     agent: ConversationAgent, checkpointer: BaseCheckpointSaver, store: Store, deleted: MessageChange
-) -> None:
-    """Remove a deleted request (and its turn) or rubric from the thread and the records quoting it."""
+) -> bool:
+    """Remove a deleted request (and its turn) or rubric from the thread and the records quoting it;
+    whether the thread's rubric in force went with it."""
     config = agent_config(deleted.thread.thread_id)
     state = (await agent.aget_state(config)).values
     run = await store.request_run(deleted.team, deleted.channel, deleted.ts)
-    update = _removal(state, stored_message_id(deleted.channel, deleted.ts), summarized=run is not None)
+    graded = await store.redact_run_evaluations(run.run_id, REMOVED_NOTE) if run is not None else set()
     rubric = rubric_directive(deleted.text)
-    if rubric and state.get("rubric") == rubric:
+    if rubric:
+        graded |= await store.redact_rubric(
+            deleted.team, deleted.channel, deleted.thread_ts, rubric, REMOVED_NOTE
+        )
+    message_id = stored_message_id(deleted.channel, deleted.ts)
+    messages, removed = _removal(state.get("messages", []), message_id, summarized=run is not None)
+    update: dict[str, Any] = {}
+    if messages:
+        update["messages"] = messages
+    evaluations: list[RubricEvaluation] = state.get("_rubric_evaluations") or []
+    if any(_quotes(e, removed, graded) for e in evaluations):
+        update["_rubric_evaluations"] = [
+            redacted_evaluation(e, REMOVED_NOTE) if _quotes(e, removed, graded) else e for e in evaluations
+        ]
+    in_force = bool(rubric) and state.get("rubric") == rubric
+    if in_force:
         update.update(rubric=None, _rubric_active=None)
     if update:
         await agent.aupdate_state(config, update)
         await keep_latest_checkpoint(checkpointer, deleted.thread.thread_id)
-    if run is not None:
-        await store.redact_run_evaluations(run.run_id, REMOVED_NOTE)
-    if rubric:
-        await store.redact_rubric(deleted.team, deleted.channel, deleted.thread_ts, rubric, REMOVED_NOTE)
+    return in_force
 
 
 async def revise_request(
-    agent: ConversationAgent, checkpointer: BaseCheckpointSaver, edited: MessageChange
+    agent: ConversationAgent, checkpointer: BaseCheckpointSaver, store: Store, edited: MessageChange
 ) -> None:
     """Give the stored copy of an edited request its new text (no new run)."""
     config = agent_config(edited.thread.thread_id)
@@ -57,7 +84,10 @@ async def revise_request(
     messages: list[AnyMessage] = (await agent.aget_state(config)).values.get("messages", [])
     stored = next((message for message in messages if message.id == message_id), None)
     if stored is None:
-        return  # not a request the bot answered (or summarized already)
+        if await store.request_run(edited.team, edited.channel, edited.ts) is not None:
+            # Answered, so summarized since: the summary may hold the old text.
+            await _drop_summaries(agent, checkpointer, edited, messages)
+        return  # otherwise not a request the bot answered
     # The stored request is the person's text, then any files read with it: only the text changes.
     text = edited.text
     if edited.previous_text and stored.text.startswith(edited.previous_text):
@@ -67,26 +97,47 @@ async def revise_request(
     await keep_latest_checkpoint(checkpointer, edited.thread.thread_id)
 
 
-def _removal(state: dict[str, Any], message_id: str, *, summarized: bool) -> dict[str, Any]:
-    """The state update removing the message `message_id` and its turn (the material shared with it,
-    the answers and the grader's feedback up to the next turn); if it is gone from the messages but
-    was a request (`summarized`), the summary that may hold it."""
-    messages: list[AnyMessage] = state.get("messages", [])
-    ids = [message.id for message in messages]
-    if message_id in ids:
-        start = ids.index(message_id)
-        end = next((i for i in range(start + 1, len(messages)) if starts_turn(messages[i])), len(messages))
-        gone = messages[turn_start(messages, start) : end]
-    elif summarized:
-        gone = [message for message in messages if is_summary_message(message)]
-    else:
-        return {}
-    removed = {message.id for message in gone}
-    evaluations = [
-        redacted_evaluation(e, REMOVED_NOTE) if e.get("answer_message_id") in removed else e
-        for e in state.get("_rubric_evaluations") or []
+async def _drop_summaries(
+    agent: ConversationAgent,
+    checkpointer: BaseCheckpointSaver,
+    edited: MessageChange,
+    messages: list[AnyMessage],
+) -> None:
+    if dropped := dropped_summaries(messages):
+        await agent.aupdate_state(agent_config(edited.thread.thread_id), {"messages": dropped})
+        await keep_latest_checkpoint(checkpointer, edited.thread.thread_id)
+
+
+def dropped_summaries(messages: list[AnyMessage]) -> list[BaseMessage]:
+    """The summaries among `messages`, each saying `DROPPED_SUMMARY` instead (same id, so the
+    checkpoint replaces it in place; it still counts the messages it stood for)."""
+    return [
+        message.model_copy(update={"content": DROPPED_SUMMARY})
+        for message in messages
+        if is_summary_message(message) and message.content != DROPPED_SUMMARY
     ]
-    return {"messages": [RemoveMessage(id=str(i)) for i in removed], "_rubric_evaluations": evaluations}
+
+
+def _removal(
+    messages: list[AnyMessage], message_id: str, *, summarized: bool
+) -> tuple[list[BaseMessage], set[str]]:
+    """The messages update removing the message `message_id` and its turn (the material shared
+    with it, the answers and the grader's feedback up to the next turn), and the ids removed; if it
+    is gone from the messages but was a request (`summarized`), the summaries that may hold it
+    dropped instead."""
+    ids = [message.id for message in messages]
+    if message_id not in ids:
+        return (dropped_summaries(messages) if summarized else []), set()
+    start = ids.index(message_id)
+    end = next((i for i in range(start + 1, len(messages)) if starts_turn(messages[i])), len(messages))
+    removed = {str(message.id) for message in messages[turn_start(messages, start) : end]}
+    return [RemoveMessage(id=i) for i in removed], removed
+
+
+def _quotes(evaluation: RubricEvaluation, answers: set[str], graded: set[str]) -> bool:
+    """Whether the grader's words in `evaluation` may quote what was deleted: it graded one of the
+    removed `answers`, or belongs to one of the `graded` runs."""
+    return evaluation.get("answer_message_id") in answers or evaluation.get("grading_run_id") in graded
 
 
 async def keep_latest_checkpoint(checkpointer: BaseCheckpointSaver, key: str) -> None:

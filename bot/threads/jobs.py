@@ -35,6 +35,7 @@ from procrastinate.exceptions import ConnectorException
 from procrastinate.jobs import Job
 from procrastinate.retry import RetryDecision
 from procrastinate.schema import SchemaManager
+from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.config import DEFAULT_CONCURRENCY, DEFAULT_STALLED_AFTER
@@ -141,6 +142,10 @@ class ReviseJob(_ChangeJob):
     kind: ClassVar[str] = "revise"
 
 
+Revision = Callable[[JobPayload], JobPayload]
+"""A change to a queued job's payload (an edited request's new text, say); the payload itself if
+it does not apply."""
+
 P = TypeVar("P", bound=JobPayload)
 """The payload model of one kind of job."""
 
@@ -213,7 +218,12 @@ class JobQueue(Protocol):
 
     async def withdraw(self, thread: ThreadKey, message_ts: str) -> list[JobPayload]:
         """Take back the thread's queued (not yet running) jobs about the Slack message `message_ts`;
-        their payloads."""
+        their payloads. Finished jobs about it that the queue keeps (PostgreSQL's failed ones) go too."""
+        ...
+
+    async def revise_queued(self, thread: ThreadKey, message_ts: str, revise: Revision) -> int:
+        """Replace each of the thread's queued (not yet running) jobs about the Slack message
+        `message_ts` with `revise(job)`; how many changed."""
         ...
 
     def every_day(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
@@ -279,6 +289,16 @@ class ThreadScheduler:
         queue.clear()
         queue.extend(kept)
         return taken
+
+    async def revise_queued(self, thread: ThreadKey, message_ts: str, revise: Revision) -> int:
+        """Replace the thread's queued jobs about `message_ts` in memory, in place."""
+        queue = self._queues.get(thread, deque())
+        changed = 0
+        for index, (kind, payload) in enumerate(queue):
+            if _message_ts(payload) == message_ts and (revised := revise(payload)) != payload:
+                queue[index] = (kind, revised)
+                changed += 1
+        return changed
 
     async def submit(self, thread: ThreadKey, payload: JobPayload, *, connection: Any = None) -> bool:
         """Queue the job behind the thread's earlier jobs; False once draining has begun (jobs live in
@@ -495,18 +515,40 @@ class DurableQueue:
         self._app.periodic(cron=DAILY_CRON, periodic_id=name)(task)
 
     async def withdraw(self, thread: ThreadKey, message_ts: str) -> list[JobPayload]:
-        """Delete the thread's jobs about `message_ts` that no worker has taken yet."""
-        connector = self._app.connector
-        assert isinstance(connector, procrastinate.PsycopgConnector)
-        async with connector.pool.connection() as connection:
+        """Delete the thread's jobs about `message_ts` that no worker is running: those not taken yet
+        (their payloads are returned) and those ended (failed ones keep their arguments)."""
+        async with self._pool().connection() as connection:
             deleted = await connection.execute(
-                "DELETE FROM procrastinate_jobs WHERE lock = %s AND status = 'todo' "
-                "AND args -> 'message' ->> 'ts' = %s RETURNING task_name, args",
+                "DELETE FROM procrastinate_jobs WHERE lock = %s AND status <> 'doing' "
+                "AND args -> 'message' ->> 'ts' = %s RETURNING status::text, task_name, args",
                 (thread.thread_id, message_ts),
             )
             rows = await deleted.fetchall()
-        kinds = {TASK_PREFIX + name: kind for name, kind in self._kinds.items()}
-        return [kinds[task].read(args) for task, args in rows if task in kinds]
+        return [self._payload(task, args) for status, task, args in rows if status == "todo"]
+
+    async def revise_queued(self, thread: ThreadKey, message_ts: str, revise: Revision) -> int:
+        """Rewrite the arguments of the thread's jobs about `message_ts` no worker has taken yet
+        (locked meanwhile, so none is taken half-changed)."""
+        changed = 0
+        async with self._pool().connection() as connection, connection.transaction():
+            queued = await connection.execute(
+                "SELECT id, task_name, args FROM procrastinate_jobs WHERE lock = %s AND status = 'todo' "
+                "AND args -> 'message' ->> 'ts' = %s FOR UPDATE",
+                (thread.thread_id, message_ts),
+            )
+            for job_id, task, args in await queued.fetchall():
+                payload = self._payload(task, args)
+                if (revised := revise(payload)) != payload:
+                    await connection.execute(
+                        "UPDATE procrastinate_jobs SET args = %s WHERE id = %s",
+                        (Jsonb(revised.model_dump(mode="json")), job_id),
+                    )
+                    changed += 1
+        return changed
+
+    def _payload(self, task_name: str, args: Mapping[str, Any]) -> JobPayload:
+        """A stored job's arguments as its kind's payload."""
+        return self._kinds[task_name.removeprefix(TASK_PREFIX)].read(args)
 
     async def start(self) -> None:
         """Run a worker and the dead-worker sweep in the background until `drain`."""

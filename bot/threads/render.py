@@ -355,6 +355,17 @@ def rubric_confirmation(rubric: Rubric) -> SlackMessage:
     }
 
 
+def rubric_forgotten(*, channel_default: bool) -> SlackMessage:
+    """Tells a thread that the message which set its rubric was deleted, and what grades it now."""
+    now = (
+        "Answers here are graded against this channel's default rubric again."
+        if channel_default
+        else f"Answers here are not graded until a new rubric is set. {HOW_TO_SET_A_RUBRIC}"
+    )
+    text = f"🗑️ *The message that set this thread's rubric was deleted*, so I forgot that rubric. {now}"
+    return {"text": "This thread's rubric was deleted", "blocks": block_dicts([section_block(text)])}
+
+
 def request_prompt(rubric: Rubric | None, *, scope: str) -> SlackMessage:
     """Answers a mention with nothing to do: asks for the request, naming the rubric that will grade it.
 

@@ -223,10 +223,12 @@ class ThreadRunner:
         await self._submit(deleted.thread, ForgetJob(message=deleted))
 
     async def revise(self, edited: MessageChange) -> None:
-        """A person edited a message: if it is in a thread the bot takes part in, queue the change of
-        its stored copy."""
-        if await self._store.has_thread(edited.thread):
-            await self._submit(edited.thread, ReviseJob(message=edited))
+        """A person edited a message: if it is in a thread the bot takes part in, a queued request
+        takes the new text (its run answers that) and the change of its stored copy is queued."""
+        if not await self._store.has_thread(edited.thread):
+            return
+        await self._queue.revise_queued(edited.thread, edited.ts, partial(_with_new_text, edited))
+        await self._submit(edited.thread, ReviseJob(message=edited))
 
     async def report_abandoned_runs(self, started_before: datetime) -> int:
         """Tell each thread whose run an earlier process left unfinished, once; how many there were.
@@ -289,10 +291,14 @@ class ThreadRunner:
         await self._tell_abandoned(job.message, job.run_id)
 
     async def _forget_job(self, job: ForgetJob, attempt: int) -> None:
-        await forget_message(self._agent, self._needs_checkpointer(), self._store, job.message)
+        deleted = job.message
+        if await forget_message(self._agent, self._needs_checkpointer(), self._store, deleted):
+            default = await self._store.get_channel_rubric(deleted.team, deleted.channel)
+            notice = render.rubric_forgotten(channel_default=default is not None)
+            await self.reply(_thread_of(deleted), notice)
 
     async def _revise_job(self, job: ReviseJob, attempt: int) -> None:
-        await revise_request(self._agent, self._needs_checkpointer(), job.message)
+        await revise_request(self._agent, self._needs_checkpointer(), self._store, job.message)
 
     def _needs_checkpointer(self) -> BaseCheckpointSaver:
         if self._checkpointer is None:
@@ -642,6 +648,13 @@ async def _abandon_change(job: ForgetJob | ReviseJob, why: Abandoned) -> None:
     )
 
 
+def _with_new_text(edited: MessageChange, job: JobPayload) -> JobPayload:
+    """A queued request `job` asking what `edited` says now (other kinds of job unchanged)."""
+    if not isinstance(job, RequestJob):
+        return job
+    return job.model_copy(update={"message": replace(job.message, text=edited.text)})
+
+
 def _with_note(messages: list[SlackMessage], note: str) -> list[SlackMessage]:
     """The messages with `note` on a context line at the end (a message of its own if the last is full)."""
     *earlier, last = messages
@@ -667,6 +680,13 @@ def _gave_up_notice() -> SlackMessage:
         "The bot could not finish this request",
         f"It was cut short {MAX_ATTEMPTS} times (the bot process running it stopped each time). "
         "Send it again in this thread to start over.",
+    )
+
+
+def _thread_of(change: MessageChange) -> UserMessage:
+    """Enough of a deleted or edited message to reply in its thread (its text is not kept)."""
+    return UserMessage(
+        team=change.team, channel=change.channel, ts=change.ts, thread_ts=change.thread_ts, user="", text=""
     )
 
 

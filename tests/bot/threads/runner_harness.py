@@ -48,19 +48,27 @@ class Harness:
         max_iterations: int = 3,
         *,
         calibration: CalibrationSource | None = None,
+        context_tokens: int = 0,
+        summarizer: Any = None,
         **timeouts: float,
     ) -> ThreadRunner:
-        """A runner whose worker and grader follow these scripts (see tests.grading.scripted)."""
+        """A runner whose worker and grader (and `summarizer`, past `context_tokens` of history)
+        follow these scripts (see tests.grading.scripted)."""
         self.grader = ScriptedChatModel(script=grader)
+        self.worker = ScriptedChatModel(script=worker)
         agent = build_agent(
-            ScriptedChatModel(script=worker),
+            self.worker,
             self.grader,
             max_iterations=max_iterations,
             checkpointer=self.checkpointer,
             calibration=calibration,
+            context_tokens=context_tokens,
+            summarizer=summarizer and ScriptedChatModel(script=summarizer),
         )
         self.agent = agent
-        self.runner = ThreadRunner(agent=agent, store=self.store, client=self.client, **timeouts)
+        self.runner = ThreadRunner(
+            agent=agent, store=self.store, client=self.client, checkpointer=self.checkpointer, **timeouts
+        )
         return self.runner
 
     def message(self, text: str, thread_ts: str | None = None) -> UserMessage:

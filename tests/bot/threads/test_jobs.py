@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import psycopg
@@ -47,6 +47,17 @@ class Step(JobPayload):
     name: str
 
 
+class Said(JobPayload):
+    """The payload of a job about a person's message (a request, say)."""
+
+    kind: ClassVar[str] = "said"
+    message: UserMessage
+
+
+def said(ts: str, text: str) -> Said:
+    return Said(message=UserMessage(team="T1", channel="C1", ts=ts, thread_ts="t1", user="U1", text=text))
+
+
 def thread(name: str) -> ThreadKey:
     """A thread of the test's workspace and channel, named by its root ts."""
     return ThreadKey("T1", "C1", name)
@@ -64,6 +75,18 @@ class Recorder:
 
     def kind(self) -> JobKind[Step]:
         return JobKind(Step, self._run, self._abandon)
+
+    def kinds(self) -> list[JobKind[Any]]:
+        """`step`, and `said`, which logs the text it was given (and fails as malformed on "bad")."""
+        return [self.kind(), JobKind(Said, self._said, self._abandon_said)]
+
+    async def _said(self, payload: Said, attempt: int) -> None:
+        if payload.message.text == "bad":
+            raise MalformedJob("bad")
+        self._note(f"said {payload.message.text}")
+
+    async def _abandon_said(self, payload: Said, why: Abandoned) -> None:
+        self._note(f"abandoned said {payload.message.text}")
 
     async def _run(self, payload: Step, attempt: int) -> None:
         name = payload.name
@@ -106,7 +129,8 @@ def durable_factory(stack: AsyncExitStack, url: str) -> QueueFactory:
         queue = await stack.enter_async_context(
             DurableQueue.open(url, concurrency=10, stalled_after=STALLED_AFTER)
         )
-        queue.register(recorder.kind())
+        for kind in recorder.kinds():
+            queue.register(kind)
         if start:
             await queue.start()
         return queue
@@ -131,7 +155,8 @@ async def queues(request: pytest.FixtureRequest) -> AsyncIterator[QueueFactory]:
         stack.push_async_callback(scheduler.drain, 0)
 
         async def open_scheduler(recorder: Recorder) -> JobQueue:
-            scheduler.register(recorder.kind())
+            for kind in recorder.kinds():
+                scheduler.register(kind)
             await scheduler.start()
             return scheduler
 
@@ -181,6 +206,46 @@ async def test_a_failing_job_does_not_strand_the_next(queues: QueueFactory):
     await submit(queue, "t1", "boom", "next")
     await recorder.wait_for("end next")
     assert recorder.log.index("start boom") < recorder.log.index("start next")
+
+
+def revised(job: JobPayload) -> JobPayload:
+    assert isinstance(job, Said)
+    return job.model_copy(update={"message": replace(job.message, text=f"{job.message.text}, edited")})
+
+
+async def test_a_queued_jobs_message_can_be_withdrawn_or_revised_before_it_runs(queues: QueueFactory):
+    recorder = Recorder(gates={"running": asyncio.Event()})
+    queue = await queues(recorder)
+    await submit(queue, "t1", "running")
+    await recorder.wait_for("start running")
+    for job in (said("1.1", "first"), said("1.2", "deleted"), said("1.3", "third")):
+        assert await queue.submit(thread("t1"), job)
+
+    assert await queue.withdraw(thread("t1"), "1.2") == [said("1.2", "deleted")]
+    assert await queue.revise_queued(thread("t1"), "1.3", revised) == 1
+    assert await queue.withdraw(thread("t2"), "1.1") == []  # another thread's message
+    recorder.gates["running"].set()
+    await recorder.wait_for("said third, edited")
+
+    ran = [entry for entry in recorder.log if entry.startswith("said")]
+    assert ran == ["said first", "said third, edited"]
+
+
+async def test_withdrawing_a_message_deletes_its_failed_jobs_kept_in_postgresql(durable_queues, postgres_url):
+    recorder = Recorder()
+    queue = await durable_queues(recorder)
+    await queue.submit(thread("t1"), said("1.1", "bad"))
+    await submit(queue, "t1", "next")
+    await recorder.wait_for("end next")
+
+    async def jobs_about_the_message() -> list[tuple[str]]:
+        async with await psycopg.AsyncConnection.connect(postgres_url) as connection:
+            query = "SELECT status::text FROM procrastinate_jobs WHERE args->'message'->>'ts' = '1.1'"
+            return await (await connection.execute(query)).fetchall()
+
+    assert await jobs_about_the_message() == [("failed",)]
+    assert await queue.withdraw(thread("t1"), "1.1") == []  # nothing was waiting to run
+    assert await jobs_about_the_message() == []
 
 
 # -- the embedded queue when its process stops ---------------------------------------------------
