@@ -179,9 +179,13 @@ async def open_runner(
         if settings.retention_days is not None:
             schedule_retention(queue, store, checkpointer, settings.retention_days)
         await queue.start()
-        # A durable queue resumes the runs a dead process left; the embedded one lost them.
-        if not queue.durable and (abandoned := await runner.report_abandoned_runs(started)):
-            logger.info("telling %d thread(s) that a restart interrupted their request", abandoned)
+        # A durable queue resumes the runs a dead process left; the embedded one lost them, and
+        # kept the deletions and edits it had not applied.
+        if not queue.durable:
+            if kept := await runner.resume_changes():
+                logger.info("applying %d deletion(s) and edit(s) of messages an earlier process kept", kept)
+            if abandoned := await runner.report_abandoned_runs(started):
+                logger.info("telling %d thread(s) that a restart interrupted their request", abandoned)
         yield store, client, runner, checkpointer
 
 

@@ -236,3 +236,19 @@ workspace_settings = Table(
 """What a workspace's admins set with `/rubric admin` over the deployment's defaults, and who set it
 when. A NULL setting (or a workspace without a row) takes the deployment's; ``enterprise`` is the
 Enterprise Grid org, "" outside one. ``rubric_editors`` is a JSON list of user and user-group ids."""
+
+message_changes = Table(
+    "message_changes",
+    metadata,
+    Column("change_id", Integer, primary_key=True, autoincrement=True),
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("thread_ts", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("change", Document, nullable=False),
+    Column("received_at", UtcTimestamp, nullable=False),
+)
+"""Deletions and edits of people's messages not applied yet, kept only where jobs live in memory
+(SQLite): a process stopping or dying before it applies one leaves it here for the next to apply.
+``kind`` names the job (``forget`` or ``revise``) and ``change`` is its message change; the row goes
+once the change is applied."""

@@ -44,6 +44,7 @@ from bot.db.schema import (
     channel_settings,
     claims,
     evaluations,
+    message_changes,
     posted,
     reviews,
     runs,
@@ -51,7 +52,7 @@ from bot.db.schema import (
     workspace_settings,
 )
 from bot.material.files import Unread
-from bot.threads.conversation import ThreadKey
+from bot.threads.conversation import MessageChange, ThreadKey
 from grading import RubricEvaluation, Status
 
 RunStatus = Status | Literal["interrupted", "answered", "timed_out", "error"]
@@ -235,6 +236,19 @@ class ReviewRow:
     def disagrees(self) -> bool:
         """Whether the reviewer's verdict differs from the grader's."""
         return self.reviewer_verdict != self.grader_verdict
+
+
+ChangeKind = Literal["forget", "revise"]
+"""What a kept message change asks: a deleted message forgotten, or an edited one's stored copy revised."""
+
+
+@dataclass(frozen=True)
+class PendingChange:
+    """A deletion or edit kept until it is applied (see `Store.record_change`)."""
+
+    change_id: int
+    kind: ChangeKind
+    change: MessageChange
 
 
 @dataclass(frozen=True)
@@ -1081,6 +1095,31 @@ class Store:
                 erased["workspace settings"] += result.rowcount
         return erased
 
+    async def record_change(self, kind: ChangeKind, change: MessageChange) -> int:
+        """Keep a deletion or edit until it is applied (see `message_changes`); its id."""
+        row = {
+            **_thread_columns(change.thread),
+            "kind": kind,
+            "change": asdict(change),
+            "received_at": _now(),
+        }
+        async with self._write() as connection:
+            result = await connection.execute(
+                insert(message_changes).values(row).returning(message_changes.c.change_id)
+            )
+            return int(result.scalar_one())
+
+    async def change_applied(self, change_id: int) -> None:
+        """Forget a kept deletion or edit once it is applied."""
+        async with self._write() as connection:
+            await connection.execute(delete(message_changes).where(message_changes.c.change_id == change_id))
+
+    async def pending_changes(self) -> list[PendingChange]:
+        """The deletions and edits kept and not applied yet, in the order they came."""
+        query = select(message_changes.c.change_id, message_changes.c.kind, message_changes.c.change)
+        rows = await self._rows(query.order_by(message_changes.c.change_id))
+        return [PendingChange(row.change_id, row.kind, MessageChange(**row.change)) for row in rows]
+
     async def delete_run(self, run_id: int) -> None:
         """Forget a run that never started (its request was deleted while queued)."""
         async with self._write() as connection:
@@ -1303,6 +1342,9 @@ async def _erase_batch(
         erased["reviews"] += (await connection.execute(delete(reviews).where(of(reviews)))).rowcount
     erased["dedupe records"] += (
         await connection.execute(delete(claims).where(claims.c.key.in_(messages)))
+    ).rowcount
+    erased["message changes"] += (
+        await connection.execute(delete(message_changes).where(of(message_changes)))
     ).rowcount
     erased["threads"] += (await connection.execute(delete(threads).where(of(threads)))).rowcount
     return erased

@@ -8,7 +8,8 @@ across restarts.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from re import Pattern
 from typing import Any, cast
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
@@ -37,6 +38,9 @@ from bot.threads.conversation import (
 EventListener = Callable[..., Awaitable[None]]
 """A Bolt event listener (Bolt passes the arguments it names)."""
 
+EventConstraints = dict[str, str | Sequence[str | Pattern[str] | None] | None]
+"""What Bolt matches an event by besides its type (its subtype, say), as `app.event` takes it."""
+
 HOME_TAB = "home"
 """The ``tab`` of an app_home_opened event for the Home tab (the other is ``messages``)."""
 
@@ -46,26 +50,30 @@ def register(app: AsyncApp) -> None:
     edits, to the Home tab opening, and to the app's uninstalling or its bot token's revocation."""
     _listen_acking_when_queued(app, "app_mention", on_mention)
     # Before the plain message listener: Bolt gives an event to the first listener that matches.
-    app.event({"type": "message", "subtype": DELETED})(on_message_deleted)
-    app.event({"type": "message", "subtype": CHANGED})(on_message_changed)
+    _listen_acking_when_queued(app, {"type": "message", "subtype": DELETED}, on_message_deleted)
+    _listen_acking_when_queued(app, {"type": "message", "subtype": CHANGED}, on_message_changed)
     _listen_acking_when_queued(app, "message", on_message)
     app.event("app_home_opened")(on_home_opened)
     app.event("app_uninstalled")(on_app_uninstalled)
     app.event("tokens_revoked")(on_tokens_revoked)
 
 
-async def on_message_deleted(event: dict[str, Any], context: AsyncBoltContext) -> None:
-    """A deleted message leaves its thread's stored conversation (see bot.lifecycle.forget)."""
+async def on_message_deleted(ack: AsyncAck, event: dict[str, Any], context: AsyncBoltContext) -> None:
+    """A deleted message leaves its thread's stored conversation (see bot.lifecycle.forget); acked
+    once that is queued, so Slack delivers it again if it could not be."""
     deleted = message_change(event, team=workspace_of(context), bot_user_id=context.bot_user_id or "")
     if deleted is not None:
         await services_of(context).runner.forget(deleted)
+    await ack()
 
 
-async def on_message_changed(event: dict[str, Any], context: AsyncBoltContext) -> None:
-    """An edited request's stored copy takes the new text (see bot.lifecycle.forget)."""
+async def on_message_changed(ack: AsyncAck, event: dict[str, Any], context: AsyncBoltContext) -> None:
+    """An edited request's stored copy takes the new text (see bot.lifecycle.forget); acked once
+    that is queued."""
     edited = message_change(event, team=workspace_of(context), bot_user_id=context.bot_user_id or "")
     if edited is not None:
         await services_of(context).runner.revise(edited)
+    await ack()
 
 
 async def on_app_uninstalled(context: AsyncBoltContext) -> None:
@@ -80,8 +88,11 @@ async def on_tokens_revoked(event: dict[str, Any], context: AsyncBoltContext) ->
         await on_app_uninstalled(context)
 
 
-def _listen_acking_when_queued(app: AsyncApp, event_type: str, listener: EventListener) -> None:
-    """Register `listener` for `event_type`, to ack the event itself once the message is queued.
+def _listen_acking_when_queued(
+    app: AsyncApp, event_type: str | EventConstraints, listener: EventListener
+) -> None:
+    """Register `listener` for `event_type` (a type, or a type and subtype), to ack the event itself
+    once the message is queued.
 
     `app.event` acks an event before its listener runs, and Slack redelivers only an event that is
     not acked with a 2xx: a message the database could not take would be lost. A listener that

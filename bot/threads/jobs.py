@@ -128,6 +128,9 @@ class NoticeJob(_RunJob):
 class _ChangeJob(JobPayload):
     message: MessageChange
     """The deleted or edited message."""
+    kept: int | None = None
+    """Where jobs live in memory: the id of the change's row in `message_changes`, deleted once the
+    change is applied (until then, a process starting applies it; see `bot.db.store.record_change`)."""
 
 
 class ForgetJob(_ChangeJob):

@@ -38,6 +38,7 @@ from bot.db.store import (
     FAILED,
     FINAL_STEP,
     TIMED_OUT,
+    ChangeKind,
     Claim,
     PostedEvaluation,
     QuotaExceeded,
@@ -57,7 +58,13 @@ from bot.slack.client import attempt, describe_error
 from bot.slack.messages import SlackMessage
 from bot.slack.notices import log_failure, reference_words
 from bot.threads import render
-from bot.threads.conversation import MessageChange, ThreadKey, UserMessage, stored_message_id
+from bot.threads.conversation import (
+    MessageChange,
+    ThreadKey,
+    UserMessage,
+    rubric_directive,
+    stored_message_id,
+)
 from bot.threads.delivery import Delivery, RetryWindow, open_delivery, post_in_time
 from bot.threads.jobs import (
     MAX_ATTEMPTS,
@@ -217,10 +224,14 @@ class ThreadRunner:
         jobs (with their runs) and queue its removal from the thread's conversation."""
         if not await self._store.has_thread(deleted.thread):
             return
+        if rubric_directive(deleted.text) is None:
+            deleted = replace(deleted, text="")  # a request's text is not needed to forget it: don't keep it
         for job in await self._queue.withdraw(deleted.thread, deleted.ts):
             if isinstance(job, RequestJob):
                 await self._store.delete_run(job.run_id)
-        await self._submit(deleted.thread, ForgetJob(message=deleted))
+            elif isinstance(job, ForgetJob | ReviseJob) and job.kept is not None:
+                await self._store.change_applied(job.kept)  # superseded by this deletion
+        await self._submit_change("forget", deleted)
 
     async def revise(self, edited: MessageChange) -> None:
         """A person edited a message: if it is in a thread the bot takes part in, a queued request
@@ -228,7 +239,21 @@ class ThreadRunner:
         if not await self._store.has_thread(edited.thread):
             return
         await self._queue.revise_queued(edited.thread, edited.ts, partial(_with_new_text, edited))
-        await self._submit(edited.thread, ReviseJob(message=edited))
+        await self._submit_change("revise", edited)
+
+    async def resume_changes(self) -> int:
+        """Queue the deletions and edits an earlier process kept but did not apply; how many."""
+        pending = await self._store.pending_changes()
+        for kept in pending:
+            job = CHANGE_JOBS[kept.kind](message=kept.change, kept=kept.change_id)
+            await self._submit(kept.change.thread, job)
+        return len(pending)
+
+    async def _submit_change(self, kind: ChangeKind, change: MessageChange) -> None:
+        """Queue a deletion or edit; where jobs live in memory, kept in the database first, so that it
+        is applied even if this process stops before it gets there."""
+        kept = None if self._queue.durable else await self._store.record_change(kind, change)
+        await self._submit(change.thread, CHANGE_JOBS[kind](message=change, kept=kept))
 
     async def report_abandoned_runs(self, started_before: datetime) -> int:
         """Tell each thread whose run an earlier process left unfinished, once; how many there were.
@@ -296,9 +321,13 @@ class ThreadRunner:
             default = await self._store.get_channel_rubric(deleted.team, deleted.channel)
             notice = render.rubric_forgotten(channel_default=default is not None)
             await self.reply(_thread_of(deleted), notice)
+        if job.kept is not None:
+            await self._store.change_applied(job.kept)
 
     async def _revise_job(self, job: ReviseJob, attempt: int) -> None:
         await revise_request(self._agent, self._needs_checkpointer(), self._store, job.message)
+        if job.kept is not None:
+            await self._store.change_applied(job.kept)
 
     def _needs_checkpointer(self) -> BaseCheckpointSaver:
         if self._checkpointer is None:
@@ -637,8 +666,21 @@ class ThreadRunner:
             await self._tell_abandoned(_request_of(run), run.run_id)
 
 
+CHANGE_JOBS: dict[ChangeKind, type[ForgetJob] | type[ReviseJob]] = {"forget": ForgetJob, "revise": ReviseJob}
+"""The job applying each kind of message change."""
+
+
 async def _abandon_change(job: ForgetJob | ReviseJob, why: Abandoned) -> None:
-    """A deletion or edit that will not be applied: the operator is told (the person is not around)."""
+    """A deletion or edit this process will not apply: kept, the next process applies it; otherwise
+    (a durable job given up) the operator is told (the person is not around)."""
+    if job.kept is not None:
+        logger.info(
+            "the %s of message %s in thread %s is kept; the bot applies it when it starts again",
+            job.kind,
+            job.message.ts,
+            job.message.thread.thread_id,
+        )
+        return
     logger.error(
         "a %s of message %s in thread %s was not applied (%s): make it again",
         job.kind,

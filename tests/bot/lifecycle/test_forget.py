@@ -204,3 +204,23 @@ async def test_a_deleted_rubric_message_takes_the_threads_rubric_and_the_thread_
     assert not tables_containing(harness.db_path, RUBRIC)
     state = (await harness.agent.aget_state(agent_config(root.thread_id))).values
     assert not state.get("rubric")
+
+
+# -- a process stopping ---------------------------------------------------------------------------
+
+
+async def test_a_deletion_a_stopping_process_did_not_apply_is_applied_by_the_next_one(harness):
+    runner = harness.use(answers("Noted."), grader_wanting("x"))
+    request = harness.message(f"Remember {SECRET}")
+    await runner.submit_request(request)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+    await runner.drain(grace=0)
+
+    await runner.forget(deleted(request))  # it arrives as the process stops: too late to apply
+    assert tables_containing(harness.db_path, SECRET)
+
+    restarted = harness.use(answers("Noted."), grader_wanting("x"))
+    assert await restarted.resume_changes() == 1
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+    assert not tables_containing(harness.db_path, SECRET)
+    assert await restarted.resume_changes() == 0  # applied once, then no longer kept
