@@ -26,6 +26,7 @@ ERASED_KINDS = (
     "reviews",
     "review comments",
     "dedupe records",
+    "message changes",
     "jobs",
     "threads",
     "channel rubrics",

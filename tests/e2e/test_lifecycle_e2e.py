@@ -9,6 +9,7 @@ tables included) holds the text, whichever column it would be in (see `stored_ro
 from __future__ import annotations
 
 import re
+import signal
 import stat
 import subprocess
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages.utils import count_tokens_approximately
 
+from bot.lifecycle.forget import DROPPED_SUMMARY
 from tests.e2e.conftest import BOT_COMMAND
 from tests.e2e.stored_rows import tables_containing
 from tests.e2e.test_bot_e2e import CRITERIA, RUBRIC, RUN_TIMEOUT, Service
@@ -108,6 +110,84 @@ def test_an_edited_request_is_stored_with_its_new_text_without_a_new_run(service
     assert len(s.finals("C2", root)) == 2
 
 
+def first_run_held(s: Service, channel: str, root: str) -> None:
+    """Hold the model stand-in's answers and start a run in the thread: what follows queues behind it."""
+    s.model.hold()
+    s.say("First question?", channel, thread_ts=root)
+    wait_for(lambda: s.worker_requests_for("First question?"), RUN_TIMEOUT, message="the first run to start")
+
+
+def test_a_request_deleted_while_queued_never_reaches_a_model(service, database_url):
+    s = service
+    root = graded_thread(s, "C3")
+    first_run_held(s, "C3", root)
+    pasted = f"My key is {SECRET}, what now?"
+    queued = s.say(pasted, "C3", thread_ts=root)
+
+    s.send(sr.event_callback(sr.message_deleted("C3", queued, root, previous_text=pasted)))
+    s.model.release()
+    s.say("Last question?", "C3", thread_ts=root)  # queued behind whatever the thread had queued
+    s.wait_finals("C3", root, 2)
+
+    assert not [r for r in s.model.requests() if SECRET in r.all_text]
+    assert len(s.finals("C3", root)) == 2  # the first and the last question's
+    wait_until_stored(database_url, absent=(SECRET,))
+
+
+def test_a_request_edited_while_queued_is_answered_as_edited(service, database_url):
+    s = service
+    root = graded_thread(s, "C4")
+    first_run_held(s, "C4", root)
+    queued = s.say("Tell me about ORIGINALWORD", "C4", thread_ts=root)
+
+    edit = sr.message_changed(
+        "Tell me about EDITEDWORD", "C4", queued, root, previous_text="Tell me about ORIGINALWORD"
+    )
+    s.send(sr.event_callback(edit))
+    s.model.release()
+    s.wait_finals("C4", root, 2)
+
+    assert s.worker_requests_for("EDITEDWORD")
+    assert not [r for r in s.model.requests() if "ORIGINALWORD" in r.all_text]
+    wait_until_stored(database_url, present=("EDITEDWORD",), absent=("ORIGINALWORD",))
+
+
+def test_a_deleted_rubric_message_is_forgotten_and_the_thread_says_what_grades_it_now(service, database_url):
+    s = service
+    root = s.mention("Let's work on answers here", "C5")
+    s.wait_finals("C5", root, 1)
+    rubric_ts = s.say(f"rubric:\n{RUBRIC}", "C5", thread_ts=root)
+    s.wait_text("C5", root, "Rubric set")
+    ask(s, "C5", root, "Is coffee healthy?")
+    assert tables_containing(database_url, RUBRIC)
+
+    s.send(sr.event_callback(sr.message_deleted("C5", rubric_ts, root, previous_text=f"rubric:\n{RUBRIC}")))
+
+    notice = s.wait_text("C5", root, "set this thread's rubric was deleted")
+    assert "not graded until a new rubric is set" in notice.all_text
+    wait_until_stored(database_url, absent=(RUBRIC,))
+    graders = len(s.model.requests("grader"))
+    ask(s, "C5", root, "Is tea healthy?")
+    assert len(s.model.requests("grader")) == graders  # nothing graded against the forgotten rubric
+    assert "No rubric here" in s.finals("C5", root)[-1].all_text
+
+
+def test_a_deletion_the_bot_had_not_applied_when_it_stopped_is_applied_when_it_starts(service, database_url):
+    s = service
+    root = graded_thread(s, "C6")
+    pasted = f"Remember {SECRET}"
+    secret_ts = ask(s, "C6", root, pasted)
+    first_run_held(s, "C6", root)
+    s.send(sr.event_callback(sr.message_deleted("C6", secret_ts, root, previous_text=pasted)))
+
+    s.bot.stop(signal.SIGTERM)  # the deletion waited behind the held run: not applied
+    assert tables_containing(database_url, SECRET)
+    s.model.release()
+    s.bot.start()
+
+    wait_until_stored(database_url, absent=(SECRET,))
+
+
 # -- whole threads: uninstall, prune, purge ------------------------------------------------------
 
 
@@ -169,11 +249,15 @@ def test_prune_days_0_deletes_finished_threads_and_keeps_one_still_running(servi
     assert tables_containing(database_url, OTHER)
 
 
+CHANNEL_RUBRIC = "- Names CHANNEL-RUBRIC-5e1"
+"""C1's default rubric (`/rubric set`) in the purge test: it must go with the channel."""
+
+
 def test_purge_channel_deletes_that_channel_only_after_confirmation(service, database_url):
     s = service
     two_channels(s)
-    s.send(sr.slash_command(f"set {RUBRIC}", "C1"))
-    wait_until_stored(database_url, present=(RUBRIC,))
+    s.send(sr.slash_command(f"set {CHANNEL_RUBRIC}", "C1"))
+    wait_until_stored(database_url, present=(CHANNEL_RUBRIC,))
 
     refused = db_command(s, "purge", "--channel", "C1", stdin="")
     assert refused.returncode == 2 and "--yes" in refused.stderr
@@ -184,8 +268,34 @@ def test_purge_channel_deletes_that_channel_only_after_confirmation(service, dat
     assert purged.returncode == 0, purged.stderr
     assert re.search(r"channel rubrics:\s+1\b", purged.stdout), purged.stdout
     assert not tables_containing(database_url, SECRET)
-    assert "channel_rubrics" not in tables_containing(database_url, RUBRIC)
+    assert not tables_containing(database_url, CHANNEL_RUBRIC)  # the rubric and its versions
     assert tables_containing(database_url, OTHER)
+
+
+def test_purge_thread_by_its_slack_link_deletes_that_thread_only(service, database_url):
+    s = service
+    root = graded_thread(s, "C1")
+    ask(s, "C1", root, f"Remember {SECRET}")
+    ask(s, "C1", graded_thread(s, "C1"), f"Remember {OTHER}")  # another thread of the same channel
+    link = f"https://example.slack.com/archives/C1/p{root.replace('.', '')}"
+
+    purged = db_command(s, "purge", "--thread", link, "--yes")
+
+    assert purged.returncode == 0, purged.stderr
+    assert re.search(r"conversations:\s+1\b", purged.stdout), purged.stdout
+    assert not tables_containing(database_url, SECRET)
+    assert tables_containing(database_url, OTHER)
+
+
+def test_purge_team_deletes_every_channel_of_the_team(service, database_url):
+    s = service
+    two_channels(s)
+
+    purged = db_command(s, "purge", "--team", sr.TEAM_ID, "--yes")
+
+    assert purged.returncode == 0, purged.stderr
+    assert re.search(r"conversations:\s+2\b", purged.stdout), purged.stdout
+    assert not any(tables_containing(database_url, text) for text in (SECRET, OTHER, RUBRIC))
 
 
 # -- private files ------------------------------------------------------------------------------
@@ -246,9 +356,12 @@ def test_a_long_threads_worker_input_stays_under_a_small_limit_with_the_latest_r
         assert count_tokens_approximately(history) <= SMALL_LIMIT
         users = [m["content"] for m in history if m["role"] == "user"]
         if users[-1].startswith("Grader feedback"):  # a revision: the feedback follows its request
-            users.pop()
+            feedback = users.pop()
+            assert f"{CRITERIA[0]}: {DEFAULT_GAP}" in feedback  # the current run's feedback, whole
         current.append(users[-1])
     assert set(current) == set(questions)  # each request reached the worker whole, as the latest
+    # The grader's view is not summarized: every grading saw the whole rubric.
+    assert all(name in r.all_text for r in s.model.requests("grader") for name in CRITERIA)
     summaries = s.model.requests("summary")
     assert 0 < len(summaries) < len(questions) / 2  # kept in the checkpoint, not redone every turn
     # Every token the models were sent, summaries' included, is in some run's usage line.
@@ -256,3 +369,34 @@ def test_a_long_threads_worker_input_stays_under_a_small_limit_with_the_latest_r
     assert sum(int(m[1].replace(",", "")) for m in shown if m) == sum(
         r.prompt_tokens for r in s.model.requests()
     )
+
+
+def marker_summary(request: ChatRequest) -> str:
+    """A summary naming the secrets and topics of what it summarized (as a real summary would)."""
+    markers = sorted(set(re.findall(r"sk-SECRET-\w+|topic\d+", request.all_text)))
+    return "Summary of earlier turns: " + " ".join(markers)
+
+
+def test_a_deleted_request_already_summarized_is_nowhere_in_the_next_worker_input(
+    start_bot, slack_api, model_api, database_url
+):
+    model_api.worker, model_api.grader = long_answers()
+    model_api.summarizer = marker_summary
+    env = {"RUBRIC_BOT_DB": database_url, "RUBRIC_BOT_CONTEXT_TOKENS": str(SMALL_LIMIT)}
+    s = Service(slack_api, model_api, start_bot(env=env))
+    root = graded_thread(s, "C8")
+    pasted = f"Remember {SECRET}"
+    secret_ts = ask(s, "C8", root, pasted)
+    for number in range(8):
+        if any(SECRET in request.all_text for request in s.model.requests("summary")):
+            break
+        ask(s, "C8", root, f"What about topic{number}?")
+    assert any(SECRET in r.all_text for r in s.model.requests("worker")[-1:]), "not summarized yet"
+
+    s.send(sr.event_callback(sr.message_deleted("C8", secret_ts, root, previous_text=pasted)))
+    wait_until_stored(database_url, absent=(SECRET,))
+    ask(s, "C8", root, "And the next one?")
+
+    later = worker_inputs(s, "And the next one?")
+    assert all(SECRET not in request.all_text for request in later)
+    assert all(DROPPED_SUMMARY in request.all_text for request in later)
