@@ -297,6 +297,8 @@ class TurnOutcome:
     """The grader's tokens of this turn's evaluations, when the model reported them."""
     grader_calls: int
     """Grader model calls of this turn's evaluations."""
+    evaluations: tuple[RubricEvaluation, ...] = ()
+    """This turn's evaluations, oldest first (those graded before a cut-short attempt's end too)."""
 
     @property
     def usage(self) -> UsageMetadata | None:
@@ -370,6 +372,7 @@ def summarize_turn(
         ),
         grader_usage=sum_usage(e["usage"] for e in evaluations),
         grader_calls=sum(e["grader_calls"] for e in evaluations),
+        evaluations=tuple(evaluations),
     )
 
 

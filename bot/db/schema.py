@@ -157,6 +157,7 @@ runs = Table(
     Column("files_unread", Document),
     Column("requester", Text),
     Column("tokens", Integer),
+    Column("lease", Text),
     Index("runs_by_thread", "thread_id", "finished_at"),
     Index("runs_by_channel", "team", "channel", "started_at"),
     Index("runs_by_requester", "team", "requester", "started_at"),
@@ -168,7 +169,9 @@ What the request shared, once read: ``thread_messages`` (earlier messages of the
 got), ``files_read`` (file names) and ``files_unread`` (``{"name", "reason"}`` of each file, or of
 the thread, not read); NULL before the run read them. ``requester`` is the Slack user who asked
 and ``tokens`` the worker's plus the grader's tokens the run used (both NULL on runs from before
-they were kept; ``tokens`` also until the run ends)."""
+they were kept; ``tokens`` also until the run ends). ``lease`` names the attempt at the run that
+may post in its thread (on PostgreSQL, where another process can take a run over; see
+`bot.db.store.Store.take_run`)."""
 
 evaluations = Table(
     "evaluations",

@@ -22,6 +22,7 @@ connection, so several processes may share one database:
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
@@ -755,6 +756,22 @@ class Store:
         async with self._write() as connection:
             claimed = [RunRecord(**row) for row in (await connection.execute(statement)).mappings()]
         return sorted(claimed, key=lambda run: run.run_id)
+
+    async def take_run(self, run_id: int) -> str:
+        """Make the calling attempt the only one that may post the run's messages; its lease.
+
+        A process taking over a run whose process seemed dead (a job re-queued by the queue) takes
+        the lease from it: if that process was only cut off from the database, it finds out with
+        `holds_run` before its next post and leaves the thread to the new holder.
+        """
+        lease = uuid.uuid4().hex
+        async with self._write() as connection:
+            await connection.execute(update(runs).where(runs.c.run_id == run_id).values(lease=lease))
+        return lease
+
+    async def holds_run(self, run_id: int, lease: str) -> bool:
+        """Whether `lease` (from `take_run`) is still the run's: no other attempt has taken it over."""
+        return bool(await self._scalar(select(runs.c.lease == lease).where(runs.c.run_id == run_id)))
 
     async def mark_undelivered(self, run_id: int) -> None:
         """Record that the run's closing message could not be posted in its thread."""

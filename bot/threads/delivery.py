@@ -100,6 +100,11 @@ async def post_in_time(post_message: Poster, payload: SlackMessage, window: Retr
         await window.wait()
 
 
+class RunTakenOver(Exception):
+    """Another attempt holds the run now (its job was re-queued while this process was cut off
+    from the database): this one must post nothing more, and leave the run to that one."""
+
+
 @dataclass
 class _Owed:
     step: Step
@@ -112,8 +117,11 @@ class _Owed:
 class Delivery:
     """What one run has put in its thread and what it still owes it (see the module docstring).
 
-    (A crash between Slack taking a message and the ledger recording it is the one window in
-    which a message can appear twice.)
+    With a `lease` (see `bot.db.store.Store.take_run`), each message is posted only while the
+    lease is still the run's, else `RunTakenOver` is raised: the attempt that took the run over
+    posts it instead. (A crash between Slack taking a message and the ledger recording it, or a
+    take-over between that check and the post, is the one window in which a message can appear
+    twice.)
     """
 
     post_message: Poster
@@ -122,6 +130,9 @@ class Delivery:
     window: RetryWindow
     posted: dict[tuple[Step, int], str]
     """Slack ts of each part already in the thread, by (step, part)."""
+    lease: str | None = None
+    """The attempt's hold on the run, checked before each post; None where no other process can
+    take the run over (the embedded queue)."""
     _owed: list[_Owed] = field(default_factory=list)
     _final_lost: bool = False
 
@@ -135,7 +146,7 @@ class Delivery:
     ) -> None:
         """Post part `part` of `step` unless it is in the thread already (or owe it, if Slack is
         refusing); the `evaluation` it shows is recorded with it, in one transaction."""
-        if (step, part) in self.posted:
+        if (step, part) in self.posted or any((owed.step, owed.part) == (step, part) for owed in self._owed):
             return
         self._owed.append(_Owed(step, part, payload, evaluation))
         await self._post_owed()
@@ -160,6 +171,8 @@ class Delivery:
         after it); one Slack refuses for good is dropped, logged."""
         while self._owed:
             owed = self._owed[0]
+            if self.lease is not None and not await self.store.holds_run(self.run_id, self.lease):
+                raise RunTakenOver(f"run {self.run_id} in thread {self.thread} was taken over")
             try:
                 ts = await self.post_message(owed.payload)
             except SLACK_ERRORS as exc:
@@ -196,9 +209,17 @@ class Delivery:
 
 
 async def open_delivery(
-    post_message: Poster, store: Store, run_id: int, thread: str, *, retry_for: float, resumed: bool
+    post_message: Poster,
+    store: Store,
+    run_id: int,
+    thread: str,
+    *,
+    retry_for: float,
+    resumed: bool,
+    lease: str | None = None,
 ) -> Delivery:
-    """The run's delivery, knowing what an earlier attempt posted (only a resumed run can have)."""
+    """The run's delivery, knowing what an earlier attempt posted (only a resumed run can have),
+    posting while `lease` holds the run (if given)."""
     posted = await store.posted_messages(run_id) if resumed else []
     done = {(p.step, p.part): p.message_ts for p in posted}
-    return Delivery(post_message, store, run_id, RetryWindow(thread, retry_for), done)
+    return Delivery(post_message, store, run_id, RetryWindow(thread, retry_for), done, lease)

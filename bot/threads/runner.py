@@ -65,7 +65,7 @@ from bot.threads.conversation import (
     rubric_directive,
     stored_message_id,
 )
-from bot.threads.delivery import Delivery, RetryWindow, open_delivery, post_in_time
+from bot.threads.delivery import Delivery, RetryWindow, RunTakenOver, open_delivery, post_in_time
 from bot.threads.jobs import (
     MAX_ATTEMPTS,
     Abandoned,
@@ -339,7 +339,7 @@ class ThreadRunner:
         if why is Abandoned.STOPPING:
             await self._tell_interrupted(message, run_id, started=False)
             return
-        delivery = await self._delivery(message, run_id, resumed=True)
+        delivery = await self._delivery(message, run_id, resumed=True, lease=await self._hold(run_id, None))
         await react(self._client, "reactions_remove", message)
         await delivery.post(FINAL_STEP, 0, _gave_up_notice())
         await self._finish(message, run_id, FAILED, delivered=await delivery.settle())
@@ -388,17 +388,28 @@ class ThreadRunner:
         A database that fails mid-run cuts the attempt short like a crash: the run resumes from
         its checkpoint after a pause, up to `MAX_ATTEMPTS` attempts in all; then the thread is told
         that the database failed. Anything else that fails is the model's (or the agent's) failure,
-        reported in the thread.
+        reported in the thread. If meanwhile another process took the run over (its job re-queued
+        while this one could not reach the database), this one leaves the thread to it.
         """
         started = time.monotonic()
+        lease: str | None = None
         for number in range(attempt, MAX_ATTEMPTS):
             try:
+                lease = await self._hold(run_id, lease)
                 status, outcome, delivered = await self._answer_and_post(
-                    message, run_id, sources, resumed=number > 0
+                    message, run_id, sources, resumed=number > 0, lease=lease
                 )
                 metrics.run_finished(status, time.monotonic() - started, outcome)
                 tokens = outcome.usage["total_tokens"] if outcome and outcome.usage else None
                 await self._finish(message, run_id, status, delivered=delivered, tokens=tokens)
+                return
+            except RunTakenOver:
+                logger.warning(
+                    "run %d in thread %s was taken over by another process while this one could not "
+                    "reach the database; leaving the thread to it",
+                    run_id,
+                    message.thread_id,
+                )
                 return
             except Exception as exc:
                 failure = unavailable_error(exc)
@@ -418,15 +429,28 @@ class ThreadRunner:
                 )
                 await asyncio.sleep(delay)
 
+    async def _hold(self, run_id: int, lease: str | None) -> str | None:
+        """This attempt's lease on the run: taken on its first try, checked on each later one
+        (`RunTakenOver` if another process took the run meanwhile). None with the embedded queue,
+        whose runs no other process can take."""
+        if not self._queue.durable:
+            return None
+        if lease is None:
+            return await self._store.take_run(run_id)
+        if not await self._store.holds_run(run_id, lease):
+            raise RunTakenOver(f"run {run_id} was taken over")
+        return lease
+
     async def _answer_and_post(
-        self, message: UserMessage, run_id: int, sources: Sources, *, resumed: bool
+        self, message: UserMessage, run_id: int, sources: Sources, *, resumed: bool, lease: str | None
     ) -> tuple[RunStatus, TurnOutcome | None, bool]:
         """One attempt at the run: its status, its turn (if the models got that far), and whether
         its closing messages reached the thread.
 
-        A failure of the models ends it with a notice; one of the database is raised.
+        A failure of the models ends it with a notice; one of the database, or the run's take-over
+        by another process, is raised.
         """
-        delivery = await self._delivery(message, run_id, resumed=resumed)
+        delivery = await self._delivery(message, run_id, resumed=resumed, lease=lease)
         progress = WorkingIndicator(self._client, message)
         outcome: TurnOutcome | None = None
         status: RunStatus
@@ -437,7 +461,7 @@ class ThreadRunner:
             try:
                 outcome, unread = await self._answer(message, sources, progress, delivery)
             except Exception as exc:
-                if unavailable_error(exc) is not None:
+                if isinstance(exc, RunTakenOver) or unavailable_error(exc) is not None:
                     raise
                 status, notice = self._failure(message, exc)
                 await delivery.post(FINAL_STEP, 0, notice)
@@ -543,6 +567,11 @@ class ThreadRunner:
             if guard.expired():
                 raise RunTimeout from exc
             raise
+        if earlier is not None:
+            # Iterations the checkpoint gained while this attempt ran, from another attempt at the
+            # run that it took over (the ledger skips those posted already), before the answer.
+            for evaluation in outcome.evaluations:
+                await post_evaluation(evaluation)
         return outcome, unread
 
     async def _agent_for(self, message: UserMessage) -> ConversationAgent:
@@ -611,7 +640,9 @@ class ThreadRunner:
         for part, payload in enumerate(messages):
             await delivery.post(FINAL_STEP, part, payload)
 
-    async def _delivery(self, message: UserMessage, run_id: int, *, resumed: bool) -> Delivery:
+    async def _delivery(
+        self, message: UserMessage, run_id: int, *, resumed: bool, lease: str | None
+    ) -> Delivery:
         return await open_delivery(
             partial(self._post, message),
             self._store,
@@ -619,6 +650,7 @@ class ThreadRunner:
             message.thread_id,
             retry_for=self._delivery_retry,
             resumed=resumed,
+            lease=lease,
         )
 
     async def _record_undelivered(self, message: UserMessage, run_id: int, status: RunStatus) -> None:

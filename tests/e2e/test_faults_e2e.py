@@ -104,16 +104,21 @@ def cluster() -> Iterator[Cluster]:
         shutil.rmtree(data, ignore_errors=True)
 
 
-@pytest.fixture
-def pair(cluster, start_bot, slack_api, model_api) -> Iterator[Service]:
+def start_pair(cluster: Cluster, start_bot, slack_api, model_api, **env: str) -> Service:
+    """Two replicas on a fresh database of the cluster, settings changed by `env`."""
     with psycopg.connect(cluster.url.replace("/bot", "/postgres"), autocommit=True) as admin:
         admin.execute("DROP DATABASE IF EXISTS bot WITH (FORCE)")
         admin.execute("CREATE DATABASE bot")
-    # No process dies here: a stall time well beyond the outages keeps a live worker whose heartbeat
-    # missed the restart from being taken for dead (its runs would then run twice).
-    env = {"RUBRIC_BOT_DB": cluster.url, "RUBRIC_BOT_STALLED_AFTER": "30", "RUBRIC_BOT_SHUTDOWN_GRACE": "0.5"}
+    settings = {"RUBRIC_BOT_DB": cluster.url, "RUBRIC_BOT_SHUTDOWN_GRACE": "0.5", **env}
     model_api.worker, model_api.grader = scripted_revision(CRITERIA)
-    yield Service(slack_api, model_api, start_bot(env=env), (start_bot(env=env),))
+    return Service(slack_api, model_api, start_bot(env=settings), (start_bot(env=settings),))
+
+
+@pytest.fixture
+def pair(cluster, start_bot, slack_api, model_api) -> Service:
+    # No process dies here: a stall time well beyond the outages keeps a live worker whose heartbeat
+    # missed the restart from being taken for dead (its runs would then be taken over).
+    return start_pair(cluster, start_bot, slack_api, model_api, RUBRIC_BOT_STALLED_AFTER="30")
 
 
 def wait_answered(pair: Service, channel: str, roots: list[str]) -> None:
@@ -209,3 +214,41 @@ def test_answers_slack_refuses_with_503_are_delivered_once_each_after_it_recover
     wait_answered(pair, "C3", roots)
     assert_answered_once_each(pair, "C3", roots)
     assert not any(evaluations(pair.thread("C3", root)) == [] for root in roots)
+
+
+def test_runs_taken_over_in_a_database_outage_longer_than_the_stall_time_answer_each_thread_once(
+    cluster, start_bot, slack_api, model_api
+):
+    # A stall time shorter than the outage: every worker's heartbeat goes stale while the database is
+    # down, so once it is back their runs are re-queued and taken over, while the processes that ran
+    # them, only cut off, go on. A long shutdown grace lets those finish whatever they would do.
+    pair = start_pair(
+        cluster,
+        start_bot,
+        slack_api,
+        model_api,
+        RUBRIC_BOT_STALLED_AFTER="1",
+        RUBRIC_BOT_SHUTDOWN_GRACE=str(RUN_TIMEOUT),
+    )
+    pair.set_channel_rubric("C4", via=0)
+    pair.model.latency = 0.3
+    roots = [pair.mention(f"Question {number}", "C4", via=number % 2) for number in range(REQUESTS)]
+    wait_for(
+        lambda: len(pair.model.requests("worker")) >= REQUESTS // 2, RUN_TIMEOUT, message="runs under way"
+    )
+
+    cluster.stop()
+    wait_for(
+        lambda: any("the database failed" in log_of(bot) for bot in pair.bots),
+        RUN_TIMEOUT,
+        message="runs cut short by the outage",
+    )
+    cluster.start()
+    wait_answered(pair, "C4", roots)
+    # Every process ends what it was doing (a run it lost included) before it exits.
+    for bot in pair.bots:
+        bot.stop(timeout=RUN_TIMEOUT * 2)
+
+    assert_answered_once_each(pair, "C4", roots)
+    logs = log_of(pair.bots[0]) + log_of(pair.bots[1])
+    assert "re-queued job" in logs  # runs were taken over while their processes lived

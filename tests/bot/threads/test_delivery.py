@@ -1,0 +1,55 @@
+"""A run's delivery against the real store: a run taken over by another attempt is posted once."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.db.store import FINAL_STEP, Store
+from bot.slack.messages import SlackMessage
+from bot.threads.conversation import ThreadKey
+from bot.threads.delivery import RunTakenOver, open_delivery
+
+THREAD = ThreadKey("T1", "C1", "1700000000.000100")
+
+
+async def test_an_attempt_whose_run_was_taken_over_posts_nothing_more_and_the_new_one_posts_the_rest(
+    tmp_path,
+):
+    store = await Store.open(str(tmp_path / "bot.sqlite"))
+    thread: list[str] = []
+
+    async def post(payload: SlackMessage) -> str:
+        thread.append(payload["text"])
+        return f"1700000001.{len(thread):06d}"
+
+    try:
+        run_id = await store.start_run(THREAD, THREAD.thread_ts)
+        cut_off = await open_delivery(
+            post,
+            store,
+            run_id,
+            THREAD.thread_id,
+            retry_for=1,
+            resumed=False,
+            lease=await store.take_run(run_id),
+        )
+        await cut_off.post(0, 0, {"text": "iteration 1"})
+        # The run's job was re-queued while its process was cut off: another attempt takes it over.
+        taking_over = await open_delivery(
+            post,
+            store,
+            run_id,
+            THREAD.thread_id,
+            retry_for=1,
+            resumed=True,
+            lease=await store.take_run(run_id),
+        )
+
+        with pytest.raises(RunTakenOver):
+            await cut_off.post(FINAL_STEP, 0, {"text": "the answer"})
+        await taking_over.post(0, 0, {"text": "iteration 1"})  # in the ledger already
+        await taking_over.post(FINAL_STEP, 0, {"text": "the answer"})
+    finally:
+        await store.close()
+
+    assert thread == ["iteration 1", "the answer"]
