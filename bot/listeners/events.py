@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from re import Pattern
-from typing import Any, cast
+from typing import Any
 
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
-from slack_bolt.listener_matcher import builtins as builtin_matchers
-from slack_bolt.listener_matcher.async_listener_matcher import AsyncListenerMatcher
+from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.home import publish_home
@@ -35,8 +33,11 @@ from bot.threads.conversation import (
     user_message,
 )
 
-EventListener = Callable[..., Awaitable[None]]
-"""A Bolt event listener (Bolt passes the arguments it names)."""
+EventWork = Callable[[dict[str, Any], dict[str, Any], AsyncBoltContext], Awaitable[None]]
+"""What the bot does with an event (its body, the event, Bolt's context) before it is acked."""
+
+Next = Callable[[], Awaitable[None]]
+"""What Bolt passes a middleware as ``next``: lets the request go on to its listener."""
 
 EventConstraints = dict[str, str | Sequence[str | Pattern[str] | None] | None]
 """What Bolt matches an event by besides its type (its subtype, say), as `app.event` takes it."""
@@ -48,32 +49,30 @@ HOME_TAB = "home"
 def register(app: AsyncApp) -> None:
     """Listen to mentions, to messages (channels, private channels, DMs) and their deletions and
     edits, to the Home tab opening, and to the app's uninstalling or its bot token's revocation."""
-    _listen_acking_when_queued(app, "app_mention", on_mention)
+    _listen_acking_when_taken(app, "app_mention", on_mention)
     # Before the plain message listener: Bolt gives an event to the first listener that matches.
-    _listen_acking_when_queued(app, {"type": "message", "subtype": DELETED}, on_message_deleted)
-    _listen_acking_when_queued(app, {"type": "message", "subtype": CHANGED}, on_message_changed)
-    _listen_acking_when_queued(app, "message", on_message)
+    _listen_acking_when_taken(app, {"type": "message", "subtype": DELETED}, on_message_deleted)
+    _listen_acking_when_taken(app, {"type": "message", "subtype": CHANGED}, on_message_changed)
+    _listen_acking_when_taken(app, "message", on_message)
     app.event("app_home_opened")(on_home_opened)
     app.event("app_uninstalled")(on_app_uninstalled)
     app.event("tokens_revoked")(on_tokens_revoked)
 
 
-async def on_message_deleted(ack: AsyncAck, event: dict[str, Any], context: AsyncBoltContext) -> None:
+async def on_message_deleted(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
     """A deleted message leaves its thread's stored conversation (see bot.lifecycle.forget); acked
     once that is queued, so Slack delivers it again if it could not be."""
     deleted = message_change(event, team=workspace_of(context), bot_user_id=context.bot_user_id or "")
     if deleted is not None:
         await services_of(context).runner.forget(deleted)
-    await ack()
 
 
-async def on_message_changed(ack: AsyncAck, event: dict[str, Any], context: AsyncBoltContext) -> None:
+async def on_message_changed(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
     """An edited request's stored copy takes the new text (see bot.lifecycle.forget); acked once
     that is queued."""
     edited = message_change(event, team=workspace_of(context), bot_user_id=context.bot_user_id or "")
     if edited is not None:
         await services_of(context).runner.revise(edited)
-    await ack()
 
 
 async def on_app_uninstalled(context: AsyncBoltContext) -> None:
@@ -88,25 +87,28 @@ async def on_tokens_revoked(event: dict[str, Any], context: AsyncBoltContext) ->
         await on_app_uninstalled(context)
 
 
-def _listen_acking_when_queued(
-    app: AsyncApp, event_type: str | EventConstraints, listener: EventListener
-) -> None:
-    """Register `listener` for `event_type` (a type, or a type and subtype), to ack the event itself
-    once the message is queued.
+def _listen_acking_when_taken(app: AsyncApp, event_type: str | EventConstraints, take: EventWork) -> None:
+    """Register `take` for `event_type` (a type, or a type and subtype), to run before Bolt acks it.
 
-    `app.event` acks an event before its listener runs, and Slack redelivers only an event that is
-    not acked with a 2xx: a message the database could not take would be lost. A listener that
-    acks itself raises instead when the database fails, and Bolt answers 5xx (see
-    `bot.slack.client.log_listener_failure`), so Slack delivers it again. Bolt offers that only
-    to other kinds of listeners; this is the registration `app.event` makes, without its ack.
+    Bolt acks an event before its listener runs, and Slack redelivers only an event that is not
+    acked with a 2xx: a message the database could not take would be lost. So `take` runs as the
+    listener's middleware, which Bolt runs first: when the database fails it raises, Bolt answers
+    5xx (and in Socket Mode does not ack; see `bot.slack.client.log_listener_failure`), and Slack
+    delivers the event again. Only once `take` has recorded it does the event reach its listener,
+    which Bolt acks.
     """
-    app._register_listener(
-        [listener],
-        cast(AsyncListenerMatcher, builtin_matchers.event(event_type, True, base_logger=app._base_logger)),
-        None,
-        None,
-        auto_acknowledgement=False,
-    )
+
+    async def before_ack(
+        body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext, next: Next
+    ) -> None:
+        await take(body, event, context)
+        await next()
+
+    app.event(event_type, middleware=[before_ack])(_taken)
+
+
+async def _taken() -> None:
+    """The listener of an event its middleware has taken (see `_listen_acking_when_taken`): Bolt acks it."""
 
 
 async def on_home_opened(event: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient) -> None:
@@ -115,24 +117,14 @@ async def on_home_opened(event: dict[str, Any], context: AsyncBoltContext, clien
         await publish_home(client, services_of(context).store, team=workspace_of(context), user=event["user"])
 
 
-async def on_mention(
-    ack: AsyncAck, body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
-) -> None:
+async def on_mention(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
     """A mention starts (or continues) the conversation in its thread; acked once it is queued."""
     if is_from_person(event, context.bot_user_id):
         await _accept(services_of(context), body, event, context)
-    await ack()
 
 
-async def on_message(
-    ack: AsyncAck, body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
-) -> None:
+async def on_message(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
     """DMs, mentions, and replies in threads the bot takes part in; acked once queued (or ignored)."""
-    await _take_message(body, event, context)
-    await ack()
-
-
-async def _take_message(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
     bot_user_id = context.bot_user_id
     if not is_from_person(event, bot_user_id):
         return

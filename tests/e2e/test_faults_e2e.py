@@ -12,6 +12,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,10 +21,25 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.e2e.conftest import CRITERIA, BotProcess, Service, evaluations, finals
+from tests.e2e.conftest import (
+    BOT_TOKEN,
+    CRITERIA,
+    RUBRIC,
+    BotProcess,
+    Service,
+    button_value,
+    evaluations,
+    finals,
+)
 from tests.standins import free_port, wait_for
 from tests.standins import slack_requests as sr
 from tests.standins.model_api import scripted_revision
+from tests.standins.slack_api import SlackApiStandin
+
+APP_TOKEN = "xapp-1-A1-faults-test"
+"""The app-level token of the bot in Socket Mode."""
+SOCKET_MODE_COMMAND = (sys.executable, "-m", "bot", "serve")
+"""`serve` without ``--http``: with an app token, Socket Mode."""
 
 pytestmark = pytest.mark.postgres
 
@@ -104,11 +120,22 @@ def cluster() -> Iterator[Cluster]:
         shutil.rmtree(data, ignore_errors=True)
 
 
-def start_pair(cluster: Cluster, start_bot, slack_api, model_api, **env: str) -> Service:
-    """Two replicas on a fresh database of the cluster, settings changed by `env`."""
+@pytest.fixture
+def slack_api() -> Iterator[SlackApiStandin]:
+    """The Slack stand-in, knowing the app token too (for the bot in Socket Mode)."""
+    with SlackApiStandin(token=BOT_TOKEN, app_token=APP_TOKEN) as api:
+        yield api
+
+
+def fresh_database(cluster: Cluster) -> None:
     with psycopg.connect(cluster.url.replace("/bot", "/postgres"), autocommit=True) as admin:
         admin.execute("DROP DATABASE IF EXISTS bot WITH (FORCE)")
         admin.execute("CREATE DATABASE bot")
+
+
+def start_pair(cluster: Cluster, start_bot, slack_api, model_api, **env: str) -> Service:
+    """Two replicas on a fresh database of the cluster, settings changed by `env`."""
+    fresh_database(cluster)
     settings = {"RUBRIC_BOT_DB": cluster.url, "RUBRIC_BOT_SHUTDOWN_GRACE": "0.5", **env}
     model_api.worker, model_api.grader = scripted_revision(CRITERIA)
     return Service(slack_api, model_api, start_bot(env=settings), (start_bot(env=settings),))
@@ -252,3 +279,65 @@ def test_runs_taken_over_in_a_database_outage_longer_than_the_stall_time_answer_
     assert_answered_once_each(pair, "C4", roots)
     logs = log_of(pair.bots[0]) + log_of(pair.bots[1])
     assert "re-queued job" in logs  # runs were taken over while their processes lived
+
+
+def test_an_event_socket_mode_could_not_take_is_not_acked_and_its_redelivery_is_answered_once(
+    cluster, start_bot, slack_api, model_api
+):
+    fresh_database(cluster)
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    bot = start_bot(
+        env={"RUBRIC_BOT_DB": cluster.url, "SLACK_APP_TOKEN": APP_TOKEN, "SLACK_SIGNING_SECRET": None},
+        command=SOCKET_MODE_COMMAND,
+        ready=slack_api.socket_connected,
+    )
+    answer = slack_api.wait_for_ack(
+        slack_api.send_envelope("slash_commands", sr.slash_command(f"set {RUBRIC}", "C5"))
+    )
+    assert "Channel default rubric set" in answer.payload["text"]
+    root = sr.new_ts()
+    mention = sr.event_callback(sr.app_mention("Question 1", "C5", root))
+
+    cluster.stop()
+    unacked = slack_api.send_envelope("events_api", mention)
+    wait_for(lambda: "could not take event app_mention" in log_of(bot), RUN_TIMEOUT, message="the refusal")
+    cluster.start()
+    # Slack sends an event again while it is not acked: now it is taken, and a later copy is a no-op.
+    for attempt in (1, 2):
+        slack_api.wait_for_ack(slack_api.send_envelope("events_api", mention, retry_attempt=attempt))
+    # A follow-up in the thread runs after anything queued before it, twins included.
+    follow_up = sr.event_callback(sr.app_mention("Question 2", "C5", sr.new_ts(), root))
+    slack_api.wait_for_ack(slack_api.send_envelope("events_api", follow_up))
+    wait_for(
+        lambda: len(finals(slack_api.messages_in_thread("C5", root))) >= 2, RUN_TIMEOUT, message="answers"
+    )
+
+    assert slack_api.ack_of(unacked) is None
+    thread = slack_api.messages_in_thread("C5", root)
+    assert len(finals(thread)) == 2 and "Revised answer" in finals(thread)[0].all_text
+    assert log_of(bot).count("could not take event app_mention") == 1 and "Traceback" not in log_of(bot)
+
+
+def test_commands_and_clicks_the_database_could_not_take_are_refused_with_503_and_work_when_sent_again(
+    pair, cluster
+):
+    root, evaluation = pair.graded_thread("C6")
+    bot = pair.bots[0]
+    command = sr.slash_command(f"set {RUBRIC}", "C6")
+    click = sr.block_actions("review_agree", button_value(evaluation), "C6", evaluation.ts, root, "U7")
+
+    cluster.stop()
+    refused = [bot.sender.send(command), bot.sender.send(click)]
+    cluster.start()
+
+    assert [response.status for response in refused] == [503, 503]
+    logs = log_of(bot)
+    assert logs.count("could not take /rubric: the database is unavailable") == 1
+    assert logs.count("could not take block_actions review_agree: the database is unavailable") == 1
+    assert "Traceback" not in logs and "handling" not in logs
+    # The person sends them again (Slack does not): each is done, once.
+    assert "Channel default rubric set" in pair.send(command).json()["text"]
+    pair.send(click)
+    pair.wait_message(evaluation, "1 review · no disagreements")
+    history = pair.send(sr.slash_command("history", "C6")).json()["text"]
+    assert history == "The last 1 versions of this channel's default rubric."

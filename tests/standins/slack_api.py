@@ -358,10 +358,12 @@ class SlackApiStandin(BackgroundServer):
 
     # ----- Socket Mode (safe from any thread) -----
 
-    def send_envelope(self, kind: EnvelopeType, payload: dict[str, Any]) -> str:
+    def send_envelope(self, kind: EnvelopeType, payload: dict[str, Any], *, retry_attempt: int = 0) -> str:
         """Push `payload` in an envelope to the newest open Socket Mode connection; its envelope_id.
 
         Build `payload` with tests.standins.slack_requests (``event_callback``, ``slash_command``, …).
+        An event Slack delivers again, because its first envelope was not acked, has a
+        `retry_attempt` above 0 (Slack's reason: ``timeout``).
         """
         envelope_id = str(uuid.uuid4())
         envelope: dict[str, Any] = {
@@ -372,7 +374,7 @@ class SlackApiStandin(BackgroundServer):
             "accepts_response_payload": kind != "events_api",
         }
         if kind == "events_api":
-            envelope |= {"retry_attempt": 0, "retry_reason": ""}
+            envelope |= {"retry_attempt": retry_attempt, "retry_reason": "timeout" if retry_attempt else ""}
         with self._lock:
             socket = next(reversed(self._state.live.values()), None)
         if socket is None or self._loop is None:
@@ -381,14 +383,19 @@ class SlackApiStandin(BackgroundServer):
         sent.result(timeout=SOCKET_SEND_TIMEOUT)
         return envelope_id
 
+    def ack_of(self, envelope_id: str) -> SocketAck | None:
+        """The client's ack of envelope `envelope_id` so far, if any."""
+        with self._lock:
+            return self._state.acks.get(envelope_id)
+
     def wait_for_ack(self, envelope_id: str, timeout: float = 10.0) -> SocketAck:
         """The client's ack of envelope `envelope_id`, once it arrives (AssertionError after `timeout`)."""
 
-        def ack() -> SocketAck | None:
-            with self._lock:
-                return self._state.acks.get(envelope_id)
-
-        return wait_for(ack, timeout, message=f"the ack of Socket Mode envelope {envelope_id}")
+        return wait_for(
+            lambda: self.ack_of(envelope_id),
+            timeout,
+            message=f"the ack of Socket Mode envelope {envelope_id}",
+        )
 
     def refuse_sockets(self, refuse: bool = True) -> None:
         """Refuse (or, with False, accept again) new websocket handshakes; `apps.connections.open`
