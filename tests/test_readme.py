@@ -114,10 +114,32 @@ def test_troubleshooting_quotes_the_start_up_and_database_lines_the_bot_prints()
     assert "WARNING bot.ops.startup: could not use the database postgresql://… (attempt N): " in text
 
 
+def test_troubleshooting_quotes_the_lines_the_bot_logs_when_the_database_or_slack_fails():
+    # The bot prints these very lines in tests/e2e/test_faults_e2e.py (the database down or restarted,
+    # runs taken over, Slack answering 503) and tests/bot/threads/test_runner.py (giving up).
+    text = " ".join(section("Troubleshooting").split())
+
+    for line in (
+        "ERROR bot.slack.client: could not take event app_mention: the database is unavailable (<reason>)",
+        "WARNING bot.threads.runner: run N in thread T…:C…:TS: the database failed (<reason>); "
+        "resuming it from its checkpoint in 2s",
+        "given up after 3 attempts, the database failing each time (<reason>)",
+        "WARNING bot.threads.jobs: re-queued job N of thread …: its worker stopped beating",
+        "was taken over by another process while this one could not reach the database; leaving the "
+        "thread to it",
+        "WARNING bot.threads.delivery: Slack refused a message for thread … (<error>); "
+        "retrying for up to 600s",
+        "gave up posting N message(s) in thread …: Slack refused them for 600s",
+        "ended satisfied, but its answer never reached the thread",
+    ):
+        assert line in text, line
+
+
 def test_running_at_scale_states_the_privileges_and_what_health_and_metrics_show():
     text = " ".join(section("Running at scale").split())
 
     assert "must own the database, or have `CREATE` on the schema" in text
+    assert "`rubric-bot db upgrade (HOST)`" in text  # tests/e2e/test_startup_e2e.py sees that name
     for name in ("/healthz", "/readyz", "/metrics", "RUBRIC_BOT_METRICS_PORT", *METRIC_NAMES):
         assert name in text
 

@@ -92,11 +92,12 @@ again (and in Socket Mode the envelope is not acked, which has the same effect).
 async def log_listener_failure(
     error: Exception, body: dict[str, Any], response: BoltResponse | None = None
 ) -> BoltResponse | None:
-    """Bolt's error handler (``@app.error``): log what a listener raised, naming the request.
+    """Bolt's error handler (``@app.error``, for listeners and middleware): log what one raised,
+    naming the request.
 
-    A database that could not take the request is one ERROR line, and, if the listener had not
-    acked yet, Slack is answered `LISTENER_UNAVAILABLE_STATUS` so that it delivers the request
-    again. A Slack call that failed is a warning with Slack's error code; anything else is a bug,
+    A database that could not take the request is one ERROR line, and, if it had not been acked
+    yet (events are taken by listener middleware, before Bolt acks them), Slack is answered
+    `LISTENER_UNAVAILABLE_STATUS` so that it delivers the request again. A Slack call that failed is a warning with Slack's error code; anything else is a bug,
     logged with its traceback.
     """
     request = _request_name(body)
