@@ -97,8 +97,8 @@ async def log_listener_failure(
 
     A database that could not take the request is one ERROR line, and, if it had not been acked
     yet (events are taken by listener middleware, before Bolt acks them), Slack is answered
-    `LISTENER_UNAVAILABLE_STATUS` so that it delivers the request again. A Slack call that failed is a warning with Slack's error code; anything else is a bug,
-    logged with its traceback.
+    `LISTENER_UNAVAILABLE_STATUS` so that it delivers the request again. A Slack call that failed
+    is a warning with Slack's error code; anything else is a bug, logged with its traceback.
     """
     request = _request_name(body)
     if (failure := unavailable_error(error)) is not None:
