@@ -113,6 +113,8 @@ CPU_TARGET = 1.5
 """The bot's CPU per conversation should be at most this many times the agent loop's alone."""
 SETUPS = {"sqlite": (False, 1), "postgres": (True, 1), "postgres-2": (True, 2)}
 """Each setup of the bot: (on PostgreSQL, number of serve processes)."""
+DAILY_REQUESTS_LIMIT = 1_000_000
+"""The per-person daily request limit the bot runs with: far above any run's mentions."""
 RESULTS = Path(__file__).parent / "results" / "bot_load.json"
 """Where the JSON summary goes."""
 
@@ -227,6 +229,9 @@ async def measure_setup(
         )
         env = bot_environment(slack_api, model, Path(workdir / "unused"))
         env["RUBRIC_BOT_DB"] = database
+        # Every mention comes from one user: a per-person daily limit the load cannot reach, so the
+        # limit is still checked (as in a default deployment) but never refuses a benchmark request.
+        env["RUBRIC_BOT_DAILY_REQUESTS_PER_USER"] = str(DAILY_REQUESTS_LIMIT)
         bots = [BotProcess(BOT_COMMAND, env, workdir / f"{name}-{n}.log", workdir) for n in range(processes)]
         for bot in bots:
             stack.callback(bot.sender.close)
