@@ -170,6 +170,29 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class RunMaterial:
+    """What a run's request shared, as the run read it: recorded when the run starts."""
+
+    thread_messages: int
+    """Earlier thread messages the worker got."""
+    files_read: Sequence[str]
+    files_unread: Sequence[Unread]
+    """Files (and threads Slack refused to list) that were not read, with why."""
+
+
+@dataclass(frozen=True)
+class AttemptStart:
+    """What an attempt at a run learns as it starts (see `Store.start_attempt`), from one transaction."""
+
+    interrupted: list[RunRecord]
+    """The thread's interrupted runs nobody had reported, now marked reported: the attempt tells them."""
+    unread: tuple[Unread, ...]
+    """What the request shared that was not read."""
+    channel_rubric: str | None
+    """The channel's default rubric (None if it has none, or it was not asked for)."""
+
+
+@dataclass(frozen=True)
 class MaterialTally:
     """How much of what people shared with their requests the runs read."""
 
@@ -260,6 +283,15 @@ class PostedEvaluation:
     evaluation: RubricEvaluation
     rubric_text: str
     """The rubric the evaluation graded against."""
+
+
+@dataclass(frozen=True)
+class PostedPart:
+    """A part of a run's step that Slack took, as the ledger records it."""
+
+    step: Step
+    part: int
+    message_ts: str
 
 
 @dataclass(frozen=True)
@@ -505,10 +537,7 @@ class Store:
 
     async def get_channel_rubric(self, team: str, channel: str) -> str | None:
         """The channel's default rubric text, or None."""
-        table = channel_rubrics
-        return await self._scalar(
-            select(table.c.rubric_text).where(table.c.team == team, table.c.channel == channel)
-        )
+        return await self._scalar(_channel_rubric_query(team, channel))
 
     async def clear_channel_rubric(self, team: str, channel: str, user: str) -> RubricVersion | None:
         """Remove the channel's default rubric; the version recorded, None (recording none) if it had none."""
@@ -675,12 +704,22 @@ class Store:
         async with self._write() as connection:
             return await Claim(connection).start_run(thread, request_ts, requester=requester, quota=quota)
 
-    async def finish_run(self, run_id: int, status: RunStatus, tokens: int | None = None) -> None:
-        """Record that a run ended with ``status``, having used ``tokens`` (worker plus grader) if known."""
+    async def finish_run(
+        self,
+        run_id: int,
+        status: RunStatus,
+        tokens: int | None = None,
+        posted: Sequence[PostedPart] = (),
+    ) -> None:
+        """Record that a run ended with ``status``, having used ``tokens`` (worker plus grader) if
+        known; and, in the same transaction, its closing messages in the thread not recorded yet
+        (`posted`; see `record_posted`)."""
         values: dict[str, Any] = {"status": status, "finished_at": _now()}
         if tokens is not None:
             values["tokens"] = tokens
         async with self._write() as connection:
+            for part in posted:
+                await connection.execute(self._ledger_insert(run_id, part.step, part.part, part.message_ts))
             await connection.execute(update(runs).where(runs.c.run_id == run_id).values(**values))
 
     async def usage(self, team: str | None, channel: str | None, since: datetime) -> list[UsageRow]:
@@ -733,29 +772,44 @@ class Store:
         start), and interrupted runs whose thread was not told. One UPDATE … RETURNING claims them,
         so processes starting together each get different runs and every run is reported once.
         """
-        return await self._claim_interrupted(
-            (runs.c.finished_at.is_(None) & (runs.c.started_at < started_before))
-            | (runs.c.status == INTERRUPTED)
-        )
+        async with self._write() as connection:
+            return await _claim_interrupted(
+                connection,
+                (runs.c.finished_at.is_(None) & (runs.c.started_at < started_before))
+                | (runs.c.status == INTERRUPTED),
+            )
 
     async def claim_interrupted_runs(self, thread: ThreadKey) -> list[RunRecord]:
         """Take the thread's interrupted runs nobody has reported yet, marking them reported."""
-        return await self._claim_interrupted(
-            (runs.c.thread_id == thread.thread_id) & (runs.c.status == INTERRUPTED)
-        )
+        async with self._write() as connection:
+            return await _claim_interrupted(connection, _interrupted_in(thread))
+
+    async def start_attempt(
+        self, run_id: int, thread: ThreadKey, material: RunMaterial | None, *, channel_rubric: bool
+    ) -> AttemptStart:
+        """Everything an attempt at a run records and reads as it starts, in one transaction: it
+        claims the thread's unreported interrupted runs (see `claim_interrupted_runs`), records
+        the request's `material` (a first attempt read it) or reads back what an earlier attempt
+        recorded as unread (None), and reads the channel's default rubric if `channel_rubric`.
+        """
+        async with self._write() as connection:
+            interrupted = await _claim_interrupted(connection, _interrupted_in(thread))
+            if material is None:
+                unread = _unread(await connection.scalar(_unread_query(run_id)))
+            else:
+                await connection.execute(_material_update(run_id, material))
+                unread = tuple(material.files_unread)
+            rubric = (
+                await connection.scalar(_channel_rubric_query(thread.team, thread.channel))
+                if channel_rubric
+                else None
+            )
+        return AttemptStart(interrupted, unread, rubric)
 
     async def release_interrupted(self, run_id: int) -> None:
         """Undo a claim whose report could not be posted, so that a later attempt reports the run."""
         async with self._write() as connection:
             await connection.execute(update(runs).where(runs.c.run_id == run_id).values(acknowledged=False))
-
-    async def _claim_interrupted(self, condition: Any) -> list[RunRecord]:
-        statement = _interrupted_and_reported(
-            update(runs).where(runs.c.acknowledged.is_(False), condition)
-        ).returning(*_RUN_COLUMNS)
-        async with self._write() as connection:
-            claimed = [RunRecord(**row) for row in (await connection.execute(statement)).mappings()]
-        return sorted(claimed, key=lambda run: run.run_id)
 
     async def take_run(self, run_id: int) -> str:
         """Make the calling attempt the only one that may post the run's messages; its lease.
@@ -782,18 +836,13 @@ class Store:
         self, run_id: int, thread_messages: int, files_read: Sequence[str], files_unread: Sequence[Unread]
     ) -> None:
         """Record what the run's request shared that was read (and what was not, with why)."""
-        values = {
-            "thread_messages": thread_messages,
-            "files_read": list(files_read),
-            "files_unread": [asdict(item) for item in files_unread],
-        }
+        material = RunMaterial(thread_messages, files_read, files_unread)
         async with self._write() as connection:
-            await connection.execute(update(runs).where(runs.c.run_id == run_id).values(**values))
+            await connection.execute(_material_update(run_id, material))
 
     async def unread_material(self, run_id: int) -> tuple[Unread, ...]:
         """What the run's request shared that was not read (none before the run read it)."""
-        stored = await self._scalar(select(runs.c.files_unread).where(runs.c.run_id == run_id))
-        return tuple(Unread(**item) for item in stored or [])
+        return _unread(await self._scalar(_unread_query(run_id)))
 
     async def material_tally(
         self, team: str | None, channel: str | None, since: datetime | None = None
@@ -849,6 +898,15 @@ class Store:
 
         False (changing nothing) if that part was recorded before: it is already in the thread.
         """
+        statement = self._ledger_insert(run_id, step, part, message_ts)
+        async with self._write() as connection:
+            inserted = (await connection.execute(statement)).first()
+            if inserted is not None and evaluation is not None:
+                await connection.execute(self._evaluation_upsert(message_ts, evaluation))
+        return inserted is not None
+
+    def _ledger_insert(self, run_id: int, step: Step, part: int, message_ts: str) -> Any:
+        """Insert a ledger entry unless that part was recorded before; returns the run id if inserted."""
         row = {
             "run_id": run_id,
             "iteration": str(step),
@@ -856,12 +914,7 @@ class Store:
             "message_ts": message_ts,
             "posted_at": _now(),
         }
-        statement = self._upsert(posted).values(row).on_conflict_do_nothing().returning(posted.c.run_id)
-        async with self._write() as connection:
-            inserted = (await connection.execute(statement)).first()
-            if inserted is not None and evaluation is not None:
-                await connection.execute(self._evaluation_upsert(message_ts, evaluation))
-        return inserted is not None
+        return self._upsert(posted).values(row).on_conflict_do_nothing().returning(posted.c.run_id)
 
     async def posted_messages(self, run_id: int) -> list[PostedMessage]:
         """What the run has posted so far, in the order it was posted."""
@@ -1243,6 +1296,49 @@ async def _lock_iteration(connection: AsyncConnection, grading_run_id: str, iter
     """Lock the iteration's evaluation row until the transaction ends (SQLite: already locked)."""
     query = select(evaluations.c.iteration).where(_iteration_of(evaluations, grading_run_id, iteration))
     await connection.execute(query.with_for_update())
+
+
+async def _claim_interrupted(connection: AsyncConnection, condition: Any) -> list[RunRecord]:
+    """Mark the unreported runs matching `condition` reported (and interrupted, if they never
+    ended); those runs, oldest first."""
+    statement = _interrupted_and_reported(
+        update(runs).where(runs.c.acknowledged.is_(False), condition)
+    ).returning(*_RUN_COLUMNS)
+    claimed = [RunRecord(**row) for row in (await connection.execute(statement)).mappings()]
+    return sorted(claimed, key=lambda run: run.run_id)
+
+
+def _interrupted_in(thread: ThreadKey) -> Any:
+    """The condition on runs: the thread's interrupted runs."""
+    return (runs.c.thread_id == thread.thread_id) & (runs.c.status == INTERRUPTED)
+
+
+def _material_update(run_id: int, material: RunMaterial) -> Update:
+    """The statement recording what the run's request shared, read and not."""
+    return (
+        update(runs)
+        .where(runs.c.run_id == run_id)
+        .values(
+            thread_messages=material.thread_messages,
+            files_read=list(material.files_read),
+            files_unread=[asdict(item) for item in material.files_unread],
+        )
+    )
+
+
+def _unread_query(run_id: int) -> Select[Any]:
+    """What the run recorded as shared but not read (a JSON list; null before the run read it)."""
+    return select(runs.c.files_unread).where(runs.c.run_id == run_id)
+
+
+def _unread(stored: list[dict[str, str]] | None) -> tuple[Unread, ...]:
+    return tuple(Unread(**item) for item in stored or [])
+
+
+def _channel_rubric_query(team: str, channel: str) -> Select[Any]:
+    """The channel's default rubric text (no row if it has none)."""
+    table = channel_rubrics
+    return select(table.c.rubric_text).where(table.c.team == team, table.c.channel == channel)
 
 
 def _interrupted_and_reported(statement: Update) -> Update:

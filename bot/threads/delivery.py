@@ -9,6 +9,10 @@ seconds after the first refusal. Only then is an answer counted undelivered.
 
 A job's single message outside a run (a rubric's confirmation, a limit's refusal, a notice) is
 posted with `post_in_time`: the same retries for the same time, without a ledger (it has one part).
+
+An iteration's message is recorded as soon as Slack takes it (with its evaluation); the closing
+messages are recorded with the run's end, in the transaction that records its status
+(`Delivery.unrecorded`, `bot.db.store.Store.finish_run`), unless the run waits for Slack first.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from bot.db.database import describe_database_error, unavailable_error
-from bot.db.store import FINAL_STEP, PostedEvaluation, Step, Store
+from bot.db.store import FINAL_STEP, PostedEvaluation, PostedPart, Step, Store
 from bot.ops import metrics
 from bot.slack.client import SLACK_ERRORS, describe_error, refused_for_now
 from bot.slack.messages import SlackMessage
@@ -134,6 +138,7 @@ class Delivery:
     """The attempt's hold on the run, checked before each post; None where no other process can
     take the run over (the embedded queue)."""
     _owed: list[_Owed] = field(default_factory=list)
+    _unrecorded: list[PostedPart] = field(default_factory=list)
     _final_lost: bool = False
 
     @property
@@ -155,6 +160,9 @@ class Delivery:
         """Post everything owed, waiting for Slack within the retry period; whether every closing
         message of the run is in the thread."""
         while self._owed and not self.window.expired:
+            # Nothing Slack took waits out of the ledger while the run waits for Slack.
+            for posted in self.unrecorded():
+                await self._record(posted)
             await self.window.wait()
             await self._post_owed()
         if self._owed:
@@ -162,6 +170,12 @@ class Delivery:
             self._lose(*self._owed)
             self._owed.clear()
         return not self._final_lost
+
+    def unrecorded(self) -> list[PostedPart]:
+        """The closing messages Slack took that are not in the ledger yet, for the run's end to
+        record (see `bot.db.store.Store.finish_run`); from now on they are the caller's to record."""
+        taken, self._unrecorded = self._unrecorded, []
+        return taken
 
     def _lose(self, *messages: _Owed) -> None:
         self._final_lost = self._final_lost or any(owed.step == FINAL_STEP for owed in messages)
@@ -183,29 +197,44 @@ class Delivery:
                 logger.warning("could not post in thread %s: %s", self.thread, describe_error(exc))
                 self._lose(owed)
             else:
-                await self._record(owed, ts)
+                self.posted[(owed.step, owed.part)] = ts
+                posted = PostedPart(owed.step, owed.part, ts)
+                if owed.step == FINAL_STEP:
+                    self._unrecorded.append(posted)
+                else:
+                    await self._record(posted, owed.evaluation)
             self._owed.pop(0)
 
-    async def _record(self, owed: _Owed, ts: str) -> None:
-        """Put the posted message in the ledger, retrying a moment if the database fails meanwhile."""
-        self.posted[(owed.step, owed.part)] = ts
-        delay = FIRST_RETRY_SECONDS
-        for number in range(LEDGER_RETRIES):
-            try:
-                await self.store.record_posted(self.run_id, owed.step, owed.part, ts, owed.evaluation)
-                return
-            except Exception as exc:
-                failure = unavailable_error(exc)
-                if failure is None or number + 1 == LEDGER_RETRIES:
-                    raise
-                logger.warning(
-                    "could not record a message posted in thread %s (%s); trying again in %gs",
-                    self.thread,
-                    describe_database_error(failure),
-                    delay,
-                )
-            await asyncio.sleep(delay)
-            delay *= 2
+    async def _record(self, posted: PostedPart, evaluation: PostedEvaluation | None = None) -> None:
+        """Put a posted message in the ledger (with the evaluation it shows)."""
+        await record_retrying(
+            lambda: self.store.record_posted(
+                self.run_id, posted.step, posted.part, posted.message_ts, evaluation
+            ),
+            self.thread,
+        )
+
+
+async def record_retrying(write: Callable[[], Awaitable[object]], thread: str) -> None:
+    """Run `write`, which records messages posted in `thread`, retrying a moment if the database
+    fails meanwhile: a message missing from the ledger would be posted again by a resumed run."""
+    delay = FIRST_RETRY_SECONDS
+    for number in range(LEDGER_RETRIES):
+        try:
+            await write()
+            return
+        except Exception as exc:
+            failure = unavailable_error(exc)
+            if failure is None or number + 1 == LEDGER_RETRIES:
+                raise
+            logger.warning(
+                "could not record a message posted in thread %s (%s); trying again in %gs",
+                thread,
+                describe_database_error(failure),
+                delay,
+            )
+        await asyncio.sleep(delay)
+        delay *= 2
 
 
 async def open_delivery(

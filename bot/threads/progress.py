@@ -47,6 +47,10 @@ class WorkingIndicator:
             self._reacting = True
             await react(self._client, "reactions_add", self._request)
 
+    async def drafting(self) -> None:
+        """Show again that the worker is drafting, after a post in the thread took the status off."""
+        await self._show(DRAFTING)
+
     async def grading(self, iteration: int, max_iterations: int) -> None:
         """Show that the grader is checking iteration ``iteration`` (0-based) of ``max_iterations``."""
         await self._show(GRADING.format(position=f"{iteration + 1}/{max_iterations}"))

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -41,7 +41,9 @@ from bot.db.store import (
     ChangeKind,
     Claim,
     PostedEvaluation,
+    PostedPart,
     QuotaExceeded,
+    RunMaterial,
     RunRecord,
     RunStatus,
     Store,
@@ -65,7 +67,14 @@ from bot.threads.conversation import (
     rubric_directive,
     stored_message_id,
 )
-from bot.threads.delivery import Delivery, RetryWindow, RunTakenOver, open_delivery, post_in_time
+from bot.threads.delivery import (
+    Delivery,
+    RetryWindow,
+    RunTakenOver,
+    open_delivery,
+    post_in_time,
+    record_retrying,
+)
 from bot.threads.jobs import (
     MAX_ATTEMPTS,
     Abandoned,
@@ -96,6 +105,19 @@ attempt, so a database restart (seconds) is ridden out within `MAX_ATTEMPTS`."""
 
 NO_LIMITS = DailyLimits()
 """A runner without daily limits (tests, and the terminal's `grade`)."""
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """How one attempt at a run ended."""
+
+    status: RunStatus
+    outcome: TurnOutcome | None
+    """Its turn, if the models got that far."""
+    delivered: bool
+    """Whether its closing messages reached the thread."""
+    posted: list[PostedPart]
+    """Closing messages Slack took that the run's end records (see `Delivery.unrecorded`)."""
 
 
 class RunTimeout(Exception):
@@ -342,7 +364,8 @@ class ThreadRunner:
         delivery = await self._delivery(message, run_id, resumed=True, lease=await self._hold(run_id, None))
         await react(self._client, "reactions_remove", message)
         await delivery.post(FINAL_STEP, 0, _gave_up_notice())
-        await self._finish(message, run_id, FAILED, delivered=await delivery.settle())
+        delivered = await delivery.settle()
+        await self._finish(message, run_id, FAILED, delivered=delivered, posted=delivery.unrecorded())
 
     async def _abandon_message(
         self, job: PromptJob | RubricJob | ReplyJob | LimitJob, why: Abandoned
@@ -396,12 +419,18 @@ class ThreadRunner:
         for number in range(attempt, MAX_ATTEMPTS):
             try:
                 lease = await self._hold(run_id, lease)
-                status, outcome, delivered = await self._answer_and_post(
-                    message, run_id, sources, resumed=number > 0, lease=lease
-                )
-                metrics.run_finished(status, time.monotonic() - started, outcome)
+                ended = await self._answer_and_post(message, run_id, sources, resumed=number > 0, lease=lease)
+                outcome = ended.outcome
+                metrics.run_finished(ended.status, time.monotonic() - started, outcome)
                 tokens = outcome.usage["total_tokens"] if outcome and outcome.usage else None
-                await self._finish(message, run_id, status, delivered=delivered, tokens=tokens)
+                await self._finish(
+                    message,
+                    run_id,
+                    ended.status,
+                    delivered=ended.delivered,
+                    tokens=tokens,
+                    posted=ended.posted,
+                )
                 return
             except RunTakenOver:
                 logger.warning(
@@ -443,9 +472,8 @@ class ThreadRunner:
 
     async def _answer_and_post(
         self, message: UserMessage, run_id: int, sources: Sources, *, resumed: bool, lease: str | None
-    ) -> tuple[RunStatus, TurnOutcome | None, bool]:
-        """One attempt at the run: its status, its turn (if the models got that far), and whether
-        its closing messages reached the thread.
+    ) -> _Attempt:
+        """One attempt at the run, and how it ended.
 
         A failure of the models ends it with a notice; one of the database, or the run's take-over
         by another process, is raised.
@@ -456,7 +484,6 @@ class ThreadRunner:
         status: RunStatus
         delivered = False
         try:
-            await self._report_interrupted(message)
             await progress.start()
             try:
                 outcome, unread = await self._answer(message, sources, progress, delivery)
@@ -469,7 +496,7 @@ class ThreadRunner:
                 status = outcome.status or ANSWERED
                 await self._post_final(delivery, outcome, unread)
             delivered = await delivery.settle()
-            return status, outcome, delivered
+            return _Attempt(status, outcome, delivered, delivery.unrecorded())
         except asyncio.CancelledError:
             # A durable job cut short runs again elsewhere and resumes; an embedded one is lost.
             if not self._queue.durable:
@@ -486,8 +513,15 @@ class ThreadRunner:
         *,
         delivered: bool,
         tokens: int | None = None,
+        posted: Sequence[PostedPart] = (),
     ) -> None:
-        await self._store.finish_run(run_id, status, tokens)
+        """Record how the run ended, with the closing messages Slack took that are not in the
+        ledger yet (`posted`): retried a moment if the database fails, like any ledger entry."""
+        finish = partial(self._store.finish_run, run_id, status, tokens, posted)
+        if posted:
+            await record_retrying(finish, message.thread_id)
+        else:
+            await finish()
         if not delivered:
             await self._record_undelivered(message, run_id, status)
 
@@ -530,22 +564,22 @@ class ThreadRunner:
         rubric_text = state.get("rubric")
         inputs: dict[str, Any] | None = None
         before = state
+        read: RunMaterial | None = None
         if earlier is None:
             # A conversation with no messages yet: the bot was just called in, and has not seen the thread.
             material = await self._read(message, sources, thread=not state.get("messages"))
-            await self._store.record_material(
-                delivery.run_id, material.thread_messages, material.files_read, material.unread
-            )
-            unread = material.unread
+            read = RunMaterial(material.thread_messages, material.files_read, material.unread)
             inputs = {"messages": conversation_messages(message.text, material, request_id)}
-            if not rubric_text:
-                # A conversation without its own rubric picks up the channel default.
-                rubric_text = await self._store.get_channel_rubric(message.team, message.channel)
-                if rubric_text:
-                    inputs["rubric"] = rubric_text
         else:
             before = {**state, "messages": earlier}
-            unread = await self._store.unread_material(delivery.run_id)
+        # A conversation without its own rubric picks up the channel default.
+        start = await self._store.start_attempt(
+            delivery.run_id, message.thread, read, channel_rubric=inputs is not None and not rubric_text
+        )
+        if inputs is not None and start.channel_rubric:
+            rubric_text = inputs["rubric"] = start.channel_rubric
+        unread = start.unread
+        await self._tell_interrupted_runs(start.interrupted, progress)
         post_evaluation = partial(self._post_evaluation, message, rubric_text or "", progress, delivery)
         if earlier is not None:
             # Iterations the cut-short attempt checkpointed but may not have posted, in order.
@@ -696,6 +730,14 @@ class ThreadRunner:
         """Tell the thread about interrupted runs whose notice could not be posted before."""
         for run in await self._store.claim_interrupted_runs(message.thread):
             await self._tell_abandoned(_request_of(run), run.run_id)
+
+    async def _tell_interrupted_runs(self, runs: list[RunRecord], progress: WorkingIndicator) -> None:
+        """Tell the thread about the interrupted runs a run's start claimed; the notices took the
+        thread status off, so it is shown again."""
+        for run in runs:
+            await self._tell_abandoned(_request_of(run), run.run_id)
+        if runs:
+            await progress.drafting()
 
 
 CHANGE_JOBS: dict[ChangeKind, type[ForgetJob] | type[ReviseJob]] = {"forget": ForgetJob, "revise": ReviseJob}

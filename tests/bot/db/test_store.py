@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from bot.db.database import DatabaseError
-from bot.db.store import MaterialTally, ReviewVerdict, Store
+from bot.db.store import AttemptStart, MaterialTally, PostedPart, ReviewVerdict, RunMaterial, Store
 from bot.material.files import Unread
 from bot.threads.conversation import ThreadKey
 
@@ -219,6 +219,40 @@ async def test_a_reported_interruption_is_not_claimed(store):
     await store.acknowledge_interrupted(run_id)
     assert await store.claim_interrupted_runs(THREAD) == []
     assert await store.claim_abandoned_runs(datetime.now(UTC)) == []
+
+
+async def test_an_attempt_starts_in_one_write_claiming_interruptions_recording_and_reading(store):
+    lost = await store.start_run(THREAD, "2.0")
+    await store.mark_interrupted(lost)  # its notice could not be posted
+    await store.set_channel_rubric("T1", "C1", "- Be brief", "U9")
+    run_id = await store.start_run(THREAD, "3.0")
+    shared = RunMaterial(2, ["spec.pdf"], [Unread("chart.png", "an image")])
+
+    first = await store.start_attempt(run_id, THREAD, shared, channel_rubric=True)
+
+    assert [run.run_id for run in first.interrupted] == [lost]
+    assert first.unread == (Unread("chart.png", "an image"),)
+    assert first.channel_rubric == "- Be brief"
+    assert await store.material_tally("T1", "C1") == MaterialTally(
+        runs=1, thread_messages=2, files_read=1, files_unread=1
+    )
+    # A later attempt (the first was cut short) reads back what was not read; the notice is out.
+    again = await store.start_attempt(run_id, THREAD, None, channel_rubric=False)
+    assert again == AttemptStart(interrupted=[], unread=first.unread, channel_rubric=None)
+
+
+async def test_a_run_ends_with_its_closing_messages_in_the_ledger(store):
+    run_id = await store.start_run(THREAD, "2.0")
+    await store.record_posted(run_id, 0, 0, "2.1")
+
+    await store.finish_run(run_id, "satisfied", 40, posted=[PostedPart("final", 0, "2.2")])
+
+    assert [(p.step, p.part, p.message_ts) for p in await store.posted_messages(run_id)] == [
+        (0, 0, "2.1"),
+        ("final", 0, "2.2"),
+    ]
+    (row,) = await store.usage("T1", "C1", datetime.now(UTC) - timedelta(days=1))
+    assert (row.requests, row.tokens) == (1, 40)
 
 
 async def test_recent_graded_runs_newest_first_without_plain_answers(store):

@@ -22,6 +22,7 @@ import httpx
 import openai
 import pytest
 from langchain_core.messages import AIMessage
+from sqlalchemy import event
 
 from bot.agent import agent_config
 from bot.material.files import shared_files
@@ -78,6 +79,43 @@ async def test_a_run_posts_each_iteration_then_the_revised_answer(harness):
     assert {c.args["thread_ts"] for c in harness.slack.calls("assistant.threads.setStatus")} == {request.ts}
     assert harness.slack.thread_status("C1", request.ts) == ""
     assert not [c for c in harness.slack.calls() if c.method.startswith("reactions.")]
+
+
+async def test_a_run_writes_once_as_it_starts_once_per_iteration_and_once_as_it_ends(harness):
+    runner = harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
+    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    request = harness.message("What is the capital of France?")
+    writes: list[str] = []
+
+    def count_write(connection: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement == "BEGIN IMMEDIATE":  # how the store starts each writing transaction on SQLite
+            writes.append(statement)
+
+    engine = harness.store._engine.sync_engine
+    event.listen(engine, "before_cursor_execute", count_write)
+    try:
+        await runner.submit_request(request)
+        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+    finally:
+        event.remove(engine, "before_cursor_execute", count_write)
+
+    assert [m.event_type for m in harness.thread(request.ts)] == [
+        "rubric_evaluation",
+        "rubric_evaluation",
+        "rubric_final",
+    ]
+    # Queued (claim, thread, run), started, two iterations (message and evaluation), ended
+    # (closing message and status).
+    assert len(writes) == 5
+    # What the last one recorded: how the run ended, and its closing message in the ledger.
+    assert [status for _, status, _ in harness.runs()] == ["satisfied"]
+    run = await harness.store.request_run("T1", "C1", request.ts)
+    assert run is not None
+    final = harness.thread(request.ts)[-1]
+    assert [(p.step, p.message_ts) for p in await harness.store.posted_messages(run.run_id)][-1] == (
+        "final",
+        final.ts,
+    )
 
 
 async def test_items_the_grader_flagged_outside_the_rubric_are_posted_and_stored(harness):
