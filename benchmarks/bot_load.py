@@ -129,6 +129,9 @@ class Phase:
     command_ack_seconds: list[float]
     wall_seconds: float
     cpu_seconds: float
+    machine_busy: float
+    """Fraction of all the machine's cores busy meanwhile (the bot, the stand-ins, PostgreSQL and
+    whatever else runs on the machine): near 1, more processes cannot finish sooner."""
     statuses: dict[str, int]
 
 
@@ -162,6 +165,14 @@ def cpu_seconds(bots: list[BotProcess]) -> float:
     return sum(sum(psutil.Process(bot.pid).cpu_times()[:2]) for bot in bots)
 
 
+def machine_seconds() -> tuple[float, float]:
+    """Busy and total CPU seconds of the whole machine so far, over all its cores, from the OS."""
+    times = psutil.cpu_times()
+    total = sum(times) - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0)  # counted in user
+    idle = times.idle + getattr(times, "iowait", 0.0)
+    return total - idle, total
+
+
 async def run_phase(
     bots: list[BotProcess],
     slack_api: SlackApiStandin,
@@ -177,7 +188,7 @@ async def run_phase(
     """
     threads = [(channel, new_ts()) for channel in channels]
     mentions = [event_callback(app_mention(QUESTION, channel, ts)) for channel, ts in threads]
-    cpu = cpu_seconds(bots)
+    cpu, (busy, total) = cpu_seconds(bots), machine_seconds()
     started, acks = await burst(bots, session, mentions)
     shows = [
         slash_command("show", channel, response_url=slack_api.response_url())
@@ -195,12 +206,14 @@ async def run_phase(
 
     finals = await asyncio.to_thread(wait_for, finished, timeout, interval=0.01, message=missing)
     cpu = cpu_seconds(bots) - cpu
+    busy_after, total_after = machine_seconds()
     mine = [finals[thread] for thread in threads]
     return Phase(
         ack_seconds=[ack.seconds for ack in acks],
         command_ack_seconds=[ack.seconds for ack in command_acks],
         wall_seconds=max(at for at, _ in mine) - started,
         cpu_seconds=cpu,
+        machine_busy=(busy_after - busy) / max(total_after - total, 1e-9),
         statuses=dict(Counter(status for _, status in mine)),
     )
 
@@ -272,6 +285,7 @@ async def measure_setup(
         "ratio": load.wall_seconds / best_ideal,
         "conversations_per_s": args.threads / load.wall_seconds,
         "cpu_ms_per_conversation": 1000 * load.cpu_seconds / args.threads,
+        "machine_busy": load.machine_busy,
         "final_statuses": load.statuses,
     }
 
@@ -282,6 +296,8 @@ async def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "model_latency_s": args.latency,
         "grader_iterations_per_thread": 1 + args.revisions,
         "setups": {},
+        "cores": psutil.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
     }
     with (
         SlackApiStandin(token=BOT_TOKEN) as slack_api,
@@ -308,6 +324,11 @@ def report(summary: dict[str, Any]) -> None:
         f"bot load: {summary['threads']} threads at once, model latency {summary['model_latency_s']:g} s "
         f"(stand-in in its own process), {summary['grader_iterations_per_thread']} grader iteration(s) each"
     )
+    print(
+        f"  machine: {summary['cores']} cores, load average at start "
+        + " ".join(f"{load:.2f}" for load in summary["load_average_at_start"])
+        + "; busy %: all cores' busy share during the load, whatever ran"
+    )
     setups = summary["setups"]
     floor = summary.get("agent_floor")
     columns = (
@@ -317,12 +338,14 @@ def report(summary: dict[str, Any]) -> None:
         ("conv/s", 9),
         ("CPU ms/conv", 13),
         ("ack p99 ms", 12),
+        ("busy %", 8),
     )
     print(f"  {'setup':<12}" + "".join(f"{title:>{width}}" for title, width in columns))
     for name, row in setups.items():
         print(
             f"  {name:<12}{row['ideal_path_s']:>9.2f}{row['load_wall_s']:>9.2f}{row['ratio']:>8.2f}"
             f"{row['conversations_per_s']:>9.1f}{row['cpu_ms_per_conversation']:>13.1f}{row['ack_ms']['p99']:>12.1f}"
+            f"{100 * row['machine_busy']:>8.0f}"
         )
     if floor:
         print(
