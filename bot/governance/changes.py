@@ -56,6 +56,14 @@ async def change_rubric(
             return None
     else:
         version = await store.set_channel_rubric(team, channel, text, user)
+    return await announce_change(client, channel, version, reverted_to=reverted_to)
+
+
+async def announce_change(
+    client: AsyncWebClient, channel: str, version: RubricVersion, *, reverted_to: int | None = None
+) -> Change:
+    """Announce the saved `version` in `channel` (as `change_rubric` does once it has saved it; a
+    form saves first, acks, then announces, so its ack waits for the database and not for Slack)."""
     posted = await attempt(
         client.chat_postMessage(channel=channel, **announcement(version, reverted_to=reverted_to)),
         f"announce the rubric change in {channel}",

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.governance.changes import change_rubric, change_words
+from bot.governance.changes import announce_change, change_words
 from bot.listeners.context import services_of, workspace_of
 from bot.review.form import (
     REVIEW_CALLBACK_ID,
@@ -83,9 +83,10 @@ async def on_rubric_submitted(
     if refusal is not None:
         await _rubric_input_error(ack, refusal)
         return
-    await ack()
-    change = await change_rubric(services.store, client, team=team, channel=channel, user=user, text=text)
-    if change is not None and not change.announced:
+    version = await services.store.set_channel_rubric(team, channel, text, user)
+    await ack()  # only now: if the database failed, Slack tells the editor the form was not saved
+    change = await announce_change(client, channel, version)
+    if not change.announced:
         await attempt(
             client.chat_postEphemeral(channel=channel, user=user, text=change_words(change)),
             f"confirm the channel rubric in {channel}",

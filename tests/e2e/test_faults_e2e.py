@@ -21,6 +21,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from bot.slack.payloads import RubricEditorMetadata
+from bot.threads import render
 from tests.e2e.conftest import (
     BOT_TOKEN,
     CRITERIA,
@@ -318,26 +320,35 @@ def test_an_event_socket_mode_could_not_take_is_not_acked_and_its_redelivery_is_
     assert log_of(bot).count("could not take event app_mention") == 1 and "Traceback" not in log_of(bot)
 
 
-def test_commands_and_clicks_the_database_could_not_take_are_refused_with_503_and_work_when_sent_again(
+def test_commands_clicks_and_forms_the_database_could_not_take_are_refused_with_503_and_work_when_sent_again(
     pair, cluster
 ):
     root, evaluation = pair.graded_thread("C6")
     bot = pair.bots[0]
     command = sr.slash_command(f"set {RUBRIC}", "C6")
     click = sr.block_actions("review_agree", button_value(evaluation), "C6", evaluation.ts, root, "U7")
+    form = sr.view_submission(
+        render.MODAL_CALLBACK_ID,
+        sr.text_input(render.MODAL_BLOCK_ID, render.MODAL_INPUT_ACTION_ID, "- Answers in French"),
+        RubricEditorMetadata(channel="C7").model_dump_json(),
+    )
 
     cluster.stop()
-    refused = [bot.sender.send(command), bot.sender.send(click)]
+    refused = [bot.sender.send(command), bot.sender.send(click), bot.sender.send(form)]
     cluster.start()
 
-    assert [response.status for response in refused] == [503, 503]
+    assert [response.status for response in refused] == [503, 503, 503]
     logs = log_of(bot)
     assert logs.count("could not take /rubric: the database is unavailable") == 1
     assert logs.count("could not take block_actions review_agree: the database is unavailable") == 1
+    assert logs.count(f"could not take view_submission {render.MODAL_CALLBACK_ID}: the database") == 1
     assert "Traceback" not in logs and "handling" not in logs
     # The person sends them again (Slack does not): each is done, once.
     assert "Channel default rubric set" in pair.send(command).json()["text"]
     pair.send(click)
     pair.wait_message(evaluation, "1 review · no disagreements")
-    history = pair.send(sr.slash_command("history", "C6")).json()["text"]
-    assert history == "The last 1 versions of this channel's default rubric."
+    assert pair.send(form).body == ""  # the form closes: saved
+    for channel in ("C6", "C7"):
+        history = pair.send(sr.slash_command("history", channel)).json()["text"]
+        assert history == "The last 1 versions of this channel's default rubric."
+    assert "- Answers in French" in pair.send(sr.slash_command("show", "C7")).json()["text"]
