@@ -70,6 +70,12 @@ async def prune(store: Store, checkpointer: BaseCheckpointSaver, days: int) -> E
     return await _erase(store, checkpointer, refs, finished_only=True, keep_verdicts=True)
 
 
+async def erase_leftovers(store: Store, checkpointer: BaseCheckpointSaver, thread: ThreadKey) -> Erased:
+    """Delete what a job wrote in `thread` after the thread's data was deleted while it ran (its
+    conversation, run, evaluations and posted ledger); review verdicts retention kept stay."""
+    return await _erase(store, checkpointer, [thread], finished_only=False, keep_verdicts=True)
+
+
 async def _erase(
     store: Store,
     checkpointer: BaseCheckpointSaver,

@@ -59,10 +59,20 @@ class JobPayload(BaseModel):
     kind: ClassVar[str]
     """The kind of job this payload is for (the procrastinate task is `TASK_PREFIX` + kind)."""
 
+    @property
+    def thread(self) -> ThreadKey | None:
+        """The Slack thread the job works in (None for a job of no thread)."""
+        return None
+
 
 class _MessageJob(JobPayload):
     message: UserMessage
     """The person's message the job answers in its thread."""
+
+    @property
+    def thread(self) -> ThreadKey:
+        """The message's thread."""
+        return self.message.thread
 
 
 class PromptJob(_MessageJob):
@@ -128,6 +138,12 @@ class NoticeJob(_RunJob):
 class _ChangeJob(JobPayload):
     message: MessageChange
     """The deleted or edited message."""
+
+    @property
+    def thread(self) -> ThreadKey:
+        """The message's thread."""
+        return self.message.thread
+
     kept: int | None = None
     """Where jobs live in memory: the id of the change's row in `message_changes`, deleted once the
     change is applied (until then, a process starting applies it; see `bot.db.store.record_change`)."""

@@ -48,6 +48,7 @@ from bot.db.store import (
     RunStatus,
     Store,
 )
+from bot.lifecycle.erase import describe, erase_leftovers
 from bot.lifecycle.forget import forget_message, revise_request
 from bot.limits.quota import DailyLimits, refusal_message
 from bot.material.files import Unread
@@ -84,6 +85,7 @@ from bot.threads.jobs import (
     JobQueue,
     LimitJob,
     NoticeJob,
+    P,
     PromptJob,
     ReplyJob,
     RequestJob,
@@ -166,19 +168,17 @@ class ThreadRunner:
         self._model_timeout = model_timeout
         self._run_timeout = run_timeout
         self._delivery_retry = delivery_retry
-        self._kinds: dict[str, JobKind[Any]] = {
-            kind.name: kind
-            for kind in (
-                JobKind(RequestJob, self._request_job, self._abandon_request),
-                JobKind(RubricJob, self._rubric_job, self._abandon_message),
-                JobKind(PromptJob, self._prompt_job, self._abandon_message),
-                JobKind(ReplyJob, self._reply_job, self._abandon_message),
-                JobKind(LimitJob, self._limit_job, self._abandon_message),
-                JobKind(NoticeJob, self._notice_job, self._abandon_notice),
-                JobKind(ForgetJob, self._forget_job, _abandon_change),
-                JobKind(ReviseJob, self._revise_job, _abandon_change),
-            )
-        }
+        kinds: tuple[JobKind[Any], ...] = (
+            JobKind(RequestJob, self._request_job, self._abandon_request),
+            JobKind(RubricJob, self._rubric_job, self._abandon_message),
+            JobKind(PromptJob, self._prompt_job, self._abandon_message),
+            JobKind(ReplyJob, self._reply_job, self._abandon_message),
+            JobKind(LimitJob, self._limit_job, self._abandon_message),
+            JobKind(NoticeJob, self._notice_job, self._abandon_notice),
+            JobKind(ForgetJob, self._forget_job, _abandon_change),
+            JobKind(ReviseJob, self._revise_job, _abandon_change),
+        )
+        self._kinds = {kind.name: replace(kind, run=self._while_kept(kind.run)) for kind in kinds}
         for kind in self._kinds.values():
             self._queue.register(kind)
 
@@ -350,6 +350,40 @@ class ThreadRunner:
         await revise_request(self._agent, self._needs_checkpointer(), self._store, job.message)
         if job.kept is not None:
             await self._store.change_applied(job.kept)
+
+    def _while_kept(self, run: Callable[[P, int], Awaitable[None]]) -> Callable[[P, int], Awaitable[None]]:
+        """`run`, for a thread whose data is still kept: a job whose thread was deleted (uninstall,
+        `db purge`, retention) before it started is skipped, so no model sees its text; what one
+        running meanwhile (or an earlier attempt of it) wrote there is deleted once it ends."""
+
+        async def kept(job: P, attempt: int) -> None:
+            thread = job.thread
+            if thread is None:
+                await run(job, attempt)
+                return
+            if await self._store.has_thread(thread):
+                try:
+                    await run(job, attempt)
+                except Exception:
+                    await self._erase_if_deleted(thread, job.kind)
+                    raise
+            else:
+                logger.info("skipped a %s job in thread %s: its data was deleted", job.kind, thread.thread_id)
+            await self._erase_if_deleted(thread, job.kind)
+
+        return kept
+
+    async def _erase_if_deleted(self, thread: ThreadKey, kind: str) -> None:
+        """Delete what is left of `thread` if its data was deleted while a `kind` job was on it."""
+        if await self._store.has_thread(thread):
+            return
+        erased = await erase_leftovers(self._store, self._needs_checkpointer(), thread)
+        logger.info(
+            "thread %s was deleted while a %s job was on it; deleted what it left: %s",
+            thread.thread_id,
+            kind,
+            describe(erased),
+        )
 
     def _needs_checkpointer(self) -> BaseCheckpointSaver:
         if self._checkpointer is None:

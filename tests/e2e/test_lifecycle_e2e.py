@@ -222,6 +222,28 @@ def test_uninstalling_deletes_the_workspaces_data(service, database_url):
     assert s.bot.stderr_text()[before:].count(line) == 1
 
 
+def test_uninstalling_while_a_run_is_under_way_keeps_nothing_of_it_and_runs_nothing_queued(
+    service, database_url
+):
+    s = service
+    root = graded_thread(s, "C7")
+    s.model.hold()
+    s.say(f"Remember {SECRET}", "C7", thread_ts=root)
+    wait_for(lambda: s.worker_requests_for(SECRET), RUN_TIMEOUT, message="the run to start")
+    s.say(f"And remember {OTHER}", "C7", thread_ts=root)  # queued behind it
+    before = len(s.bot.stderr_text())
+
+    s.send(sr.event_callback(sr.app_uninstalled()))
+    wait_for(lambda: "deleted every thread" in s.bot.stderr_text()[before:], RUN_TIMEOUT, message="the purge")
+    s.model.release()
+
+    wait_for(
+        lambda: "deleted what it left" in s.bot.stderr_text()[before:], RUN_TIMEOUT, message="the run's end"
+    )
+    wait_until_stored(database_url, absent=(SECRET, OTHER, "Cites a source"))
+    assert not [r for r in s.model.requests() if OTHER in r.all_text]
+
+
 def test_a_revoked_bot_token_deletes_the_workspaces_data_and_a_user_token_nothing(service, database_url):
     s = service
     two_channels(s)

@@ -18,6 +18,7 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from bot.agent import agent_config
+from bot.lifecycle.erase import purge_team
 from bot.lifecycle.forget import DROPPED_SUMMARY
 from bot.threads.conversation import MessageChange, UserMessage
 from tests.bot.threads.runner_harness import Harness, open_harness
@@ -224,3 +225,19 @@ async def test_a_deletion_a_stopping_process_did_not_apply_is_applied_by_the_nex
     await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
     assert not tables_containing(harness.db_path, SECRET)
     assert await restarted.resume_changes() == 0  # applied once, then no longer kept
+
+
+# -- a thread deleted while the bot works in it ---------------------------------------------------
+
+
+async def test_a_thread_purged_while_a_run_is_under_way_keeps_nothing_of_it_and_runs_nothing_queued(harness):
+    *_, release = await queued_behind_a_slow_run(harness, f"My key is {SECRET}")
+
+    await purge_team(harness.store, harness.checkpointer, "T1")  # an uninstall, say
+    release.set()
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    assert harness.worker is not None and harness.grader is not None
+    assert not [text for text in sent(harness.worker.calls + harness.grader.calls) if SECRET in text]
+    for text in ("What is the capital of France?", "Paris, on the Seine.", SECRET):
+        assert not tables_containing(harness.db_path, text)

@@ -527,7 +527,9 @@ async def wait_until(condition: Any, timeout: float = EVENT_TIMEOUT * 3) -> None
 
 
 async def crashed_run(harness: Harness, request: UserMessage) -> None:
-    """What a process that died mid-run leaves: a recorded run, and ⏳ on the request."""
+    """What a process that died mid-run leaves: a recorded run in a thread the bot knows, and ⏳ on
+    the request."""
+    await harness.store.add_thread(request.thread)
     await harness.store.start_run(request.thread, request.ts)
     await harness.client.reactions_add(channel="C1", timestamp=request.ts, name=WORKING_REACTION)
 
