@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 import signal
+import sqlite3
 import stat
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -273,6 +275,26 @@ def test_prune_days_0_deletes_finished_threads_and_keeps_one_still_running(servi
 
 CHANNEL_RUBRIC = "- Names CHANNEL-RUBRIC-5e1"
 """C1's default rubric (`/rubric set`) in the purge test: it must go with the channel."""
+
+
+def test_with_retention_days_serve_sweeps_finished_threads_as_it_starts(start_bot, slack_api, model_api):
+    # The embedded queue's daily sweep runs at start (PostgreSQL's is a periodic job: see test_jobs).
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    s = Service(slack_api, model_api, start_bot())
+    ask(s, "C1", graded_thread(s, "C1"), f"Remember {SECRET}")
+    ask(s, "C2", graded_thread(s, "C2"), f"Remember {OTHER}")
+    s.bot.stop()
+    with sqlite3.connect(s.db_path) as database:  # C1's thread was last active two days ago
+        two_days_ago = (datetime.now(UTC) - timedelta(days=2)).isoformat(timespec="microseconds")
+        database.execute("UPDATE threads SET last_activity = ? WHERE channel = 'C1'", (two_days_ago,))
+
+    s.bot.env["RUBRIC_BOT_RETENTION_DAYS"] = "1"
+    s.bot.start()
+
+    line = "retention (1 days): deleted 1 conversations"
+    wait_for(lambda: line in s.bot.stderr_text(), RUN_TIMEOUT, message="the sweep's log line")
+    assert not tables_containing(str(s.db_path), SECRET)
+    assert tables_containing(str(s.db_path), OTHER)
 
 
 def test_purge_channel_deletes_that_channel_only_after_confirmation(service, database_url):

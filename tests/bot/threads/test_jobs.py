@@ -8,6 +8,7 @@ of them in one test behave towards PostgreSQL exactly as two bot processes do.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
@@ -15,10 +16,12 @@ from typing import Any, ClassVar
 
 import psycopg
 import pytest
+from procrastinate.periodic import PeriodicDeferrer
 
 from bot.db.database import Database, schema_lock
 from bot.threads.conversation import ThreadKey, UserMessage
 from bot.threads.jobs import (
+    DAY_SECONDS,
     MAX_ATTEMPTS,
     Abandoned,
     DurableQueue,
@@ -246,6 +249,61 @@ async def test_withdrawing_a_message_deletes_its_failed_jobs_kept_in_postgresql(
     assert await jobs_about_the_message() == [("failed",)]
     assert await queue.withdraw(thread("t1"), "1.1") == []  # nothing was waiting to run
     assert await jobs_about_the_message() == []
+
+
+# -- daily jobs (retention's sweep) -------------------------------------------------------------
+
+
+async def test_the_embedded_queue_runs_a_daily_job_when_it_starts():
+    ran = asyncio.Event()
+
+    async def sweep() -> None:
+        ran.set()
+
+    scheduler = ThreadScheduler()
+    scheduler.every_day("sweep", sweep)
+    await scheduler.start()
+    try:
+        await asyncio.wait_for(ran.wait(), EVENT_TIMEOUT)
+    finally:
+        await scheduler.drain(0)
+
+
+async def test_a_daily_job_is_queued_once_a_day_whichever_processes_are_up(durable_queues, postgres_url):
+    sweeps: list[str] = []
+    swept = asyncio.Event()
+
+    async def sweep() -> None:
+        sweeps.append("sweep")
+        swept.set()
+
+    recorder = Recorder()
+    processes = [await durable_queues(recorder, start=False) for _ in range(2)]
+    for queue in processes:
+        queue.every_day("sweep", sweep)
+
+    async def defer_todays(queue: DurableQueue) -> None:
+        """What a process's periodic deferrer does when the day's time comes."""
+        deferrer = PeriodicDeferrer(queue._app.periodic_registry)
+        now = time.time()
+        (task,) = deferrer.registry.periodic_tasks.values()
+        (today,) = deferrer.get_timestamps(task, since=int(now - DAY_SECONDS), until=now)
+        await deferrer.defer_jobs([(task, today)])
+
+    async def sweeps_queued() -> int:
+        async with await psycopg.AsyncConnection.connect(postgres_url) as connection:
+            query = "SELECT count(*) FROM procrastinate_jobs WHERE task_name = 'rubric_bot.sweep'"
+            row = await (await connection.execute(query)).fetchone()
+            return row[0] if row else 0
+
+    for queue in processes:
+        await defer_todays(queue)
+    assert await sweeps_queued() == 1  # both processes came to it: one job
+    for queue in processes:
+        await queue.start()
+    await asyncio.wait_for(swept.wait(), EVENT_TIMEOUT)
+    await defer_todays(processes[1])  # a process starting later the same day
+    assert await sweeps_queued() == 0 and sweeps == ["sweep"]
 
 
 # -- the embedded queue when its process stops ---------------------------------------------------
