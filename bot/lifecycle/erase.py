@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.db.store import Store
+from bot.lifecycle.files import empty_write_ahead_log
 from bot.threads.conversation import ThreadKey
 from bot.threads.jobs import erase_jobs
 
@@ -52,6 +53,7 @@ async def purge(store: Store, checkpointer: BaseCheckpointSaver, scope: Scope) -
     erased = await _erase(store, checkpointer, refs, finished_only=False, keep_verdicts=False)
     if scope.thread_ts is None:
         erased += await store.erase_channel_settings(scope.team, scope.channel)
+        await empty_write_ahead_log(checkpointer)
     return erased
 
 
@@ -91,6 +93,7 @@ async def _erase(
     erased: Erased = Counter({"conversations": len(keys)})
     erased["jobs"] = await erase_jobs(store.database, keys, finished_only=finished_only)
     erased += await store.erase_threads(refs, keep_verdicts=keep_verdicts)
+    await empty_write_ahead_log(checkpointer)
     return erased
 
 

@@ -1,8 +1,11 @@
-"""The SQLite file and its -wal/-shm are private to the bot's account, whatever the umask.
+"""The SQLite file and its -wal/-shm are private to the bot's account, whatever the umask, and keep
+nothing that was deleted.
 
 SQLite gives the -wal and -shm files it creates the permissions of the database file, so creating
 that file 0600 before SQLite opens it is enough; files from before (created under a looser umask)
-are tightened, with a log line saying so.
+are tightened, with a log line saying so. Deleted rows are zeroed in the database file
+(``secure_delete``, see `bot.db.database`), but the write-ahead log still holds the pages as they
+were until it is emptied: after each deletion it is.
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ import logging
 import os
 import stat
 from pathlib import Path
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 logger = logging.getLogger(__name__)
 
@@ -45,3 +51,16 @@ def _tighten(path: Path) -> None:
     if mode & ~PRIVATE_MODE:
         path.chmod(PRIVATE_MODE)
         logger.warning("%s was readable by other accounts (mode %o); it is now %o", path, mode, PRIVATE_MODE)
+
+
+EMPTY_LOG_PRAGMA = "PRAGMA wal_checkpoint(TRUNCATE)"
+"""Copies the write-ahead log into the database file and truncates the log to nothing."""
+
+
+async def empty_write_ahead_log(checkpointer: BaseCheckpointSaver) -> None:
+    """With SQLite, empty the write-ahead log after a deletion, so what was deleted is in no file.
+    Best effort: a read under way in another connection keeps the log until the next deletion or
+    the bot's stop. (PostgreSQL has no such file here.)"""
+    if isinstance(checkpointer, AsyncSqliteSaver):
+        async with checkpointer.lock:
+            await checkpointer.conn.execute(EMPTY_LOG_PRAGMA)

@@ -27,6 +27,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from bot.agent import ConversationAgent, agent_config
 from bot.db.store import Store, redacted_evaluation
+from bot.lifecycle.files import empty_write_ahead_log
 from bot.threads.conversation import MessageChange, rubric_directive, stored_message_id
 from grading import RubricEvaluation
 from grading.grader import is_summary_message, starts_turn, turn_start
@@ -72,6 +73,7 @@ async def forget_message(
     if update:
         await agent.aupdate_state(config, update)
         await keep_latest_checkpoint(checkpointer, deleted.thread.thread_id)
+    await empty_write_ahead_log(checkpointer)
     return in_force
 
 
@@ -95,6 +97,7 @@ async def revise_request(
     # The checkpoint's messages merge by id: the same id replaces the message in place.
     await agent.aupdate_state(config, {"messages": [HumanMessage(text, id=message_id)]})
     await keep_latest_checkpoint(checkpointer, edited.thread.thread_id)
+    await empty_write_ahead_log(checkpointer)
 
 
 async def _drop_summaries(
@@ -106,6 +109,7 @@ async def _drop_summaries(
     if dropped := dropped_summaries(messages):
         await agent.aupdate_state(agent_config(edited.thread.thread_id), {"messages": dropped})
         await keep_latest_checkpoint(checkpointer, edited.thread.thread_id)
+        await empty_write_ahead_log(checkpointer)
 
 
 def dropped_summaries(messages: list[AnyMessage]) -> list[BaseMessage]:

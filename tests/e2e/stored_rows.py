@@ -2,13 +2,15 @@
 
 Used to check that deleted text is gone from the whole database (the bot's tables, langgraph's
 checkpoints, blobs and writes, the job queue's tables), not only from the rows the bot meant to
-delete. Bytes (checkpoint blobs are msgpack, whose strings are stored as UTF-8) are searched as bytes.
+delete; with SQLite, from the bytes of its files too (free pages, the write-ahead log). Bytes
+(checkpoint blobs are msgpack, whose strings are stored as UTF-8) are searched as bytes.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -19,6 +21,15 @@ def tables_containing(database: str, needle: str) -> list[str]:
     """The tables of `database` (a SQLite path or a postgresql:// URL) with a row holding `needle`."""
     rows = _postgres_rows(database) if database.startswith("postgresql") else _sqlite_rows(database)
     return sorted({table for table, row in rows if any(_holds(value, needle) for value in row)})
+
+
+def files_containing(database: str, needle: str) -> list[str]:
+    """The files of a SQLite `database` (the database, its write-ahead log and the log's index)
+    whose bytes hold `needle`, deleted rows or old page images included; none for PostgreSQL."""
+    if database.startswith("postgresql"):
+        return []
+    paths = [Path(f"{database}{suffix}") for suffix in ("", "-wal", "-shm")]
+    return [path.name for path in paths if path.exists() and needle.encode() in path.read_bytes()]
 
 
 def _holds(value: Any, needle: str) -> bool:

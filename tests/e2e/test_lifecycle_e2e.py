@@ -21,7 +21,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from bot.lifecycle.forget import DROPPED_SUMMARY
 from tests.e2e.conftest import BOT_COMMAND
-from tests.e2e.stored_rows import tables_containing
+from tests.e2e.stored_rows import files_containing, tables_containing
 from tests.e2e.test_bot_e2e import CRITERIA, RUBRIC, RUN_TIMEOUT, Service
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
@@ -91,6 +91,7 @@ def test_a_deleted_request_leaves_every_table_and_the_next_requests_worker_input
     graders = [r for r in s.model.requests("grader") if "And the weather tomorrow?" in r.all_text]
     assert graders and all(SECRET not in request.all_text for request in graders)
     assert not tables_containing(database_url, SECRET)
+    assert not files_containing(database_url, SECRET)  # nor a free page or the write-ahead log
 
 
 def test_an_edited_request_is_stored_with_its_new_text_without_a_new_run(service, database_url):
@@ -221,6 +222,7 @@ def test_uninstalling_deletes_the_workspaces_data(service, database_url):
     line = f"deleted every thread, rubric and setting of team {sr.TEAM_ID}"
     wait_for(lambda: line in s.bot.stderr_text()[before:], RUN_TIMEOUT, message="the uninstall's log line")
     assert not any(tables_containing(database_url, text) for text in (SECRET, OTHER, "Cites a source"))
+    assert not any(files_containing(database_url, text) for text in (SECRET, OTHER))
     assert s.bot.stderr_text()[before:].count(line) == 1
 
 
