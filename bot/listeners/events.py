@@ -55,8 +55,9 @@ def register(app: AsyncApp) -> None:
     _listen_acking_when_taken(app, {"type": "message", "subtype": CHANGED}, on_message_changed)
     _listen_acking_when_taken(app, "message", on_message)
     app.event("app_home_opened")(on_home_opened)
-    app.event("app_uninstalled")(on_app_uninstalled)
-    app.event("tokens_revoked")(on_tokens_revoked)
+    # Deleted before the ack too: an uninstall the database could not take comes again.
+    _listen_acking_when_taken(app, "app_uninstalled", on_app_uninstalled)
+    _listen_acking_when_taken(app, "tokens_revoked", on_tokens_revoked)
 
 
 async def on_message_deleted(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -75,16 +76,16 @@ async def on_message_changed(body: dict[str, Any], event: dict[str, Any], contex
         await services_of(context).runner.revise(edited)
 
 
-async def on_app_uninstalled(context: AsyncBoltContext) -> None:
+async def on_app_uninstalled(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
     """The workspace removed the app: delete everything the bot keeps of it."""
     services = services_of(context)
     await purge_team(services.store, services.checkpointer, workspace_of(context))
 
 
-async def on_tokens_revoked(event: dict[str, Any], context: AsyncBoltContext) -> None:
+async def on_tokens_revoked(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
     """The bot token was revoked: as uninstalling (a revoked user token alone changes nothing here)."""
     if event.get("tokens", {}).get("bot"):
-        await on_app_uninstalled(context)
+        await on_app_uninstalled(body, event, context)
 
 
 def _listen_acking_when_taken(app: AsyncApp, event_type: str | EventConstraints, take: EventWork) -> None:
