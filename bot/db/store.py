@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import Any, Final, Literal, cast
 from weakref import WeakValueDictionary
 
@@ -1203,6 +1204,13 @@ class Store:
         )
         rows = await self._rows(query.order_by(runs.c.run_id.desc()).limit(1))
         return RunRecord(**rows[0]) if rows else None
+
+    async def earliest_request_ts(self, thread: ThreadKey) -> str | None:
+        """The ts of the first request the bot answered in the thread (the earlier messages of the
+        thread are what it read when called in), if any."""
+        query = select(runs.c.request_ts).where(*(runs.c[k] == v for k, v in _thread_columns(thread).items()))
+        stamps = [row.request_ts for row in await self._rows(query)]
+        return min(stamps, key=Decimal) if stamps else None
 
     async def redact_run_evaluations(self, run_id: int, note: str) -> set[str]:
         """Replace the grader's words (explanation, gaps) in the run's stored evaluations with

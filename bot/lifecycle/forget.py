@@ -18,6 +18,8 @@ request still waiting in the queue is taken back or given the new text before it
 
 from __future__ import annotations
 
+import re
+from decimal import Decimal
 from typing import Any
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, RemoveMessage
@@ -28,12 +30,17 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from bot.agent import ConversationAgent, agent_config
 from bot.db.store import Store, redacted_evaluation
 from bot.lifecycle.files import empty_write_ahead_log
+from bot.material.fence import defuse
+from bot.material.thread import message_stamp
 from bot.threads.conversation import MessageChange, rubric_directive, stored_message_id
 from grading import RubricEvaluation
-from grading.grader import is_summary_message, starts_turn, turn_start
+from grading.grader import is_material, is_summary_message, starts_turn, turn_start
 
 REMOVED_NOTE = "(removed: it may have quoted a message that was deleted)"
 """What replaces the grader's explanation and gaps in an evaluation of a deleted request or rubric."""
+
+DELETED_LINE = "(a message deleted since)"
+"""What an earlier message of the thread the bot read as material says once it is deleted."""
 
 DROPPED_SUMMARY = (
     "(A summary of earlier turns of this thread was here. It was dropped because a message it "
@@ -59,6 +66,10 @@ async def forget_message(
         )
     message_id = stored_message_id(deleted.channel, deleted.ts)
     messages, removed = _removal(state.get("messages", []), message_id, summarized=run is not None)
+    if run is None and not rubric:
+        earliest = await store.earliest_request_ts(deleted.thread)
+        read_before = earliest is not None and Decimal(deleted.ts) < Decimal(earliest)
+        messages = _material_removal(state.get("messages", []), deleted, read=read_before)
     update: dict[str, Any] = {}
     if messages:
         update["messages"] = messages
@@ -136,6 +147,25 @@ def _removal(
     end = next((i for i in range(start + 1, len(messages)) if starts_turn(messages[i])), len(messages))
     removed = {str(message.id) for message in messages[turn_start(messages, start) : end]}
     return [RemoveMessage(id=i) for i in removed], removed
+
+
+def _material_removal(messages: list[AnyMessage], deleted: MessageChange, *, read: bool) -> list[BaseMessage]:
+    """The messages update taking the deleted message out of the thread's earlier messages the bot
+    read when it was called in (material: one line per message, see `bot.material.thread`), its
+    line saying `DELETED_LINE` instead; if it was `read` but that material has been summarized
+    since, the summaries dropped."""
+    if not deleted.text:
+        return []
+    stamp = message_stamp(deleted.ts)
+    line = re.compile(rf"{re.escape(stamp)} [^\n]*?: {re.escape(defuse(deleted.text))}")
+    material = [m for m in messages if is_material(m)]
+    quoting = [m for m in material if line.search(m.text)]
+    if quoting:
+        return [
+            m.model_copy(update={"content": line.sub(lambda _: f"{stamp} {DELETED_LINE}", m.text)})
+            for m in quoting
+        ]
+    return dropped_summaries(messages) if read and not material else []
 
 
 def _quotes(evaluation: RubricEvaluation, answers: set[str], graded: set[str]) -> bool:

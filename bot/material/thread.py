@@ -54,8 +54,13 @@ class EarlierThread:
 
 def message_line(message: ThreadMessage) -> str:
     """``[2026-12-03 09:12 UTC] Ana: text``."""
-    moment = datetime.fromtimestamp(float(message.ts), UTC)
-    return f"[{moment:%Y-%m-%d %H:%M} UTC] {message.author}: {message.text}"
+    return f"{message_stamp(message.ts)} {message.author}: {message.text}"
+
+
+def message_stamp(ts: str) -> str:
+    """When the message `ts` was sent, as its line starts: ``[2026-12-03 09:12 UTC]``."""
+    moment = datetime.fromtimestamp(float(ts), UTC)
+    return f"[{moment:%Y-%m-%d %H:%M} UTC]"
 
 
 def bound_thread(messages: Sequence[ThreadMessage], limit: int) -> EarlierThread:

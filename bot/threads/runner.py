@@ -65,7 +65,6 @@ from bot.threads.conversation import (
     MessageChange,
     ThreadKey,
     UserMessage,
-    rubric_directive,
     stored_message_id,
 )
 from bot.threads.delivery import (
@@ -246,8 +245,6 @@ class ThreadRunner:
         jobs (with their runs) and queue its removal from the thread's conversation."""
         if not await self._store.has_thread(deleted.thread):
             return
-        if rubric_directive(deleted.text) is None:
-            deleted = replace(deleted, text="")  # a request's text is not needed to forget it: don't keep it
         for job in await self._queue.withdraw(deleted.thread, deleted.ts):
             if isinstance(job, RequestJob):
                 await self._store.delete_run(job.run_id)

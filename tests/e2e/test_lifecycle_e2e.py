@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from langchain_core.messages.utils import count_tokens_approximately
 
-from bot.lifecycle.forget import DROPPED_SUMMARY
+from bot.lifecycle.forget import DELETED_LINE, DROPPED_SUMMARY
 from tests.e2e.conftest import BOT_COMMAND
 from tests.e2e.stored_rows import files_containing, tables_containing
 from tests.e2e.test_bot_e2e import CRITERIA, RUBRIC, RUN_TIMEOUT, Service
@@ -111,6 +111,32 @@ def test_an_edited_request_is_stored_with_its_new_text_without_a_new_run(service
     later = worker_inputs(s, "Next question?")
     assert all("EDITEDWORD" in r.all_text and "ORIGINALWORD" not in r.all_text for r in later)
     assert len(s.finals("C2", root)) == 2
+
+
+def test_a_deleted_message_the_bot_read_from_the_thread_is_gone_from_the_next_worker_input(
+    service, database_url
+):
+    s = service
+    s.slack.add_user("UANA", "Ana")
+    root, secret_ts = sr.new_ts(), sr.new_ts()
+    pasted = f"the staging key is {SECRET}"
+    s.slack.add_thread_messages(
+        "C10",
+        root,
+        {"type": "message", "user": "UANA", "text": "Deploy notes", "ts": root},
+        {"type": "message", "user": "UANA", "text": pasted, "ts": secret_ts},
+    )
+    s.mention("summarize this thread", "C10", thread_ts=root)  # the bot reads the thread's messages
+    s.wait_finals("C10", root, 1)
+    assert s.worker_requests_for(SECRET)
+
+    s.send(sr.event_callback(sr.message_deleted("C10", secret_ts, root, "UANA", previous_text=pasted)))
+    wait_until_stored(database_url, absent=(SECRET,))
+    ask(s, "C10", root, "And the next step?")
+
+    later = worker_inputs(s, "And the next step?")
+    assert all(SECRET not in r.all_text and DELETED_LINE in r.all_text for r in later)
+    assert all("Deploy notes" in r.all_text for r in later)  # the rest of the thread stays
 
 
 def first_run_held(s: Service, channel: str, root: str) -> None:
