@@ -5,9 +5,10 @@ answers to it and the grader's feedback, which may quote it); a request already 
 summary of older turns (see `bot.threads.summary`) takes that summary with it: the summary's text
 gives way to a note saying it was dropped, since it cannot be told apart from what it summarized.
 A deleted `rubric:` message takes the thread's rubric with it when it is still the one in force (the
-caller tells the thread). A deleted earlier message of the thread, which the bot read as material when
-it was called in, leaves that material (its line says `DELETED_LINE`), or the summary holding it. The stored evaluations of that request's run, or graded against that
-rubric, lose the grader's words and the rubric's text. Then the thread keeps only its latest
+caller tells the thread). A deleted earlier message of the thread, which the bot read as material
+when it was called in, leaves that material (its line says `DELETED_LINE`), or the summary holding
+it. The stored evaluations of a deleted request's run, or graded against a deleted rubric, lose the
+grader's words and the rubric's text. Then the thread keeps only its latest
 checkpoint, since every older one still holds the message. An edited request's stored copy takes the
 new text the same way (its answers stay: they were right for what was asked then), and a summary
 holding the old text is dropped likewise.
