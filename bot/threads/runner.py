@@ -103,6 +103,11 @@ DATABASE_RETRY_SECONDS = 2.0
 """Pause before a run the database failed resumes from its checkpoint; doubled for each further
 attempt, so a database restart (seconds) is ridden out within `MAX_ATTEMPTS`."""
 
+JOB_DATABASE_TRIES = 6
+"""Tries of a job the database fails outside a run's own retries (its thread looked up, a rubric
+stored, …), `DATABASE_RETRY_SECONDS` apart and doubling (about a minute in all): a job that failed
+while the database was down could not even record so, and would hold its thread's queue."""
+
 
 NO_LIMITS = DailyLimits()
 """A runner without daily limits (tests, and the terminal's `grade`)."""
@@ -177,7 +182,9 @@ class ThreadRunner:
             JobKind(ForgetJob, self._forget_job, _abandon_change),
             JobKind(ReviseJob, self._revise_job, _abandon_change),
         )
-        self._kinds = {kind.name: replace(kind, run=self._while_kept(kind.run)) for kind in kinds}
+        self._kinds = {
+            kind.name: replace(kind, run=_riding_out_outages(self._while_kept(kind.run))) for kind in kinds
+        }
         for kind in self._kinds.values():
             self._queue.register(kind)
 
@@ -773,6 +780,30 @@ class ThreadRunner:
 
 CHANGE_JOBS: dict[ChangeKind, type[ForgetJob] | type[ReviseJob]] = {"forget": ForgetJob, "revise": ReviseJob}
 """The job applying each kind of message change."""
+
+
+def _riding_out_outages(run: Callable[[P, int], Awaitable[None]]) -> Callable[[P, int], Awaitable[None]]:
+    """`run`, tried again while the database cannot answer (see `JOB_DATABASE_TRIES`)."""
+
+    async def ridden_out(job: P, attempt: int) -> None:
+        for number in range(JOB_DATABASE_TRIES):
+            try:
+                await run(job, attempt)
+                return
+            except Exception as exc:
+                failure = unavailable_error(exc)
+                if failure is None or number + 1 == JOB_DATABASE_TRIES:
+                    raise
+                delay = DATABASE_RETRY_SECONDS * 2**number
+                logger.warning(
+                    "a %s job: the database failed (%s); trying it again in %gs",
+                    job.kind,
+                    describe_database_error(failure),
+                    delay,
+                )
+                await asyncio.sleep(delay)
+
+    return ridden_out
 
 
 async def _abandon_change(job: ForgetJob | ReviseJob, why: Abandoned) -> None:
