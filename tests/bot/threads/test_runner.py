@@ -21,6 +21,7 @@ import aiohttp
 import httpx
 import openai
 import pytest
+import sqlalchemy.exc
 from langchain_core.messages import AIMessage
 from sqlalchemy import event
 
@@ -342,6 +343,31 @@ async def test_a_run_the_database_fails_on_every_attempt_is_named_the_databases_
     assert "model" not in notice.all_text.lower()
     assert f"given up after {MAX_ATTEMPTS} attempts, the database failing each time" in caplog.text
     assert caplog.text.count("resuming it from its checkpoint") == MAX_ATTEMPTS - 1
+
+
+async def test_a_job_the_database_fails_as_it_starts_is_tried_again_once_it_answers(
+    harness, caplog, monkeypatch
+):
+    monkeypatch.setattr(runner_module, "DATABASE_RETRY_SECONDS", 0.01)
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
+    looked_up = harness.store.has_thread
+    failures = [sqlalchemy.exc.OperationalError("SELECT", {}, Exception("server closed the connection"))]
+
+    async def has_thread(thread: ThreadKey) -> bool:  # the database restarting as the job starts
+        if failures:
+            raise failures.pop()
+        return await looked_up(thread)
+
+    monkeypatch.setattr(harness.store, "has_thread", has_thread)
+    message = harness.message("rubric: ...")
+
+    with caplog.at_level(logging.WARNING):
+        await runner.submit_rubric(message, RUBRIC)
+        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    (confirmation,) = harness.thread(message.ts)
+    assert "Rubric set" in confirmation.all_text
+    assert "a rubric job: the database failed (server closed the connection); trying it again" in caplog.text
 
 
 def hung_call() -> openai.APITimeoutError:
