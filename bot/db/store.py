@@ -416,6 +416,10 @@ class Store:
         self._engine = engine
         self._writer = engine.execution_options(**{WRITE_LOCK_OPTION: True})
         self._postgres = engine.dialect.name == "postgresql"
+        # A single-statement read needs no transaction around it: on PostgreSQL, autocommit spares
+        # the BEGIN and the ROLLBACK (two round trips of three). SQLite reads keep their explicit
+        # transaction, see `bot.db.database`.
+        self._reader = engine.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else engine
         self._upsert = postgresql.insert if self._postgres else sqlite.insert
         # SQLite serves one process through one connection, its statements in arrival order (as
         # the lock queues them): messages a thread receives back to back reach the runner in
@@ -1282,12 +1286,12 @@ class Store:
             yield connection
 
     async def _rows(self, query: Select[Any]) -> list[Any]:
-        async with self._turns, self._engine.connect() as connection:
+        async with self._turns, self._reader.connect() as connection:
             result = await connection.execute(query)
             return list(result.mappings())
 
     async def _scalar(self, query: Select[Any]) -> Any:
-        async with self._turns, self._engine.connect() as connection:
+        async with self._turns, self._reader.connect() as connection:
             return await connection.scalar(query)
 
 
