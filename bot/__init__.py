@@ -14,7 +14,8 @@ One folder per feature; each folder's ``__init__`` docstring is its map, one lin
 - ``limits/``: daily limits (requests per person, tokens per channel) and the usage they count.
 - ``governance/``: who may change grading (editors, admins), and rubric changes: versions, history,
   revert, announcements.
-- ``workspaces/``: many workspaces from one deployment: the manifest of a distributed app.
+- ``workspaces/``: many workspaces from one deployment: the workspace key of every row and job,
+  OAuth installation, each workspace's token, the manifest of a distributed app.
 - ``lifecycle/``: the data's life: deleted and edited messages, retention, purge and uninstall, private
   database files.
 - ``db/``: the database (SQLite or PostgreSQL), its schema, the store, admin and migrations.

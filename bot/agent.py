@@ -26,6 +26,7 @@ from langgraph.types import StateSnapshot
 from bot.config import ConfigError, Settings, problem
 from bot.material.fence import MATERIAL_NOTE
 from bot.threads.summary import ThreadSummary, summary_usage
+from bot.workspaces.workspace import Workspace
 from grading import (
     DEFAULT_MAX_GRADER_CALLS,
     EVALUATION_END_EVENT,
@@ -53,7 +54,7 @@ class ThreadContext:
     """The langgraph runtime context of a run (`create_agent(context_schema=...)`): where it was
     asked. The calibration source reads it to find the team's reviews."""
 
-    team: str
+    workspace: Workspace
     channel: str
 
 

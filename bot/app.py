@@ -11,17 +11,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
+from typing import cast
 
 import aiohttp
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.logger import get_bolt_logger
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import configured_agents
 from bot.agreement.channel_replay import open_replays
@@ -42,9 +44,14 @@ from bot.slack.http import EVENTS_PATH, slack_web_app
 from bot.slack.socket_mode import check_tokens, retry_until_stopped, serve_socket_mode
 from bot.threads.jobs import open_queue
 from bot.threads.runner import ThreadRunner
+from bot.workspaces.clients import WorkspaceClients
+from bot.workspaces.installations import Installations, open_installations
 from bot.workspaces.settings import Deployment, WorkspaceOverrides
 
 logger = logging.getLogger(__name__)
+
+Authorize = Callable[..., Awaitable[AuthorizeResult]]
+"""What `AsyncApp(authorize=...)` is annotated to take."""
 
 HTTP_SHUTDOWN_SECONDS = 5.0
 """How long a stopping HTTP server waits for requests already being answered (acks are fast)."""
@@ -61,17 +68,37 @@ class _ClientCarriesTheToken(logging.Filter):
 get_bolt_logger(AsyncApp).addFilter(_ClientCarriesTheToken())
 
 
-def create_app(settings: Settings, services: Services, client: AsyncWebClient) -> AsyncApp:
-    """The Bolt app with every listener registered; what a listener raises is logged, see bot.slack.client."""
+def create_app(settings: Settings, services: Services, clients: WorkspaceClients) -> AsyncApp:
+    """The Bolt app with every listener registered; what a listener raises is logged, see bot.slack.client.
+
+    With installations (OAuth mode) Bolt serves the installation pages and authorizes each request
+    with its workspace's token; a workspace that uninstalls the bot or revokes its token has its
+    installation deleted by the uninstall listeners (`bot.listeners.events`).
+    """
     secret = settings.slack_signing_secret
+    installations = clients.installations
     app = AsyncApp(
-        client=client,
+        client=clients.client,
         signing_secret=secret.get_secret_value() if secret else "",
         name="rubric-bot",
+        oauth_settings=installations.oauth_settings if installations else None,
+        # Bolt takes an `AsyncAuthorize` as it is (its annotation names only plain functions).
+        authorize=cast(Authorize, installations.authorize) if installations else None,
     )
     register(app, services)
     app.error(log_listener_failure)
     return app
+
+
+@dataclass(frozen=True)
+class Process:
+    """What a `serve` or `worker` process works with: the bot's tables, Slack clients, the runner and
+    the conversations' checkpointer."""
+
+    store: Store
+    clients: WorkspaceClients
+    runner: ThreadRunner
+    checkpointer: Checkpointer
 
 
 async def serve(
@@ -97,20 +124,34 @@ async def serve(
         if await startup.prepare_database(settings.database, wait=wait_for_db, stop=stop) is None:
             return  # stopped while waiting for the database
         async with (
-            open_runner(settings, concurrency) as (store, client, runner, checkpointer),
-            open_replays(settings, store, client) as replays,
+            open_runner(settings, concurrency) as process,
+            open_replays(settings, process.store) as replays,
         ):
+            store, clients, runner = process.store, process.clients, process.runner
             workspaces = WorkspaceOverrides(Deployment.from_settings(settings), store)
             editors = RubricEditors(settings.rubric_editors, workspace_editors=workspaces.rubric_editors)
-            services = Services(settings, store, runner, replays, editors, checkpointer, workspaces)
-            app = create_app(settings, services, client)
+            services = Services(
+                settings,
+                store,
+                runner,
+                replays,
+                editors,
+                process.checkpointer,
+                workspaces,
+                clients.installations,
+            )
+            app = create_app(settings, services, clients)
             probes.job_counts = runner.job_counts
             if socket_mode:
                 assert settings.slack_app_token is not None  # socket_mode implies it
                 probes.readiness.ping_database = store.ping
                 token = settings.slack_app_token.get_secret_value()
-                await serve_socket_mode(app, client, token, stop, probes.readiness.connection_changed)
-            elif await retry_until_stopped(lambda: check_tokens(client), stop, "check the bot token"):
+                await serve_socket_mode(app, clients.client, token, stop, probes.readiness.connection_changed)
+            # A distributed app has no token of its own to check: each installation's is checked by
+            # Bolt's authorization as its requests come in.
+            elif settings.oauth or await retry_until_stopped(
+                lambda: check_tokens(clients.client), stop, "check the bot token"
+            ):
                 await starting.aclose()  # the Slack app takes the port over, these routes with it
                 probes.readiness.ping_database = store.ping
                 await _serve_http(app, settings, port, stop, partial(add_ops_routes, probes=probes))
@@ -128,8 +169,9 @@ async def work(settings: Settings, *, concurrency: int, wait_for_db: bool = Fals
     async with serve_ops(settings.metrics_port, probes):
         if await startup.prepare_database(settings.database, wait=wait_for_db, stop=stop) is None:
             return  # stopped while waiting for the database
-        async with open_runner(settings, concurrency) as (store, _, runner, _):
-            probes.readiness.ping_database, probes.job_counts = store.ping, runner.job_counts
+        async with open_runner(settings, concurrency) as process:
+            runner = process.runner
+            probes.readiness.ping_database, probes.job_counts = process.store.ping, runner.job_counts
             logger.info("rubric-bot worker running up to %d job(s) at once", concurrency)
             await stop.wait()
             logger.info("stopping: letting %d running job(s) finish", runner.busy_threads)
@@ -138,10 +180,8 @@ async def work(settings: Settings, *, concurrency: int, wait_for_db: bool = Fals
 
 
 @asynccontextmanager
-async def open_runner(
-    settings: Settings, concurrency: int
-) -> AsyncIterator[tuple[Store, AsyncWebClient, ThreadRunner, Checkpointer]]:
-    """The store, Slack client, thread runner and checkpointer of a process, its queue running jobs
+async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Process]:
+    """The store, Slack clients, thread runner and checkpointer of a process, its queue running jobs
     (the retention sweep among them when `RUBRIC_BOT_RETENTION_DAYS` is set)."""
     # Runs started before this moment belong to earlier processes; unfinished, they were cut short.
     started = datetime.now(UTC)
@@ -154,6 +194,10 @@ async def open_runner(
         agents = configured_agents(settings, checkpointer, calibration=calibration_source(store))
         session = await stack.enter_async_context(aiohttp.ClientSession())
         client = build_client(settings, session)
+        installations: Installations | None = None
+        if settings.oauth:
+            installations = await stack.enter_async_context(open_installations(settings, client))
+        clients = WorkspaceClients(client, installations)
         queue = await stack.enter_async_context(
             open_queue(settings.database, concurrency=concurrency, stalled_after=settings.stalled_after)
         )
@@ -166,7 +210,7 @@ async def open_runner(
         runner = ThreadRunner(
             agent=agents.default,
             store=store,
-            client=client,
+            clients=clients,
             queue=queue,
             reader=reader,
             checkpointer=checkpointer,
@@ -186,7 +230,7 @@ async def open_runner(
                 logger.info("applying %d deletion(s) and edit(s) of messages an earlier process kept", kept)
             if abandoned := await runner.report_abandoned_runs(started):
                 logger.info("telling %d thread(s) that a restart interrupted their request", abandoned)
-        yield store, client, runner, checkpointer
+        yield Process(store, clients, runner, checkpointer)
 
 
 def _stop_event() -> asyncio.Event:

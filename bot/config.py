@@ -55,6 +55,10 @@ their Retry-After, no connection) before it records its answer as undelivered.""
 SLACK_CONNECTION = "SLACK_APP_TOKEN or SLACK_SIGNING_SECRET"
 """A requirement met by either setting: `serve` needs one of them to hear from Slack at all."""
 
+SLACK_IDENTITY = "SLACK_BOT_TOKEN or SLACK_CLIENT_ID"
+"""A requirement met by either setting: the bot token of the one workspace served, or the app's
+client id when it is installed with OAuth into many."""
+
 DEFAULT_CONCURRENCY = 100
 """Runs one process works on at once with PostgreSQL (`--concurrency`): runs mostly wait on the
 model, so many fit in one process. (With SQLite the one process runs every thread at once.)"""
@@ -97,6 +101,11 @@ DEFAULT_CONTEXT_TOKENS = 24_000
 turns are summarized. Generous for a conversation, and a small share of any current model's window."""
 
 HINTS: dict[str, str] = {
+    SLACK_IDENTITY: (
+        "set SLACK_BOT_TOKEN to the app's Bot User OAuth Token (starts with xoxb-; api.slack.com/apps "
+        "→ OAuth & Permissions) to serve one workspace, or SLACK_CLIENT_ID and SLACK_CLIENT_SECRET "
+        "(Basic Information → App Credentials) to let many workspaces install the bot"
+    ),
     SLACK_CONNECTION: (
         "set SLACK_APP_TOKEN to an app-level token (starts with xapp-; api.slack.com/apps → Basic "
         "Information → App-Level Tokens, scope connections:write) to connect in Socket Mode with no "
@@ -116,6 +125,22 @@ HINTS: dict[str, str] = {
         "Basic Information → App-Level Tokens), or unset it to run in HTTP mode"
     ),
     "SLACK_API_URL": "set it to an http(s) URL such as https://slack.com/api/, or unset it",
+    "SLACK_CLIENT_ID": (
+        "set it to the app's Client ID (api.slack.com/apps → Basic Information → App Credentials) "
+        "to offer the bot to many workspaces, or unset it and set SLACK_BOT_TOKEN for one workspace"
+    ),
+    "SLACK_CLIENT_SECRET": (
+        "set it to the app's Client Secret (Basic Information → App Credentials); installing "
+        "the bot into a workspace with SLACK_CLIENT_ID needs it"
+    ),
+    "SLACK_OAUTH_REDIRECT_URL": (
+        "set it to the https URL Slack sends installers back to, ending in /slack/oauth_redirect "
+        "(as under OAuth & Permissions → Redirect URLs), or unset it to use the app's only one"
+    ),
+    "RUBRIC_BOT_SCOPES": (
+        "set it to the bot scopes installations ask for, separated by commas, or unset it for "
+        "those of the manifest (rubric-bot manifest)"
+    ),
     "RUBRIC_BOT_MODEL": (
         'set it to the worker model as a langchain "provider:model" string, '
         "e.g. openai:gpt-4o-mini (and the provider's API key, e.g. OPENAI_API_KEY)"
@@ -215,6 +240,11 @@ class Settings(BaseSettings):
     slack_signing_secret: SecretStr | None = Field(None, validation_alias="SLACK_SIGNING_SECRET")
     slack_app_token: SecretStr | None = Field(None, validation_alias="SLACK_APP_TOKEN")
     slack_api_url: str = Field(DEFAULT_SLACK_API_URL, validation_alias="SLACK_API_URL")
+    slack_client_id: str | None = Field(None, validation_alias="SLACK_CLIENT_ID")
+    slack_client_secret: SecretStr | None = Field(None, validation_alias="SLACK_CLIENT_SECRET")
+    oauth_redirect_url: str | None = Field(None, validation_alias="SLACK_OAUTH_REDIRECT_URL")
+    # NoDecode: a comma-separated list as Slack writes scopes, not JSON.
+    scopes: Annotated[tuple[str, ...] | None, NoDecode] = Field(None, validation_alias="RUBRIC_BOT_SCOPES")
     worker_model: str | None = Field(None, validation_alias="RUBRIC_BOT_MODEL")
     grader_model_override: str | None = Field(None, validation_alias="RUBRIC_BOT_GRADER_MODEL")
     # NoDecode: a comma-separated list, not JSON.
@@ -305,6 +335,23 @@ class Settings(BaseSettings):
             raise ValueError(f"entry {', '.join(long)} is longer than {MODEL_ID_MAX} characters")
         return ids
 
+    @field_validator("oauth_redirect_url")
+    @classmethod
+    def _redirect_url_shape(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError("it is not an http(s) URL")
+        return value
+
+    @field_validator("scopes", mode="before")
+    @classmethod
+    def _scope_list(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        scopes = tuple(scope.strip() for scope in value.split(",") if scope.strip())
+        if not scopes:
+            raise ValueError("it names no scope")
+        return scopes
+
     @field_validator("slack_api_url")
     @classmethod
     def _api_url_shape(cls, value: str) -> str:
@@ -317,6 +364,33 @@ class Settings(BaseSettings):
     def run_timeout(self) -> float:
         """Seconds one run may take: its own setting, else `RUN_TIMEOUT_FACTOR` model timeouts."""
         return self.run_timeout_override or self.model_timeout * RUN_TIMEOUT_FACTOR
+
+    def oauth_problems(self, *, socket_mode: bool) -> list[str]:
+        """What keeps a distributed (OAuth) app from running with these settings, one line each;
+        `socket_mode` says whether this process would connect in Socket Mode."""
+        if self.slack_client_id is None:
+            return []
+        if self.slack_bot_token is not None:
+            return [
+                "SLACK_CLIENT_ID and SLACK_BOT_TOKEN are both set: unset SLACK_CLIENT_ID to serve the one "
+                "workspace of SLACK_BOT_TOKEN, or unset SLACK_BOT_TOKEN to let workspaces install the bot "
+                "with OAuth."
+            ]
+        problems = []
+        if self.slack_client_secret is None:
+            problems.append(problem("SLACK_CLIENT_SECRET", "is not set"))
+        if socket_mode:
+            problems.append(
+                "SLACK_APP_TOKEN is set, but a bot installed with OAuth serves its install pages and "
+                "Slack's requests over HTTP: unset SLACK_APP_TOKEN or run rubric-bot serve --http."
+            )
+        return problems
+
+    @property
+    def oauth(self) -> bool:
+        """Whether the bot is offered to many workspaces: installed with OAuth, one token per
+        installation, rather than serving the one workspace of `SLACK_BOT_TOKEN`."""
+        return self.slack_bot_token is None and self.slack_client_id is not None
 
     @property
     def grader_model(self) -> str | None:

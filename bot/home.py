@@ -35,6 +35,7 @@ from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.messages import BlockJson
 from bot.slack.notices import slack_failure_words
 from bot.threads.render import status_words
+from bot.workspaces.workspace import Workspace
 
 __all__ = ["ChannelHome", "home_view", "load_home", "publish_home"]
 
@@ -88,7 +89,7 @@ class ChannelHome:
 # --- Loading ---------------------------------------------------------------------------------
 
 
-async def publish_home(client: AsyncWebClient, store: Store, *, team: str, user: str) -> None:
+async def publish_home(client: AsyncWebClient, store: Store, *, workspace: Workspace, user: str) -> None:
     """Publish ``user``'s Home tab, then publish it again with the charts once they are uploaded.
 
     A failure to list the user's channels is answered on the tab itself; a chart that could not be
@@ -100,10 +101,10 @@ async def publish_home(client: AsyncWebClient, store: Store, *, team: str, user:
         logger.warning("could not list the channels of %s for the Home tab: %s", user, describe_error(exc))
         await _publish(client, user, home_view([], problem=slack_failure_words(exc)))
         return
-    homes = await load_home(store, team=team, channels=channels)
+    homes = await load_home(store, workspace=workspace, channels=channels)
     if await _publish(client, user, home_view(homes)) is None:
         return
-    charted = [await _with_chart(client, team, home) for home in homes]
+    charted = [await _with_chart(client, workspace, home) for home in homes]
     if charted != homes:
         await _publish(client, user, home_view(charted))
 
@@ -123,16 +124,16 @@ async def _memberships(client: AsyncWebClient, user: str | None) -> list[str]:
     return ids
 
 
-async def load_home(store: Store, *, team: str, channels: Sequence[str]) -> list[ChannelHome]:
+async def load_home(store: Store, *, workspace: Workspace, channels: Sequence[str]) -> list[ChannelHome]:
     """Each channel's rubric, runs and report, the most recently active channels first (at most
     MAX_HOME_CHANNELS)."""
-    runs = {channel: await store.recent_graded_runs(team, channel, RECENT_RUNS) for channel in channels}
+    runs = {channel: await store.recent_graded_runs(workspace, channel, RECENT_RUNS) for channel in channels}
     return [
         ChannelHome(
             channel=channel,
-            rubric=await store.get_channel_rubric(team, channel),
+            rubric=await store.get_channel_rubric(workspace, channel),
             runs=runs[channel],
-            report=await load_report(store, team=team, channel=channel, days=None),
+            report=await load_report(store, workspace=workspace, channel=channel, days=None),
         )
         for channel in _recent_first(channels, runs)[:MAX_HOME_CHANNELS]
     ]
@@ -144,11 +145,11 @@ def _recent_first(ordered: Sequence[str], runs: dict[str, list[RunRecord]]) -> l
     return with_runs + [c for c in ordered if not runs[c]]
 
 
-async def _with_chart(client: AsyncWebClient, team: str, home: ChannelHome) -> ChannelHome:
+async def _with_chart(client: AsyncWebClient, workspace: Workspace, home: ChannelHome) -> ChannelHome:
     """The channel's home with its chart uploaded (or reused); unchanged without reviews or on failure."""
     if home.report.reviews == 0:
         return home
-    key = _chart_key(team, home)
+    key = _chart_key(workspace, home)
     file_id = _CHART_FILES.get(key)
     if file_id is None:
         chart = await asyncio.to_thread(chart_upload, home.report)
@@ -167,10 +168,11 @@ _CHART_FILES: OrderedDict[str, str] = OrderedDict()
 """Uploaded chart file ids by channel and report content, least recently used first."""
 
 
-def _chart_key(team: str, home: ChannelHome) -> str:
-    """Names one channel's chart as drawn from one state of its report."""
+def _chart_key(workspace: Workspace, home: ChannelHome) -> str:
+    """Names one channel's chart as drawn from one state of its report (a file one workspace
+    uploaded is not another's to show)."""
     digest = hashlib.sha256(repr(home.report).encode()).hexdigest()
-    return f"{team}:{home.channel}:{digest}"
+    return f"{workspace.enterprise}:{workspace.team}:{home.channel}:{digest}"
 
 
 def _remember_chart(key: str, file_id: str) -> None:

@@ -38,6 +38,7 @@ from bot.db.store import ReplayLease, ReplayRefused, Store, Verdict
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.mrkdwn import slack_date
 from bot.slack.notices import log_failure, reference_words, slack_failure_words
+from bot.workspaces.workspace import Workspace
 from grading import EVIDENCE_TOOLS, TranscriptGrader
 
 logger = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ Tell = Callable[..., Awaitable[None]]
 class ReplayRequest:
     """Who asked for a replay of which channel, over which period."""
 
-    team: str
+    workspace: Workspace
     channel: str
     user: str
     days: int | None
@@ -81,24 +82,26 @@ class ChannelReplays:
         store: Store,
         checkpointer: BaseCheckpointSaver,
         grader: TranscriptGrader,
-        client: AsyncWebClient,
         cooldown: float = DEFAULT_REPLAY_COOLDOWN,
     ) -> None:
         """`cooldown`: seconds from one replay's start in a channel to the next's."""
         self._store = store
         self._checkpointer = checkpointer
         self._grader = grader
-        self._client = client
         self._cooldown = timedelta(seconds=cooldown)
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def start(self, request: ReplayRequest, tell: Tell) -> ReplayRefused | None:
-        """Start replaying the channel; why not (starting nothing) while one runs in any process
-        or the cooldown since the latest start lasts."""
-        lease = await self._store.start_replay(request.team, request.channel, request.user, self._cooldown)
+    async def start(self, request: ReplayRequest, tell: Tell, client: AsyncWebClient) -> ReplayRefused | None:
+        """Start replaying the channel, posting with `client` (its workspace's); why not (starting
+        nothing) while one runs in any process or the cooldown since the latest start lasts."""
+        lease = await self._store.start_replay(
+            request.workspace, request.channel, request.user, self._cooldown
+        )
         if isinstance(lease, ReplayRefused):
             return lease
-        task = asyncio.create_task(self._run_holding(lease, request, tell), name=f"replay {request.channel}")
+        task = asyncio.create_task(
+            self._run_holding(lease, request, tell, client), name=f"replay {request.channel}"
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return None
@@ -110,13 +113,15 @@ class ChannelReplays:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _run_holding(self, lease: ReplayLease, request: ReplayRequest, tell: Tell) -> None:
+    async def _run_holding(
+        self, lease: ReplayLease, request: ReplayRequest, tell: Tell, client: AsyncWebClient
+    ) -> None:
         try:
-            await self._run(request, tell)
+            await self._run(request, tell, client)
         finally:
             await asyncio.shield(lease.release())
 
-    async def _run(self, request: ReplayRequest, tell: Tell) -> None:
+    async def _run(self, request: ReplayRequest, tell: Tell, client: AsyncWebClient) -> None:
         try:
             comparison = await self._compare(request)
             if comparison is None:
@@ -126,9 +131,9 @@ class ChannelReplays:
                     "the grader with *Agree* or *Disagree…* on its messages first."
                 )
                 return
-            await self._post(request, comparison)
+            await self._post(request, comparison, client)
         except asyncio.CancelledError:
-            stopped = self._client.chat_postMessage(
+            stopped = client.chat_postMessage(
                 channel=request.channel,
                 text=f"The replay <@{request.user}> asked for was stopped because the bot is restarting. "
                 "Run `/rubric replay` again once it is back.",
@@ -146,8 +151,9 @@ class ChannelReplays:
             await tell(text=f"The replay failed. {reference_words(reference)}")
 
     async def _compare(self, request: ReplayRequest) -> Comparison | None:
-        reviewed = await load_cases(self._store, channel=request.channel, days=request.days)
-        reviewed = [case for case in reviewed if case.record.team == request.team]
+        reviewed = await load_cases(
+            self._store, workspace=request.workspace, channel=request.channel, days=request.days
+        )
         cases, skipped = await attach_transcripts(self._checkpointer, reviewed)
         if not cases:
             return None
@@ -173,13 +179,13 @@ class ChannelReplays:
         )
         return done
 
-    async def _post(self, request: ReplayRequest, comparison: Comparison) -> None:
+    async def _post(self, request: ReplayRequest, comparison: Comparison, client: AsyncWebClient) -> None:
         message = comparison_blocks(
             comparison, title=request.title, asked_by=request.user, channel=request.channel
         )
-        await self._client.chat_postMessage(channel=request.channel, **message)
+        await client.chat_postMessage(channel=request.channel, **message)
         chart = await asyncio.to_thread(chart_png, comparison)
-        await self._client.files_upload_v2(
+        await client.files_upload_v2(
             channel=request.channel,
             file=chart,
             filename=CHART_FILENAME,
@@ -204,9 +210,7 @@ def refusal_words(refused: ReplayRefused) -> str:
 
 
 @asynccontextmanager
-async def open_replays(
-    settings: Settings, store: Store, client: AsyncWebClient
-) -> AsyncIterator[ChannelReplays]:
+async def open_replays(settings: Settings, store: Store) -> AsyncIterator[ChannelReplays]:
     """The `/rubric replay` runner of a serving process, on the bot's grader and database.
 
     Replays read the checkpoint history on a connection of their own. Closing stops every replay
@@ -218,7 +222,6 @@ async def open_replays(
             store=store,
             checkpointer=checkpointer,
             grader=TranscriptGrader(grader, tools=EVIDENCE_TOOLS),
-            client=client,
             cooldown=settings.replay_cooldown,
         )
         try:

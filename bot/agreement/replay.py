@@ -31,6 +31,7 @@ from bot.db.store import EvaluationRecord, ReviewRow, Store, Verdict
 from bot.material.fence import holds_material
 from bot.review.calibration import CALIBRATION_EXAMPLES, calibration_examples
 from bot.review.verdicts import grader_verdicts
+from bot.workspaces.workspace import Workspace
 from grading import EVIDENCE_TOOLS, CalibrationExample, RubricEvaluation
 from grading.grader import GRADER_SYSTEM_PROMPT, build_payload
 from grading.once import TranscriptGrader
@@ -134,6 +135,7 @@ class Regrade:
 async def load_cases(
     store: Store,
     *,
+    workspace: Workspace | None = None,
     channel: str | None = None,
     days: int | None = None,
     rubric_match: str | None = None,
@@ -141,18 +143,18 @@ async def load_cases(
 ) -> list[Case]:
     """The reviewed iterations to replay, oldest first, each with every review it has.
 
-    An iteration counts when it was reviewed in ``channel`` (any when None) within the last
-    ``days`` (ever when None) and its rubric contains ``rubric_match`` (ignoring case). With
-    ``limit``, only the latest that many.
+    An iteration counts when it was reviewed in ``channel`` of ``workspace`` (any when None) within
+    the last ``days`` (ever when None) and its rubric contains ``rubric_match`` (ignoring case).
+    With ``limit``, only the latest that many.
     """
-    rows = await store.reviews_in_channel(None, channel, period_start(days))
-    keys = list(dict.fromkeys((row.grading_run_id, row.iteration) for row in rows))
+    rows = await store.reviews_in_channel(workspace, channel, period_start(days))
+    keys = list(dict.fromkeys((row.thread.workspace, row.grading_run_id, row.iteration) for row in rows))
     cases = []
-    for run_id, iteration in keys:
-        record = await store.get_evaluation(run_id, iteration)
+    for where, run_id, iteration in keys:
+        record = await store.get_evaluation(where, run_id, iteration)
         if record is None or not _matches(record.rubric_text, rubric_match):
             continue
-        reviews = await store.reviews_for_iteration(run_id, iteration)
+        reviews = await store.reviews_for_iteration(where, run_id, iteration)
         cases.append(Case(record, tuple(reviews)))
     return cases[-limit:] if limit else cases
 
@@ -215,7 +217,7 @@ async def examples_for(store: Store, case: Case, calibration: Calibration) -> li
     own = sum(row.disagrees for row in case.reviews)
     record = case.record
     rows = await store.recent_disagreements(
-        record.team, record.channel, record.rubric_text, limit=CALIBRATION_EXAMPLES + own
+        record.thread.workspace, record.channel, record.rubric_text, limit=CALIBRATION_EXAMPLES + own
     )
     others = [row for row in rows if (row.grading_run_id, row.iteration) != case.key]
     return calibration_examples(others[:CALIBRATION_EXAMPLES])

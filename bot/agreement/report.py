@@ -47,6 +47,7 @@ from bot.db.store import ReviewRow, Store
 from bot.review.verdicts import grader_verdicts, verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
 from bot.slack.messages import SlackMessage
+from bot.workspaces.workspace import Workspace
 from grading import RubricEvaluation
 from grading.agreement import (
     CORRELATION_THRESHOLD,
@@ -161,15 +162,17 @@ def build_report(
     )
 
 
-async def load_report(store: Store, *, team: str | None, channel: str | None, days: int | None) -> Report:
+async def load_report(
+    store: Store, *, workspace: Workspace | None, channel: str | None, days: int | None
+) -> Report:
     """The report over the reviews and evaluations of a channel's last ``days`` days (None: all).
 
-    ``None`` for ``team`` or ``channel`` spans every one. The numbers are worked out in a thread:
+    ``None`` for ``workspace`` or ``channel`` spans every one. The numbers are worked out in a thread:
     scikit-learn's import and κ would otherwise hold up the event loop that answers Slack.
     """
     since = period_start(days)
-    reviews = await store.reviews_in_channel(team, channel, since)
-    evaluations = await store.evaluations_in_channel(team, channel, since)
+    reviews = await store.reviews_in_channel(workspace, channel, since)
+    evaluations = await store.evaluations_in_channel(workspace, channel, since)
     return await asyncio.to_thread(build_report, reviews, evaluations, days=days)
 
 

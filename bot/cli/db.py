@@ -25,6 +25,7 @@ from bot.config import load_settings
 from bot.db import admin as dbadmin
 from bot.db.database import DATABASE_ERRORS, Database, describe_database_error
 from bot.lifecycle.erase import Erased, Scope
+from bot.workspaces.workspace import NO_ENTERPRISE, Workspace
 
 
 def _configure_db(parser: argparse.ArgumentParser) -> None:
@@ -65,6 +66,10 @@ def _configure_db(parser: argparse.ArgumentParser) -> None:
     scope.add_argument(
         "--thread", type=purge_cli.thread_link, metavar="LINK",
         help="a Slack message link to the thread (or one of its replies), or CHANNEL:TS of its first message",
+    )  # fmt: skip
+    purge.add_argument(
+        "--enterprise", metavar="E",
+        help="with --team: the Enterprise Grid org (E0123ABCD) the workspace is part of, if any",
     )  # fmt: skip
     purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     add_database_option(purge, "the database")
@@ -124,7 +129,11 @@ def _run_db_prune(args: argparse.Namespace) -> int:
 def _run_db_purge(args: argparse.Namespace) -> int:
     database = _named(args, args.db or load_settings().database)
     channel, thread_ts = args.thread or (args.channel, None)
-    scope = Scope(team=args.team, channel=channel, thread_ts=thread_ts)
+    if args.enterprise and not args.team:
+        fail("--enterprise names the org of the workspace given with --team; add --team T")
+        return EXIT_CONFIG
+    tenant = Workspace(args.team, args.enterprise or NO_ENTERPRISE) if args.team else None
+    scope = Scope(tenant=tenant, channel=channel, thread_ts=thread_ts)
     if not database_exists(database):
         fail(f"no database at {database}")
         return EXIT_CONFIG

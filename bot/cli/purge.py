@@ -85,7 +85,7 @@ async def threads_of(database: Database, scope: Scope) -> int:
     """How many threads of `scope` the database has data of (for the confirmation question)."""
     store = await Store.open(database)
     try:
-        return len(await store.threads_in(scope.team, scope.channel, scope.thread_ts))
+        return len(await store.threads_in(scope.tenant, scope.channel, scope.thread_ts))
     finally:
         await store.close()
 

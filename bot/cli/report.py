@@ -98,7 +98,7 @@ async def _report(
         try:
             if channel_id is not None:
                 await _check_channel_known(store, channel_id, title, database)
-            report = await load_report(store, team=None, channel=channel_id, days=days)
+            report = await load_report(store, workspace=None, channel=channel_id, days=days)
             return report, title, await _run_facts(store, channel_id, days)
         finally:
             await store.close()

@@ -18,7 +18,14 @@ from bot.cli.subcommand import (
     positive_int,
     start_logging,
 )
-from bot.config import DEFAULT_CONCURRENCY, SLACK_CONNECTION, ConfigError, load_settings, problem
+from bot.config import (
+    DEFAULT_CONCURRENCY,
+    SLACK_CONNECTION,
+    SLACK_IDENTITY,
+    ConfigError,
+    load_settings,
+    problem,
+)
 
 DEFAULT_PORT = 3000
 """HTTP port of `serve` when `--port` is not given (Bolt's customary default)."""
@@ -48,7 +55,9 @@ def _add_concurrency(parser: argparse.ArgumentParser) -> None:
 def _run_serve(args: argparse.Namespace) -> int:
     # HTTP mode verifies every request with the signing secret; without --http either way will do.
     connection = "SLACK_SIGNING_SECRET" if args.http else SLACK_CONNECTION
-    settings = load_settings(["SLACK_BOT_TOKEN", "RUBRIC_BOT_MODEL", connection])
+    settings = load_settings([SLACK_IDENTITY, "RUBRIC_BOT_MODEL", connection])
+    if problems := settings.oauth_problems(socket_mode=settings.socket_mode and not args.http):
+        raise ConfigError(problems)
     database = settings.database
     if not database.is_postgres and not database.sqlite_path.parent.is_dir():
         parent = database.sqlite_path.parent
@@ -74,7 +83,9 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 
 def _run_worker(args: argparse.Namespace) -> int:
-    settings = load_settings(["SLACK_BOT_TOKEN", "RUBRIC_BOT_MODEL", "RUBRIC_BOT_DB"])
+    settings = load_settings([SLACK_IDENTITY, "RUBRIC_BOT_MODEL", "RUBRIC_BOT_DB"])
+    if problems := settings.oauth_problems(socket_mode=False):
+        raise ConfigError(problems)
     if not settings.database.is_postgres:
         raise ConfigError(
             [
@@ -98,8 +109,10 @@ SERVE = CliSubcommand(
     description=(
         "Run the Slack bot until SIGTERM or Ctrl-C. With SLACK_APP_TOKEN set it connects to Slack "
         "in Socket Mode (no public URL needed); otherwise, or with --http, it answers Slack's HTTP "
-        "requests on /slack/events and needs SLACK_SIGNING_SECRET. It reads SLACK_BOT_TOKEN, "
-        "RUBRIC_BOT_MODEL and the model provider's API key (e.g. OPENAI_API_KEY), "
+        "requests on /slack/events and needs SLACK_SIGNING_SECRET. It reads SLACK_BOT_TOKEN (or, "
+        "for a bot workspaces install with OAuth, SLACK_CLIENT_ID and SLACK_CLIENT_SECRET; HTTP "
+        "mode, install page on /slack/install), RUBRIC_BOT_MODEL and the model provider's API key "
+        "(e.g. OPENAI_API_KEY), "
         "RUBRIC_BOT_DB and the optional settings listed in the README "
         f"(RUBRIC_BOT_GRADER_MODEL, RUBRIC_BOT_MAX_ITERATIONS, ...), {SETTINGS_SOURCE}."
     ),
@@ -115,7 +128,8 @@ WORKER = CliSubcommand(
         "Run requests from the PostgreSQL job queue until SIGTERM or Ctrl-C, without talking to "
         "Slack's events: serve processes take Slack's requests and queue them, and every serve and "
         "worker process runs them, one at a time per thread and in order. Run as many as the load "
-        "needs, on any machine that reaches the database. It reads SLACK_BOT_TOKEN, "
+        "needs, on any machine that reaches the database. It reads SLACK_BOT_TOKEN (or "
+        "SLACK_CLIENT_ID and SLACK_CLIENT_SECRET), "
         "RUBRIC_BOT_MODEL and the model provider's API key, RUBRIC_BOT_DB (a postgresql:// URL) "
         f"and serve's optional settings, {SETTINGS_SOURCE}."
     ),

@@ -1,5 +1,9 @@
 """The bot's own tables, defined once for SQLite and PostgreSQL (SQLAlchemy Core).
 
+Every table holding Slack data says which workspace a row belongs to, by ``enterprise`` and
+``team`` (the posted ledger through its run, the dedupe claims in their keys), and every query of
+`bot.db.store` filters by them.
+
 Migrations in `bot/db/migrations` create and change them; this module is what the code reads and
 writes, and a test checks that the two agree on both databases. Langgraph's checkpoint tables
 are the checkpointer's own and are not described here.
@@ -10,6 +14,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from slack_sdk.oauth.installation_store.sqlalchemy import AsyncSQLAlchemyInstallationStore
+from slack_sdk.oauth.state_store.sqlalchemy import AsyncSQLAlchemyOAuthStateStore
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -27,6 +33,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
+
+from bot.workspaces.workspace import NO_ENTERPRISE
 
 FINAL_STEP: Final = "final"
 """The `posted.iteration` of a run's closing messages (its other rows hold iteration numbers)."""
@@ -79,12 +87,13 @@ claims = Table(
 threads = Table(
     "threads",
     metadata,
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
     Column("team", Text, nullable=False),
     Column("channel", Text, nullable=False),
     Column("thread_ts", Text, nullable=False),
     Column("created_at", UtcTimestamp, nullable=False),
     Column("last_activity", UtcTimestamp, nullable=False),
-    PrimaryKeyConstraint("team", "channel", "thread_ts"),
+    PrimaryKeyConstraint("enterprise", "team", "channel", "thread_ts"),
     Index("threads_by_activity", "last_activity"),
 )
 """Threads the bot takes part in (it listens to every message there). ``last_activity`` is when the
@@ -93,25 +102,27 @@ bot last took a message there: retention deletes threads idle for longer than it
 channel_rubrics = Table(
     "channel_rubrics",
     metadata,
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
     Column("team", Text, nullable=False),
     Column("channel", Text, nullable=False),
     Column("rubric_text", Text, nullable=False),
     Column("set_by", Text, nullable=False),
     Column("updated_at", UtcTimestamp, nullable=False),
-    PrimaryKeyConstraint("team", "channel"),
+    PrimaryKeyConstraint("enterprise", "team", "channel"),
 )
 """Each channel's default rubric for new conversations."""
 
 channel_rubric_versions = Table(
     "channel_rubric_versions",
     metadata,
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
     Column("team", Text, nullable=False),
     Column("channel", Text, nullable=False),
     Column("version", Integer, nullable=False),
     Column("rubric_text", Text),
     Column("set_by", Text, nullable=False),
     Column("created_at", UtcTimestamp, nullable=False),
-    PrimaryKeyConstraint("team", "channel", "version"),
+    PrimaryKeyConstraint("enterprise", "team", "channel", "version"),
 )
 """Every change of a channel's default rubric, numbered from 1 per channel and never deleted: the
 text set, or NULL where it was cleared. The newest one is what ``channel_rubrics`` holds."""
@@ -119,22 +130,24 @@ text set, or NULL where it was cleared. The newest one is what ``channel_rubrics
 channel_settings = Table(
     "channel_settings",
     metadata,
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
     Column("team", Text, nullable=False),
     Column("channel", Text, nullable=False),
     Column("calibration", Boolean, nullable=False),
     Column("updated_at", UtcTimestamp, nullable=False),
-    PrimaryKeyConstraint("team", "channel"),
+    PrimaryKeyConstraint("enterprise", "team", "channel"),
 )
 """Per-channel switches; a channel without a row has the defaults."""
 
 channel_replays = Table(
     "channel_replays",
     metadata,
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
     Column("team", Text, nullable=False),
     Column("channel", Text, nullable=False),
     Column("started_by", Text, nullable=False),
     Column("started_at", UtcTimestamp, nullable=False),
-    PrimaryKeyConstraint("team", "channel"),
+    PrimaryKeyConstraint("enterprise", "team", "channel"),
 )
 """The latest `/rubric replay` started in each channel (its cooldown counts from then)."""
 
@@ -143,6 +156,7 @@ runs = Table(
     metadata,
     Column("run_id", Integer, primary_key=True, autoincrement=True),
     Column("thread_id", Text, nullable=False),
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
     Column("team", Text, nullable=False),
     Column("channel", Text, nullable=False),
     Column("thread_ts", Text, nullable=False),
@@ -178,6 +192,7 @@ evaluations = Table(
     metadata,
     Column("grading_run_id", Text, nullable=False),
     Column("iteration", Integer, nullable=False),
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
     Column("team", Text, nullable=False),
     Column("channel", Text, nullable=False),
     Column("thread_ts", Text, nullable=False),
@@ -193,6 +208,7 @@ evaluations = Table(
 reviews = Table(
     "reviews",
     metadata,
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
     Column("team", Text, nullable=False),
     Column("channel", Text, nullable=False),
     Column("thread_ts", Text, nullable=False),
@@ -244,6 +260,7 @@ message_changes = Table(
     "message_changes",
     metadata,
     Column("change_id", Integer, primary_key=True, autoincrement=True),
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
     Column("team", Text, nullable=False),
     Column("channel", Text, nullable=False),
     Column("thread_ts", Text, nullable=False),
@@ -255,3 +272,25 @@ message_changes = Table(
 (SQLite): a process stopping or dying before it applies one leaves it here for the next to apply.
 ``kind`` names the job (``forget`` or ``revise``) and ``change`` is its message change; the row goes
 once the change is applied."""
+
+# -- OAuth mode: Bolt's installation and state stores --------------------------------------------
+# Their tables are the slack_sdk stores' own definitions, built into this metadata so that the
+# bot's migrations create them and the schema check covers them.
+
+INSTALLATIONS_TABLE = "slack_installations"
+"""Bolt's record of each installation (one row per install or reinstall, the latest wins)."""
+
+INSTALLED_BOTS_TABLE = "slack_bots"
+"""Bolt's record of each installation's bot token (refreshed in place when tokens rotate)."""
+
+OAUTH_STATES_TABLE = "slack_oauth_states"
+"""Bolt's OAuth states: one per install page shown, consumed when the installer comes back."""
+
+installations = AsyncSQLAlchemyInstallationStore.build_installations_table(metadata, INSTALLATIONS_TABLE)
+"""Installations of the app, by enterprise and team (an org-wide one has no team)."""
+
+installed_bots = AsyncSQLAlchemyInstallationStore.build_bots_table(metadata, INSTALLED_BOTS_TABLE)
+"""The bot token of each installation."""
+
+oauth_states = AsyncSQLAlchemyOAuthStateStore.build_oauth_states_table(metadata, OAUTH_STATES_TABLE)
+"""OAuth states issued and not yet consumed or expired."""

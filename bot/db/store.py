@@ -2,8 +2,14 @@
 the posted-message ledger), on SQLite or PostgreSQL.
 
 The tables are defined in :mod:`bot.db.schema` and migrated by :mod:`bot.db.migrations`; a Store opened
-for writing brings them to the newest version first. Every method is one transaction on a pooled
-connection, so several processes may share one database:
+for writing brings them to the newest version first.
+
+Every row holding Slack data belongs to one workspace (`Workspace`: team and Enterprise Grid org),
+and every method reading or changing such rows takes the workspace (or a `ThreadKey`, which carries
+it) and filters by it: workspaces sharing a database never see each other's rows, even where their
+channel ids collide. Only the terminal's report may pass None to read across workspaces.
+
+Every method is one transaction on a pooled connection, so several processes may share one database:
 
 - a dedupe claim is one INSERT of unique keys, which only one process can win;
 - channel rubrics and settings are upserts: the last writer wins and no write is half-applied;
@@ -55,6 +61,7 @@ from bot.db.schema import (
 )
 from bot.material.files import Unread
 from bot.threads.conversation import MessageChange, ThreadKey
+from bot.workspaces.workspace import NO_ENTERPRISE, Organization, Tenant, Workspace
 from grading import RubricEvaluation, Status
 
 RunStatus = Status | Literal["interrupted", "answered", "timed_out", "error"]
@@ -163,11 +170,12 @@ class RunRecord:
     """Whether the run's closing message never reached the thread."""
     started_at: datetime
     finished_at: datetime | None
+    enterprise: str = NO_ENTERPRISE
 
     @property
     def thread(self) -> ThreadKey:
         """The thread the run answered in."""
-        return ThreadKey(self.team, self.channel, self.thread_ts)
+        return ThreadKey(self.team, self.channel, self.thread_ts, self.enterprise)
 
 
 @dataclass(frozen=True)
@@ -224,11 +232,12 @@ class EvaluationRecord:
     evaluation: RubricEvaluation
     rubric_text: str
     created_at: datetime
+    enterprise: str = NO_ENTERPRISE
 
     @property
     def thread(self) -> ThreadKey:
         """The thread the evaluation message is in."""
-        return ThreadKey(self.team, self.channel, self.thread_ts)
+        return ThreadKey(self.team, self.channel, self.thread_ts, self.enterprise)
 
 
 @dataclass(frozen=True)
@@ -256,6 +265,12 @@ class ReviewRow:
     comment: str
     reviewer: str
     created_at: datetime
+    enterprise: str = NO_ENTERPRISE
+
+    @property
+    def thread(self) -> ThreadKey:
+        """The thread the reviewed evaluation message is in."""
+        return ThreadKey(self.team, self.channel, self.thread_ts, self.enterprise)
 
     @property
     def disagrees(self) -> bool:
@@ -310,6 +325,9 @@ ERASE_BATCH = 200
 """Threads deleted per transaction: bounds the statement size (SQLite caps bound parameters) and how
 long the write lock is held, on databases with many threads to delete."""
 
+_THREAD_KEY_COLUMNS = [threads.c[name] for name in ThreadKey.__dataclass_fields__]
+"""The columns read into a ThreadKey (every table of a thread's rows has them by these names)."""
+
 _RUN_COLUMNS = [runs.c[name] for name in RunRecord.__dataclass_fields__]
 """The runs columns read into a RunRecord."""
 
@@ -336,7 +354,7 @@ class Claim:
         now = _now()
         statement = self._upsert(threads).values(**_thread_columns(thread), created_at=now, last_activity=now)
         statement = statement.on_conflict_do_update(
-            index_elements=["team", "channel", "thread_ts"], set_={"last_activity": now}
+            index_elements=["enterprise", "team", "channel", "thread_ts"], set_={"last_activity": now}
         )
         await self._connection.execute(statement)
 
@@ -356,7 +374,7 @@ class Claim:
         then used as many tokens, as the quota allows.
         """
         if quota is not None:
-            await self._check_quota(thread.team, thread.channel, requester, quota)
+            await self._check_quota(thread.workspace, thread.channel, requester, quota)
         row = {
             "thread_id": thread.thread_id,
             **_thread_columns(thread),
@@ -367,22 +385,26 @@ class Claim:
         result = await self._connection.execute(insert(runs).values(row).returning(runs.c.run_id))
         return int(result.scalar_one())
 
-    async def _check_quota(self, team: str, channel: str, requester: str | None, quota: RunQuota) -> None:
+    async def _check_quota(
+        self, workspace: Workspace, channel: str, requester: str | None, quota: RunQuota
+    ) -> None:
         """Raise `QuotaExceeded` if a new run would go past `quota`; the counts are locked until the
         transaction ends, so two admissions cannot both take the last place."""
         since = runs.c.started_at >= quota.since
         if quota.requests_per_requester is not None and requester:
-            await _lock(self._connection, f"requests:{team}:{requester}")
+            await _lock(self._connection, f"requests:{_lock_scope(workspace)}:{requester}")
             started = await self._connection.scalar(
-                select(func.count()).where(runs.c.team == team, runs.c.requester == requester, since)
+                select(func.count()).where(
+                    *_in_workspace(runs, workspace), runs.c.requester == requester, since
+                )
             )
             if (started or 0) >= quota.requests_per_requester:
                 raise QuotaExceeded("requests", quota.requests_per_requester)
         if quota.tokens_per_channel is not None:
-            await _lock(self._connection, f"tokens:{team}:{channel}")
+            await _lock(self._connection, f"tokens:{_lock_scope(workspace)}:{channel}")
             used = await self._connection.scalar(
                 select(func.coalesce(func.sum(runs.c.tokens), 0)).where(
-                    runs.c.team == team, runs.c.channel == channel, since
+                    *_in_channel(runs, workspace, channel), since
                 )
             )
             if (used or 0) >= quota.tokens_per_channel:
@@ -426,7 +448,7 @@ class Store:
         # that order. PostgreSQL serves many processes and needs no such queue.
         self._turns: AbstractAsyncContextManager[Any] = nullcontext() if self._postgres else asyncio.Lock()
         self._refreshes: WeakValueDictionary[tuple[str, int], asyncio.Lock] = WeakValueDictionary()
-        self._replays: dict[tuple[str, str], asyncio.Lock] = {}
+        self._replays: dict[tuple[Workspace, str], asyncio.Lock] = {}
 
     @classmethod
     async def open(
@@ -517,103 +539,100 @@ class Store:
 
     async def has_thread(self, thread: ThreadKey) -> bool:
         """Whether the bot takes part in this thread."""
-        query = select(
-            exists().where(
-                threads.c.team == thread.team,
-                threads.c.channel == thread.channel,
-                threads.c.thread_ts == thread.thread_ts,
-            )
-        )
+        query = select(exists().where(*_in_thread(threads, thread)))
         return bool(await self._scalar(query))
 
     # -- channel rubrics and settings ------------------------------------------------------------
 
-    async def set_channel_rubric(self, team: str, channel: str, text: str, user: str) -> RubricVersion:
+    async def set_channel_rubric(
+        self, workspace: Workspace, channel: str, text: str, user: str
+    ) -> RubricVersion:
         """Set (or replace) the channel's default rubric for new conversations; the version recorded."""
         async with self._write() as connection:
             await self._put_channel_row(
                 channel_rubrics,
-                team,
+                workspace,
                 channel,
                 {"rubric_text": text, "set_by": user, "updated_at": _now()},
                 connection,
             )
-            return await self._add_rubric_version(connection, team, channel, text, user)
+            return await self._add_rubric_version(connection, workspace, channel, text, user)
 
-    async def get_channel_rubric(self, team: str, channel: str) -> str | None:
+    async def get_channel_rubric(self, workspace: Workspace, channel: str) -> str | None:
         """The channel's default rubric text, or None."""
-        return await self._scalar(_channel_rubric_query(team, channel))
+        return await self._scalar(_channel_rubric_query(workspace, channel))
 
-    async def clear_channel_rubric(self, team: str, channel: str, user: str) -> RubricVersion | None:
+    async def clear_channel_rubric(
+        self, workspace: Workspace, channel: str, user: str
+    ) -> RubricVersion | None:
         """Remove the channel's default rubric; the version recorded, None (recording none) if it had none."""
         table = channel_rubrics
         async with self._write() as connection:
-            result = await connection.execute(
-                delete(table).where(table.c.team == team, table.c.channel == channel)
-            )
+            result = await connection.execute(delete(table).where(*_in_channel(table, workspace, channel)))
             if result.rowcount == 0:
                 return None
-            return await self._add_rubric_version(connection, team, channel, None, user)
+            return await self._add_rubric_version(connection, workspace, channel, None, user)
 
-    async def rubric_versions(self, team: str, channel: str, limit: int) -> list[RubricVersion]:
+    async def rubric_versions(self, workspace: Workspace, channel: str, limit: int) -> list[RubricVersion]:
         """The channel's latest `limit` default-rubric versions, newest first."""
         table = channel_rubric_versions
         query = (
             select(*_VERSION_COLUMNS)
-            .where(table.c.team == team, table.c.channel == channel)
+            .where(*_in_channel(table, workspace, channel))
             .order_by(table.c.version.desc())
             .limit(limit)
         )
         return [RubricVersion(**row) for row in await self._rows(query)]
 
-    async def rubric_version(self, team: str, channel: str, version: int) -> RubricVersion | None:
+    async def rubric_version(self, workspace: Workspace, channel: str, version: int) -> RubricVersion | None:
         """Version ``version`` of the channel's default rubric, or None if there is no such version."""
         table = channel_rubric_versions
         query = select(*_VERSION_COLUMNS).where(
-            table.c.team == team, table.c.channel == channel, table.c.version == version
+            *_in_channel(table, workspace, channel), table.c.version == version
         )
         rows = await self._rows(query)
         return RubricVersion(**rows[0]) if rows else None
 
     async def _add_rubric_version(
-        self, connection: AsyncConnection, team: str, channel: str, text: str | None, user: str
+        self, connection: AsyncConnection, workspace: Workspace, channel: str, text: str | None, user: str
     ) -> RubricVersion:
         """Record the channel's next rubric version inside the caller's transaction."""
-        await _lock(connection, f"rubric-version:{team}:{channel}")
+        await _lock(connection, f"rubric-version:{_lock_scope(workspace)}:{channel}")
         table = channel_rubric_versions
         latest = await connection.scalar(
-            select(func.max(table.c.version)).where(table.c.team == team, table.c.channel == channel)
+            select(func.max(table.c.version)).where(*_in_channel(table, workspace, channel))
         )
         version = RubricVersion(version=(latest or 0) + 1, rubric_text=text, set_by=user, created_at=_now())
-        await connection.execute(insert(table).values(team=team, channel=channel, **asdict(version)))
+        await connection.execute(
+            insert(table).values(**_workspace_columns(workspace), channel=channel, **asdict(version))
+        )
         return version
 
-    async def set_calibration(self, team: str, channel: str, on: bool) -> None:
+    async def set_calibration(self, workspace: Workspace, channel: str, on: bool) -> None:
         """Switch grader calibration from the team's reviews on or off for the channel."""
         await self._put_channel_row(
-            channel_settings, team, channel, {"calibration": on, "updated_at": _now()}
+            channel_settings, workspace, channel, {"calibration": on, "updated_at": _now()}
         )
 
-    async def calibration_enabled(self, team: str, channel: str) -> bool:
+    async def calibration_enabled(self, workspace: Workspace, channel: str) -> bool:
         """Whether calibration is on for the channel (on unless switched off)."""
         table = channel_settings
-        value = await self._scalar(
-            select(table.c.calibration).where(table.c.team == team, table.c.channel == channel)
-        )
+        value = await self._scalar(select(table.c.calibration).where(*_in_channel(table, workspace, channel)))
         return value is None or bool(value)
 
     async def _put_channel_row(
         self,
         table: Any,
-        team: str,
+        workspace: Workspace,
         channel: str,
         values: dict[str, Any],
         connection: AsyncConnection | None = None,
     ) -> None:
         """Insert or replace the channel's row in one atomic upsert (within `connection`, if given)."""
-        statement = self._upsert(table).values(team=team, channel=channel, **values)
+        key = {**_workspace_columns(workspace), "channel": channel}
+        statement = self._upsert(table).values(**key, **values)
         statement = statement.on_conflict_do_update(
-            index_elements=["team", "channel"], set_={name: statement.excluded[name] for name in values}
+            index_elements=list(key), set_={name: statement.excluded[name] for name in values}
         )
         if connection is not None:
             await connection.execute(statement)
@@ -624,19 +643,19 @@ class Store:
     # -- replays ---------------------------------------------------------------------------------
 
     async def start_replay(
-        self, team: str, channel: str, user: str, cooldown: timedelta
+        self, workspace: Workspace, channel: str, user: str, cooldown: timedelta
     ) -> ReplayLease | ReplayRefused:
         """Take the channel's replay lock and record the start; `ReplayRefused` if one runs or the
         latest started less than `cooldown` ago. The lease must be released when the replay ends."""
         if self._postgres:
-            return await self._start_replay_postgres(team, channel, user, cooldown)
-        lock = self._replays.setdefault((team, channel), asyncio.Lock())
+            return await self._start_replay_postgres(workspace, channel, user, cooldown)
+        lock = self._replays.setdefault((workspace, channel), asyncio.Lock())
         if lock.locked():
-            return ReplayRefused(running=True, started_by=await self._replay_starter(team, channel))
+            return ReplayRefused(running=True, started_by=await self._replay_starter(workspace, channel))
         await lock.acquire()
         try:
             async with self._write() as connection:
-                refused = await self._record_replay_start(connection, team, channel, user, cooldown)
+                refused = await self._record_replay_start(connection, workspace, channel, user, cooldown)
         except BaseException:
             lock.release()
             raise
@@ -646,9 +665,9 @@ class Store:
         return ReplayLease(_released(lock))
 
     async def _start_replay_postgres(
-        self, team: str, channel: str, user: str, cooldown: timedelta
+        self, workspace: Workspace, channel: str, user: str, cooldown: timedelta
     ) -> ReplayLease | ReplayRefused:
-        key = {"key": f"replay:{team}:{channel}"}
+        key = {"key": f"replay:{_lock_scope(workspace)}:{channel}"}
         connection = await self._engine.connect()
         try:
             locked = await connection.scalar(
@@ -656,8 +675,8 @@ class Store:
             )
             if not locked:
                 await connection.close()
-                return ReplayRefused(running=True, started_by=await self._replay_starter(team, channel))
-            refused = await self._record_replay_start(connection, team, channel, user, cooldown)
+                return ReplayRefused(running=True, started_by=await self._replay_starter(workspace, channel))
+            refused = await self._record_replay_start(connection, workspace, channel, user, cooldown)
             await connection.commit()
         except BaseException:
             await connection.close()  # a session's advisory locks end with it
@@ -669,15 +688,13 @@ class Store:
         return ReplayLease(release)
 
     async def _record_replay_start(
-        self, connection: AsyncConnection, team: str, channel: str, user: str, cooldown: timedelta
+        self, connection: AsyncConnection, workspace: Workspace, channel: str, user: str, cooldown: timedelta
     ) -> ReplayRefused | None:
         """Record a replay starting now, holding the channel's lock; refused if the cooldown lasts."""
         table = channel_replays
         latest = (
             await connection.execute(
-                select(table.c.started_by, table.c.started_at).where(
-                    table.c.team == team, table.c.channel == channel
-                )
+                select(table.c.started_by, table.c.started_at).where(*_in_channel(table, workspace, channel))
             )
         ).first()
         now = _now()
@@ -685,14 +702,14 @@ class Store:
             return ReplayRefused(
                 running=False, started_by=latest.started_by, next_start=latest.started_at + cooldown
             )
-        await self._put_channel_row(table, team, channel, {"started_by": user, "started_at": now}, connection)
+        await self._put_channel_row(
+            table, workspace, channel, {"started_by": user, "started_at": now}, connection
+        )
         return None
 
-    async def _replay_starter(self, team: str, channel: str) -> str | None:
+    async def _replay_starter(self, workspace: Workspace, channel: str) -> str | None:
         table = channel_replays
-        return await self._scalar(
-            select(table.c.started_by).where(table.c.team == team, table.c.channel == channel)
-        )
+        return await self._scalar(select(table.c.started_by).where(*_in_channel(table, workspace, channel)))
 
     # -- runs ------------------------------------------------------------------------------------
 
@@ -727,9 +744,11 @@ class Store:
                 await connection.execute(self._ledger_insert(run_id, part.step, part.part, part.message_ts))
             await connection.execute(update(runs).where(runs.c.run_id == run_id).values(**values))
 
-    async def usage(self, team: str | None, channel: str | None, since: datetime) -> list[UsageRow]:
+    async def usage(
+        self, workspace: Workspace | None, channel: str | None, since: datetime
+    ) -> list[UsageRow]:
         """Runs started from ``since`` on and their tokens, per UTC day, channel and requester
-        (oldest day first); ``None`` for ``team`` or ``channel`` matches every one."""
+        (oldest day first); ``None`` for ``workspace`` or ``channel`` matches every one."""
         day = self._utc_day(runs.c.started_at)
         requester = func.coalesce(runs.c.requester, "")
         query = (
@@ -740,7 +759,7 @@ class Store:
                 func.count().label("requests"),
                 func.coalesce(func.sum(runs.c.tokens), 0).label("tokens"),
             )
-            .where(*_scope(runs, team, channel, since, runs.c.started_at))
+            .where(*_scope(runs, workspace, channel, since, runs.c.started_at))
             .group_by(day, runs.c.channel, requester)
             .order_by(day, runs.c.channel, requester)
         )
@@ -805,7 +824,7 @@ class Store:
                 await connection.execute(_material_update(run_id, material))
                 unread = tuple(material.files_unread)
             rubric = (
-                await connection.scalar(_channel_rubric_query(thread.team, thread.channel))
+                await connection.scalar(_channel_rubric_query(thread.workspace, thread.channel))
                 if channel_rubric
                 else None
             )
@@ -850,11 +869,11 @@ class Store:
         return _unread(await self._scalar(_unread_query(run_id)))
 
     async def material_tally(
-        self, team: str | None, channel: str | None, since: datetime | None = None
+        self, workspace: Workspace | None, channel: str | None, since: datetime | None = None
     ) -> MaterialTally:
         """How much shared material the runs read (from ``since`` on; None filters match all)."""
         query = select(runs.c.thread_messages, runs.c.files_read, runs.c.files_unread).where(
-            runs.c.thread_messages.is_not(None), *_scope(runs, team, channel, since, runs.c.started_at)
+            runs.c.thread_messages.is_not(None), *_scope(runs, workspace, channel, since, runs.c.started_at)
         )
         rows = await self._rows(query)
         with_material = [row for row in rows if row.thread_messages or row.files_read or row.files_unread]
@@ -866,26 +885,25 @@ class Store:
         )
 
     async def undelivered_runs(
-        self, team: str | None, channel: str | None, since: datetime | None = None
+        self, workspace: Workspace | None, channel: str | None, since: datetime | None = None
     ) -> list[RunRecord]:
         """Runs whose closing message never reached Slack, oldest first; from ``since`` on if given.
 
-        ``None`` for ``team`` or ``channel`` matches every one, as in the other channel queries.
+        ``None`` for ``workspace`` or ``channel`` matches every one, as in the other channel queries.
         """
         query = (
             select(*_RUN_COLUMNS)
-            .where(runs.c.undelivered.is_(True), *_scope(runs, team, channel, since, runs.c.started_at))
+            .where(runs.c.undelivered.is_(True), *_scope(runs, workspace, channel, since, runs.c.started_at))
             .order_by(runs.c.run_id)
         )
         return [RunRecord(**row) for row in await self._rows(query)]
 
-    async def recent_graded_runs(self, team: str, channel: str, limit: int) -> list[RunRecord]:
+    async def recent_graded_runs(self, workspace: Workspace, channel: str, limit: int) -> list[RunRecord]:
         """The channel's latest runs, newest first, leaving out those answered without a rubric."""
         query = (
             select(*_RUN_COLUMNS)
             .where(
-                runs.c.team == team,
-                runs.c.channel == channel,
+                *_in_channel(runs, workspace, channel),
                 runs.c.status.is_(None) | (runs.c.status != ANSWERED),
             )
             .order_by(runs.c.started_at.desc(), runs.c.run_id.desc())
@@ -964,25 +982,30 @@ class Store:
             set_={name: statement.excluded[name] for name in values},
         )
 
-    async def get_evaluation(self, grading_run_id: str, iteration: int) -> EvaluationRecord | None:
-        """A posted evaluation by grading run id and iteration, or None."""
-        query = select(*_EVALUATION_COLUMNS).where(_iteration_of(evaluations, grading_run_id, iteration))
+    async def get_evaluation(
+        self, workspace: Workspace, grading_run_id: str, iteration: int
+    ) -> EvaluationRecord | None:
+        """An evaluation posted in the workspace, by grading run id and iteration, or None (also when
+        the ids name another workspace's: a button's value is the clicker's to forge)."""
+        query = select(*_EVALUATION_COLUMNS).where(
+            *_in_workspace(evaluations, workspace), _iteration_of(evaluations, grading_run_id, iteration)
+        )
         rows = await self._rows(query)
         if not rows:
             return None
         return EvaluationRecord(**{**rows[0], "evaluation": _stored_evaluation(rows[0]["evaluation"])})
 
     async def evaluations_in_channel(
-        self, team: str | None, channel: str | None, since: datetime | None = None
+        self, workspace: Workspace | None, channel: str | None, since: datetime | None = None
     ) -> list[RubricEvaluation]:
         """The evaluations posted in a channel, oldest first; only those from ``since`` on if given.
 
-        ``None`` for ``team`` or ``channel`` matches every one (the terminal report may span them).
+        ``None`` for ``workspace`` or ``channel`` matches every one (the terminal report may span them).
         """
         table = evaluations
         query = (
             select(table.c.evaluation)
-            .where(*_scope(table, team, channel, since))
+            .where(*_scope(table, workspace, channel, since))
             .order_by(table.c.created_at, table.c.grading_run_id, table.c.iteration)
         )
         return [_stored_evaluation(row["evaluation"]) for row in await self._rows(query)]
@@ -1020,15 +1043,19 @@ class Store:
             await _lock_iteration(connection, grading_run_id, iteration)
             await connection.execute(
                 delete(reviews).where(
-                    _iteration_of(reviews, grading_run_id, iteration), reviews.c.reviewer == reviewer
+                    *_in_workspace(reviews, thread.workspace),
+                    _iteration_of(reviews, grading_run_id, iteration),
+                    reviews.c.reviewer == reviewer,
                 )
             )
             if rows:
                 await connection.execute(insert(reviews), rows)
 
     @asynccontextmanager
-    async def locked_reviews(self, grading_run_id: str, iteration: int) -> AsyncIterator[list[ReviewRow]]:
-        """Every review of the iteration, with the iteration locked until the block ends.
+    async def locked_reviews(
+        self, workspace: Workspace, grading_run_id: str, iteration: int
+    ) -> AsyncIterator[list[ReviewRow]]:
+        """Every review of the workspace's iteration, with the iteration locked until the block ends.
 
         Other refreshes of the same iteration wait meanwhile, so a refresh that updates the
         iteration's message inside the block is never overtaken by one that read fewer reviews.
@@ -1039,34 +1066,36 @@ class Store:
         """
         if not self._postgres:
             async with self._refreshes.setdefault((grading_run_id, iteration), asyncio.Lock()):
-                yield await self.reviews_for_iteration(grading_run_id, iteration)
+                yield await self.reviews_for_iteration(workspace, grading_run_id, iteration)
             return
         async with self._write() as connection:
             await _lock_iteration(connection, grading_run_id, iteration)
-            yield await self._reviews_of_iteration(connection, grading_run_id, iteration)
+            yield await self._reviews_of_iteration(connection, workspace, grading_run_id, iteration)
 
-    async def reviews_for_iteration(self, grading_run_id: str, iteration: int) -> list[ReviewRow]:
-        """Every reviewer's verdicts on one iteration, oldest review first."""
+    async def reviews_for_iteration(
+        self, workspace: Workspace, grading_run_id: str, iteration: int
+    ) -> list[ReviewRow]:
+        """Every reviewer's verdicts on one iteration in the workspace, oldest review first."""
         async with self._turns, self._engine.connect() as connection:
-            return await self._reviews_of_iteration(connection, grading_run_id, iteration)
+            return await self._reviews_of_iteration(connection, workspace, grading_run_id, iteration)
 
     async def reviews_in_channel(
-        self, team: str | None, channel: str | None, since: datetime | None = None
+        self, workspace: Workspace | None, channel: str | None, since: datetime | None = None
     ) -> list[ReviewRow]:
         """The channel's reviews, oldest first; only those made at or after ``since`` if given.
 
-        ``None`` for ``team`` or ``channel`` matches every one (the terminal report may span them).
+        ``None`` for ``workspace`` or ``channel`` matches every one (the terminal report may span them).
         """
         query = (
             select(*_REVIEW_COLUMNS)
-            .where(*_scope(reviews, team, channel, since))
+            .where(*_scope(reviews, workspace, channel, since))
             .order_by(reviews.c.created_at, reviews.c.reviewer, reviews.c.criterion)
         )
         return [ReviewRow(**row) for row in await self._rows(query)]
 
     async def recent_disagreements(
         self,
-        team: str,
+        workspace: Workspace,
         channel: str,
         rubric_text: str | None = None,
         limit: int = 5,
@@ -1080,22 +1109,20 @@ class Store:
         reads its examples in one query.
         """
         query = select(*_REVIEW_COLUMNS).where(
-            reviews.c.team == team,
-            reviews.c.channel == channel,
+            *_in_channel(reviews, workspace, channel),
             reviews.c.reviewer_verdict != reviews.c.grader_verdict,
         )
         if calibrating_only:
             settings = channel_settings
             query = query.where(
                 ~exists().where(
-                    settings.c.team == team,
-                    settings.c.channel == channel,
-                    settings.c.calibration.is_(false()),
+                    *_in_channel(settings, workspace, channel), settings.c.calibration.is_(false())
                 )
             )
         if rubric_text is not None:
             query = query.where(
                 exists().where(
+                    *_in_workspace(evaluations, workspace),
                     evaluations.c.grading_run_id == reviews.c.grading_run_id,
                     evaluations.c.iteration == reviews.c.iteration,
                     evaluations.c.rubric_text == rubric_text,
@@ -1106,11 +1133,11 @@ class Store:
 
     @staticmethod
     async def _reviews_of_iteration(
-        connection: AsyncConnection, grading_run_id: str, iteration: int
+        connection: AsyncConnection, workspace: Workspace, grading_run_id: str, iteration: int
     ) -> list[ReviewRow]:
         query = (
             select(*_REVIEW_COLUMNS)
-            .where(_iteration_of(reviews, grading_run_id, iteration))
+            .where(*_in_workspace(reviews, workspace), _iteration_of(reviews, grading_run_id, iteration))
             .order_by(reviews.c.created_at, reviews.c.reviewer, reviews.c.criterion)
         )
         result = await connection.execute(query)
@@ -1119,26 +1146,23 @@ class Store:
     # -- data lifecycle: deletion, retention, purge ----------------------------------------------
 
     async def threads_in(
-        self, team: str | None, channel: str | None = None, thread_ts: str | None = None
+        self, workspace: Tenant | None, channel: str | None = None, thread_ts: str | None = None
     ) -> list[ThreadKey]:
-        """The threads of a team, a channel or one thread the bot has data of (None matches any)."""
-        conditions = _scope(threads, team, channel, None)
+        """The threads of a workspace (or org), a channel or one thread the bot has data of (None
+        matches any)."""
+        conditions = _scope(threads, workspace, channel, None)
         if thread_ts is not None:
             conditions.append(threads.c.thread_ts == thread_ts)
-        query = select(threads.c.team, threads.c.channel, threads.c.thread_ts).where(*conditions)
+        query = select(*_THREAD_KEY_COLUMNS).where(*conditions)
         return [ThreadKey(**row) for row in await self._rows(query)]
 
     async def idle_threads(self, before: datetime) -> list[ThreadKey]:
         """Threads last active before ``before`` with no run still going (finished threads)."""
         running = exists().where(
-            runs.c.team == threads.c.team,
-            runs.c.channel == threads.c.channel,
-            runs.c.thread_ts == threads.c.thread_ts,
+            *(runs.c[name] == threads.c[name] for name in ThreadKey.__dataclass_fields__),
             runs.c.finished_at.is_(None),
         )
-        query = select(threads.c.team, threads.c.channel, threads.c.thread_ts).where(
-            threads.c.last_activity < before, ~running
-        )
+        query = select(*_THREAD_KEY_COLUMNS).where(threads.c.last_activity < before, ~running)
         return [ThreadKey(**row) for row in await self._rows(query)]
 
     async def erase_threads(self, refs: Sequence[ThreadKey], *, keep_verdicts: bool) -> Counter[str]:
@@ -1147,26 +1171,28 @@ class Store:
         erased: Counter[str] = Counter()
         for start in range(0, len(refs), ERASE_BATCH):
             batch = refs[start : start + ERASE_BATCH]
-            keys = [(ref.team, ref.channel, ref.thread_ts) for ref in batch]
             async with self._write() as connection:
-                erased += await _erase_batch(connection, keys, keep_verdicts=keep_verdicts)
+                erased += await _erase_batch(connection, batch, keep_verdicts=keep_verdicts)
         return erased
 
-    async def erase_channel_settings(self, team: str | None, channel: str | None) -> Counter[str]:
-        """Delete a channel's (or, with None, every channel of the team's) rubric and settings; with
-        no channel, the team's workspace settings too."""
+    async def erase_channel_settings(self, workspace: Tenant | None, channel: str | None) -> Counter[str]:
+        """Delete a channel's (or, with None, every channel of the workspace's) rubric, its versions,
+        settings and replay record; with no channel, the workspace's own settings too."""
         erased: Counter[str] = Counter()
         async with self._write() as connection:
             for kind, table in (
                 ("channel rubrics", channel_rubrics),
                 ("channel rubric versions", channel_rubric_versions),
                 ("channel settings", channel_settings),
+                ("channel replays", channel_replays),
             ):
-                result = await connection.execute(delete(table).where(*_scope(table, team, channel, None)))
+                result = await connection.execute(
+                    delete(table).where(*_scope(table, workspace, channel, None))
+                )
                 erased[kind] += result.rowcount
-            if channel is None:  # the whole team's: its admins' settings go too
+            if channel is None:  # the whole workspace's: its admins' settings go too
                 table = workspace_settings
-                result = await connection.execute(delete(table).where(*_scope(table, team, None, None)))
+                result = await connection.execute(delete(table).where(*_scope(table, workspace, None, None)))
                 erased["workspace settings"] += result.rowcount
         return erased
 
@@ -1201,10 +1227,10 @@ class Store:
             await connection.execute(delete(posted).where(posted.c.run_id == run_id))
             await connection.execute(delete(runs).where(runs.c.run_id == run_id))
 
-    async def request_run(self, team: str, channel: str, request_ts: str) -> RunRecord | None:
+    async def request_run(self, workspace: Workspace, channel: str, request_ts: str) -> RunRecord | None:
         """The run answering the request posted as ``request_ts``, if the bot stored one."""
         query = select(*_RUN_COLUMNS).where(
-            runs.c.team == team, runs.c.channel == channel, runs.c.request_ts == request_ts
+            *_in_channel(runs, workspace, channel), runs.c.request_ts == request_ts
         )
         rows = await self._rows(query.order_by(runs.c.run_id.desc()).limit(1))
         return RunRecord(**rows[0]) if rows else None
@@ -1222,18 +1248,11 @@ class Store:
         posted_ts = select(posted.c.message_ts).where(posted.c.run_id == run_id)
         return await self._redact_evaluations(evaluations.c.message_ts.in_(posted_ts), note)
 
-    async def redact_rubric(
-        self, team: str, channel: str, thread_ts: str, rubric_text: str, note: str
-    ) -> set[str]:
+    async def redact_rubric(self, thread: ThreadKey, rubric_text: str, note: str) -> set[str]:
         """Replace ``rubric_text`` where the thread's stored evaluations quote it (their rubric, and
         the grader's words about it) with ``note``; the grading runs they belong to."""
         return await self._redact_evaluations(
-            and_(
-                evaluations.c.team == team,
-                evaluations.c.channel == channel,
-                evaluations.c.thread_ts == thread_ts,
-                evaluations.c.rubric_text == rubric_text,
-            ),
+            and_(*_in_thread(evaluations, thread), evaluations.c.rubric_text == rubric_text),
             note,
             rubric=True,
         )
@@ -1252,10 +1271,10 @@ class Store:
 
     # -- workspace settings ------------------------------------------------------------------------
 
-    async def workspace_settings(self, team: str, enterprise: str = "") -> WorkspaceSettingsRow | None:
+    async def workspace_settings(self, workspace: Workspace) -> WorkspaceSettingsRow | None:
         """What the workspace's admins set (`/rubric admin`); None if they never did."""
         table = workspace_settings
-        rows = await self._rows(select(table).where(table.c.enterprise == enterprise, table.c.team == team))
+        rows = await self._rows(select(table).where(*_in_workspace(table, workspace)))
         if not rows:
             return None
         row = dict(rows[0])
@@ -1263,14 +1282,12 @@ class Store:
         del row["enterprise"], row["team"]
         return WorkspaceSettingsRow(**row, rubric_editors=None if editors is None else tuple(editors))
 
-    async def save_workspace_settings(
-        self, team: str, enterprise: str, settings: WorkspaceSettingsRow
-    ) -> None:
+    async def save_workspace_settings(self, workspace: Workspace, settings: WorkspaceSettingsRow) -> None:
         """Replace what the workspace's admins set, in one atomic upsert."""
         values = asdict(settings)
         if settings.rubric_editors is not None:
             values["rubric_editors"] = list(settings.rubric_editors)
-        statement = self._upsert(workspace_settings).values(enterprise=enterprise, team=team, **values)
+        statement = self._upsert(workspace_settings).values(**_workspace_columns(workspace), **values)
         statement = statement.on_conflict_do_update(
             index_elements=["enterprise", "team"], set_={name: statement.excluded[name] for name in values}
         )
@@ -1322,7 +1339,11 @@ async def _claim_interrupted(connection: AsyncConnection, condition: Any) -> lis
 
 def _interrupted_in(thread: ThreadKey) -> Any:
     """The condition on runs: the thread's interrupted runs."""
-    return (runs.c.thread_id == thread.thread_id) & (runs.c.status == INTERRUPTED)
+    return and_(
+        *_in_workspace(runs, thread.workspace),
+        runs.c.thread_id == thread.thread_id,
+        runs.c.status == INTERRUPTED,
+    )
 
 
 def _material_update(run_id: int, material: RunMaterial) -> Update:
@@ -1347,10 +1368,10 @@ def _unread(stored: list[dict[str, str]] | None) -> tuple[Unread, ...]:
     return tuple(Unread(**item) for item in stored or [])
 
 
-def _channel_rubric_query(team: str, channel: str) -> Select[Any]:
+def _channel_rubric_query(workspace: Workspace, channel: str) -> Select[Any]:
     """The channel's default rubric text (no row if it has none)."""
     table = channel_rubrics
-    return select(table.c.rubric_text).where(table.c.team == team, table.c.channel == channel)
+    return select(table.c.rubric_text).where(*_in_channel(table, workspace, channel))
 
 
 def _interrupted_and_reported(statement: Update) -> Update:
@@ -1367,15 +1388,16 @@ def _iteration_of(table: Any, grading_run_id: str, iteration: int) -> Any:
 
 
 def _scope(
-    table: Any, team: str | None, channel: str | None, since: datetime | None, time: Any = None
+    table: Any, workspace: Tenant | None, channel: str | None, since: datetime | None, time: Any = None
 ) -> list[Any]:
-    """Conditions for rows of a team and channel made from ``since`` on; a None filter is left out.
+    """Conditions for rows of a workspace (or org) and channel made from ``since`` on; a None filter
+    is left out.
 
     The time is the table's ``created_at`` unless another column is given (runs: ``started_at``).
     """
     conditions = []
-    if team is not None:
-        conditions.append(table.c.team == team)
+    if workspace is not None:
+        conditions += _in_workspace(table, workspace)
     if channel is not None:
         conditions.append(table.c.channel == channel)
     if since is not None:
@@ -1383,9 +1405,36 @@ def _scope(
     return conditions
 
 
+def _in_workspace(table: Any, workspace: Tenant) -> list[Any]:
+    """Conditions for a table's rows of one workspace (or of every workspace of an org)."""
+    if isinstance(workspace, Organization):
+        return [table.c.enterprise == workspace.enterprise]
+    return [table.c.enterprise == workspace.enterprise, table.c.team == workspace.team]
+
+
+def _in_channel(table: Any, workspace: Workspace, channel: str) -> list[Any]:
+    """Conditions for a table's rows of one channel of one workspace."""
+    return [*_in_workspace(table, workspace), table.c.channel == channel]
+
+
+def _in_thread(table: Any, thread: ThreadKey) -> list[Any]:
+    """Conditions for a table's rows of one thread."""
+    return [*_in_channel(table, thread.workspace, thread.channel), table.c.thread_ts == thread.thread_ts]
+
+
+def _lock_scope(workspace: Workspace) -> str:
+    """How a lock's name says which workspace it is of."""
+    return f"{workspace.enterprise}:{workspace.team}"
+
+
+def _workspace_columns(workspace: Workspace) -> dict[str, str]:
+    """The columns that say which workspace a row belongs to."""
+    return {"enterprise": workspace.enterprise, "team": workspace.team}
+
+
 def _thread_columns(thread: ThreadKey) -> dict[str, str]:
     """The columns that say which thread a row belongs to."""
-    return {"team": thread.team, "channel": thread.channel, "thread_ts": thread.thread_ts}
+    return {**_workspace_columns(thread.workspace), "channel": thread.channel, "thread_ts": thread.thread_ts}
 
 
 async def _lock(connection: AsyncConnection, key: str) -> None:
@@ -1441,20 +1490,20 @@ def redacted_evaluation(evaluation: RubricEvaluation | dict[str, Any], note: str
 
 
 async def _erase_batch(
-    connection: AsyncConnection, keys: list[tuple[str, str, str]], *, keep_verdicts: bool
+    connection: AsyncConnection, refs: Sequence[ThreadKey], *, keep_verdicts: bool
 ) -> Counter[str]:
     """Delete one batch of threads' rows (see `Store.erase_threads`) in the connection's transaction."""
     erased: Counter[str] = Counter()
+    keys = [tuple(getattr(ref, name) for name in ThreadKey.__dataclass_fields__) for ref in refs]
 
     def of(table: Any) -> Any:
-        return tuple_(table.c.team, table.c.channel, table.c.thread_ts).in_(keys)
+        return tuple_(*(table.c[name] for name in ThreadKey.__dataclass_fields__)).in_(keys)
 
-    requests = (
-        await connection.execute(select(runs.c.run_id, runs.c.channel, runs.c.request_ts).where(of(runs)))
-    ).all()
-    run_ids = [row.run_id for row in requests]
-    messages = {f"msg:{row.channel}:{row.request_ts}" for row in requests}
-    messages |= {f"msg:{channel}:{thread_ts}" for _, channel, thread_ts in keys}
+    query = select(*_RUN_COLUMNS).where(of(runs))
+    found = [RunRecord(**row) for row in (await connection.execute(query)).mappings()]
+    run_ids = [run.run_id for run in found]
+    messages = {ref.message_key(ref.thread_ts) for ref in refs}
+    messages |= {run.thread.message_key(run.request_ts) for run in found}
     erased["posted messages"] += (
         await connection.execute(delete(posted).where(posted.c.run_id.in_(run_ids)))
     ).rowcount

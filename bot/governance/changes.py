@@ -15,6 +15,7 @@ from bot.slack.client import attempt
 from bot.slack.messages import SlackMessage
 from bot.slack.mrkdwn import SECTION_TEXT_MAX, escape, slack_date, truncate
 from bot.threads import render
+from bot.workspaces.workspace import Workspace
 from grading import RubricError, parse_rubric
 
 HISTORY_LENGTH = 10
@@ -39,7 +40,7 @@ async def change_rubric(
     store: Store,
     client: AsyncWebClient,
     *,
-    team: str,
+    workspace: Workspace,
     channel: str,
     user: str,
     text: str | None,
@@ -51,11 +52,11 @@ async def change_rubric(
     `text` must parse (the caller checked it). `reverted_to` names the version a revert restored.
     """
     if text is None:
-        version = await store.clear_channel_rubric(team, channel, user)
+        version = await store.clear_channel_rubric(workspace, channel, user)
         if version is None:
             return None
     else:
-        version = await store.set_channel_rubric(team, channel, text, user)
+        version = await store.set_channel_rubric(workspace, channel, text, user)
     return await announce_change(client, channel, version, reverted_to=reverted_to)
 
 

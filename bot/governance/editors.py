@@ -19,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.client import SLACK_ERRORS
 from bot.slack.notices import log_failure, reference_words, slack_failure_words
+from bot.workspaces.workspace import Workspace
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +48,8 @@ async def is_workspace_admin(client: AsyncWebClient, user: str) -> bool:
     return any(bool(profile.get(flag)) for flag in ADMIN_FLAGS)
 
 
-WorkspaceEditors = Callable[[str], Awaitable[Sequence[str]]]
-"""The editors of a workspace (by team): what its admins chose over `RUBRIC_BOT_RUBRIC_EDITORS`
+WorkspaceEditors = Callable[[Workspace], Awaitable[Sequence[str]]]
+"""The editors of a workspace: what its admins chose over `RUBRIC_BOT_RUBRIC_EDITORS`
 (see `bot.workspaces.settings`); empty: anyone."""
 
 
@@ -91,42 +92,48 @@ class RubricEditors:
         """`ids` are the deployment's editors; `workspace_editors`, if given, says a workspace's."""
         self._deployment = EditorList.of(ids)
         self._workspace_editors = workspace_editors
-        self._admins: TTLCache[tuple[str, str], bool] = TTLCache(EDITOR_CACHE_SIZE, cache_seconds)
-        self._members: TTLCache[tuple[str, str], frozenset[str]] = TTLCache(EDITOR_CACHE_SIZE, cache_seconds)
+        self._admins: TTLCache[tuple[Workspace, str], bool] = TTLCache(EDITOR_CACHE_SIZE, cache_seconds)
+        self._members: TTLCache[tuple[Workspace, str], frozenset[str]] = TTLCache(
+            EDITOR_CACHE_SIZE, cache_seconds
+        )
 
-    async def editors_of(self, team: str) -> EditorList:
-        """Who may change grading in workspace `team`."""
+    async def editors_of(self, workspace: Workspace) -> EditorList:
+        """Who may change grading in `workspace`."""
         if self._workspace_editors is None:
             return self._deployment
-        return EditorList.of(await self._workspace_editors(team))
+        return EditorList.of(await self._workspace_editors(workspace))
 
-    async def may_edit(self, client: AsyncWebClient, team: str, user: str) -> bool:
-        """Whether `user` may change grading in workspace `team`; raises on a failed Slack call."""
-        return await self._may_edit(client, team, user, await self.editors_of(team))
+    async def may_edit(self, client: AsyncWebClient, workspace: Workspace, user: str) -> bool:
+        """Whether `user` may change grading in `workspace`; raises on a failed Slack call."""
+        return await self._may_edit(client, workspace, user, await self.editors_of(workspace))
 
-    async def _may_edit(self, client: AsyncWebClient, team: str, user: str, editors: EditorList) -> bool:
+    async def _may_edit(
+        self, client: AsyncWebClient, workspace: Workspace, user: str, editors: EditorList
+    ) -> bool:
         if not editors.restricted or user in editors.users:
             return True
         for group in editors.groups:
-            if user in await self._group_members(client, team, group):
+            if user in await self._group_members(client, workspace, group):
                 return True
-        key = (team, user)
+        key = (workspace, user)
         if key not in self._admins:
             self._admins[key] = await is_workspace_admin(client, user)
         return self._admins[key]
 
-    async def _group_members(self, client: AsyncWebClient, team: str, group: str) -> frozenset[str]:
-        key = (team, group)
+    async def _group_members(
+        self, client: AsyncWebClient, workspace: Workspace, group: str
+    ) -> frozenset[str]:
+        key = (workspace, group)
         if key not in self._members:
             response = await client.usergroups_users_list(usergroup=group)
             self._members[key] = frozenset(response.get("users") or [])
         return self._members[key]
 
-    async def refusal(self, client: AsyncWebClient, team: str, user: str) -> str | None:
+    async def refusal(self, client: AsyncWebClient, workspace: Workspace, user: str) -> str | None:
         """None if `user` may change grading; else what to tell them (only they see it)."""
-        editors = await self.editors_of(team)
+        editors = await self.editors_of(workspace)
         try:
-            if await self._may_edit(client, team, user, editors):
+            if await self._may_edit(client, workspace, user, editors):
                 return None
         except SLACK_ERRORS as exc:
             reference = log_failure(

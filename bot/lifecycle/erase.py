@@ -20,6 +20,7 @@ from bot.db.store import Store
 from bot.lifecycle.files import empty_write_ahead_log
 from bot.threads.conversation import ThreadKey
 from bot.threads.jobs import erase_jobs
+from bot.workspaces.workspace import Tenant, tenant_words
 
 logger = logging.getLogger(__name__)
 
@@ -29,38 +30,43 @@ Erased = Counter[str]
 
 @dataclass(frozen=True)
 class Scope:
-    """What a purge deletes: a team's data, one channel's, or one thread's (a channel's or thread's
-    in whichever team has it, unless `team` is given too)."""
+    """What a purge deletes: a workspace's (or an Enterprise Grid org's) data, one channel's, or one
+    thread's (a channel's or thread's in whichever workspace has it, unless `tenant` is given too)."""
 
-    team: str | None = None
+    tenant: Tenant | None = None
     channel: str | None = None
     thread_ts: str | None = None
     """The thread root's ts; set only together with `channel`."""
 
     def describe(self) -> str:
         """How a confirmation question or log line names it."""
-        where = f" of team {self.team}" if self.team is not None and self.channel is not None else ""
+        where = (
+            f" of {tenant_words(self.tenant)}" if self.tenant is not None and self.channel is not None else ""
+        )
         if self.thread_ts is not None:
             return f"thread {self.channel}:{self.thread_ts}{where}"
         if self.channel is not None:
             return f"channel {self.channel}{where}"
-        return f"team {self.team}"
+        return tenant_words(self.tenant)
 
 
 async def purge(store: Store, checkpointer: BaseCheckpointSaver, scope: Scope) -> Erased:
     """Delete everything the bot keeps of `scope` now, its queued jobs included."""
-    refs = await store.threads_in(scope.team, scope.channel, scope.thread_ts)
+    refs = await store.threads_in(scope.tenant, scope.channel, scope.thread_ts)
     erased = await _erase(store, checkpointer, refs, finished_only=False, keep_verdicts=False)
     if scope.thread_ts is None:
-        erased += await store.erase_channel_settings(scope.team, scope.channel)
+        erased += await store.erase_channel_settings(scope.tenant, scope.channel)
         await empty_write_ahead_log(checkpointer)
     return erased
 
 
-async def purge_team(store: Store, checkpointer: BaseCheckpointSaver, team: str) -> Erased:
-    """Delete a workspace's data (uninstall, revoked token, `db purge --team`), with one log line."""
-    erased = await purge(store, checkpointer, Scope(team=team))
-    logger.warning("deleted every thread, rubric and setting of team %s: %s", team, describe(erased))
+async def purge_tenant(store: Store, checkpointer: BaseCheckpointSaver, tenant: Tenant) -> Erased:
+    """Delete a workspace's (or a whole org's) data (uninstall, revoked token, `db purge --team`),
+    with one log line."""
+    erased = await purge(store, checkpointer, Scope(tenant=tenant))
+    logger.warning(
+        "deleted every thread, rubric and setting of %s: %s", tenant_words(tenant), describe(erased)
+    )
     return erased
 
 

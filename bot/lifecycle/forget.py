@@ -59,13 +59,11 @@ async def forget_message(
     whether the thread's rubric in force went with it."""
     config = agent_config(deleted.thread.thread_id)
     state = (await agent.aget_state(config)).values
-    run = await store.request_run(deleted.team, deleted.channel, deleted.ts)
+    run = await store.request_run(deleted.thread.workspace, deleted.channel, deleted.ts)
     graded = await store.redact_run_evaluations(run.run_id, REMOVED_NOTE) if run is not None else set()
     rubric = rubric_directive(deleted.text)
     if rubric:
-        graded |= await store.redact_rubric(
-            deleted.team, deleted.channel, deleted.thread_ts, rubric, REMOVED_NOTE
-        )
+        graded |= await store.redact_rubric(deleted.thread, rubric, REMOVED_NOTE)
     message_id = stored_message_id(deleted.channel, deleted.ts)
     messages, removed = _removal(state.get("messages", []), message_id, summarized=run is not None)
     if run is None and not rubric:
@@ -99,7 +97,7 @@ async def revise_request(
     messages: list[AnyMessage] = (await agent.aget_state(config)).values.get("messages", [])
     stored = next((message for message in messages if message.id == message_id), None)
     if stored is None:
-        if await store.request_run(edited.team, edited.channel, edited.ts) is not None:
+        if await store.request_run(edited.thread.workspace, edited.channel, edited.ts) is not None:
             # Answered, so summarized since: the summary may hold the old text.
             await _drop_summaries(agent, checkpointer, edited, messages)
         return  # otherwise not a request the bot answered

@@ -14,6 +14,7 @@ from bot.db.store import Store, UsageRow
 from bot.limits.quota import DailyLimits, day_start
 from bot.slack.blocks import block_dicts, context_block, header_block, section_block
 from bot.slack.messages import SlackMessage
+from bot.workspaces.workspace import Workspace
 
 CHANNEL_USAGE_DAYS = 30
 """The period `/rubric usage` sums besides today: the last 30 UTC days, today included."""
@@ -72,11 +73,11 @@ def summarize(rows: Sequence[UsageRow], *, channel: str, today: date, days: int)
 
 
 async def load_channel_usage(
-    store: Store, *, team: str, channel: str, now: datetime, days: int = CHANNEL_USAGE_DAYS
+    store: Store, *, workspace: Workspace, channel: str, now: datetime, days: int = CHANNEL_USAGE_DAYS
 ) -> ChannelUsage:
     """The channel's usage today and over the last `days` UTC days (today included)."""
     since = day_start(now) - timedelta(days=days - 1)
-    rows = await store.usage(team, channel, since)
+    rows = await store.usage(workspace, channel, since)
     return summarize(rows, channel=channel, today=since.date() + timedelta(days=days - 1), days=days)
 
 

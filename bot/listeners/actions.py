@@ -15,13 +15,14 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.db.store import EvaluationRecord, Store
-from bot.listeners.context import services_of
+from bot.listeners.context import services_of, workspace_of
 from bot.review.controls import AGREE_ACTION_ID, DISAGREE_ACTION_ID, parse_review_value
 from bot.review.form import review_modal
 from bot.review.saving import UNKNOWN_EVALUATION, refresh_tally, save_review
 from bot.review.verdicts import agree_verdicts
 from bot.slack.client import attempt
 from bot.slack.payloads import Click, problems
+from bot.workspaces.workspace import Workspace
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ async def on_agree(
 ) -> None:
     """Record that the clicker accepts every verdict of the iteration, then show the new tally."""
     store = services_of(context).store
-    clicked = await _read_click(ack, store, client, body)
+    clicked = await _read_click(ack, store, client, body, workspace_of(context))
     if clicked is None:
         return
     click, record = clicked
@@ -65,7 +66,7 @@ async def on_disagree(
 ) -> None:
     """Open the review form, set to the clicker's earlier review or else to the grader's verdicts."""
     store = services_of(context).store
-    clicked = await _read_click(ack, store, client, body)
+    clicked = await _read_click(ack, store, client, body, workspace_of(context))
     if clicked is None:
         return
     await ack()
@@ -73,7 +74,8 @@ async def on_disagree(
     if click.trigger_id is None:
         await tell_clicker(client, click, NO_TRIGGER)
         return
-    reviews = await store.reviews_for_iteration(record.grading_run_id, record.iteration)
+    workspace = record.thread.workspace
+    reviews = await store.reviews_for_iteration(workspace, record.grading_run_id, record.iteration)
     try:
         view = review_modal(
             record.evaluation,
@@ -89,9 +91,10 @@ async def on_disagree(
 
 
 async def _read_click(
-    ack: AsyncAck, store: Store, client: AsyncWebClient, body: dict[str, Any]
+    ack: AsyncAck, store: Store, client: AsyncWebClient, body: dict[str, Any], workspace: Workspace
 ) -> tuple[Click, EvaluationRecord] | None:
-    """Read the click: who clicked, and the evaluation their button belongs to; the caller acks.
+    """Read the click: who clicked, and the evaluation (of the clicker's workspace) their button
+    belongs to; the caller acks.
 
     None, with the click acked, when there is nothing to review; the clicker is told why when the
     payload says who they are (Slack always does), and the log gets one line otherwise.
@@ -109,7 +112,7 @@ async def _read_click(
         logger.info("a review button from %s: %s", click.user.id, exc)
         await tell_clicker(client, click, UNREADABLE_BUTTON)
         return None
-    record = await store.get_evaluation(grading_run_id, iteration)
+    record = await store.get_evaluation(workspace, grading_run_id, iteration)
     if record is None:
         await ack()
         await tell_clicker(client, click, UNKNOWN_EVALUATION)

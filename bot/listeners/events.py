@@ -16,8 +16,8 @@ from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.home import publish_home
-from bot.lifecycle.erase import purge_team
-from bot.listeners.context import Services, services_of, workspace_of
+from bot.lifecycle.erase import purge_tenant
+from bot.listeners.context import Services, services_of, tenant_of, workspace_of
 from bot.material.files import shared_files
 from bot.material.sources import Sources
 from bot.threads.conversation import (
@@ -63,7 +63,7 @@ def register(app: AsyncApp) -> None:
 async def on_message_deleted(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
     """A deleted message leaves its thread's stored conversation (see bot.lifecycle.forget); acked
     once that is queued, so Slack delivers it again if it could not be."""
-    deleted = message_change(event, team=workspace_of(context), bot_user_id=context.bot_user_id or "")
+    deleted = message_change(event, workspace=workspace_of(context), bot_user_id=context.bot_user_id or "")
     if deleted is not None:
         await services_of(context).runner.forget(deleted)
 
@@ -71,21 +71,33 @@ async def on_message_deleted(body: dict[str, Any], event: dict[str, Any], contex
 async def on_message_changed(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
     """An edited request's stored copy takes the new text (see bot.lifecycle.forget); acked once
     that is queued."""
-    edited = message_change(event, team=workspace_of(context), bot_user_id=context.bot_user_id or "")
+    edited = message_change(event, workspace=workspace_of(context), bot_user_id=context.bot_user_id or "")
     if edited is not None:
         await services_of(context).runner.revise(edited)
 
 
 async def on_app_uninstalled(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
-    """The workspace removed the app: delete everything the bot keeps of it."""
+    """The workspace (or, for an org-wide installation, the Enterprise Grid org) removed the app:
+    its installation goes (OAuth mode: Bolt's own listener), then everything the bot keeps of it.
+
+    Its jobs still queued find no installation and end (see `ThreadRunner`); with one bot token
+    they fail on Slack's answer instead. Bolt gives an event to its first listener only, so this one
+    calls Bolt's rather than registering it beside (`AsyncApp.enable_token_revocation_listeners`).
+    """
     services = services_of(context)
-    await purge_team(services.store, services.checkpointer, workspace_of(context))
+    if services.installations is not None:
+        await services.installations.revocation.handle_app_uninstalled_events(context)
+    await purge_tenant(services.store, services.checkpointer, tenant_of(context))
 
 
 async def on_tokens_revoked(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
-    """The bot token was revoked: as uninstalling (a revoked user token alone changes nothing here)."""
+    """Tokens were revoked: Bolt forgets them (OAuth mode); a revoked bot token is as uninstalling
+    (a revoked user token alone changes nothing here)."""
+    services = services_of(context)
+    if services.installations is not None:
+        await services.installations.revocation.handle_tokens_revoked_events(event, context)
     if event.get("tokens", {}).get("bot"):
-        await on_app_uninstalled(body, event, context)
+        await purge_tenant(services.store, services.checkpointer, tenant_of(context))
 
 
 def _listen_acking_when_taken(app: AsyncApp, event_type: str | EventConstraints, take: EventWork) -> None:
@@ -115,7 +127,9 @@ async def _taken() -> None:
 async def on_home_opened(event: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient) -> None:
     """Publish the viewer's Home tab (the Messages tab opening is ignored)."""
     if event.get("tab") == HOME_TAB:
-        await publish_home(client, services_of(context).store, team=workspace_of(context), user=event["user"])
+        await publish_home(
+            client, services_of(context).store, workspace=workspace_of(context), user=event["user"]
+        )
 
 
 async def on_mention(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -136,7 +150,7 @@ async def on_message(body: dict[str, Any], event: dict[str, Any], context: Async
         or (
             bool(event.get("thread_ts"))
             and await services.store.has_thread(
-                ThreadKey(workspace_of(context), event["channel"], event["thread_ts"])
+                ThreadKey.of(workspace_of(context), event["channel"], event["thread_ts"])
             )
         )
     )
@@ -149,7 +163,7 @@ async def _accept(
 ) -> None:
     message = user_message(
         event,
-        team=workspace_of(context),
+        workspace=workspace_of(context),
         bot_user_id=context.bot_user_id or "",
         event_id=body.get("event_id"),
     )

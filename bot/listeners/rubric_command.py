@@ -47,6 +47,7 @@ from bot.slack.notices import slack_failure_words
 from bot.threads import render
 from bot.threads.conversation import slack_unescape
 from bot.workspaces.admin import open_settings
+from bot.workspaces.workspace import Workspace
 from grading import RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class Invocation:
     client: AsyncWebClient
 
     @property
-    def team(self) -> str:
+    def workspace(self) -> Workspace:
         return workspace_of(self.context)
 
     @property
@@ -109,7 +110,7 @@ class Invocation:
 
     async def refused(self) -> bool:
         """Whether the caller may not change this channel's grading; if so they were told why."""
-        refusal = await self.services.editors.refusal(self.client, self.team, self.user)
+        refusal = await self.services.editors.refusal(self.client, self.workspace, self.user)
         if refusal is not None:
             await _answer(self.ack, refusal)
         return refusal is not None
@@ -123,7 +124,7 @@ SubcommandHandler = Callable[[Invocation], Awaitable[None]]
 async def _edit(call: Invocation) -> None:
     if await call.refused():
         return
-    current = await call.store.get_channel_rubric(call.team, call.channel)
+    current = await call.store.get_channel_rubric(call.workspace, call.channel)
     await call.ack()
     view = render.rubric_modal(current, channel_id=call.channel)
     await attempt(
@@ -149,7 +150,7 @@ async def _change(call: Invocation, text: str | None, reverted_to: int | None = 
     change = await change_rubric(
         call.store,
         call.client,
-        team=call.team,
+        workspace=call.workspace,
         channel=call.channel,
         user=call.user,
         text=text,
@@ -159,7 +160,7 @@ async def _change(call: Invocation, text: str | None, reverted_to: int | None = 
 
 
 async def _show(call: Invocation) -> None:
-    current = await call.store.get_channel_rubric(call.team, call.channel)
+    current = await call.store.get_channel_rubric(call.workspace, call.channel)
     if current is None:
         await _answer(call.ack, f"This channel has no default rubric. {render.no_rubric_hint()}")
         return
@@ -171,19 +172,19 @@ async def _clear(call: Invocation) -> None:
 
 
 async def _history(call: Invocation) -> None:
-    versions = await call.store.rubric_versions(call.team, call.channel, HISTORY_LENGTH)
+    versions = await call.store.rubric_versions(call.workspace, call.channel, HISTORY_LENGTH)
     await _answer_with(call.ack, history_message(versions))
 
 
 async def _revert(call: Invocation) -> None:
     number = version_number(call.parsed.argument)
-    version = await call.store.rubric_version(call.team, call.channel, number)
+    version = await call.store.rubric_version(call.workspace, call.channel, number)
     if version is None:
         await _answer(
             call.ack, f"This channel has no version {number} of its rubric; `/rubric history` lists them."
         )
         return
-    if version.rubric_text == await call.store.get_channel_rubric(call.team, call.channel):
+    if version.rubric_text == await call.store.get_channel_rubric(call.workspace, call.channel):
         await _answer(call.ack, f"Version {number} is what this channel uses already; nothing was changed.")
         return
     if version.rubric_text is not None:
@@ -196,8 +197,10 @@ async def _revert(call: Invocation) -> None:
 
 
 async def _usage(call: Invocation) -> None:
-    usage = await load_channel_usage(call.store, team=call.team, channel=call.channel, now=datetime.now(UTC))
-    limits = await call.services.workspaces.limits(call.team)
+    usage = await load_channel_usage(
+        call.store, workspace=call.workspace, channel=call.channel, now=datetime.now(UTC)
+    )
+    limits = await call.services.workspaces.limits(call.workspace)
     await _answer_with(call.ack, usage_message(usage, limits))
 
 
@@ -209,7 +212,7 @@ async def _report(call: Invocation) -> None:
     days = report_days(call.parsed.argument)
     await _answer(call.ack, "Working out how far the grader agrees with this channel's reviews…")
     channel = call.channel
-    report = await load_report(call.store, team=call.team, channel=channel, days=days)
+    report = await load_report(call.store, workspace=call.workspace, channel=channel, days=days)
     if report.reviews == 0:
         await _respond(call.context, **report_blocks(report, channel=channel))
         return
@@ -239,12 +242,12 @@ async def _respond(context: AsyncBoltContext, **message: Any) -> None:
 async def _calibration(call: Invocation) -> None:
     """Show, or switch on or off, whether the grader learns from the channel's disagreements."""
     switch = calibration_switch(call.parsed.argument)
-    team, channel = call.team, call.channel
+    workspace, channel = call.workspace, call.channel
     if switch is not None:
         if await call.refused():
             return
-        await call.store.set_calibration(team, channel, switch)
-    enabled = switch if switch is not None else await call.store.calibration_enabled(team, channel)
+        await call.store.set_calibration(workspace, channel, switch)
+    enabled = switch if switch is not None else await call.store.calibration_enabled(workspace, channel)
     await _answer(call.ack, _calibration_words(enabled))
 
 
@@ -266,7 +269,7 @@ async def _admin(call: Invocation) -> None:
         call.ack,
         call.client,
         call.services.workspaces,
-        team=call.team,
+        workspace=call.workspace,
         user=call.user,
         channel=call.channel,
         trigger_id=call.command["trigger_id"],
@@ -293,8 +296,8 @@ async def _replay(call: Invocation) -> None:
     days = report_days(call.parsed.argument)
     if await call.refused():
         return
-    request = ReplayRequest(call.team, call.channel, call.user, days)
-    refused = await call.services.replays.start(request, partial(_respond, call.context))
+    request = ReplayRequest(call.workspace, call.channel, call.user, days)
+    refused = await call.services.replays.start(request, partial(_respond, call.context), call.client)
     if refused is not None:
         await _answer(call.ack, refusal_words(refused))
         return

@@ -78,12 +78,12 @@ async def on_rubric_submitted(
     except RubricError as exc:
         await _rubric_input_error(ack, str(exc))
         return
-    services, team, user = services_of(context), workspace_of(context), submission.user.id
-    refusal = await services.editors.refusal(client, team, user)
+    services, workspace, user = services_of(context), workspace_of(context), submission.user.id
+    refusal = await services.editors.refusal(client, workspace, user)
     if refusal is not None:
         await _rubric_input_error(ack, refusal)
         return
-    version = await services.store.set_channel_rubric(team, channel, text, user)
+    version = await services.store.set_channel_rubric(workspace, channel, text, user)
     await ack()  # only now: if the database failed, Slack tells the editor the form was not saved
     change = await announce_change(client, channel, version)
     if not change.announced:
@@ -97,7 +97,9 @@ async def on_settings_submitted(
     ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
 ) -> None:
     """Save the workspace's settings from `/rubric admin`'s form; any problem is shown on its input."""
-    await save_settings(ack, client, services_of(context).workspaces, team=workspace_of(context), body=body)
+    await save_settings(
+        ack, client, services_of(context).workspaces, workspace=workspace_of(context), body=body
+    )
 
 
 async def _rubric_input_error(ack: AsyncAck, message: str) -> None:
@@ -125,7 +127,7 @@ async def on_review_submitted(
     except ValueError as exc:
         await _replace_review_form(ack, str(exc))
         return
-    record = await store.get_evaluation(about.grading_run_id, about.iteration)
+    record = await store.get_evaluation(workspace_of(context), about.grading_run_id, about.iteration)
     if record is None:
         await ack(response_action="update", view=review_notice(UNKNOWN_EVALUATION))
         return

@@ -43,7 +43,7 @@ def calibration_source(
         if where is None:
             return []
         rows = await store.recent_disagreements(
-            where.team, where.channel, rubric.text, limit=CALIBRATION_EXAMPLES, calibrating_only=True
+            where.workspace, where.channel, rubric.text, limit=CALIBRATION_EXAMPLES, calibrating_only=True
         )
         return calibration_examples(rows)
 

@@ -31,7 +31,7 @@ async def save_review(
 
 async def refresh_tally(store: Store, client: AsyncWebClient, record: EvaluationRecord) -> None:
     """Re-render the iteration's message with the tally of every review stored for it."""
-    async with store.locked_reviews(record.grading_run_id, record.iteration) as rows:
+    async with store.locked_reviews(record.thread.workspace, record.grading_run_id, record.iteration) as rows:
         controls = review_controls(record.evaluation, ReviewTally.from_rows(rows))
         message = render.evaluation_message(record.evaluation, review=controls)
         await attempt(

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from bot.workspaces.workspace import NO_ENTERPRISE, Workspace
+
 MAX_INPUT_CHARS = 20_000
 """Longest request the bot accepts; longer ones get a reply saying so instead of a model run
 (they would blow the worker's and the grader's context and cost before doing any good)."""
@@ -22,14 +24,19 @@ _RUBRIC_DIRECTIVE = re.compile(r"\s*rubric\s*:\s*(.*)", re.IGNORECASE | re.DOTAL
 """`rubric:` at the start of a message (after any mention): the rest replaces the thread's rubric."""
 
 
-def thread_id(team: str, channel: str, root_ts: str) -> str:
-    """The checkpoint key of one Slack thread: one thread is one conversation."""
-    return f"{team}:{channel}:{root_ts}"
+def thread_id(workspace: Workspace, channel: str, root_ts: str) -> str:
+    """The checkpoint key of one Slack thread: one thread is one conversation.
+
+    A workspace outside Enterprise Grid keeps the key it always had (``team:channel:ts``).
+    """
+    key = f"{workspace.team}:{channel}:{root_ts}"
+    return f"{workspace.enterprise}:{key}" if workspace.enterprise else key
 
 
 @dataclass(frozen=True)
 class ThreadKey:
-    """Which Slack thread: its workspace, its channel and its root message's ts.
+    """Which Slack thread: its workspace (team, and Enterprise Grid org if any), its channel and
+    its root message's ts.
 
     What the store keys a thread's rows by and the job queues keep a thread's jobs in order by.
     """
@@ -38,11 +45,27 @@ class ThreadKey:
     channel: str
     thread_ts: str
     """The thread root's ts: a top-level message starts a thread under itself."""
+    enterprise: str = NO_ENTERPRISE
+
+    @classmethod
+    def of(cls, workspace: Workspace, channel: str, thread_ts: str) -> ThreadKey:
+        """The thread `thread_ts` of `channel` in `workspace`."""
+        return cls(workspace.team, channel, thread_ts, workspace.enterprise)
+
+    @property
+    def workspace(self) -> Workspace:
+        """The workspace the thread is in."""
+        return Workspace(self.team, self.enterprise)
 
     @property
     def thread_id(self) -> str:
         """The conversation's checkpoint key (and the durable queue's lock)."""
-        return thread_id(self.team, self.channel, self.thread_ts)
+        return thread_id(self.workspace, self.channel, self.thread_ts)
+
+    def message_key(self, ts: str) -> str:
+        """The dedupe key of the thread's message `ts`: its ts in its workspace's channel (channel
+        ids alone may repeat across workspaces)."""
+        return f"msg:{thread_id(self.workspace, self.channel, ts)}"
 
 
 def stored_message_id(channel: str, ts: str) -> str:
@@ -110,11 +133,17 @@ class UserMessage:
     text: str
     """What the person wrote, without the bot's mention and with Slack's escaping undone."""
     event_id: str | None = None
+    enterprise: str = NO_ENTERPRISE
+
+    @property
+    def workspace(self) -> Workspace:
+        """The workspace the message was written in: the one whose token answers it."""
+        return Workspace(self.team, self.enterprise)
 
     @property
     def thread(self) -> ThreadKey:
         """The thread the message is in."""
-        return ThreadKey(self.team, self.channel, self.thread_ts)
+        return ThreadKey(self.team, self.channel, self.thread_ts, self.enterprise)
 
     @property
     def thread_id(self) -> str:
@@ -124,14 +153,17 @@ class UserMessage:
     @property
     def dedupe_keys(self) -> tuple[str, ...]:
         """Keys that identify this message across retries and its app_mention/message twins."""
-        keys = (f"msg:{self.channel}:{self.ts}",)
+        keys = (self.thread.message_key(self.ts),)
         return (f"event:{self.event_id}", *keys) if self.event_id else keys
 
 
-def user_message(event: dict[str, Any], *, team: str, bot_user_id: str, event_id: str | None) -> UserMessage:
-    """Build the `UserMessage` of a person's message or mention event."""
+def user_message(
+    event: dict[str, Any], *, workspace: Workspace, bot_user_id: str, event_id: str | None
+) -> UserMessage:
+    """Build the `UserMessage` of a person's message or mention event in `workspace`."""
     return UserMessage(
-        team=team,
+        team=workspace.team,
+        enterprise=workspace.enterprise,
         channel=event["channel"],
         ts=event["ts"],
         thread_ts=event.get("thread_ts") or event["ts"],
@@ -160,14 +192,20 @@ class MessageChange:
     text: str
     previous_text: str = ""
     """An edited message's text before the edit (as read the same way); empty for a deletion."""
+    enterprise: str = NO_ENTERPRISE
+
+    @property
+    def workspace(self) -> Workspace:
+        """The workspace the message was written in."""
+        return Workspace(self.team, self.enterprise)
 
     @property
     def thread(self) -> ThreadKey:
         """The thread the message is in."""
-        return ThreadKey(self.team, self.channel, self.thread_ts)
+        return ThreadKey(self.team, self.channel, self.thread_ts, self.enterprise)
 
 
-def message_change(event: dict[str, Any], *, team: str, bot_user_id: str) -> MessageChange | None:
+def message_change(event: dict[str, Any], *, workspace: Workspace, bot_user_id: str) -> MessageChange | None:
     """The change a `message_deleted` or `message_changed` event reports; None for a bot's message
     or one Slack describes without its ts."""
     edited = event.get("subtype") == CHANGED
@@ -181,7 +219,8 @@ def message_change(event: dict[str, Any], *, team: str, bot_user_id: str) -> Mes
 
     ts = str(message["ts"])
     return MessageChange(
-        team=team,
+        team=workspace.team,
+        enterprise=workspace.enterprise,
         channel=event["channel"],
         thread_ts=str(message.get("thread_ts") or ts),
         ts=ts,

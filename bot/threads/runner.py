@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import AnyMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -93,6 +93,7 @@ from bot.threads.jobs import (
     ThreadScheduler,
 )
 from bot.threads.progress import WorkingIndicator, react
+from bot.workspaces.clients import WorkspaceClients
 from bot.workspaces.settings import WorkspaceOverrides
 from grading import RubricError, RubricEvaluation, parse_rubric
 
@@ -111,6 +112,13 @@ while the database was down could not even record so, and would hold its thread'
 
 NO_LIMITS = DailyLimits()
 """A runner without daily limits (tests, and the terminal's `grade`)."""
+
+Job = TypeVar("Job", RequestJob, RubricJob, PromptJob, ReplyJob, LimitJob, NoticeJob, ForgetJob)
+"""A job the runner answers in Slack, as its payload model."""
+
+Detail = TypeVar("Detail", int, Abandoned)
+"""What a job's handler is told besides the job: its attempt number (doing it) or why it is
+abandoned."""
 
 
 @dataclass(frozen=True)
@@ -138,7 +146,7 @@ class ThreadRunner:
         *,
         agent: ConversationAgent,
         store: Store,
-        client: AsyncWebClient,
+        clients: WorkspaceClients,
         queue: JobQueue | None = None,
         reader: MaterialReader | None = None,
         checkpointer: BaseCheckpointSaver | None = None,
@@ -158,7 +166,8 @@ class ThreadRunner:
 
         `reader` reads what requests share (the thread the bot is called into, attached files);
         without one, requests are their text alone. `checkpointer` is the agent's: deleted and
-        edited messages need it to drop older checkpoints.
+        edited messages need it to drop older checkpoints. Each job talks to Slack with its own
+        workspace's client from `clients`.
         """
         self._agent = agent
         self._limits = limits
@@ -166,20 +175,32 @@ class ThreadRunner:
         self._agents = agents
         self._checkpointer = checkpointer
         self._store = store
-        self._client = client
+        self._clients = clients
         self._reader = reader
         self._queue = queue or ThreadScheduler()
         self._model_timeout = model_timeout
         self._run_timeout = run_timeout
         self._delivery_retry = delivery_retry
         kinds: tuple[JobKind[Any], ...] = (
-            JobKind(RequestJob, self._request_job, self._abandon_request),
-            JobKind(RubricJob, self._rubric_job, self._abandon_message),
-            JobKind(PromptJob, self._prompt_job, self._abandon_message),
-            JobKind(ReplyJob, self._reply_job, self._abandon_message),
-            JobKind(LimitJob, self._limit_job, self._abandon_message),
-            JobKind(NoticeJob, self._notice_job, self._abandon_notice),
-            JobKind(ForgetJob, self._forget_job, _abandon_change),
+            JobKind(
+                RequestJob,
+                self._in_workspace(self._request_job, self._close_run),
+                self._in_workspace(self._abandon_request, self._close_run),
+            ),
+            JobKind(
+                RubricJob, self._in_workspace(self._rubric_job), self._in_workspace(self._abandon_message)
+            ),
+            JobKind(
+                PromptJob, self._in_workspace(self._prompt_job), self._in_workspace(self._abandon_message)
+            ),
+            JobKind(ReplyJob, self._in_workspace(self._reply_job), self._in_workspace(self._abandon_message)),
+            JobKind(LimitJob, self._in_workspace(self._limit_job), self._in_workspace(self._abandon_message)),
+            JobKind(
+                NoticeJob,
+                self._in_workspace(self._notice_job, self._close_run),
+                self._in_workspace(self._abandon_notice, self._close_run),
+            ),
+            JobKind(ForgetJob, self._in_workspace(self._forget_job, self._close_change), _abandon_change),
             JobKind(ReviseJob, self._revise_job, _abandon_change),
         )
         self._kinds = {
@@ -198,7 +219,7 @@ class ThreadRunner:
         `sources` says what it shares besides its text. Past a daily limit its thread is told so
         instead, and no model is called."""
 
-        limits = await self._workspaces.limits(message.team) if self._workspaces else self._limits
+        limits = await self._workspaces.limits(message.workspace) if self._workspaces else self._limits
 
         async def request(claim: Claim) -> JobPayload:
             now = datetime.now(UTC)
@@ -292,19 +313,23 @@ class ThreadRunner:
             await self._submit(run.thread, NoticeJob(message=_request_of(run), run_id=run.run_id))
         return len(runs)
 
-    async def reply(self, message: UserMessage, payload: SlackMessage) -> str | None:
-        """Post a message in `message`'s thread, retried while Slack refuses it for now (for up to
-        `delivery_retry` seconds, as a run's messages are); its ts, or None if Slack failed (logged)."""
+    async def reply(self, client: AsyncWebClient, message: UserMessage, payload: SlackMessage) -> str | None:
+        """Post a message in `message`'s thread with `client` (its workspace's), retried while Slack
+        refuses it for now (for up to `delivery_retry` seconds, as a run's messages are); its ts, or
+        None if Slack failed (logged)."""
         window = RetryWindow(message.thread_id, self._delivery_retry)
-        return await post_in_time(partial(self._post, message), payload, window)
+        return await post_in_time(partial(self._post, client, message), payload, window)
 
-    async def _reply_once(self, message: UserMessage, payload: SlackMessage) -> str | None:
+    async def _reply_once(
+        self, client: AsyncWebClient, message: UserMessage, payload: SlackMessage
+    ) -> str | None:
         """`reply` with one try, for a stopping process that cannot wait for Slack."""
-        return await attempt(self._post(message, payload), f"post in thread {message.thread_id}")
+        return await attempt(self._post(client, message, payload), f"post in thread {message.thread_id}")
 
-    async def _post(self, message: UserMessage, payload: SlackMessage) -> str:
+    @staticmethod
+    async def _post(client: AsyncWebClient, message: UserMessage, payload: SlackMessage) -> str:
         """Post a message in `message`'s thread; its ts (what the Slack client raises if it failed)."""
-        response = await self._client.chat_postMessage(
+        response = await client.chat_postMessage(
             channel=message.channel, thread_ts=message.thread_ts, **payload
         )
         return str(response["ts"])
@@ -323,30 +348,66 @@ class ThreadRunner:
         if not await self._queue.submit(thread, payload):
             await self._kinds[payload.kind].abandon(payload, Abandoned.STOPPING)
 
-    async def _request_job(self, job: RequestJob, attempt: int) -> None:
-        await self._run_request(job.message, job.run_id, job.sources, attempt=attempt)
+    def _in_workspace(
+        self,
+        work: Callable[[AsyncWebClient, Job, Detail], Awaitable[None]],
+        gone: Callable[[Job], Awaitable[None]] | None = None,
+    ) -> Callable[[Job, Detail], Awaitable[None]]:
+        """`work` done with the Slack client of the job's own workspace.
 
-    async def _rubric_job(self, job: RubricJob, attempt: int) -> None:
-        await self._replace_rubric(job.message, job.rubric)
+        Where the bot is no longer installed (uninstalled, or its token revoked) the job ends at
+        once with one log line and `gone` (if any): it is not retried.
+        """
 
-    async def _prompt_job(self, job: PromptJob, attempt: int) -> None:
-        await self._prompt(job.message)
+        async def in_workspace(job: Job, detail: Detail) -> None:
+            message = job.message
+            client = await self._clients.client_for(message.workspace)
+            if client is not None:
+                await work(client, job, detail)
+                return
+            logger.info(
+                "dropped a %s job in thread %s: the bot is no longer installed in its workspace",
+                job.kind,
+                message.thread.thread_id,
+            )
+            if gone is not None:
+                await gone(job)
 
-    async def _limit_job(self, job: LimitJob, attempt: int) -> None:
-        await self.reply(job.message, refusal_message(job.quota, job.limit, job.refused_at))
+        return in_workspace
 
-    async def _reply_job(self, job: ReplyJob, attempt: int) -> None:
-        await self.reply(job.message, render.error_message(job.title, job.detail))
+    async def _close_run(self, job: RequestJob | NoticeJob) -> None:
+        """Close the run of a job dropped with its workspace, as reported: nobody is left to tell."""
+        await self._store.acknowledge_interrupted(job.run_id)
 
-    async def _notice_job(self, job: NoticeJob, attempt: int) -> None:
-        await self._tell_abandoned(job.message, job.run_id)
+    async def _request_job(self, client: AsyncWebClient, job: RequestJob, attempt: int) -> None:
+        await self._run_request(client, job.message, job.run_id, job.sources, attempt=attempt)
 
-    async def _forget_job(self, job: ForgetJob, attempt: int) -> None:
+    async def _rubric_job(self, client: AsyncWebClient, job: RubricJob, attempt: int) -> None:
+        await self._replace_rubric(client, job.message, job.rubric)
+
+    async def _prompt_job(self, client: AsyncWebClient, job: PromptJob, attempt: int) -> None:
+        await self._prompt(client, job.message)
+
+    async def _limit_job(self, client: AsyncWebClient, job: LimitJob, attempt: int) -> None:
+        await self.reply(client, job.message, refusal_message(job.quota, job.limit, job.refused_at))
+
+    async def _reply_job(self, client: AsyncWebClient, job: ReplyJob, attempt: int) -> None:
+        await self.reply(client, job.message, render.error_message(job.title, job.detail))
+
+    async def _notice_job(self, client: AsyncWebClient, job: NoticeJob, attempt: int) -> None:
+        await self._tell_abandoned(client, job.message, job.run_id)
+
+    async def _close_change(self, job: ForgetJob) -> None:
+        """Forget a kept deletion dropped with its workspace (whose data goes with it anyway)."""
+        if job.kept is not None:
+            await self._store.change_applied(job.kept)
+
+    async def _forget_job(self, client: AsyncWebClient, job: ForgetJob, attempt: int) -> None:
         deleted = job.message
         if await forget_message(self._agent, self._needs_checkpointer(), self._store, deleted):
-            default = await self._store.get_channel_rubric(deleted.team, deleted.channel)
+            default = await self._store.get_channel_rubric(deleted.thread.workspace, deleted.channel)
             notice = render.rubric_forgotten(channel_default=default is not None)
-            await self.reply(_thread_of(deleted), notice)
+            await self.reply(client, _thread_of(deleted), notice)
         if job.kept is not None:
             await self._store.change_applied(job.kept)
 
@@ -394,54 +455,55 @@ class ThreadRunner:
             raise RuntimeError("deleted and edited messages need the runner's checkpointer")
         return self._checkpointer
 
-    async def _abandon_request(self, job: RequestJob, why: Abandoned) -> None:
+    async def _abandon_request(self, client: AsyncWebClient, job: RequestJob, why: Abandoned) -> None:
         message, run_id = job.message, job.run_id
         if why is Abandoned.STOPPING:
-            await self._tell_interrupted(message, run_id, started=False)
+            await self._tell_interrupted(client, message, run_id, started=False)
             return
-        delivery = await self._delivery(message, run_id, resumed=True, lease=await self._hold(run_id, None))
-        await react(self._client, "reactions_remove", message)
+        lease = await self._hold(run_id, None)
+        delivery = await self._delivery(client, message, run_id, resumed=True, lease=lease)
+        await react(client, "reactions_remove", message)
         await delivery.post(FINAL_STEP, 0, _gave_up_notice())
         delivered = await delivery.settle()
         await self._finish(message, run_id, FAILED, delivered=delivered, posted=delivery.unrecorded())
 
     async def _abandon_message(
-        self, job: PromptJob | RubricJob | ReplyJob | LimitJob, why: Abandoned
+        self, client: AsyncWebClient, job: PromptJob | RubricJob | ReplyJob | LimitJob, why: Abandoned
     ) -> None:
         message = job.message
         if why is Abandoned.STOPPING:
-            await self._tell_interrupted(message, None, started=False)
+            await self._tell_interrupted(client, message, None, started=False)
         else:
-            await self.reply(message, _gave_up_notice())
+            await self.reply(client, message, _gave_up_notice())
 
-    async def _abandon_notice(self, job: NoticeJob, why: Abandoned) -> None:
+    async def _abandon_notice(self, client: AsyncWebClient, job: NoticeJob, why: Abandoned) -> None:
         await self._store.release_interrupted(job.run_id)
 
-    async def _replace_rubric(self, message: UserMessage, rubric_text: str) -> None:
-        await self._report_interrupted(message)
+    async def _replace_rubric(self, client: AsyncWebClient, message: UserMessage, rubric_text: str) -> None:
+        await self._report_interrupted(client, message)
         try:
             rubric = parse_rubric(rubric_text)
         except RubricError as exc:
-            await self.reply(message, render.rubric_error(str(exc)))
+            await self.reply(client, message, render.rubric_error(str(exc)))
             return
         await self._agent.aupdate_state(agent_config(message.thread_id), {"rubric": rubric_text})
-        await self.reply(message, render.rubric_confirmation(rubric))
+        await self.reply(client, message, render.rubric_confirmation(rubric))
 
-    async def _prompt(self, message: UserMessage) -> None:
+    async def _prompt(self, client: AsyncWebClient, message: UserMessage) -> None:
         state = await self._agent.aget_state(agent_config(message.thread_id))
         scope, text = "thread", state.values.get("rubric")
         if not text:
-            scope, text = "channel", await self._store.get_channel_rubric(message.team, message.channel)
+            scope, text = "channel", await self._store.get_channel_rubric(message.workspace, message.channel)
         try:
             rubric = parse_rubric(text) if text else None
         except RubricError as exc:  # stored before a change to the rubric format
             notice = render.error_message(f"This {scope}'s rubric no longer parses", str(exc))
-            await self.reply(message, notice)
+            await self.reply(client, message, notice)
             return
-        await self.reply(message, render.request_prompt(rubric, scope=scope))
+        await self.reply(client, message, render.request_prompt(rubric, scope=scope))
 
     async def _run_request(
-        self, message: UserMessage, run_id: int, sources: Sources, *, attempt: int = 0
+        self, client: AsyncWebClient, message: UserMessage, run_id: int, sources: Sources, *, attempt: int = 0
     ) -> None:
         """Answer the request; `attempt` counts earlier attempts cut short (a later one continues
         from the conversation's checkpoint and posts only what they did not).
@@ -457,7 +519,9 @@ class ThreadRunner:
         for number in range(attempt, MAX_ATTEMPTS):
             try:
                 lease = await self._hold(run_id, lease)
-                ended = await self._answer_and_post(message, run_id, sources, resumed=number > 0, lease=lease)
+                ended = await self._answer_and_post(
+                    client, message, run_id, sources, resumed=number > 0, lease=lease
+                )
                 outcome = ended.outcome
                 metrics.run_finished(ended.status, time.monotonic() - started, outcome)
                 tokens = outcome.usage["total_tokens"] if outcome and outcome.usage else None
@@ -484,7 +548,7 @@ class ThreadRunner:
                     raise
                 if number + 1 == MAX_ATTEMPTS:
                     metrics.run_finished(FAILED, time.monotonic() - started)
-                    await self._tell_database_failed(message, run_id, failure)
+                    await self._tell_database_failed(client, message, run_id, failure)
                     return
                 delay = DATABASE_RETRY_SECONDS * 2**number
                 logger.warning(
@@ -509,22 +573,29 @@ class ThreadRunner:
         return lease
 
     async def _answer_and_post(
-        self, message: UserMessage, run_id: int, sources: Sources, *, resumed: bool, lease: str | None
+        self,
+        client: AsyncWebClient,
+        message: UserMessage,
+        run_id: int,
+        sources: Sources,
+        *,
+        resumed: bool,
+        lease: str | None,
     ) -> _Attempt:
         """One attempt at the run, and how it ended.
 
         A failure of the models ends it with a notice; one of the database, or the run's take-over
         by another process, is raised.
         """
-        delivery = await self._delivery(message, run_id, resumed=resumed, lease=lease)
-        progress = WorkingIndicator(self._client, message)
+        delivery = await self._delivery(client, message, run_id, resumed=resumed, lease=lease)
+        progress = WorkingIndicator(client, message)
         outcome: TurnOutcome | None = None
         status: RunStatus
         delivered = False
         try:
             await progress.start()
             try:
-                outcome, unread = await self._answer(message, sources, progress, delivery)
+                outcome, unread = await self._answer(client, message, sources, progress, delivery)
             except Exception as exc:
                 if isinstance(exc, RunTakenOver) or unavailable_error(exc) is not None:
                     raise
@@ -538,7 +609,7 @@ class ThreadRunner:
         except asyncio.CancelledError:
             # A durable job cut short runs again elsewhere and resumes; an embedded one is lost.
             if not self._queue.durable:
-                await self._tell_interrupted(message, run_id, started=True)
+                await self._tell_interrupted(client, message, run_id, started=True)
             raise
         finally:
             await progress.stop(posted_last=delivered)
@@ -563,7 +634,9 @@ class ThreadRunner:
         if not delivered:
             await self._record_undelivered(message, run_id, status)
 
-    async def _tell_database_failed(self, message: UserMessage, run_id: int, failure: BaseException) -> None:
+    async def _tell_database_failed(
+        self, client: AsyncWebClient, message: UserMessage, run_id: int, failure: BaseException
+    ) -> None:
         """Tell the thread its run was given up because the database kept failing (and record that,
         if the database lets us)."""
         logger.error(
@@ -574,6 +647,7 @@ class ThreadRunner:
             describe_database_error(failure),
         )
         told = await self.reply(
+            client,
             message,
             render.error_message(
                 "The bot's database failed, so this request could not be finished",
@@ -586,7 +660,12 @@ class ThreadRunner:
             logger.error("could not record how run %d ended: %s", run_id, describe_database_error(exc))
 
     async def _answer(
-        self, message: UserMessage, sources: Sources, progress: WorkingIndicator, delivery: Delivery
+        self,
+        client: AsyncWebClient,
+        message: UserMessage,
+        sources: Sources,
+        progress: WorkingIndicator,
+        delivery: Delivery,
     ) -> tuple[TurnOutcome, tuple[Unread, ...]]:
         """Run the agent on the request, posting each evaluation; `RunTimeout` past the run's limit.
         Also what the request shared that was not read, for the final message.
@@ -605,7 +684,7 @@ class ThreadRunner:
         read: RunMaterial | None = None
         if earlier is None:
             # A conversation with no messages yet: the bot was just called in, and has not seen the thread.
-            material = await self._read(message, sources, thread=not state.get("messages"))
+            material = await self._read(client, message, sources, thread=not state.get("messages"))
             read = RunMaterial(material.thread_messages, material.files_read, material.unread)
             inputs = {"messages": conversation_messages(message.text, material, request_id)}
         else:
@@ -617,7 +696,7 @@ class ThreadRunner:
         if inputs is not None and start.channel_rubric:
             rubric_text = inputs["rubric"] = start.channel_rubric
         unread = start.unread
-        await self._tell_interrupted_runs(start.interrupted, progress)
+        await self._tell_interrupted_runs(client, start.interrupted, progress)
         post_evaluation = partial(self._post_evaluation, message, rubric_text or "", progress, delivery)
         if earlier is not None:
             # Iterations the cut-short attempt checkpointed but may not have posted, in order.
@@ -632,7 +711,7 @@ class ThreadRunner:
                     config,
                     post_evaluation,
                     on_grading=progress.grading,
-                    context=ThreadContext(team=message.team, channel=message.channel),
+                    context=ThreadContext(workspace=message.workspace, channel=message.channel),
                     before=before,
                 )
         except TimeoutError as exc:
@@ -650,13 +729,15 @@ class ThreadRunner:
         """The agent with the models of the message's workspace (the deployment's without `agents`)."""
         if self._workspaces is None or self._agents is None:
             return self._agent
-        return self._agents.agent(await self._workspaces.models(message.team))
+        return self._agents.agent(await self._workspaces.models(message.workspace))
 
-    async def _read(self, message: UserMessage, sources: Sources, *, thread: bool) -> Material:
-        """What the request shares, read (nothing without a reader)."""
+    async def _read(
+        self, client: AsyncWebClient, message: UserMessage, sources: Sources, *, thread: bool
+    ) -> Material:
+        """What the request shares, read with `client` (nothing without a reader)."""
         if self._reader is None:
             return NOTHING
-        return await self._reader.read(self._client, message, sources, thread=thread)
+        return await self._reader.read(client, message, sources, thread=thread)
 
     def _failure(self, message: UserMessage, exc: Exception) -> tuple[RunStatus, SlackMessage]:
         """The run status and the thread's notice for a run that failed with `exc` (logged here)."""
@@ -713,10 +794,10 @@ class ThreadRunner:
             await delivery.post(FINAL_STEP, part, payload)
 
     async def _delivery(
-        self, message: UserMessage, run_id: int, *, resumed: bool, lease: str | None
+        self, client: AsyncWebClient, message: UserMessage, run_id: int, *, resumed: bool, lease: str | None
     ) -> Delivery:
         return await open_delivery(
-            partial(self._post, message),
+            partial(self._post, client, message),
             self._store,
             run_id,
             message.thread_id,
@@ -737,9 +818,12 @@ class ThreadRunner:
 
     # -- interruptions ---------------------------------------------------------
 
-    async def _tell_interrupted(self, message: UserMessage, run_id: int | None, *, started: bool) -> None:
+    async def _tell_interrupted(
+        self, client: AsyncWebClient, message: UserMessage, run_id: int | None, *, started: bool
+    ) -> None:
         what = "stopped before finishing" if started else "didn't get to"
         told = await self._reply_once(
+            client,
             message,
             render.error_message(
                 f"The bot is restarting and {what} this request",
@@ -751,29 +835,32 @@ class ThreadRunner:
             if told is not None:  # otherwise the next start-up tells the thread
                 await self._store.acknowledge_interrupted(run_id)
 
-    async def _tell_abandoned(self, request: UserMessage, run_id: int) -> None:
+    async def _tell_abandoned(self, client: AsyncWebClient, request: UserMessage, run_id: int) -> None:
         """Tell the thread a run was lost with the process that ran it, and take its ⏳ off."""
         told = await self.reply(
+            client,
             request,
             render.error_message(
                 "Your request was interrupted by a restart",
                 "The bot stopped before it finished, so it has no answer. Reply in this thread to try again.",
             ),
         )
-        await react(self._client, "reactions_remove", request)
+        await react(client, "reactions_remove", request)
         if told is None:
             await self._store.release_interrupted(run_id)
 
-    async def _report_interrupted(self, message: UserMessage) -> None:
+    async def _report_interrupted(self, client: AsyncWebClient, message: UserMessage) -> None:
         """Tell the thread about interrupted runs whose notice could not be posted before."""
         for run in await self._store.claim_interrupted_runs(message.thread):
-            await self._tell_abandoned(_request_of(run), run.run_id)
+            await self._tell_abandoned(client, _request_of(run), run.run_id)
 
-    async def _tell_interrupted_runs(self, runs: list[RunRecord], progress: WorkingIndicator) -> None:
+    async def _tell_interrupted_runs(
+        self, client: AsyncWebClient, runs: list[RunRecord], progress: WorkingIndicator
+    ) -> None:
         """Tell the thread about the interrupted runs a run's start claimed; the notices took the
         thread status off, so it is shown again."""
         for run in runs:
-            await self._tell_abandoned(_request_of(run), run.run_id)
+            await self._tell_abandoned(client, _request_of(run), run.run_id)
         if runs:
             await progress.drafting()
 
@@ -864,14 +951,26 @@ def _gave_up_notice() -> SlackMessage:
 def _thread_of(change: MessageChange) -> UserMessage:
     """Enough of a deleted or edited message to reply in its thread (its text is not kept)."""
     return UserMessage(
-        team=change.team, channel=change.channel, ts=change.ts, thread_ts=change.thread_ts, user="", text=""
+        team=change.team,
+        enterprise=change.enterprise,
+        channel=change.channel,
+        ts=change.ts,
+        thread_ts=change.thread_ts,
+        user="",
+        text="",
     )
 
 
 def _request_of(run: RunRecord) -> UserMessage:
     """The request a recorded run was answered for, enough to reply to it (its text is not kept)."""
     return UserMessage(
-        team=run.team, channel=run.channel, ts=run.request_ts, thread_ts=run.thread_ts, user="", text=""
+        team=run.team,
+        enterprise=run.enterprise,
+        channel=run.channel,
+        ts=run.request_ts,
+        thread_ts=run.thread_ts,
+        user="",
+        text="",
     )
 
 

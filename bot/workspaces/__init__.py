@@ -1,6 +1,10 @@
-"""Many workspaces from one deployment: offering the bot to workspaces that install it with OAuth,
-and each workspace's own settings.
+"""Many workspaces from one deployment: which workspace each piece of work belongs to, OAuth
+installation, the token each workspace's work runs with, and each workspace's own settings.
 
+- ``workspace``: `Workspace`, the (enterprise, team) key every row, query and job carries.
+- ``installations``: OAuth mode: Bolt's OAuth flow settings and SQLAlchemy installation and state
+  stores on the bot's database, and the authorization that finds (and refreshes) a workspace's token.
+- ``clients``: `WorkspaceClients`: the Web API client of a workspace, for jobs run after the request.
 - ``manifest``: the shipped app manifest, its bot scopes, and the variant for a distributed app.
 - ``settings``: a workspace's settings over the deployment's (models, daily limits, rubric editors):
   which apply and where each comes from, and checking an admin's choices against the deployment.

@@ -35,6 +35,7 @@ from bot.workspaces.admin_view import (
     user_groups_of,
 )
 from bot.workspaces.settings import SettingsInputError, WorkspaceOverrides, checked_settings
+from bot.workspaces.workspace import Workspace, tenant_words
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ async def open_settings(
     client: AsyncWebClient,
     overrides: WorkspaceOverrides,
     *,
-    team: str,
+    workspace: Workspace,
     user: str,
     channel: str,
     trigger_id: str,
@@ -63,7 +64,7 @@ async def open_settings(
     if refusal is not None:
         await ack(text=refusal, response_type="ephemeral")
         return
-    effective = await overrides.effective(team)
+    effective = await overrides.effective(workspace)
     await _answer(ack, settings_message(effective, overrides.deployment))
     groups = await _user_groups(client)
     view = settings_modal(effective, overrides.deployment, channel=channel, user_groups=groups)
@@ -75,7 +76,7 @@ async def save_settings(
     client: AsyncWebClient,
     overrides: WorkspaceOverrides,
     *,
-    team: str,
+    workspace: Workspace,
     body: dict[str, Any],
 ) -> None:
     """Save a submitted form (`body`) if its submitter is an admin and every choice is permitted;
@@ -96,13 +97,16 @@ async def save_settings(
     except SettingsInputError as exc:
         await ack(response_action="errors", errors=exc.problems)
         return
-    before = await overrides.effective(team)
-    after = await overrides.save(team, "", stored)
+    before = await overrides.effective(workspace)
+    after = await overrides.save(workspace, stored)
     changes = changed_settings(before, after)
     confirmation = saved_message(changes, after, overrides.deployment)
     await ack(response_action="update", view=saved_modal(confirmation))
     logger.info(
-        "workspace %s: %s saved its settings: %s", team, user, "; ".join(changes) or "nothing changed"
+        "%s: %s saved its settings: %s",
+        tenant_words(workspace),
+        user,
+        "; ".join(changes) or "nothing changed",
     )
     channel = form_channel(view)
     if channel is not None:

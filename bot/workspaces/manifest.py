@@ -50,7 +50,7 @@ def distributed_manifest(base_url: str) -> str:
     settings = app["settings"]
     events = settings["event_subscriptions"]
     events["request_url"] = base + EVENTS_PATH
-    events["bot_events"] = [*events["bot_events"], *UNINSTALL_EVENTS]
+    events["bot_events"] = list(dict.fromkeys([*events["bot_events"], *UNINSTALL_EVENTS]))
     settings["interactivity"]["request_url"] = base + EVENTS_PATH
     settings["socket_mode_enabled"] = False
     settings["org_deploy_enabled"] = True

@@ -19,6 +19,7 @@ from bot.agent import ModelPair
 from bot.config import EDITOR_ID, Settings
 from bot.db.store import Store, WorkspaceSettingsRow
 from bot.limits.quota import NO_LIMIT, DailyLimits
+from bot.workspaces.workspace import Workspace
 
 T = TypeVar("T")
 
@@ -231,23 +232,23 @@ class WorkspaceOverrides:
         self.deployment = deployment
         self._store = store
 
-    async def effective(self, team: str, enterprise: str = "") -> EffectiveSettings:
+    async def effective(self, workspace: Workspace) -> EffectiveSettings:
         """The settings in force in the workspace."""
-        return resolve(self.deployment, await self._store.workspace_settings(team, enterprise))
+        return resolve(self.deployment, await self._store.workspace_settings(workspace))
 
-    async def limits(self, team: str, enterprise: str = "") -> DailyLimits:
+    async def limits(self, workspace: Workspace) -> DailyLimits:
         """The daily limits in force in the workspace."""
-        return (await self.effective(team, enterprise)).limits
+        return (await self.effective(workspace)).limits
 
-    async def models(self, team: str, enterprise: str = "") -> ModelPair:
+    async def models(self, workspace: Workspace) -> ModelPair:
         """The worker and grader models of a run in the workspace."""
-        return (await self.effective(team, enterprise)).models
+        return (await self.effective(workspace)).models
 
-    async def rubric_editors(self, team: str, enterprise: str = "") -> tuple[str, ...]:
+    async def rubric_editors(self, workspace: Workspace) -> tuple[str, ...]:
         """Who may change grading in the workspace (besides its admins and owners); empty: anyone."""
-        return (await self.effective(team, enterprise)).rubric_editors.value
+        return (await self.effective(workspace)).rubric_editors.value
 
-    async def save(self, team: str, enterprise: str, stored: WorkspaceSettingsRow) -> EffectiveSettings:
+    async def save(self, workspace: Workspace, stored: WorkspaceSettingsRow) -> EffectiveSettings:
         """Store what the workspace's admins set; the settings now in force."""
-        await self._store.save_workspace_settings(team, enterprise, stored)
+        await self._store.save_workspace_settings(workspace, stored)
         return resolve(self.deployment, stored)

@@ -27,6 +27,6 @@ async def test_a_starting_process_forgets_dedupe_claims_slack_can_no_longer_retr
         db.execute("UPDATE claims SET claimed_at = ? WHERE key = 'event:last-month'", (month_ago,))
 
     settings = Settings(slack_bot_token="xoxb-start", worker_model="openai:gpt-4o-mini", database=str(path))
-    async with open_runner(settings, concurrency=1) as (store, _, _, _):
-        assert await store.claim("event:last-month")  # forgotten at start: a new delivery may run
-        assert not await store.claim("event:just-now")  # Slack may still retry this one: still claimed
+    async with open_runner(settings, concurrency=1) as process:
+        assert await process.store.claim("event:last-month")  # forgotten at start: a new delivery may run
+        assert not await process.store.claim("event:just-now")  # Slack may still retry it: still claimed

@@ -9,6 +9,7 @@ from bot.config import Settings
 from bot.db.store import RunRecord, Store
 from bot.home import ChannelHome, home_view, publish_home
 from bot.slack.client import build_client
+from bot.workspaces.workspace import Workspace
 from tests.standins.slack_api import BOT_USER_ID, SlackApiStandin
 from tests.standins.slack_api import block_problems as slack_problems
 
@@ -63,7 +64,7 @@ async def test_when_slack_refuses_the_channel_list_the_tab_says_why(tmp_path):
             slack.join("C1", BOT_USER_ID, "U1")
             slack.error_next("users.conversations", "missing_scope")
 
-            await publish_home(client, store, team="T1", user="U1")
+            await publish_home(client, store, workspace=Workspace("T1"), user="U1")
         finally:
             await store.close()
 

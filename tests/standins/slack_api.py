@@ -5,6 +5,11 @@ Every method is accepted and recorded; the methods the bot relies on get realist
 Slack's own validation of Block Kit size limits, so a message real Slack would reject fails here too.
 Tests can make the next calls of a method fail (HTTP errors such as 429, or ``ok: false`` errors).
 
+It can also stand in for several workspaces that install the app with OAuth (`add_workspace`):
+Slack's authorize page (``/oauth/v2/authorize``) sends the installer back to the app with a code,
+``oauth.v2.access`` trades it for the workspace's own bot token (and refreshes rotating ones), and
+every call is recorded with the workspace whose token it used (`SlackCall.team`).
+
 Threads and files people shared: tests seed a thread's earlier messages (`add_thread_messages`, served
 by ``conversations.replies`` page by page), people's profiles (`add_user`, for ``users.info``) and
 files (`add_file`, downloaded from ``url_private_download`` only with the bot token, or refused with
@@ -18,6 +23,7 @@ with `send_envelope` and reads the client's acks with `wait_for_ack`.
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import json
 import threading
@@ -27,6 +33,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlencode
 
 from aiohttp import WSMsgType, web
 
@@ -95,6 +102,13 @@ SOCKET_HELLO = {
 """The first frame Slack sends on a new Socket Mode connection."""
 SOCKET_REFUSED_STATUS = 503
 """How the websocket endpoint answers while `refuse_sockets` is on: Slack's edge when it is down."""
+AUTHORIZE_PATH = "/oauth/v2/authorize"
+"""Slack's authorize page, beside the Web API as on slack.com (``/api/`` and ``/oauth/v2/authorize``)."""
+OAUTH_METHODS = frozenset({"oauth.v2.access"})
+"""Methods called with the app's client id and secret (HTTP Basic) rather than a token."""
+ROTATING_EXPIRES_IN = 60
+"""Seconds a rotating bot token is said to live: well inside any refresh margin, so the app
+refreshes it before each use."""
 SOCKET_SEND_TIMEOUT = 5.0
 """Seconds pushing one envelope may take; the client is on loopback, so only a dead server is slower."""
 
@@ -119,10 +133,44 @@ class SlackCall:
     status: int
     response: Answer
     received_at: float = field(default_factory=time.perf_counter)  # perf_counter() on arrival
+    team: str | None = None
+    """The workspace whose bot token the call carried (with `add_workspace`), else None."""
+    token: str | None = None
+    """The bot token the call carried (with `add_workspace`): which of its workspace's tokens."""
 
     @property
     def ok(self) -> bool:
         return self.status == 200 and self.response.get("ok") is True
+
+
+@dataclass
+class StandinWorkspace:
+    """A workspace the app can be installed into with OAuth (`SlackApiStandin.add_workspace`).
+
+    An org-wide installation (`org_wide`) is the Enterprise Grid org's: one token for all its teams.
+    """
+
+    team: str
+    enterprise: str | None = None
+    org_wide: bool = False
+    rotating: bool = False
+    """Whether its tokens rotate: each is handed out expiring soon, to be refreshed with
+    ``oauth.v2.access`` (earlier ones keep working until they would expire, as on Slack)."""
+    tokens: list[str] = field(default_factory=list)
+    """Every bot token issued to it, oldest first."""
+    refresh_token: str | None = None
+    uninstalled: bool = False
+    """Whether the app was removed: none of its tokens works any more."""
+
+    @property
+    def bot_user_id(self) -> str:
+        """The bot's user id in this workspace (each installation has a bot user of its own)."""
+        return f"U{self.team}BOT"
+
+    @property
+    def token(self) -> str | None:
+        """The newest bot token, if installed."""
+        return self.tokens[-1] if self.tokens else None
 
 
 @dataclass
@@ -136,6 +184,8 @@ class SlackMessage:
     blocks: list[dict[str, Any]]
     metadata: dict[str, Any] | None
     edits: int = 0
+    team: str | None = None
+    """The workspace whose token posted it (with `add_workspace`), else None."""
 
     @property
     def event_type(self) -> str | None:
@@ -221,6 +271,9 @@ class _State:
     outage: int | None = None  # while set, every Web API call is answered with this HTTP status
     refusing_sockets: bool = False  # answer websocket handshakes with SOCKET_REFUSED_STATUS
     acks: dict[str, SocketAck] = field(default_factory=dict)
+    workspaces: dict[str, StandinWorkspace] = field(default_factory=dict)  # by team
+    codes: dict[str, str] = field(default_factory=dict)  # team by unused OAuth code
+    caller: StandinWorkspace | None = None  # whose token the call being answered carries
 
 
 class SlackApiStandin(BackgroundServer):
@@ -241,6 +294,10 @@ class SlackApiStandin(BackgroundServer):
         self.user_groups: dict[str, list[str]] = {}
         """Members of each user group, by group id, as ``usergroups.users.list`` lists them (and
         ``usergroups.list`` the groups)."""
+        self.client_id = "standin-client-id"
+        """The app's client id; ``oauth.v2.access`` refuses other credentials (``invalid_client_id``)."""
+        self.client_secret = "standin-client-secret"
+        """The app's client secret (``bad_client_secret`` otherwise)."""
         self._lock = threading.Lock()
         self._state = _State()
         self._answers: dict[str, Callable[[Args], Answer]] = {
@@ -266,6 +323,7 @@ class SlackApiStandin(BackgroundServer):
             "files.getUploadURLExternal": self._get_upload_url,
             "files.completeUploadExternal": self._complete_upload,
             "apps.connections.open": self._open_connection,
+            "oauth.v2.access": self._oauth_access,
         }
 
     @property
@@ -280,6 +338,7 @@ class SlackApiStandin(BackgroundServer):
         app.router.add_get(FILES_PATH + "{file_id}/{tail:.*}", self._handle_download)
         app.router.add_post("/respond/{name}", self._handle_response_url)
         app.router.add_get(SOCKET_PATH, self._handle_socket)
+        app.router.add_get(AUTHORIZE_PATH, self._handle_authorize)
         app.on_shutdown.append(self._close_sockets)
         return app
 
@@ -328,6 +387,31 @@ class SlackApiStandin(BackgroundServer):
             "url_private": f"{self.url}{FILES_PATH}{file_id}/{name}",
             "url_private_download": f"{self.url}{FILES_PATH}{file_id}/download/{name}",
         }
+
+    # ----- workspaces installing the app with OAuth -----
+
+    def add_workspace(
+        self, team: str, *, enterprise: str | None = None, org_wide: bool = False, rotating: bool = False
+    ) -> StandinWorkspace:
+        """A workspace the app can be installed into; from now on calls need one of their tokens.
+
+        With `org_wide` it is the org-wide installation of Enterprise Grid org `enterprise`, whose
+        token serves every team of the org (events carry each team's own id).
+        """
+        workspace = StandinWorkspace(team, enterprise, org_wide, rotating)
+        with self._lock:
+            self._state.workspaces[team] = workspace
+        return workspace
+
+    def uninstall(self, team: str) -> None:
+        """The workspace removes the app: its tokens stop working (``token_revoked``)."""
+        with self._lock:
+            self._state.workspaces[team].uninstalled = True
+
+    def workspace(self, team: str) -> StandinWorkspace:
+        """The workspace as it stands (its tokens so far)."""
+        with self._lock:
+            return copy.deepcopy(self._state.workspaces[team])
 
     # ----- fault injection -----
 
@@ -422,6 +506,10 @@ class SlackApiStandin(BackgroundServer):
 
     # ----- queries (safe from any thread; they return copies) -----
 
+    def calls_by_team(self, team: str | None) -> list[SlackCall]:
+        """Every recorded call made with `team`'s token (None: calls with no workspace's token)."""
+        return [call for call in self.calls() if call.team == team]
+
     def calls(self, method: str | None = None) -> list[SlackCall]:
         """Every recorded call, oldest first, failed ones included; only `method`'s when given."""
         with self._lock:
@@ -468,7 +556,10 @@ class SlackApiStandin(BackgroundServer):
         method = request.match_info["method"]
         args = await _read_args(request)
         token = _bearer_token(request) or args.pop("token", None)
+        if method in OAUTH_METHODS:
+            args |= _basic_credentials(request)
         with self._lock:
+            self._state.caller = self._token_owner(token)
             status, answer, headers = self._answer(method, args, token)
             self._state.calls.append(
                 SlackCall(
@@ -478,9 +569,28 @@ class SlackApiStandin(BackgroundServer):
                     http_method=request.method,
                     status=status,
                     response=answer,
+                    team=self._state.caller.team if self._state.caller else None,
+                    token=token if self._state.caller else None,
                 )
             )
         return web.json_response(answer, status=status, headers=headers)
+
+    async def _handle_authorize(self, request: web.Request) -> web.Response:
+        """Slack's authorize page, after the installer approved: back to the app with a code.
+
+        The workspace is the ``team`` the app's install link names (as a real installer picks it).
+        """
+        query = request.query
+        team, redirect = query.get("team", ""), query.get("redirect_uri", "")
+        with self._lock:
+            known = team in self._state.workspaces
+            if known:
+                code = uuid.uuid4().hex
+                self._state.codes[code] = team
+        if query.get("client_id") != self.client_id or not known or not redirect:
+            return web.Response(status=400, text="invalid authorize request")
+        target = redirect + "?" + urlencode({"code": code, "state": query.get("state", "")})
+        raise web.HTTPFound(target)
 
     async def _handle_upload(self, request: web.Request) -> web.Response:
         data = await request.read()
@@ -566,7 +676,20 @@ class SlackApiStandin(BackgroundServer):
             return 200, {"ok": False, "error": error.error, **error.extra}, {}
         return 200, {"ok": True, **answer}, {}
 
+    def _token_owner(self, token: str | None) -> StandinWorkspace | None:
+        """The workspace a bot token was issued to, valid or not."""
+        return next((w for w in self._state.workspaces.values() if token and token in w.tokens), None)
+
     def _check_token(self, method: str, token: str | None) -> None:
+        if method in OAUTH_METHODS:
+            return
+        if self._state.workspaces and method not in APP_TOKEN_METHODS:
+            caller = self._state.caller
+            if caller is None:
+                raise SlackError("invalid_auth" if token else "not_authed")
+            if caller.uninstalled:
+                raise SlackError("token_revoked")
+            return
         expected, other = self.token, self.app_token
         if method in APP_TOKEN_METHODS:
             expected, other = other, expected
@@ -587,6 +710,18 @@ class SlackApiStandin(BackgroundServer):
     # ----- method answers (called with the lock held) -----
 
     def _auth_test(self, args: Args) -> Answer:
+        caller = self._state.caller
+        if caller is not None:
+            return {
+                "url": f"https://{caller.team.lower()}.slack.test/",
+                "team": f"Team {caller.team}",
+                "user": BOT_NAME,
+                "team_id": None if caller.org_wide else caller.team,
+                "enterprise_id": caller.enterprise,
+                "user_id": caller.bot_user_id,
+                "bot_id": f"B{caller.team}",
+                "is_enterprise_install": caller.org_wide,
+            }
         return {
             "url": "https://standin.slack.test/",
             "team": "Stand-in Team",
@@ -597,6 +732,44 @@ class SlackApiStandin(BackgroundServer):
             "is_enterprise_install": False,
         }
 
+    def _oauth_access(self, args: Args) -> Answer:
+        """Trade an installer's code (or a refresh token) for the workspace's bot token."""
+        if args.get("client_id") != self.client_id:
+            raise SlackError("invalid_client_id")
+        if args.get("client_secret") != self.client_secret:
+            raise SlackError("bad_client_secret")
+        if args.get("grant_type") == "refresh_token":
+            refresh = args.get("refresh_token")
+            found = [
+                w
+                for w in self._state.workspaces.values()
+                if refresh and w.refresh_token == refresh and not w.uninstalled
+            ]
+            if not found:
+                raise SlackError("invalid_refresh_token")
+            workspace = found[0]
+        else:
+            team = self._state.codes.pop(str(args.get("code")), None)
+            if team is None:
+                raise SlackError("invalid_code")
+            workspace = self._state.workspaces[team]
+        workspace.tokens.append(f"xoxb-{workspace.team}-{uuid.uuid4().hex[:12]}")
+        answer: Answer = {
+            "access_token": workspace.token,
+            "token_type": "bot",
+            "scope": "app_mentions:read,chat:write,commands",
+            "bot_user_id": workspace.bot_user_id,
+            "app_id": "A1",
+            "team": None if workspace.org_wide else {"id": workspace.team, "name": f"Team {workspace.team}"},
+            "enterprise": {"id": workspace.enterprise, "name": "Org"} if workspace.enterprise else None,
+            "is_enterprise_install": workspace.org_wide,
+            "authed_user": {"id": "UINSTALLER"},
+        }
+        if workspace.rotating:
+            workspace.refresh_token = workspace.refresh_token or f"xoxe-1-{uuid.uuid4().hex}"
+            answer |= {"refresh_token": workspace.refresh_token, "expires_in": ROTATING_EXPIRES_IN}
+        return answer
+
     def _post_message(self, args: Args) -> Answer:
         channel = _validated_message(args)
         message = SlackMessage(
@@ -606,6 +779,7 @@ class SlackApiStandin(BackgroundServer):
             text=args.get("text") or "",
             blocks=list(args.get("blocks") or []),
             metadata=args.get("metadata"),
+            team=self._state.caller.team if self._state.caller else None,
         )
         self._state.messages[(channel, message.ts)] = message
         if message.thread_ts:
@@ -706,7 +880,8 @@ class SlackApiStandin(BackgroundServer):
         return upload is not None and upload.completed
 
     def _users_conversations(self, args: Args) -> Answer:
-        member = args.get("user") or BOT_USER_ID
+        caller = self._state.caller
+        member = args.get("user") or (caller.bot_user_id if caller else BOT_USER_ID)
         channels = [
             {"id": channel, "is_channel": True, "is_archived": False}
             for channel, members in self._state.members.items()
@@ -820,6 +995,15 @@ def _decode_form_value(key: str, value: Any) -> Any:
         except ValueError:
             return value
     return value
+
+
+def _basic_credentials(request: web.Request) -> Args:
+    """The client id and secret of an HTTP Basic ``Authorization`` header (how slack_sdk sends them)."""
+    scheme, _, encoded = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "basic":
+        return {}
+    client_id, _, secret = base64.b64decode(encoded).decode().partition(":")
+    return {"client_id": client_id, "client_secret": secret}
 
 
 def _bearer_token(request: web.Request) -> str | None:

@@ -61,11 +61,16 @@ def event_callback(
     event_id: str | None = None,
     event_time: int | None = None,
     installed_team: str | None = None,
+    enterprise: str | None = None,
+    org_wide: bool = False,
+    bot_user: str = BOT_USER_ID,
 ) -> Json:
     """The Events API envelope around `event`; each call gets a new event_id unless one is given.
 
     `installed_team` (default `team`) is the workspace the app is installed in, which Slack puts
     in ``authorizations``; a different `team` makes it an event from a Slack Connect channel.
+    `enterprise` is the Enterprise Grid org, and `org_wide` says the app is installed org-wide (the
+    authorization then names the org only). `bot_user` is the installation's bot user.
     """
     return {
         "token": VERIFICATION_TOKEN,
@@ -75,13 +80,14 @@ def event_callback(
         "type": "event_callback",
         "event_id": event_id or f"Ev{_next():010d}",
         "event_time": event_time or int(time.time()),
+        "enterprise_id": enterprise,
         "authorizations": [
             {
-                "enterprise_id": None,
-                "team_id": installed_team or team,
-                "user_id": BOT_USER_ID,
+                "enterprise_id": enterprise,
+                "team_id": None if org_wide else installed_team or team,
+                "user_id": bot_user,
                 "is_bot": True,
-                "is_enterprise_install": False,
+                "is_enterprise_install": org_wide,
             }
         ],
         "is_ext_shared_channel": installed_team not in (None, team),
@@ -102,10 +108,12 @@ def app_mention(
     *,
     team: str = TEAM_ID,
     files: list[Json] | None = None,
+    bot_user: str = BOT_USER_ID,
 ) -> Json:
-    """An ``app_mention`` event; the text gets a leading ``<@UBOT>`` unless it mentions the bot already.
-    `files` are Slack file objects (`SlackApiStandin.add_file`) attached to it."""
-    mention = f"<@{BOT_USER_ID}>"
+    """An ``app_mention`` event; the text gets a leading ``<@UBOT>`` (the mention of `bot_user`)
+    unless it mentions the bot already. `files` are Slack file objects (`SlackApiStandin.add_file`)
+    attached to it."""
+    mention = f"<@{bot_user}>"
     event: Json = {
         "type": "app_mention",
         "user": user,

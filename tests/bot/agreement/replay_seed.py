@@ -20,6 +20,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from bot.agent import agent_config, build_agent, run_turn
 from bot.db.store import ReviewVerdict, Store
 from bot.threads.conversation import ThreadKey, thread_id
+from bot.workspaces.workspace import Workspace
 from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
 
 RUBRIC = "- Cites a source\n- Is polite"
@@ -91,7 +92,7 @@ async def _ask(agent, store: Store, root: str, text: str, into: list[dict], rubr
         await store.save_evaluation(ThreadKey(TEAM, CHANNEL, root), f"{root}.{len(into)}", evaluation, RUBRIC)
 
     inputs = {"messages": [HumanMessage(text)], **({"rubric": rubric} if rubric else {})}
-    await run_turn(agent, inputs, agent_config(thread_id(TEAM, CHANNEL, root)), save)
+    await run_turn(agent, inputs, agent_config(thread_id(Workspace(TEAM), CHANNEL, root)), save)
 
 
 def _review(name: str, grader: str, team: str, comment: str = "") -> ReviewVerdict:

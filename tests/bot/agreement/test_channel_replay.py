@@ -15,6 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agreement.channel_replay import ChannelReplays, ReplayRequest
 from bot.db.store import ReplayRefused, Store
+from bot.workspaces.workspace import Workspace
 from grading import TranscriptGrader
 from tests.bot.agreement.replay_seed import CHANNEL, TEAM, replayed_grader, seed
 from tests.grading.scripted import ScriptedChatModel
@@ -47,18 +48,19 @@ async def test_stopping_the_bot_stops_a_replay_and_says_so_in_the_channel(tmp_pa
                     store=store,
                     checkpointer=checkpointer,
                     grader=TranscriptGrader(ScriptedChatModel(script=hanging_grader)),
-                    client=AsyncWebClient(token=TOKEN, base_url=slack.api_url),
                 )
-                request = ReplayRequest(TEAM, CHANNEL, "U7", days=None)
-                assert await replays.start(request, tell) is None
-                second = ReplayRequest(TEAM, CHANNEL, "U8", days=7)
-                assert await replays.start(second, tell) == ReplayRefused(running=True, started_by="U7")
+                client = AsyncWebClient(token=TOKEN, base_url=slack.api_url)
+                request = ReplayRequest(Workspace(TEAM), CHANNEL, "U7", days=None)
+                assert await replays.start(request, tell, client) is None
+                second = ReplayRequest(Workspace(TEAM), CHANNEL, "U8", days=7)
+                refused = await replays.start(second, tell, client)
+                assert refused == ReplayRefused(running=True, started_by="U7")
                 assert await asyncio.to_thread(started.wait, WAIT)
 
                 await replays.drain()
                 release.set()
                 # The stopped replay let go of the channel; the cooldown since its start still holds.
-                after = await replays.start(second, tell)
+                after = await replays.start(second, tell, client)
                 assert isinstance(after, ReplayRefused) and not after.running and after.next_start
         finally:
             await store.close()

@@ -23,10 +23,13 @@ from bot.db import migrations
 from bot.db.database import Database, open_checkpointer
 from bot.db.store import ReviewVerdict, Store
 from bot.threads.conversation import ThreadKey
+from bot.workspaces.workspace import Workspace
 from tests.grading.scripted import ScriptedChatModel, grader_wanting
 
 MIGRATIONS = Path(migrations.__file__).parent / "versions"
 """The bot's migration scripts, one per revision."""
+
+T1 = Workspace("T1")
 
 THREAD = ThreadKey("T1", "C1", "1700000000.000100")
 RUBRIC = "- Names the capital\n- Mentions the river"
@@ -65,8 +68,8 @@ async def fill(database: Database) -> int:
     try:
         await store.claim("event:Ev1")
         await store.add_thread(THREAD)
-        await store.set_channel_rubric("T1", "C1", RUBRIC, "U1")
-        await store.set_calibration("T1", "C1", False)
+        await store.set_channel_rubric(T1, "C1", RUBRIC, "U1")
+        await store.set_calibration(T1, "C1", False)
         run_id = await store.start_run(THREAD, "1700000000.000200")
         for evaluation in evaluations:
             await store.save_evaluation(THREAD, "1.5", evaluation, RUBRIC)
@@ -105,13 +108,13 @@ async def test_a_copied_conversation_continues_on_postgresql_with_its_history_an
     try:
         assert not await store.claim("event:Ev1")
         assert await store.has_thread(THREAD)
-        assert await store.get_channel_rubric("T1", "C1") == RUBRIC
-        assert not await store.calibration_enabled("T1", "C1")
-        record = await store.get_evaluation(evaluations[0]["grading_run_id"], 0)
+        assert await store.get_channel_rubric(T1, "C1") == RUBRIC
+        assert not await store.calibration_enabled(T1, "C1")
+        record = await store.get_evaluation(T1, evaluations[0]["grading_run_id"], 0)
         assert record is None  # the follow-up's evaluations were not saved; the copied ones were:
-        copied = await store.evaluations_in_channel("T1", "C1", datetime.now(UTC) - timedelta(hours=1))
+        copied = await store.evaluations_in_channel(T1, "C1", datetime.now(UTC) - timedelta(hours=1))
         assert [e["iteration"] for e in copied] == [0, 1]
-        (review,) = await store.reviews_in_channel("T1", "C1")
+        (review,) = await store.reviews_in_channel(T1, "C1")
         assert review.comment == "agreed"
         assert [m.message_ts for m in await store.posted_messages(run_id)] == ["1.9"]
         assert await store.start_run(THREAD, "2.0") == run_id + 1

@@ -19,6 +19,9 @@ from bot.db.migrations import alembic_config
 from bot.db.schema import metadata
 from bot.db.store import EVALUATION_DEFAULTS, Store
 from bot.threads.conversation import ThreadKey
+from bot.workspaces.workspace import Workspace
+
+T1 = Workspace("T1")
 
 SCHEMA_BEFORE_MIGRATIONS = (
     "CREATE TABLE IF NOT EXISTS claims (key TEXT NOT NULL PRIMARY KEY, claimed_at TEXT NOT NULL)",
@@ -98,23 +101,23 @@ async def test_a_file_from_before_migrations_keeps_every_row(tmp_path, added):
     try:
         assert not await store.claim("event:Ev1")
         assert await store.has_thread(THREAD)
-        assert await store.get_channel_rubric("T1", "C1") == "- Be brief"
-        assert not await store.calibration_enabled("T1", "C1")
+        assert await store.get_channel_rubric(T1, "C1") == "- Be brief"
+        assert not await store.calibration_enabled(T1, "C1")
         assert await store.start_run(THREAD, "1.4") == 4
         (crashed,) = await store.claim_abandoned_runs(EARLIER + timedelta(seconds=1))
         assert (crashed.request_ts, crashed.started_at, crashed.undelivered) == ("1.2", EARLIER, False)
         await store.mark_undelivered(crashed.run_id)
-        assert [run.request_ts for run in await store.undelivered_runs("T1", "C1")] == ["1.2"]
-        record = await store.get_evaluation("run-1", 0)
+        assert [run.request_ts for run in await store.undelivered_runs(T1, "C1")] == ["1.2"]
+        record = await store.get_evaluation(T1, "run-1", 0)
         assert record is not None
         # The evaluation reads back whole, with the keys grading added since filled in.
         stored = EVALUATION_DEFAULTS | EVALUATION
         assert (record.message_ts, record.evaluation, record.created_at) == ("1.5", stored, EARLIER)
-        (review,) = await store.reviews_for_iteration("run-1", 0)
+        (review,) = await store.reviews_for_iteration(T1, "run-1", 0)
         assert (review.reviewer, review.reviewer_verdict, review.comment) == ("U1", "fail", "too long")
         since = EARLIER - timedelta(days=1)
-        assert await store.evaluations_in_channel("T1", "C1", since) == [stored]
-        assert len(await store.reviews_in_channel("T1", "C1", EARLIER + timedelta(seconds=1))) == 0
+        assert await store.evaluations_in_channel(T1, "C1", since) == [stored]
+        assert len(await store.reviews_in_channel(T1, "C1", EARLIER + timedelta(seconds=1))) == 0
         # The tables added since are there too.
         assert await store.record_posted(crashed.run_id, 0, 0, "1.6")
     finally:
@@ -134,7 +137,7 @@ async def test_opening_again_changes_nothing(tmp_path):
     store = await Store.open(path)
     try:
         assert [run.request_ts for run in await store.claim_abandoned_runs(datetime.now(UTC))] == ["1.2"]
-        assert await store.get_channel_rubric("T1", "C1") == "- Be brief"
+        assert await store.get_channel_rubric(T1, "C1") == "- Be brief"
     finally:
         await store.close()
 

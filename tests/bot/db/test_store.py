@@ -14,6 +14,10 @@ from bot.db.database import DatabaseError
 from bot.db.store import AttemptStart, MaterialTally, PostedPart, ReviewVerdict, RunMaterial, Store
 from bot.material.files import Unread
 from bot.threads.conversation import ThreadKey
+from bot.workspaces.workspace import Workspace
+
+T1 = Workspace("T1")
+T2 = Workspace("T2")
 
 THREAD = ThreadKey("T1", "C1", "1700000000.000100")
 
@@ -110,54 +114,54 @@ async def test_threads_the_bot_takes_part_in(store, db_path):
 
 
 async def test_channel_rubric_set_replace_clear(store):
-    assert await store.get_channel_rubric("T1", "C1") is None
-    await store.set_channel_rubric("T1", "C1", "- Be brief", "U1")
-    await store.set_channel_rubric("T1", "C2", "- Other channel", "U1")
-    await store.set_channel_rubric("T1", "C1", "- Be kind", "U2")
-    assert await store.get_channel_rubric("T1", "C1") == "- Be kind"
-    assert await store.get_channel_rubric("T2", "C1") is None
-    cleared = await store.clear_channel_rubric("T1", "C1", "U3")
+    assert await store.get_channel_rubric(T1, "C1") is None
+    await store.set_channel_rubric(T1, "C1", "- Be brief", "U1")
+    await store.set_channel_rubric(T1, "C2", "- Other channel", "U1")
+    await store.set_channel_rubric(T1, "C1", "- Be kind", "U2")
+    assert await store.get_channel_rubric(T1, "C1") == "- Be kind"
+    assert await store.get_channel_rubric(T2, "C1") is None
+    cleared = await store.clear_channel_rubric(T1, "C1", "U3")
     assert cleared is not None and cleared.rubric_text is None and cleared.set_by == "U3"
-    assert await store.clear_channel_rubric("T1", "C1", "U3") is None
-    assert await store.get_channel_rubric("T1", "C1") is None
-    assert await store.get_channel_rubric("T1", "C2") == "- Other channel"
+    assert await store.clear_channel_rubric(T1, "C1", "U3") is None
+    assert await store.get_channel_rubric(T1, "C1") is None
+    assert await store.get_channel_rubric(T1, "C2") == "- Other channel"
 
 
 async def test_every_rubric_change_is_kept_as_a_numbered_version_per_channel(store):
-    await store.set_channel_rubric("T1", "C1", "- Be brief", "U1")
-    await store.set_channel_rubric("T1", "C2", "- Other channel", "U1")
-    await store.set_channel_rubric("T1", "C1", "- Be kind", "U2")
-    await store.clear_channel_rubric("T1", "C1", "U3")
+    await store.set_channel_rubric(T1, "C1", "- Be brief", "U1")
+    await store.set_channel_rubric(T1, "C2", "- Other channel", "U1")
+    await store.set_channel_rubric(T1, "C1", "- Be kind", "U2")
+    await store.clear_channel_rubric(T1, "C1", "U3")
 
-    history = await store.rubric_versions("T1", "C1", limit=10)
+    history = await store.rubric_versions(T1, "C1", limit=10)
     assert [(v.version, v.rubric_text, v.set_by) for v in history] == [
         (3, None, "U3"),
         (2, "- Be kind", "U2"),
         (1, "- Be brief", "U1"),
     ]
-    assert [v.version for v in await store.rubric_versions("T1", "C1", limit=2)] == [3, 2]
-    assert (await store.rubric_version("T1", "C1", 1)).rubric_text == "- Be brief"
-    assert await store.rubric_version("T1", "C1", 4) is None
-    assert [v.version for v in await store.rubric_versions("T1", "C2", limit=10)] == [1]
+    assert [v.version for v in await store.rubric_versions(T1, "C1", limit=2)] == [3, 2]
+    assert (await store.rubric_version(T1, "C1", 1)).rubric_text == "- Be brief"
+    assert await store.rubric_version(T1, "C1", 4) is None
+    assert [v.version for v in await store.rubric_versions(T1, "C2", limit=10)] == [1]
 
 
 async def test_concurrent_rubric_changes_take_different_version_numbers(store):
-    await asyncio.gather(*(store.set_channel_rubric("T1", "C1", f"- Rule {n}", "U1") for n in range(6)))
+    await asyncio.gather(*(store.set_channel_rubric(T1, "C1", f"- Rule {n}", "U1") for n in range(6)))
 
-    versions = await store.rubric_versions("T1", "C1", limit=10)
+    versions = await store.rubric_versions(T1, "C1", limit=10)
     assert sorted(v.version for v in versions) == [1, 2, 3, 4, 5, 6]
 
 
 async def test_calibration_is_on_until_switched_off(store, db_path):
-    assert await store.calibration_enabled("T1", "C1")
-    await store.set_calibration("T1", "C1", False)
-    assert not await store.calibration_enabled("T1", "C1")
-    assert await store.calibration_enabled("T1", "C2")
+    assert await store.calibration_enabled(T1, "C1")
+    await store.set_calibration(T1, "C1", False)
+    assert not await store.calibration_enabled(T1, "C1")
+    assert await store.calibration_enabled(T1, "C2")
     store = await reopen(store, db_path)
     try:
-        assert not await store.calibration_enabled("T1", "C1")
-        await store.set_calibration("T1", "C1", True)
-        assert await store.calibration_enabled("T1", "C1")
+        assert not await store.calibration_enabled(T1, "C1")
+        await store.set_calibration(T1, "C1", True)
+        assert await store.calibration_enabled(T1, "C1")
     finally:
         await store.close()
 
@@ -224,7 +228,7 @@ async def test_a_reported_interruption_is_not_claimed(store):
 async def test_an_attempt_starts_in_one_write_claiming_interruptions_recording_and_reading(store):
     lost = await store.start_run(THREAD, "2.0")
     await store.mark_interrupted(lost)  # its notice could not be posted
-    await store.set_channel_rubric("T1", "C1", "- Be brief", "U9")
+    await store.set_channel_rubric(T1, "C1", "- Be brief", "U9")
     run_id = await store.start_run(THREAD, "3.0")
     shared = RunMaterial(2, ["spec.pdf"], [Unread("chart.png", "an image")])
 
@@ -233,7 +237,7 @@ async def test_an_attempt_starts_in_one_write_claiming_interruptions_recording_a
     assert [run.run_id for run in first.interrupted] == [lost]
     assert first.unread == (Unread("chart.png", "an image"),)
     assert first.channel_rubric == "- Be brief"
-    assert await store.material_tally("T1", "C1") == MaterialTally(
+    assert await store.material_tally(T1, "C1") == MaterialTally(
         runs=1, thread_messages=2, files_read=1, files_unread=1
     )
     # A later attempt (the first was cut short) reads back what was not read; the notice is out.
@@ -251,7 +255,7 @@ async def test_a_run_ends_with_its_closing_messages_in_the_ledger(store):
         (0, 0, "2.1"),
         ("final", 0, "2.2"),
     ]
-    (row,) = await store.usage("T1", "C1", datetime.now(UTC) - timedelta(days=1))
+    (row,) = await store.usage(T1, "C1", datetime.now(UTC) - timedelta(days=1))
     assert (row.requests, row.tokens) == (1, 40)
 
 
@@ -262,8 +266,8 @@ async def test_recent_graded_runs_newest_first_without_plain_answers(store):
     await store.start_run(ThreadKey("T1", "C9", "1.0"), "1.0")
     await store.finish_run(graded, "satisfied")
     await store.finish_run(plain, "answered")
-    assert [r.run_id for r in await store.recent_graded_runs("T1", "C1", limit=5)] == [running, graded]
-    assert [r.run_id for r in await store.recent_graded_runs("T1", "C1", limit=1)] == [running]
+    assert [r.run_id for r in await store.recent_graded_runs(T1, "C1", limit=5)] == [running, graded]
+    assert [r.run_id for r in await store.recent_graded_runs(T1, "C1", limit=1)] == [running]
 
 
 async def test_undelivered_runs_are_listed_by_channel(store):
@@ -275,7 +279,7 @@ async def test_undelivered_runs_are_listed_by_channel(store):
     await store.mark_undelivered(lost)
     await store.mark_undelivered(lost_elsewhere)
 
-    (run,) = await store.undelivered_runs("T1", "C1")
+    (run,) = await store.undelivered_runs(T1, "C1")
     assert (run.run_id, run.status, run.undelivered) == (lost, "satisfied", True)
     assert [r.run_id for r in await store.undelivered_runs(None, None)] == [lost, lost_elsewhere]
     assert await store.undelivered_runs(None, None, since=datetime.now(UTC) + timedelta(days=1)) == []
@@ -293,7 +297,7 @@ async def test_what_a_run_read_is_recorded_and_totalled_per_channel(store, db_pa
 
     assert await store.unread_material(called_in) == (Unread("chart.png", "an image"),)
     assert await store.unread_material(plain) == ()
-    assert await store.material_tally("T1", "C1") == MaterialTally(
+    assert await store.material_tally(T1, "C1") == MaterialTally(
         runs=1, thread_messages=3, files_read=2, files_unread=1
     )
     assert await store.material_tally(None, None) == MaterialTally(
@@ -331,18 +335,18 @@ async def test_evaluations_are_kept_by_run_and_iteration(store, db_path):
     await store.save_evaluation(ThreadKey("T1", "C1", "1.0"), "1.6", evaluation(iteration=1), "- Be brief")
     store = await reopen(store, db_path)
     try:
-        record = await store.get_evaluation("run-1", 0)
+        record = await store.get_evaluation(T1, "run-1", 0)
         assert record is not None
         assert (record.channel, record.thread_ts, record.message_ts) == ("C1", "1.0", "1.5")
         assert record.evaluation["explanation"] == "first"
         assert record.rubric_text == "- Be brief"
-        assert (await store.get_evaluation("run-1", 1)).message_ts == "1.6"
-        assert await store.get_evaluation("run-1", 2) is None
+        assert (await store.get_evaluation(T1, "run-1", 1)).message_ts == "1.6"
+        assert await store.get_evaluation(T1, "run-1", 2) is None
         # Posting the same iteration again (e.g. a re-post) updates it in place.
         await store.save_evaluation(
             ThreadKey("T1", "C1", "1.0"), "1.9", evaluation(explanation="again"), "- Be brief"
         )
-        record = await store.get_evaluation("run-1", 0)
+        record = await store.get_evaluation(T1, "run-1", 0)
         assert (record.message_ts, record.evaluation["explanation"]) == ("1.9", "again")
     finally:
         await store.close()
@@ -361,7 +365,7 @@ async def test_a_reviewers_latest_review_replaces_their_earlier_one(store, db_pa
     await review(store, "U1", [("Clarity", "pass", "pass", "on reflection, fine")])
     store = await reopen(store, db_path)
     try:
-        rows = await store.reviews_for_iteration("run-1", 0)
+        rows = await store.reviews_for_iteration(T1, "run-1", 0)
     finally:
         await store.close()
     by_reviewer = {(r.reviewer, r.criterion): r for r in rows}
@@ -376,25 +380,25 @@ async def test_a_failed_review_leaves_the_earlier_one_in_place(store):
     with pytest.raises(IntegrityError):
         # The same criterion twice in one review breaks the primary key mid-transaction.
         await review(store, "U1", [("Tone", "3", "4", ""), ("Tone", "3", "2", "")])
-    rows = await store.reviews_for_iteration("run-1", 0)
+    rows = await store.reviews_for_iteration(T1, "run-1", 0)
     assert [(r.criterion, r.reviewer_verdict) for r in rows] == [("Clarity", "fail")]
 
 
 async def test_reviews_of_an_iteration_stay_separate_from_other_iterations(store):
     await review(store, "U1", [("Clarity", "pass", "fail", "")], iteration=0)
     await review(store, "U1", [("Clarity", "pass", "pass", "")], iteration=1)
-    assert [r.reviewer_verdict for r in await store.reviews_for_iteration("run-1", 0)] == ["fail"]
-    assert [r.reviewer_verdict for r in await store.reviews_for_iteration("run-1", 1)] == ["pass"]
+    assert [r.reviewer_verdict for r in await store.reviews_for_iteration(T1, "run-1", 0)] == ["fail"]
+    assert [r.reviewer_verdict for r in await store.reviews_for_iteration(T1, "run-1", 1)] == ["pass"]
 
 
 async def test_reviews_in_channel_since(store):
     await review(store, "U1", [("Clarity", "pass", "fail", "")])
     await review(store, "U1", [("Clarity", "pass", "fail", "")], run="run-2", channel="C2")
     now = datetime.now(UTC)
-    rows = await store.reviews_in_channel("T1", "C1")
+    rows = await store.reviews_in_channel(T1, "C1")
     assert [(r.channel, r.criterion) for r in rows] == [("C1", "Clarity")]
-    assert len(await store.reviews_in_channel("T1", "C1", since=now - timedelta(days=1))) == 1
-    assert await store.reviews_in_channel("T1", "C1", since=now + timedelta(minutes=1)) == []
+    assert len(await store.reviews_in_channel(T1, "C1", since=now - timedelta(days=1))) == 1
+    assert await store.reviews_in_channel(T1, "C1", since=now + timedelta(minutes=1)) == []
 
 
 async def test_recent_disagreements_newest_first_and_by_rubric(store):
@@ -404,25 +408,25 @@ async def test_recent_disagreements_newest_first_and_by_rubric(store):
     await review(store, "U2", [("Clarity", "fail", "pass", "newer")], run="run-b")
     await review(store, "U3", [("Tone", "2", "4", "newest")], run="run-a")
 
-    rows = await store.recent_disagreements("T1", "C1", limit=10)
+    rows = await store.recent_disagreements(T1, "C1", limit=10)
     assert [r.comment for r in rows] == ["newest", "newer", "old"]
     assert all(r.disagrees for r in rows)
-    assert [r.comment for r in await store.recent_disagreements("T1", "C1", limit=2)] == ["newest", "newer"]
-    by_rubric = await store.recent_disagreements("T1", "C1", "- Rubric A", limit=10)
+    assert [r.comment for r in await store.recent_disagreements(T1, "C1", limit=2)] == ["newest", "newer"]
+    by_rubric = await store.recent_disagreements(T1, "C1", "- Rubric A", limit=10)
     assert [r.comment for r in by_rubric] == ["newest", "old"]
-    assert await store.recent_disagreements("T1", "C2", limit=10) == []
+    assert await store.recent_disagreements(T1, "C2", limit=10) == []
 
 
 async def test_disagreements_for_calibration_are_none_while_it_is_switched_off(store):
     await review(store, "U1", [("Clarity", "pass", "fail", "overruled")])
-    assert [r.comment for r in await store.recent_disagreements("T1", "C1", calibrating_only=True)] == [
+    assert [r.comment for r in await store.recent_disagreements(T1, "C1", calibrating_only=True)] == [
         "overruled"
     ]
-    await store.set_calibration("T1", "C1", False)
-    assert await store.recent_disagreements("T1", "C1", calibrating_only=True) == []
-    assert len(await store.recent_disagreements("T1", "C1")) == 1
-    await store.set_calibration("T1", "C1", True)
-    assert len(await store.recent_disagreements("T1", "C1", calibrating_only=True)) == 1
+    await store.set_calibration(T1, "C1", False)
+    assert await store.recent_disagreements(T1, "C1", calibrating_only=True) == []
+    assert len(await store.recent_disagreements(T1, "C1")) == 1
+    await store.set_calibration(T1, "C1", True)
+    assert len(await store.recent_disagreements(T1, "C1", calibrating_only=True)) == 1
 
 
 # --- the file itself --------------------------------------------------------------------------------
@@ -491,7 +495,7 @@ async def still_waiting(task) -> bool:
 
 
 async def refresh(store):
-    async with store.locked_reviews("run-1", 0) as rows:
+    async with store.locked_reviews(T1, "run-1", 0) as rows:
         return [r.reviewer for r in rows]
 
 
@@ -501,7 +505,7 @@ async def test_refreshes_of_one_iteration_take_turns(db_path, store):
     # PostgreSQL serves several processes (here two Stores); SQLite one.
     other = await Store.open(db_path) if db_path.startswith("postgresql") else store
     try:
-        async with store.locked_reviews("run-1", 0) as rows:
+        async with store.locked_reviews(T1, "run-1", 0) as rows:
             assert [r.reviewer for r in rows] == ["U1"]
             second = asyncio.create_task(refresh(other))
             assert await still_waiting(second)
@@ -516,7 +520,7 @@ async def test_on_postgresql_a_review_waits_for_a_refresh_in_another_process(pos
     try:
         await store.save_evaluation(ThreadKey("T1", "C1", "1.0"), "1.5", evaluation(), "- Be brief")
         await review(store, "U1", [("Clarity", "pass", "fail", "")])
-        async with store.locked_reviews("run-1", 0):
+        async with store.locked_reviews(T1, "run-1", 0):
             saving = asyncio.create_task(review(other, "U2", [("Clarity", "pass", "pass", "")]))
             assert await still_waiting(saving)
         await saving
@@ -533,9 +537,9 @@ async def test_on_postgresql_reviews_of_other_iterations_do_not_wait(postgres_ur
         await store.save_evaluation(
             ThreadKey("T1", "C1", "1.0"), "1.6", evaluation(iteration=1), "- Be brief"
         )
-        async with store.locked_reviews("run-1", 0):
+        async with store.locked_reviews(T1, "run-1", 0):
             await review(other, "U2", [("Clarity", "pass", "pass", "")], iteration=1)
-            assert len(await store.reviews_for_iteration("run-1", 1)) == 1
+            assert len(await store.reviews_for_iteration(T1, "run-1", 1)) == 1
     finally:
         await asyncio.gather(store.close(), other.close())
 
@@ -544,13 +548,13 @@ async def test_concurrent_channel_rubric_edits_leave_one_whole_edit(db_path, sto
     other = await Store.open(db_path)
     try:
         edits = [(s, f"- Rubric {i}", f"U{i}") for i, s in enumerate((store, other) * 6)]
-        await asyncio.gather(*(s.set_channel_rubric("T1", "C1", text, user) for s, text, user in edits))
-        assert await store.get_channel_rubric("T1", "C1") in {text for _, text, _ in edits}
+        await asyncio.gather(*(s.set_channel_rubric(T1, "C1", text, user) for s, text, user in edits))
+        assert await store.get_channel_rubric(T1, "C1") in {text for _, text, _ in edits}
         # Whatever the order, the last edit to arrive is the one both processes see.
-        await other.set_channel_rubric("T1", "C1", "- Final word", "U9")
-        assert await store.get_channel_rubric("T1", "C1") == "- Final word"
-        await store.set_calibration("T1", "C1", False)
-        assert not await other.calibration_enabled("T1", "C1")
+        await other.set_channel_rubric(T1, "C1", "- Final word", "U9")
+        assert await store.get_channel_rubric(T1, "C1") == "- Final word"
+        await store.set_calibration(T1, "C1", False)
+        assert not await other.calibration_enabled(T1, "C1")
     finally:
         await other.close()
 
@@ -559,15 +563,15 @@ async def test_concurrent_channel_rubric_edits_leave_one_whole_edit(db_path, sto
 
 
 async def test_a_read_only_store_reads_but_never_writes(db_path, store):
-    await store.set_channel_rubric("T1", "C1", "- Be brief", "U1")
+    await store.set_channel_rubric(T1, "C1", "- Be brief", "U1")
     reader = await Store.open(db_path, read_only=True)
     try:
-        assert await reader.get_channel_rubric("T1", "C1") == "- Be brief"
+        assert await reader.get_channel_rubric(T1, "C1") == "- Be brief"
         with pytest.raises(DBAPIError, match=r"read-only|readonly"):
-            await reader.set_channel_rubric("T1", "C1", "- Changed", "U2")
+            await reader.set_channel_rubric(T1, "C1", "- Changed", "U2")
     finally:
         await reader.close()
-    assert await store.get_channel_rubric("T1", "C1") == "- Be brief"
+    assert await store.get_channel_rubric(T1, "C1") == "- Be brief"
 
 
 async def test_a_read_only_store_does_not_create_a_missing_file(tmp_path):

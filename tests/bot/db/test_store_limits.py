@@ -13,6 +13,10 @@ from sqlalchemy.exc import DBAPIError
 
 from bot.db.store import QuotaExceeded, ReplayLease, ReplayRefused, RunQuota, Store
 from bot.threads.conversation import ThreadKey
+from bot.workspaces.workspace import Workspace
+
+T1 = Workspace("T1")
+"""The workspace the tests' rows are filed under."""
 
 TODAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
@@ -72,34 +76,34 @@ async def test_usage_per_day_channel_and_requester(store):
     await start(store, requester="U2")
     await start(store, channel="C2")
 
-    rows = await store.usage("T1", "C1", TODAY)
+    rows = await store.usage(T1, "C1", TODAY)
     day = datetime.now(UTC).date()
     assert [(r.day, r.channel, r.requester, r.requests, r.tokens) for r in rows] == [
         (day, "C1", "U1", 2, 42),
         (day, "C1", "U2", 1, 0),
     ]
     assert {r.channel for r in await store.usage(None, None, TODAY)} == {"C1", "C2"}
-    assert await store.usage("T1", "C1", datetime.now(UTC) + timedelta(seconds=1)) == []
+    assert await store.usage(T1, "C1", datetime.now(UTC) + timedelta(seconds=1)) == []
     assert isinstance(rows[0].day, date)
 
 
 async def test_one_replay_per_channel_at_a_time_then_a_cooldown(store):
-    lease = await store.start_replay("T1", "C1", "U1", timedelta(hours=1))
+    lease = await store.start_replay(T1, "C1", "U1", timedelta(hours=1))
     assert isinstance(lease, ReplayLease)
 
-    running = await store.start_replay("T1", "C1", "U2", timedelta(0))
+    running = await store.start_replay(T1, "C1", "U2", timedelta(0))
     assert running == ReplayRefused(running=True, started_by="U1")
-    other = await store.start_replay("T1", "C2", "U2", timedelta(hours=1))
+    other = await store.start_replay(T1, "C2", "U2", timedelta(hours=1))
     assert isinstance(other, ReplayLease)
     await other.release()
 
     await lease.release()
-    cooling = await store.start_replay("T1", "C1", "U2", timedelta(hours=1))
+    cooling = await store.start_replay(T1, "C1", "U2", timedelta(hours=1))
     assert isinstance(cooling, ReplayRefused) and not cooling.running and cooling.started_by == "U1"
     assert cooling.next_start is not None
     assert timedelta(minutes=59) < cooling.next_start - datetime.now(UTC) <= timedelta(hours=1)
 
-    again = await store.start_replay("T1", "C1", "U2", timedelta(0))
+    again = await store.start_replay(T1, "C1", "U2", timedelta(0))
     assert isinstance(again, ReplayLease)
     await again.release()
 
@@ -108,11 +112,11 @@ async def test_one_replay_per_channel_at_a_time_then_a_cooldown(store):
 async def test_a_replay_lock_is_held_across_stores_and_freed_when_its_holder_goes(postgres_url):
     first, second = await Store.open(postgres_url), await Store.open(postgres_url)
     try:
-        lease = await first.start_replay("T1", "C1", "U1", timedelta(0))
+        lease = await first.start_replay(T1, "C1", "U1", timedelta(0))
         assert isinstance(lease, ReplayLease)
-        assert await second.start_replay("T1", "C1", "U2", timedelta(0)) == ReplayRefused(True, "U1")
+        assert await second.start_replay(T1, "C1", "U2", timedelta(0)) == ReplayRefused(True, "U1")
         await _drop_advisory_lock_holders(second)  # as if the holder's process died
-        freed = await second.start_replay("T1", "C1", "U2", timedelta(0))
+        freed = await second.start_replay(T1, "C1", "U2", timedelta(0))
         assert isinstance(freed, ReplayLease)
         await freed.release()
         with contextlib.suppress(DBAPIError):  # its session is gone: only the connection is given back

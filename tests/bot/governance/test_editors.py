@@ -9,6 +9,7 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.governance.editors import RubricEditors, is_workspace_admin
+from bot.workspaces.workspace import Workspace
 from tests.standins.slack_api import SlackApiStandin
 
 TOKEN = "xoxb-editors"
@@ -39,9 +40,9 @@ async def test_listed_users_group_members_and_admins_may_edit_and_nobody_else(cl
     editors = RubricEditors(["UEDITOR", "SLEADS"])
 
     for user in ("UEDITOR", "ULEAD", "UADMIN", "UOWNER"):
-        assert await editors.may_edit(client, "T1", user), user
-    assert not await editors.may_edit(client, "T1", "UPLAIN")
-    refusal = await editors.refusal(client, "T1", "UPLAIN")
+        assert await editors.may_edit(client, Workspace("T1"), user), user
+    assert not await editors.may_edit(client, Workspace("T1"), "UPLAIN")
+    refusal = await editors.refusal(client, Workspace("T1"), "UPLAIN")
     assert refusal is not None and "<@UEDITOR>, members of <!subteam^SLEADS>" in refusal
     assert "admins and owners" in refusal
 
@@ -49,23 +50,23 @@ async def test_listed_users_group_members_and_admins_may_edit_and_nobody_else(cl
 async def test_lookups_are_cached_per_workspace(client, slack):
     editors = RubricEditors(["SLEADS"])
     for _ in range(3):
-        assert not await editors.may_edit(client, "T1", "UPLAIN")
+        assert not await editors.may_edit(client, Workspace("T1"), "UPLAIN")
     assert len(slack.calls("users.info")) == 1 and len(slack.calls("usergroups.users.list")) == 1
 
-    await editors.may_edit(client, "T2", "UPLAIN")  # another workspace asks Slack itself
+    await editors.may_edit(client, Workspace("T2"), "UPLAIN")  # another workspace asks Slack itself
     assert len(slack.calls("users.info")) == 2
 
 
 async def test_without_editors_anyone_may_and_slack_is_not_asked(client, slack):
     editors = RubricEditors([])
-    assert not (await editors.editors_of("T1")).restricted
-    assert await editors.refusal(client, "T1", "UPLAIN") is None
+    assert not (await editors.editors_of(Workspace("T1"))).restricted
+    assert await editors.refusal(client, Workspace("T1"), "UPLAIN") is None
     assert slack.calls("users.info") == []
 
 
 async def test_a_slack_error_during_the_check_refuses_with_a_retry_hint(client, slack, caplog):
     slack.error_next("users.info", "ratelimited")
-    refusal = await RubricEditors(["UEDITOR"]).refusal(client, "T1", "UADMIN")
+    refusal = await RubricEditors(["UEDITOR"]).refusal(client, Workspace("T1"), "UADMIN")
 
     assert (
         refusal is not None and "Try again in a minute" in refusal and "Slack answered ratelimited" in refusal

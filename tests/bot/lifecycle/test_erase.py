@@ -13,7 +13,11 @@ from bot.db.database import Database, open_checkpointer
 from bot.db.store import ReviewVerdict, Store
 from bot.lifecycle.erase import Scope, prune, purge
 from bot.threads.conversation import ThreadKey
+from bot.workspaces.workspace import Workspace
 from tests.e2e.stored_rows import tables_containing
+
+T1 = Workspace("T1")
+"""The workspace the tests' rows are filed under."""
 
 OLD = ThreadKey("T1", "C1", "1700000000.000100")
 OTHER = ThreadKey("T1", "C2", "1700000000.000200")
@@ -59,7 +63,7 @@ async def test_prune_deletes_idle_threads_and_keeps_review_verdicts_without_comm
 
     assert erased["conversations"] == 2 and erased["runs"] == 2 and erased["evaluations"] == 2
     assert erased["review comments"] == 2 and erased["threads"] == 2
-    reviews = await store.reviews_in_channel("T1", None)
+    reviews = await store.reviews_in_channel(T1, None)
     assert [(r.reviewer_verdict, r.comment) for r in reviews] == [("fail", ""), ("fail", "")]
     for text in ("request in C1", "comment in C1", "rubric of C1"):
         assert not tables_containing(database_url, text)
@@ -69,15 +73,15 @@ async def test_prune_keeps_threads_active_more_recently_than_its_days(data):
     store, checkpointer = data
 
     assert sum((await prune(store, checkpointer, days=30)).values()) == 0
-    assert len(await store.threads_in("T1")) == 2
+    assert len(await store.threads_in(T1)) == 2
 
 
 async def test_purging_a_channel_deletes_its_reviews_rubric_and_settings_and_leaves_other_channels(
     data, database_url
 ):
     store, checkpointer = data
-    await store.set_channel_rubric("T1", "C1", "- channel rubric of C1", "U1")
-    await store.set_calibration("T1", "C1", False)
+    await store.set_channel_rubric(T1, "C1", "- channel rubric of C1", "U1")
+    await store.set_calibration(T1, "C1", False)
 
     erased = await purge(store, checkpointer, Scope(channel="C1"))
 

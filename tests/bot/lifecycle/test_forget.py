@@ -18,9 +18,10 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from bot.agent import agent_config
-from bot.lifecycle.erase import purge_team
+from bot.lifecycle.erase import purge_tenant
 from bot.lifecycle.forget import DROPPED_SUMMARY
 from bot.threads.conversation import MessageChange, UserMessage
+from bot.workspaces.workspace import Workspace
 from tests.bot.threads.runner_harness import Harness, open_harness
 from tests.e2e.stored_rows import tables_containing
 from tests.grading.scripted import answers, grader_wanting
@@ -73,7 +74,7 @@ async def queued_behind_a_slow_run(
     """A run under way, and a request (saying `text`) queued behind it; the event releases the run."""
     release, started = threading.Event(), threading.Event()
     runner = harness.use(held_first_answer(release, started), grader_wanting("Seine"))
-    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    await harness.store.set_channel_rubric(Workspace("T1"), "C1", RUBRIC, "U9")
     first = harness.message("What is the capital of France?")
     queued = harness.message(text, thread_ts=first.ts)
     await runner.submit_request(first)
@@ -233,7 +234,7 @@ async def test_a_deletion_a_stopping_process_did_not_apply_is_applied_by_the_nex
 async def test_a_thread_purged_while_a_run_is_under_way_keeps_nothing_of_it_and_runs_nothing_queued(harness):
     *_, release = await queued_behind_a_slow_run(harness, f"My key is {SECRET}")
 
-    await purge_team(harness.store, harness.checkpointer, "T1")  # an uninstall, say
+    await purge_tenant(harness.store, harness.checkpointer, Workspace("T1"))  # an uninstall, say
     release.set()
     await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
 

@@ -12,6 +12,7 @@ from bot.threads.conversation import (
     rubric_directive,
     user_message,
 )
+from bot.workspaces.workspace import Workspace
 
 TABLE = {subcommand.name: subcommand for subcommand in RUBRIC_SUBCOMMANDS}
 
@@ -86,24 +87,26 @@ def test_people_messages_are_handled(subtype):
 
 
 def test_top_level_message_starts_a_thread_under_itself():
-    message = user_message(event(ts="5.5"), team="T1", bot_user_id=BOT, event_id="Ev1")
+    message = user_message(event(ts="5.5"), workspace=Workspace("T1"), bot_user_id=BOT, event_id="Ev1")
 
     assert message.thread_ts == "5.5"
     assert message.thread_id == "T1:C1:5.5"
-    assert message.dedupe_keys == ("event:Ev1", "msg:C1:5.5")
+    assert message.dedupe_keys == ("event:Ev1", "msg:T1:C1:5.5")
 
 
 def test_reply_belongs_to_its_thread_root():
-    message = user_message(event(ts="6.6", thread_ts="5.5"), team="T1", bot_user_id=BOT, event_id=None)
+    message = user_message(
+        event(ts="6.6", thread_ts="5.5"), workspace=Workspace("T1"), bot_user_id=BOT, event_id=None
+    )
 
     assert message.thread_id == "T1:C1:5.5"
-    assert message.dedupe_keys == ("msg:C1:6.6",)
+    assert message.dedupe_keys == ("msg:T1:C1:6.6",)
 
 
 def test_bot_mention_is_stripped_and_slack_escaping_undone():
     text = "<@UBOT|rubric-bot> compare a &lt; b &amp;&amp; c &gt; d for <@U2>"
 
-    message = user_message(event(text=text), team="T1", bot_user_id=BOT, event_id=None)
+    message = user_message(event(text=text), workspace=Workspace("T1"), bot_user_id=BOT, event_id=None)
 
     assert message.text == "compare a < b && c > d for <@U2>"
 

@@ -32,9 +32,12 @@ from bot.listeners.rubric_command import RUBRIC_SUBCOMMANDS
 from bot.review.calibration import CALIBRATION_EXAMPLES, calibration_examples, calibration_source
 from bot.threads import render
 from bot.threads.conversation import ThreadKey
+from bot.workspaces.workspace import Workspace
 from grading import CalibrationExample, RubricEvaluation
 from tests.bot.threads.runner_harness import Harness, open_harness
 from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
+
+T1 = Workspace("T1")
 
 ROOT = Path(__file__).resolve().parents[3]
 RUBRIC = "- Names the capital\n- Mentions the river"
@@ -110,11 +113,11 @@ async def test_evaluations_in_channel_by_team_channel_and_period(store):
     def runs(found: list[dict[str, Any]]) -> list[tuple[str, int]]:
         return [(e["grading_run_id"], e["iteration"]) for e in found]
 
-    assert runs(await store.evaluations_in_channel("T1", "C1")) == [("a", 0), ("a", 1)]
+    assert runs(await store.evaluations_in_channel(T1, "C1")) == [("a", 0), ("a", 1)]
     assert runs(await store.evaluations_in_channel(None, "C1")) == [("a", 0), ("a", 1), ("c", 0)]
     assert len(await store.evaluations_in_channel(None, None)) == 4
     later = datetime.now(UTC) + timedelta(minutes=1)
-    assert await store.evaluations_in_channel("T1", "C1", since=later) == []
+    assert await store.evaluations_in_channel(T1, "C1", since=later) == []
 
 
 async def test_reviews_in_channel_can_span_teams_and_channels(store):
@@ -178,10 +181,10 @@ async def test_the_calibration_source_reads_the_runs_channel_from_its_thread_con
 
     inputs = {"messages": [HumanMessage("Capital of France?")], "rubric": RUBRIC}
     await run_turn(
-        agent, inputs, agent_config("in C1"), record, context=ThreadContext(team="T1", channel="C1")
+        agent, inputs, agent_config("in C1"), record, context=ThreadContext(workspace=T1, channel="C1")
     )
     await run_turn(
-        agent, inputs, agent_config("in C2"), record, context=ThreadContext(team="T1", channel="C2")
+        agent, inputs, agent_config("in C2"), record, context=ThreadContext(workspace=T1, channel="C2")
     )
     await run_turn(agent, inputs, agent_config("no context"), record)
     await store.close()
@@ -228,7 +231,7 @@ async def test_the_grader_sees_the_latest_disagreements_with_its_rubric_until_sw
     )
     grader = harness.grader
     assert grader is not None
-    await store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    await store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     extra = 2
     for number in range(CALIBRATION_EXAMPLES + extra):
         await disagree(store, f"run-{number}", f"comment {number}")
@@ -239,10 +242,10 @@ async def test_the_grader_sees_the_latest_disagreements_with_its_rubric_until_sw
     shown = [n for n in range(CALIBRATION_EXAMPLES + extra) if f"comment {n}" in prompt]
     assert shown == list(range(extra, CALIBRATION_EXAMPLES + extra))  # the newest ones, bounded
     assert "about another rubric" not in prompt
-    recorded = (await store.evaluations_in_channel("T1", "C1"))[-1]["calibration"]
+    recorded = (await store.evaluations_in_channel(T1, "C1"))[-1]["calibration"]
     assert len(recorded) == CALIBRATION_EXAMPLES
 
-    await store.set_calibration("T1", "C1", False)
+    await store.set_calibration(T1, "C1", False)
     await ask(harness)
     assert "comment" not in payload_of(grader.calls[-1])
-    assert (await store.evaluations_in_channel("T1", "C1"))[-1]["calibration"] == []
+    assert (await store.evaluations_in_channel(T1, "C1"))[-1]["calibration"] == []

@@ -18,6 +18,7 @@ from bot.db.store import Store
 from bot.slack.client import build_client
 from bot.threads.conversation import UserMessage
 from bot.threads.runner import ThreadRunner
+from bot.workspaces.clients import WorkspaceClients
 from grading import CalibrationSource
 from tests.grading.scripted import ScriptedChatModel
 from tests.standins.slack_api import SlackApiStandin
@@ -67,7 +68,11 @@ class Harness:
         )
         self.agent = agent
         self.runner = ThreadRunner(
-            agent=agent, store=self.store, client=self.client, checkpointer=self.checkpointer, **timeouts
+            agent=agent,
+            store=self.store,
+            clients=WorkspaceClients(self.client),
+            checkpointer=self.checkpointer,
+            **timeouts,
         )
         return self.runner
 

@@ -34,8 +34,13 @@ from bot.threads.conversation import ThreadKey, UserMessage
 from bot.threads.jobs import MAX_ATTEMPTS, Abandoned, JobKind, JobPayload
 from bot.threads.progress import WORKING_REACTION
 from bot.threads.runner import ThreadRunner
+from bot.workspaces.clients import WorkspaceClients
+from bot.workspaces.workspace import Workspace
 from tests.bot.threads.runner_harness import TOKEN, Harness, open_harness
 from tests.grading.scripted import answers, grade_call, grader_wanting, payload_of
+
+T1 = Workspace("T1")
+"""The workspace the tests' rows are filed under."""
 
 RUBRIC = "- Names the capital\n- Mentions the river"
 EVENT_TIMEOUT = 10.0  # a generous bound so a broken scheduler fails instead of hanging
@@ -52,7 +57,7 @@ async def harness(tmp_path) -> AsyncIterator[Harness]:
 
 async def test_a_run_posts_each_iteration_then_the_revised_answer(harness):
     runner = harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
-    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     request = harness.message("What is the capital of France?")
 
     await runner.submit_request(request)
@@ -68,7 +73,7 @@ async def test_a_run_posts_each_iteration_then_the_revised_answer(harness):
     assert re.search(r"Tokens this run: [\d,]+ in", final.all_text)
     # The evaluation messages are recorded for reviews, with the rubric they were graded against.
     run_id = first.metadata["event_payload"]["grading_run_id"]
-    record = await harness.store.get_evaluation(run_id, 0)
+    record = await harness.store.get_evaluation(T1, run_id, 0)
     assert record is not None and record.message_ts == first.ts and record.rubric_text == RUBRIC
     # The thread's status said what was happening at each step, and is gone.
     assert statuses(harness) == [
@@ -84,7 +89,7 @@ async def test_a_run_posts_each_iteration_then_the_revised_answer(harness):
 
 async def test_a_run_writes_once_as_it_starts_once_per_iteration_and_once_as_it_ends(harness):
     runner = harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
-    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     request = harness.message("What is the capital of France?")
     writes: list[str] = []
 
@@ -110,7 +115,7 @@ async def test_a_run_writes_once_as_it_starts_once_per_iteration_and_once_as_it_
     assert len(writes) == 5
     # What the last one recorded: how the run ended, and its closing message in the ledger.
     assert [status for _, status, _ in harness.runs()] == ["satisfied"]
-    run = await harness.store.request_run("T1", "C1", request.ts)
+    run = await harness.store.request_run(T1, "C1", request.ts)
     assert run is not None
     final = harness.thread(request.ts)[-1]
     assert [(p.step, p.message_ts) for p in await harness.store.posted_messages(run.run_id)][-1] == (
@@ -131,7 +136,7 @@ async def test_items_the_grader_flagged_outside_the_rubric_are_posted_and_stored
         )
 
     runner = harness.use(answers("Paris, on the Seine."), grader)
-    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     request = harness.message("What is the capital of France?")
 
     await runner.submit_request(request)
@@ -141,7 +146,7 @@ async def test_items_the_grader_flagged_outside_the_rubric_are_posted_and_stored
     assert "The grader also flagged" in evaluation.all_text
     assert "❌ Gives the population\n> No population given." in evaluation.all_text
     assert "Rubric satisfied" in final.all_text
-    stored = await harness.store.get_evaluation(evaluation.metadata["event_payload"]["grading_run_id"], 0)
+    stored = await harness.store.get_evaluation(T1, evaluation.metadata["event_payload"]["grading_run_id"], 0)
     assert stored is not None
     assert [item["name"] for item in stored.evaluation["unmatched"]] == ["Gives the population"]
 
@@ -152,7 +157,7 @@ def statuses(harness: Harness) -> list[str]:
 
 async def test_where_the_thread_status_is_refused_the_request_gets_the_reaction_instead(harness):
     runner = harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
-    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     request = harness.message("What is the capital of France?")
     harness.slack.error_next("assistant.threads.setStatus", "missing_scope")
 
@@ -172,11 +177,11 @@ async def test_where_the_thread_status_is_refused_the_request_gets_the_reaction_
 
 async def test_follow_up_is_graded_against_the_threads_rubric_not_a_newer_channel_default(harness):
     runner = harness.use(answers("Paris on the Seine."), grader_wanting("Seine"))
-    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     first = harness.message("Capital of France?")
     await runner.submit_request(first)
     await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
-    await harness.store.set_channel_rubric("T1", "C1", "- Something else entirely", "U9")
+    await harness.store.set_channel_rubric(T1, "C1", "- Something else entirely", "U9")
 
     await runner.submit_request(harness.message("And again, please", thread_ts=first.ts))
     await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
@@ -230,7 +235,7 @@ async def test_without_a_rubric_the_answer_is_plain_with_a_hint(harness):
 
 async def test_a_bare_mention_names_the_channels_default_rubric_and_asks_for_the_request(harness):
     runner = harness.use(answers("Paris."), grader_wanting("Paris"))
-    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     mention = harness.message("")
 
     await runner.ask_for_request(mention)
@@ -246,7 +251,7 @@ async def test_a_bare_mention_names_the_channels_default_rubric_and_asks_for_the
 
 async def test_a_bare_mention_after_a_rubric_message_names_the_threads_new_rubric(harness):
     runner = harness.use(answers("Paris."), grader_wanting("Paris"))
-    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     root = harness.message("rubric: - Is exactly one word")
 
     await runner.submit_rubric(root, "- Is exactly one word")
@@ -430,7 +435,7 @@ async def test_a_run_longer_than_the_run_timeout_is_ended_and_the_next_request_r
 
 async def test_an_answer_slack_never_took_is_recorded_and_logged_as_undelivered(harness, caplog):
     runner = harness.use(answers("Paris on the Seine."), grader_wanting("Seine"))
-    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     request = harness.message("Capital?")
     harness.slack.error_next("chat.postMessage", "channel_not_found", times=2)  # evaluation and answer
 
@@ -440,7 +445,7 @@ async def test_an_answer_slack_never_took_is_recorded_and_logged_as_undelivered(
 
     assert harness.thread(request.ts) == []
     assert harness.runs() == [(request.ts, "satisfied", 1)]  # graded fine, never seen
-    (lost,) = await harness.store.undelivered_runs("T1", "C1")
+    (lost,) = await harness.store.undelivered_runs(T1, "C1")
     assert lost.request_ts == request.ts
     assert f"thread {request.thread_id} ended satisfied, but its answer never reached" in caplog.text
 
@@ -464,7 +469,7 @@ async def test_slack_failures_are_retried_or_logged_without_losing_the_run(harne
 
 async def test_messages_slack_refuses_in_an_outage_are_posted_once_each_in_order_after_it(harness, caplog):
     runner = harness.use(answers("Paris.", "Paris on the Seine."), grader_wanting("Seine"))
-    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     request = harness.message("Capital?")
     harness.slack.begin_outage(503)
 
@@ -674,8 +679,10 @@ async def test_a_run_cut_short_resumes_from_its_checkpoint_and_posts_each_messag
     worker = revision_held_until(release, revising)
     queue = HeldQueue()
     harness.use(worker, grader_wanting("Seine"))
-    runner = ThreadRunner(agent=harness.agent, store=harness.store, client=harness.client, queue=queue)
-    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    runner = ThreadRunner(
+        agent=harness.agent, store=harness.store, clients=WorkspaceClients(harness.client), queue=queue
+    )
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     request = harness.message("What is the capital of France?")
     await runner.submit_request(request)
 
@@ -701,8 +708,10 @@ async def test_a_run_cut_short_resumes_from_its_checkpoint_and_posts_each_messag
 async def test_an_attempt_after_one_that_posted_everything_adds_nothing(harness):
     queue = HeldQueue()
     harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
-    runner = ThreadRunner(agent=harness.agent, store=harness.store, client=harness.client, queue=queue)
-    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    runner = ThreadRunner(
+        agent=harness.agent, store=harness.store, clients=WorkspaceClients(harness.client), queue=queue
+    )
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     request = harness.message("What is the capital of France?")
     await runner.submit_request(request)
     await queue.attempt(0)
@@ -717,7 +726,9 @@ async def test_an_attempt_after_one_that_posted_everything_adds_nothing(harness)
 async def test_a_run_cut_short_too_often_ends_with_a_notice(harness):
     queue = HeldQueue()
     harness.use(answers("Paris."), grader_wanting("Seine"))
-    runner = ThreadRunner(agent=harness.agent, store=harness.store, client=harness.client, queue=queue)
+    runner = ThreadRunner(
+        agent=harness.agent, store=harness.store, clients=WorkspaceClients(harness.client), queue=queue
+    )
     request = harness.message("What is the capital of France?")
     await runner.submit_request(request)
 
@@ -733,7 +744,7 @@ async def test_a_resumed_run_reads_nothing_again_and_still_names_what_was_not_re
     release, revising = threading.Event(), threading.Event()
     queue = HeldQueue()
     harness.use(revision_held_until(release, revising), grader_wanting("Seine"))
-    await harness.store.set_channel_rubric("T1", "C1", RUBRIC, "U9")
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     notes = harness.slack.add_file("notes.txt", b"The river is the Seine", "text/plain")
     photo = harness.slack.add_file("photo.png", b"\x89PNG\r\n\x1a\n", "image/png")
     async with aiohttp.ClientSession() as session:
@@ -741,7 +752,11 @@ async def test_a_resumed_run_reads_nothing_again_and_still_names_what_was_not_re
             session, api_url=harness.slack.api_url, thread_chars=1_000, max_file_bytes=1_000
         )
         runner = ThreadRunner(
-            agent=harness.agent, store=harness.store, client=harness.client, queue=queue, reader=reader
+            agent=harness.agent,
+            store=harness.store,
+            clients=WorkspaceClients(harness.client),
+            queue=queue,
+            reader=reader,
         )
         request = harness.message("What is the capital of France?")
         await runner.submit_request(request, Sources(files=shared_files({"files": [notes, photo]})))

@@ -21,7 +21,9 @@ from bot.config import Settings
 from bot.db.store import Store
 from bot.governance.editors import RubricEditors
 from bot.listeners.context import Services
+from bot.workspaces.clients import WorkspaceClients
 from bot.workspaces.settings import Deployment, WorkspaceOverrides
+from bot.workspaces.workspace import Workspace
 from tests.standins import slack_requests as sr
 from tests.standins.slack_api import TEAM_ID, SlackApiStandin
 
@@ -93,7 +95,7 @@ async def bot(slack: SlackApiStandin, tmp_path: Path) -> AsyncIterator[Bot]:
     editors = RubricEditors(settings.rubric_editors, workspace_editors=workspaces.rubric_editors)
     # `/rubric admin` uses neither the runner, nor replays, nor the checkpointer.
     services = Services(settings, store, None, None, editors, None, workspaces)  # type: ignore[arg-type]
-    yield Bot(create_app(settings, services, client), store, slack, workspaces)
+    yield Bot(create_app(settings, services, WorkspaceClients(client)), store, slack, workspaces)
     await store.close()
 
 
@@ -121,7 +123,7 @@ async def test_someone_who_is_not_an_admin_is_refused_and_no_form_opens(bot):
     assert "Only the workspace's admins and owners may change its settings" in answer["text"]
     assert "nothing was changed" in answer["text"]
     assert bot.slack.calls("views.open") == []
-    assert await bot.store.workspace_settings(TEAM_ID) is None
+    assert await bot.store.workspace_settings(Workspace(TEAM_ID)) is None
 
 
 async def test_an_admin_sees_each_setting_with_its_source_and_gets_the_form(bot):
@@ -164,7 +166,7 @@ async def test_an_admins_choices_are_saved_announced_and_shown_as_the_workspaces
     assert "Saved. From the next request on" in confirmation["text"]
     assert "requests per person per day: 100 → 20 (set for this workspace)" in confirmation["text"]
     assert any("UADMIN saved its settings" in r.getMessage() for r in caplog.records)
-    effective = await bot.workspaces.effective(TEAM_ID)
+    effective = await bot.workspaces.effective(Workspace(TEAM_ID))
     assert effective.models.worker == "openai:gpt-4.1" and effective.limits.requests_per_user == 20
     assert effective.stored is not None and effective.stored.updated_by == "UADMIN"
 
@@ -191,7 +193,7 @@ async def test_a_disallowed_model_and_a_limit_above_the_ceiling_are_refused_on_t
     assert answer["response_action"] == "errors"
     assert "openai:o1 is not among the models this deployment allows" in answer["errors"]["worker_model"]
     assert "500 is above the deployment's limit, 100" in answer["errors"]["daily_requests_per_user"]
-    assert await bot.store.workspace_settings(TEAM_ID) is None
+    assert await bot.store.workspace_settings(Workspace(TEAM_ID)) is None
     assert bot.slack.calls("chat.postEphemeral") == []
 
 
@@ -203,7 +205,7 @@ async def test_a_form_submitted_by_someone_not_an_admin_changes_nothing(bot):
 
     assert answer["response_action"] == "errors"
     assert "Only the workspace's admins and owners" in answer["errors"]["worker_model"]
-    assert await bot.store.workspace_settings(TEAM_ID) is None
+    assert await bot.store.workspace_settings(Workspace(TEAM_ID)) is None
 
 
 async def test_when_slack_cannot_say_who_is_an_admin_the_command_refuses(bot):

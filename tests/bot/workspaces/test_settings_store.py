@@ -9,6 +9,7 @@ import pytest
 
 from bot.db.store import Store, WorkspaceSettingsRow
 from bot.lifecycle.erase import Scope, purge
+from bot.workspaces.workspace import Workspace
 
 SAVED_AT = datetime(2026, 5, 4, 9, 30, 15, 123456, tzinfo=UTC)
 ROW = WorkspaceSettingsRow(
@@ -30,28 +31,30 @@ async def store(database_url):
 
 
 async def test_settings_read_back_as_saved_and_only_for_their_workspace(store):
-    await store.save_workspace_settings("T1", "", ROW)
+    await store.save_workspace_settings(Workspace("T1"), ROW)
 
-    assert await store.workspace_settings("T1") == ROW
-    assert await store.workspace_settings("T2") is None
-    assert await store.workspace_settings("T1", "E1") is None  # the same team id in a Grid org is another
+    assert await store.workspace_settings(Workspace("T1")) == ROW
+    assert await store.workspace_settings(Workspace("T2")) is None
+    assert (
+        await store.workspace_settings(Workspace("T1", "E1")) is None
+    )  # the same team id in a Grid org is another
 
 
 async def test_a_save_replaces_every_setting_and_who_saved_it(store):
-    await store.save_workspace_settings("T1", "E1", ROW)
+    await store.save_workspace_settings(Workspace("T1", "E1"), ROW)
     later = WorkspaceSettingsRow(None, "openai:gpt-4o", None, 5000, None, "UOWNER", SAVED_AT)
 
-    await store.save_workspace_settings("T1", "E1", later)
+    await store.save_workspace_settings(Workspace("T1", "E1"), later)
 
-    assert await store.workspace_settings("T1", "E1") == later
+    assert await store.workspace_settings(Workspace("T1", "E1")) == later
 
 
 async def test_purging_a_team_deletes_its_settings_and_no_others(store):
-    await store.save_workspace_settings("T1", "", ROW)
-    await store.save_workspace_settings("T2", "", ROW)
+    await store.save_workspace_settings(Workspace("T1"), ROW)
+    await store.save_workspace_settings(Workspace("T2"), ROW)
 
-    erased = await purge(store, None, Scope(team="T1"))
+    erased = await purge(store, None, Scope(tenant=Workspace("T1")))
 
     assert erased["workspace settings"] == 1
-    assert await store.workspace_settings("T1") is None
-    assert await store.workspace_settings("T2") == ROW
+    assert await store.workspace_settings(Workspace("T1")) is None
+    assert await store.workspace_settings(Workspace("T2")) == ROW
