@@ -49,6 +49,7 @@ from bot.db.store import (
     Store,
 )
 from bot.lifecycle.erase import describe, erase_leftovers
+from bot.lifecycle.files import empty_write_ahead_log
 from bot.lifecycle.forget import forget_message, revise_request
 from bot.limits.quota import DailyLimits, refusal_message
 from bot.material.files import Unread
@@ -399,8 +400,7 @@ class ThreadRunner:
 
     async def _close_change(self, job: ForgetJob) -> None:
         """Forget a kept deletion dropped with its workspace (whose data goes with it anyway)."""
-        if job.kept is not None:
-            await self._store.change_applied(job.kept)
+        await self._applied(job)
 
     async def _forget_job(self, client: AsyncWebClient, job: ForgetJob, attempt: int) -> None:
         deleted = job.message
@@ -408,13 +408,18 @@ class ThreadRunner:
             default = await self._store.get_channel_rubric(deleted.thread.workspace, deleted.channel)
             notice = render.rubric_forgotten(channel_default=default is not None)
             await self.reply(client, _thread_of(deleted), notice)
-        if job.kept is not None:
-            await self._store.change_applied(job.kept)
+        await self._applied(job)
 
     async def _revise_job(self, job: ReviseJob, attempt: int) -> None:
         await revise_request(self._agent, self._needs_checkpointer(), self._store, job.message)
+        await self._applied(job)
+
+    async def _applied(self, job: ForgetJob | ReviseJob) -> None:
+        """Forget the kept copy of a deletion or edit once it is applied (it quotes the message), and
+        empty SQLite's write-ahead log after it, as after the change itself."""
         if job.kept is not None:
             await self._store.change_applied(job.kept)
+            await empty_write_ahead_log(self._needs_checkpointer())
 
     def _while_kept(self, run: Callable[[P, int], Awaitable[None]]) -> Callable[[P, int], Awaitable[None]]:
         """`run`, for a thread whose data is still kept: a job whose thread was deleted (uninstall,
