@@ -20,6 +20,7 @@ from slack_sdk.oauth.state_store.sqlalchemy import AsyncSQLAlchemyOAuthStateStor
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Settings
+from bot.db.database import WRITE_LOCK_OPTION
 from bot.db.schema import INSTALLATIONS_TABLE, INSTALLED_BOTS_TABLE, OAUTH_STATES_TABLE
 from bot.slack.http import INSTALL_PATH, OAUTH_REDIRECT_PATH
 from bot.workspaces.manifest import bot_scopes
@@ -75,10 +76,14 @@ async def open_installations(settings: Settings, client: AsyncWebClient) -> Asyn
     assert settings.slack_client_id is not None and settings.slack_client_secret is not None
     client_id, client_secret = settings.slack_client_id, settings.slack_client_secret.get_secret_value()
     engine = settings.database.create_engine()
+    # On SQLite a store's transaction takes the write lock as it begins: consuming a state (or
+    # refreshing a token) reads, then writes, and a read transaction another connection wrote past
+    # meanwhile could not write at all (SQLITE_BUSY, which Bolt would report as an invalid state).
+    writer = engine.execution_options(**{WRITE_LOCK_OPTION: True})
     try:
         store = AsyncSQLAlchemyInstallationStore(
             client_id,
-            engine,
+            writer,
             bots_table_name=INSTALLED_BOTS_TABLE,
             installations_table_name=INSTALLATIONS_TABLE,
             logger=logger,
@@ -103,7 +108,7 @@ async def open_installations(settings: Settings, client: AsyncWebClient) -> Asyn
             installation_store=store,
             token_rotation_expiration_minutes=TOKEN_ROTATION_MINUTES,
             state_store=AsyncSQLAlchemyOAuthStateStore(
-                STATE_EXPIRATION_SECONDS, engine, logger=logger, table_name=OAUTH_STATES_TABLE
+                STATE_EXPIRATION_SECONDS, writer, logger=logger, table_name=OAUTH_STATES_TABLE
             ),
             state_expiration_seconds=STATE_EXPIRATION_SECONDS,
             logger=logger,

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import BOT_COMMAND, BotProcess, bot_environment
+from tests.e2e.stored_rows import tables_containing
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import ChatRequest, ModelApiStandin, grade
@@ -35,6 +36,8 @@ RUN_TIMEOUT = 30.0
 """Bound for one run to show up; the stand-ins answer in milliseconds."""
 STATE_COOKIE = "slack-app-oauth-state"
 """Bolt's cookie that ties the installer's browser to the state it was given."""
+GONE_WORDS, QUEUED_WORDS, KEPT_WORDS = "Zanzibar-gone", "Quokka-queued", "Kestrel-kept"
+"""Words only one workspace's requests hold: whether they are still stored tells whose data went."""
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -277,3 +280,111 @@ def _reports(d: Deployment) -> dict[str, str] | None:
 def _homes(d: Deployment) -> dict[str, str] | None:
     homes = {call.team: str(call.args.get("view")) for call in d.slack.calls("views.publish") if call.ok}
     return homes if {"T1", "T2"} <= homes.keys() else None
+
+
+# -- uninstalling --------------------------------------------------------------------------------
+
+
+def test_an_uninstall_ends_its_workspaces_work_and_deletes_its_data_and_the_other_keeps_its(fresh):
+    d = fresh
+    db = d.bots[0].env["RUBRIC_BOT_DB"]
+    d.slack.add_workspace("T3")
+    assert install(d.bots[0], "T3").status == 200
+    kept = d.mention("T1", f"Keep {KEPT_WORDS}", sr.new_ts())
+    d.wait_final("T1", kept)
+    d.command("T3", f"set {RUBRICS['T1']}")
+    root = d.mention("T3", f"Remember {GONE_WORDS}", sr.new_ts())
+    d.wait_final("T3", root)
+    d.model.hold()
+    d.mention("T3", f"Now {GONE_WORDS} again", sr.new_ts(), thread_ts=root)
+    wait_for(lambda: [r for r in d.model.requests() if "again" in r.all_text], RUN_TIMEOUT)
+    d.mention("T3", f"Then {QUEUED_WORDS}", sr.new_ts(), thread_ts=root)  # queued behind it
+    before = len(d.logs())
+
+    d.slack.uninstall("T3")
+    t3 = d.workspace("T3")
+    d.send("T3", sr.event_callback(sr.app_uninstalled(), team="T3", bot_user=t3.bot_user_id))
+    line = "deleted every thread, rubric and setting of team T3"
+    wait_for(lambda: line in d.logs()[before:], RUN_TIMEOUT, message="the uninstall's log line")
+    d.model.release()
+    wait_for(lambda: "deleted what it left" in d.logs()[before:], RUN_TIMEOUT, message="the held run's end")
+
+    assert "T3" not in installed_teams(Path(db)) and "T1" in installed_teams(Path(db))
+    assert tables_containing(db, GONE_WORDS) == [] and tables_containing(db, QUEUED_WORDS) == []
+    assert tables_containing(db, KEPT_WORDS)  # the other workspace's thread is all there
+    assert not [r for r in d.model.requests() if QUEUED_WORDS in r.all_text]  # never reached a model
+    assert d.logs()[before:].count(line) == 1
+
+
+# -- Enterprise Grid and rotating tokens ---------------------------------------------------------------
+
+
+def test_an_org_wide_install_answers_two_of_its_workspaces_with_the_org_token(fresh):
+    d = fresh
+    org = d.slack.add_workspace("TORG", enterprise="E1", org_wide=True)
+    assert install(d.bots[0], "TORG").status == 200
+    roots = {}
+    for team in ("T5", "T6"):  # two workspaces of the org, the org's one installation
+        root = sr.new_ts()
+        event = sr.app_mention(f"Hello from {team}", CHANNEL, root, team=team, bot_user=org.bot_user_id)
+        d.send(
+            team,
+            sr.event_callback(event, team=team, enterprise="E1", org_wide=True, bot_user=org.bot_user_id),
+        )
+        roots[team] = root
+
+    for root in roots.values():
+        d.wait_final("TORG", root)
+        assert {c.token for c in d.calls_in_thread(root)} == {d.workspace("TORG").token}
+    with sqlite3.connect(d.bots[0].env["RUBRIC_BOT_DB"]) as db:
+        stored = set(db.execute("SELECT enterprise, team FROM runs WHERE enterprise = 'E1'"))
+    assert stored == {("E1", "T5"), ("E1", "T6")}
+
+
+def test_a_rotating_token_is_refreshed_before_it_is_used(fresh):
+    d = fresh
+    d.slack.add_workspace("T8", rotating=True)
+    assert install(d.bots[0], "T8").status == 200
+    first = d.workspace("T8").token
+
+    root = d.mention("T8", "Anything new?", sr.new_ts())
+    d.wait_final("T8", root)
+
+    refreshes = [c for c in d.slack.calls("oauth.v2.access") if c.args.get("grant_type") == "refresh_token"]
+    assert refreshes and all(c.ok for c in refreshes)
+    newest = d.workspace("T8").token
+    assert newest != first
+    assert {c.token for c in d.calls_in_thread(root)} <= set(d.workspace("T8").tokens[1:])
+
+
+# -- several processes on PostgreSQL --------------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_two_serve_processes_on_postgresql_serve_both_workspaces(tmp_path, postgres_url):
+    with SlackApiStandin() as slack, ModelApiStandin() as model:
+        model.worker, model.grader = answer, grade_by_rubric
+        for team in ("T1", "T2"):
+            slack.add_workspace(team)
+        env = oauth_environment(slack, model, postgres_url)
+        first = start(env, tmp_path, "first")
+        second = start(env, tmp_path, "second")
+        d = Deployment(slack, model, [first, second])
+        try:
+            assert install(first, "T1").status == 200
+            assert install(second, "T2").status == 200
+            for team, via in (("T1", 1), ("T2", 0)):  # each asked through the process it did not install on
+                d.command(team, f"set {RUBRICS[team]}", bot=via)
+            root = sr.new_ts()
+            for team, via in (("T1", 1), ("T2", 0)):
+                d.mention(team, "Write the release note", root, bot=via)
+            for team in ("T1", "T2"):
+                d.wait_final(team, root)
+                assert {c.token for c in d.calls_in_thread(root) if c.team == team} == {
+                    d.workspace(team).token
+                }
+            assert {c.team for c in d.calls_in_thread(root)} == {"T1", "T2"}
+        finally:
+            for bot in (first, second):
+                bot.stop()
+                bot.sender.close()
