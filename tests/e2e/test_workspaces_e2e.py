@@ -319,7 +319,7 @@ def test_an_uninstall_ends_its_workspaces_work_and_deletes_its_data_and_the_othe
 # -- Enterprise Grid and rotating tokens ---------------------------------------------------------------
 
 
-def test_an_org_wide_install_answers_two_of_its_workspaces_with_the_org_token(fresh):
+def test_an_org_wide_install_answers_two_of_its_workspaces_and_its_uninstall_deletes_both(fresh):
     d = fresh
     org = d.slack.add_workspace("TORG", enterprise="E1", org_wide=True)
     assert install(d.bots[0], "TORG").status == 200
@@ -339,6 +339,19 @@ def test_an_org_wide_install_answers_two_of_its_workspaces_with_the_org_token(fr
     with sqlite3.connect(d.bots[0].env["RUBRIC_BOT_DB"]) as db:
         stored = set(db.execute("SELECT enterprise, team FROM runs WHERE enterprise = 'E1'"))
     assert stored == {("E1", "T5"), ("E1", "T6")}
+
+    before = len(d.logs())
+    d.slack.uninstall("TORG")
+    uninstalled = sr.event_callback(
+        sr.app_uninstalled(), team="T5", enterprise="E1", org_wide=True, bot_user=org.bot_user_id
+    )
+    d.send("T5", uninstalled)
+    line = "deleted every thread, rubric and setting of Enterprise Grid org E1"
+    wait_for(lambda: line in d.logs()[before:], RUN_TIMEOUT, message="the org uninstall's log line")
+    with sqlite3.connect(d.bots[0].env["RUBRIC_BOT_DB"]) as db:
+        assert not list(db.execute("SELECT team FROM runs WHERE enterprise = 'E1'"))  # both workspaces'
+        assert not list(db.execute("SELECT team_id FROM slack_installations WHERE enterprise_id = 'E1'"))
+        assert list(db.execute("SELECT team_id FROM slack_installations WHERE team_id = 'T1'"))  # kept
 
 
 def test_a_rotating_token_is_refreshed_before_it_is_used(fresh):
