@@ -247,16 +247,22 @@ class AgentPool:
         return self._agents[models]
 
 
+def configured_models(settings: Settings) -> dict[str, BaseChatModel]:
+    """Every model a run may use, by model string: the deployment's worker, grader and summarizer,
+    and `RUBRIC_BOT_ALLOWED_MODELS`; a bad one is a `ConfigError` naming its setting."""
+    specs = _deployment_models(settings)
+    specs += [("RUBRIC_BOT_ALLOWED_MODELS", spec) for spec in settings.allowed_models]
+    if settings.summary_model_override:
+        specs.append(("RUBRIC_BOT_SUMMARY_MODEL", settings.summary_model_override))
+    return _load_models(specs, settings.model_timeout)
+
+
 def configured_agents(
     settings: Settings, checkpointer: BaseCheckpointSaver, *, calibration: CalibrationSource | None = None
 ) -> AgentPool:
     """The agents the settings describe, checkpointed in `checkpointer`: the deployment's models by
     default, and each model of `RUBRIC_BOT_ALLOWED_MODELS` loaded for the workspaces that choose one."""
-    specs = _deployment_models(settings)
-    specs += [("RUBRIC_BOT_ALLOWED_MODELS", spec) for spec in settings.allowed_models]
-    if settings.summary_model_override:
-        specs.append(("RUBRIC_BOT_SUMMARY_MODEL", settings.summary_model_override))
-    models = _load_models(specs, settings.model_timeout)
+    models = configured_models(settings)
     # Without a summary model of its own, each agent summarizes with its worker.
     summarizer = models.get(settings.summary_model_override or "")
 

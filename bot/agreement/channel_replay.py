@@ -1,6 +1,6 @@
 """`/rubric replay [days]` in the background: does calibration help in this channel?
 
-The channel's reviewed iterations are replayed twice on the bot's own grader — with the team's
+The channel's reviewed iterations are replayed twice on the grader of its workspace — with the team's
 other disagreements as examples (``loo``) and with none (``off``) — and the comparison is posted in
 the channel with its chart, naming who asked. It costs two grader calls per reviewed iteration,
 so one replay runs per channel at a time across every process (the store's replay lock), and the
@@ -20,7 +20,7 @@ from typing import Final
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent import init_models
+from bot.agent import configured_models
 from bot.agreement.comparison import Comparison, chart_png, compare, comparison_blocks
 from bot.agreement.presentation import period_words
 from bot.agreement.replay import (
@@ -38,6 +38,7 @@ from bot.db.store import ReplayLease, ReplayRefused, Store, Verdict
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.mrkdwn import slack_date
 from bot.slack.notices import log_failure, reference_words, slack_failure_words
+from bot.workspaces.settings import Deployment, WorkspaceOverrides
 from bot.workspaces.workspace import Workspace
 from grading import EVIDENCE_TOOLS, TranscriptGrader
 
@@ -57,6 +58,9 @@ CHART_FILENAME = "calibration-replay.png"
 
 Tell = Callable[..., Awaitable[None]]
 """Answers the person who asked, only for them (Slack's response_url): ``await tell(text=...)``."""
+
+GraderOf = Callable[[Workspace], Awaitable[TranscriptGrader]]
+"""The grader a workspace's runs are graded by, which its replays measure."""
 
 
 @dataclass(frozen=True)
@@ -81,13 +85,14 @@ class ChannelReplays:
         *,
         store: Store,
         checkpointer: BaseCheckpointSaver,
-        grader: TranscriptGrader,
+        graders: GraderOf,
         cooldown: float = DEFAULT_REPLAY_COOLDOWN,
     ) -> None:
-        """`cooldown`: seconds from one replay's start in a channel to the next's."""
+        """`graders` gives a workspace's grader; `cooldown`: seconds from one replay's start in a
+        channel to the next's."""
         self._store = store
         self._checkpointer = checkpointer
-        self._grader = grader
+        self._graders = graders
         self._cooldown = timedelta(seconds=cooldown)
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -157,8 +162,9 @@ class ChannelReplays:
         cases, skipped = await attach_transcripts(self._checkpointer, reviewed)
         if not cases:
             return None
-        baseline = await self._regrade(cases, BASELINE)
-        candidate = await self._regrade(cases, CANDIDATE)
+        grader = await self._graders(request.workspace)
+        baseline = await self._regrade(cases, grader, BASELINE)
+        candidate = await self._regrade(cases, grader, CANDIDATE)
         failed = [r for r in [*baseline, *candidate] if r.error is not None]
         return await asyncio.to_thread(
             compare,
@@ -172,11 +178,11 @@ class ChannelReplays:
             usage=total_usage([*baseline, *candidate]),
         )
 
-    async def _regrade(self, cases: list[Case], calibration: Calibration) -> list[Regrade]:
+    async def _regrade(
+        self, cases: list[Case], grader: TranscriptGrader, calibration: Calibration
+    ) -> list[Regrade]:
         done: list[Regrade] = []
-        await regrade(
-            cases, self._grader, calibration, self._store, concurrency=CONCURRENCY, on_graded=done.append
-        )
+        await regrade(cases, grader, calibration, self._store, concurrency=CONCURRENCY, on_graded=done.append)
         return done
 
     async def _post(self, request: ReplayRequest, comparison: Comparison, client: AsyncWebClient) -> None:
@@ -211,17 +217,24 @@ def refusal_words(refused: ReplayRefused) -> str:
 
 @asynccontextmanager
 async def open_replays(settings: Settings, store: Store) -> AsyncIterator[ChannelReplays]:
-    """The `/rubric replay` runner of a serving process, on the bot's grader and database.
+    """The `/rubric replay` runner of a serving process, on each workspace's grader (its own from
+    `/rubric admin`, else the deployment's) and the bot's database.
 
     Replays read the checkpoint history on a connection of their own. Closing stops every replay
     still running, and each channel is told.
     """
     async with open_checkpointer(settings.database) as checkpointer:
-        _, grader = init_models(settings)
+        models = configured_models(settings)
+        graders = {spec: TranscriptGrader(model, tools=EVIDENCE_TOOLS) for spec, model in models.items()}
+        workspaces = WorkspaceOverrides(Deployment.from_settings(settings), store)
+
+        async def grader_of(workspace: Workspace) -> TranscriptGrader:
+            return graders[(await workspaces.models(workspace)).grader]
+
         replays = ChannelReplays(
             store=store,
             checkpointer=checkpointer,
-            grader=TranscriptGrader(grader, tools=EVIDENCE_TOOLS),
+            graders=grader_of,
             cooldown=settings.replay_cooldown,
         )
         try:

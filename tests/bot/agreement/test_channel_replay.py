@@ -44,11 +44,13 @@ async def test_stopping_the_bot_stops_a_replay_and_says_so_in_the_channel(tmp_pa
         store = await Store.open(str(path))
         try:
             async with AsyncSqliteSaver.from_conn_string(str(path)) as checkpointer:
-                replays = ChannelReplays(
-                    store=store,
-                    checkpointer=checkpointer,
-                    grader=TranscriptGrader(ScriptedChatModel(script=hanging_grader)),
-                )
+                asked: list[Workspace] = []
+
+                async def graders(workspace: Workspace) -> TranscriptGrader:
+                    asked.append(workspace)
+                    return TranscriptGrader(ScriptedChatModel(script=hanging_grader))
+
+                replays = ChannelReplays(store=store, checkpointer=checkpointer, graders=graders)
                 client = AsyncWebClient(token=TOKEN, base_url=slack.api_url)
                 request = ReplayRequest(Workspace(TEAM), CHANNEL, "U7", days=None)
                 assert await replays.start(request, tell, client) is None
@@ -56,6 +58,7 @@ async def test_stopping_the_bot_stops_a_replay_and_says_so_in_the_channel(tmp_pa
                 refused = await replays.start(second, tell, client)
                 assert refused == ReplayRefused(running=True, started_by="U7")
                 assert await asyncio.to_thread(started.wait, WAIT)
+                assert asked == [Workspace(TEAM)]  # the replay measures its workspace's grader
 
                 await replays.drain()
                 release.set()
