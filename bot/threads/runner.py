@@ -311,7 +311,8 @@ class ThreadRunner:
         """
         runs = await self._store.claim_abandoned_runs(started_before)
         for run in runs:
-            await self._submit(run.thread, NoticeJob(message=_request_of(run), run_id=run.run_id))
+            notice = NoticeJob(message=_reply_to(run.thread, run.request_ts), run_id=run.run_id)
+            await self._submit(run.thread, notice)
         return len(runs)
 
     async def reply(self, client: AsyncWebClient, message: UserMessage, payload: SlackMessage) -> str | None:
@@ -407,7 +408,7 @@ class ThreadRunner:
         if await forget_message(self._agent, self._needs_checkpointer(), self._store, deleted):
             default = await self._store.get_channel_rubric(deleted.thread.workspace, deleted.channel)
             notice = render.rubric_forgotten(channel_default=default is not None)
-            await self.reply(client, _thread_of(deleted), notice)
+            await self.reply(client, _reply_to(deleted.thread, deleted.ts), notice)
         await self._applied(job)
 
     async def _revise_job(self, job: ReviseJob, attempt: int) -> None:
@@ -857,7 +858,7 @@ class ThreadRunner:
     async def _report_interrupted(self, client: AsyncWebClient, message: UserMessage) -> None:
         """Tell the thread about interrupted runs whose notice could not be posted before."""
         for run in await self._store.claim_interrupted_runs(message.thread):
-            await self._tell_abandoned(client, _request_of(run), run.run_id)
+            await self._tell_abandoned(client, _reply_to(run.thread, run.request_ts), run.run_id)
 
     async def _tell_interrupted_runs(
         self, client: AsyncWebClient, runs: list[RunRecord], progress: WorkingIndicator
@@ -865,7 +866,7 @@ class ThreadRunner:
         """Tell the thread about the interrupted runs a run's start claimed; the notices took the
         thread status off, so it is shown again."""
         for run in runs:
-            await self._tell_abandoned(client, _request_of(run), run.run_id)
+            await self._tell_abandoned(client, _reply_to(run.thread, run.request_ts), run.run_id)
         if runs:
             await progress.drafting()
 
@@ -953,27 +954,15 @@ def _gave_up_notice() -> SlackMessage:
     )
 
 
-def _thread_of(change: MessageChange) -> UserMessage:
-    """Enough of a deleted or edited message to reply in its thread (its text is not kept)."""
+def _reply_to(thread: ThreadKey, ts: str) -> UserMessage:
+    """Enough of message `ts` in `thread` to reply to it: a deleted or edited message, or the
+    request of a recorded run (their text is not kept)."""
     return UserMessage(
-        team=change.team,
-        enterprise=change.enterprise,
-        channel=change.channel,
-        ts=change.ts,
-        thread_ts=change.thread_ts,
-        user="",
-        text="",
-    )
-
-
-def _request_of(run: RunRecord) -> UserMessage:
-    """The request a recorded run was answered for, enough to reply to it (its text is not kept)."""
-    return UserMessage(
-        team=run.team,
-        enterprise=run.enterprise,
-        channel=run.channel,
-        ts=run.request_ts,
-        thread_ts=run.thread_ts,
+        team=thread.team,
+        enterprise=thread.enterprise,
+        channel=thread.channel,
+        ts=ts,
+        thread_ts=thread.thread_ts,
         user="",
         text="",
     )
