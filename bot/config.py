@@ -315,7 +315,7 @@ class Settings(BaseSettings):
     def _editor_ids(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
-        ids = tuple(part.strip() for part in value.split(",") if part.strip())
+        ids = comma_list(value)
         wrong = [str(n) for n, id_ in enumerate(ids, start=1) if not EDITOR_ID.fullmatch(id_)]
         if wrong:
             raise ValueError(f"entry {', '.join(wrong)} is not a user id or user-group id")
@@ -326,7 +326,7 @@ class Settings(BaseSettings):
     def _model_ids(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
-        ids = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+        ids = tuple(dict.fromkeys(comma_list(value)))
         wrong = [str(n) for n, id_ in enumerate(ids, start=1) if not MODEL_ID.fullmatch(id_)]
         if wrong:
             raise ValueError(f'entry {", ".join(wrong)} is not a "provider:model" id')
@@ -347,7 +347,7 @@ class Settings(BaseSettings):
     def _scope_list(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
-        scopes = tuple(scope.strip() for scope in value.split(",") if scope.strip())
+        scopes = comma_list(value)
         if not scopes:
             raise ValueError("it names no scope")
         return scopes
@@ -415,6 +415,12 @@ def _require_prefix(value: SecretStr | None, prefix: str) -> SecretStr | None:
     if value is not None and not value.get_secret_value().startswith(prefix):
         raise ValueError(f'it does not start with "{prefix}"')
     return value
+
+
+def comma_list(value: str) -> tuple[str, ...]:
+    """The entries of a comma-separated setting, as Slack and operators write lists: trimmed, with
+    empty entries (a trailing comma, doubled commas) left out."""
+    return tuple(entry for part in value.split(",") if (entry := part.strip()))
 
 
 class ConfigError(Exception):
