@@ -38,7 +38,21 @@ from decimal import Decimal
 from typing import Any, Final, Literal, cast
 from weakref import WeakValueDictionary
 
-from sqlalchemy import Select, Update, and_, delete, exists, false, func, insert, select, text, tuple_, update
+from sqlalchemy import (
+    Select,
+    Update,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    false,
+    func,
+    insert,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -178,6 +192,21 @@ class RunRecord:
         return ThreadKey(self.team, self.channel, self.thread_ts, self.enterprise)
 
 
+@dataclass
+class RunLease:
+    """An attempt's hold on a run (see `Store.take_run`), for `Store.start_attempt`: ``key`` is
+    taken from whoever held the run while ``taking`` (until an attempt started with it), then
+    checked to be still the run's."""
+
+    key: str
+    taking: bool = True
+
+
+def new_lease() -> str:
+    """A lease no other attempt has."""
+    return uuid.uuid4().hex
+
+
 @dataclass(frozen=True)
 class RunMaterial:
     """What a run's request shared, as the run read it: recorded when the run starts."""
@@ -199,6 +228,10 @@ class AttemptStart:
     """What the request shared that was not read."""
     channel_rubric: str | None
     """The channel's default rubric (None if it has none, or it was not asked for)."""
+    settings: WorkspaceSettingsRow | None = None
+    """What the workspace's admins set (None if they never did, or it was not asked for)."""
+    holds_run: bool = True
+    """False if the lease the attempt held was taken over by another attempt (nothing recorded)."""
 
 
 @dataclass(frozen=True)
@@ -410,6 +443,10 @@ class Claim:
             if (used or 0) >= quota.tokens_per_channel:
                 raise QuotaExceeded("tokens", quota.tokens_per_channel)
 
+    async def workspace_settings(self, workspace: Workspace) -> WorkspaceSettingsRow | None:
+        """What the workspace's admins set, read in the claim's transaction."""
+        return await _workspace_settings(self._connection, workspace)
+
     async def driver_connection(self) -> Any:
         """The database driver's own connection in this transaction (psycopg's on PostgreSQL), for a
         job queue to insert the claimed message's job in the same transaction."""
@@ -539,8 +576,7 @@ class Store:
 
     async def has_thread(self, thread: ThreadKey) -> bool:
         """Whether the bot takes part in this thread."""
-        query = select(exists().where(*_in_thread(threads, thread)))
-        return bool(await self._scalar(query))
+        return bool(await self._scalar(_HAS_THREAD, _thread_columns(thread)))
 
     # -- channel rubrics and settings ------------------------------------------------------------
 
@@ -809,14 +845,27 @@ class Store:
             return await _claim_interrupted(connection, _interrupted_in(thread))
 
     async def start_attempt(
-        self, run_id: int, thread: ThreadKey, material: RunMaterial | None, *, channel_rubric: bool
+        self,
+        run_id: int,
+        thread: ThreadKey,
+        material: RunMaterial | None,
+        *,
+        channel_rubric: bool,
+        lease: RunLease | None = None,
+        settings: bool = False,
     ) -> AttemptStart:
         """Everything an attempt at a run records and reads as it starts, in one transaction: it
-        claims the thread's unreported interrupted runs (see `claim_interrupted_runs`), records
-        the request's `material` (a first attempt read it) or reads back what an earlier attempt
-        recorded as unread (None), and reads the channel's default rubric if `channel_rubric`.
+        takes or checks its `lease` on the run (see `take_run`), claims the thread's unreported
+        interrupted runs (see `claim_interrupted_runs`), records the request's `material` (a first
+        attempt read it) or reads back what an earlier attempt recorded as unread (None), reads the
+        channel's default rubric if `channel_rubric` and the workspace's settings if `settings`.
+
+        An attempt whose lease was taken over records nothing and learns only that
+        (``holds_run`` False).
         """
         async with self._write() as connection:
+            if lease is not None and not await _hold(connection, run_id, lease):
+                return AttemptStart([], (), None, holds_run=False)
             interrupted = await _claim_interrupted(connection, _interrupted_in(thread))
             if material is None:
                 unread = _unread(await connection.scalar(_unread_query(run_id)))
@@ -828,7 +877,8 @@ class Store:
                 if channel_rubric
                 else None
             )
-        return AttemptStart(interrupted, unread, rubric)
+            stored = await _workspace_settings(connection, thread.workspace) if settings else None
+        return AttemptStart(interrupted, unread, rubric, stored)
 
     async def release_interrupted(self, run_id: int) -> None:
         """Undo a claim whose report could not be posted, so that a later attempt reports the run."""
@@ -842,14 +892,14 @@ class Store:
         the lease from it: if that process was only cut off from the database, it finds out with
         `holds_run` before its next post and leaves the thread to the new holder.
         """
-        lease = uuid.uuid4().hex
+        lease = new_lease()
         async with self._write() as connection:
-            await connection.execute(update(runs).where(runs.c.run_id == run_id).values(lease=lease))
+            await _hold(connection, run_id, RunLease(lease))
         return lease
 
     async def holds_run(self, run_id: int, lease: str) -> bool:
         """Whether `lease` (from `take_run`) is still the run's: no other attempt has taken it over."""
-        return bool(await self._scalar(select(runs.c.lease == lease).where(runs.c.run_id == run_id)))
+        return bool(await self._scalar(_HOLDS_RUN, {"run_id": run_id, "lease": lease}))
 
     async def mark_undelivered(self, run_id: int) -> None:
         """Record that the run's closing message could not be posted in its thread."""
@@ -1273,14 +1323,8 @@ class Store:
 
     async def workspace_settings(self, workspace: Workspace) -> WorkspaceSettingsRow | None:
         """What the workspace's admins set (`/rubric admin`); None if they never did."""
-        table = workspace_settings
-        rows = await self._rows(select(table).where(*_in_workspace(table, workspace)))
-        if not rows:
-            return None
-        row = dict(rows[0])
-        editors = row.pop("rubric_editors")
-        del row["enterprise"], row["team"]
-        return WorkspaceSettingsRow(**row, rubric_editors=None if editors is None else tuple(editors))
+        async with self._turns, self._reader.connect() as connection:
+            return await _workspace_settings(connection, workspace)
 
     async def save_workspace_settings(self, workspace: Workspace, settings: WorkspaceSettingsRow) -> None:
         """Replace what the workspace's admins set, in one atomic upsert."""
@@ -1307,9 +1351,9 @@ class Store:
             result = await connection.execute(query)
             return list(result.mappings())
 
-    async def _scalar(self, query: Select[Any]) -> Any:
+    async def _scalar(self, query: Select[Any], parameters: dict[str, Any] | None = None) -> Any:
         async with self._turns, self._reader.connect() as connection:
-            return await connection.scalar(query)
+            return await connection.scalar(query, parameters)
 
 
 async def migrate(engine: AsyncEngine) -> list[str]:
@@ -1319,6 +1363,40 @@ async def migrate(engine: AsyncEngine) -> list[str]:
     """
     async with engine.execution_options(**{WRITE_LOCK_OPTION: True}).begin() as connection:
         return await connection.run_sync(migrations.upgrade)
+
+
+async def _hold(connection: AsyncConnection, run_id: int, lease: RunLease) -> bool:
+    """Take `lease` on the run, or check that it is still the run's; whether the attempt holds it."""
+    if lease.taking:
+        await connection.execute(update(runs).where(runs.c.run_id == run_id).values(lease=lease.key))
+        return True
+    return bool(await connection.scalar(_HOLDS_RUN, {"run_id": run_id, "lease": lease.key}))
+
+
+async def _workspace_settings(
+    connection: AsyncConnection, workspace: Workspace
+) -> WorkspaceSettingsRow | None:
+    """What the workspace's admins set (`/rubric admin`); None if they never did."""
+    found = (await connection.execute(_WORKSPACE_SETTINGS, _workspace_columns(workspace))).mappings().first()
+    if found is None:
+        return None
+    row = dict(found)
+    editors = row.pop("rubric_editors")
+    del row["enterprise"], row["team"]
+    return WorkspaceSettingsRow(**row, rubric_editors=None if editors is None else tuple(editors))
+
+
+# The reads every request makes, built once: building a statement costs a store call as much CPU
+# as sending it.
+_HAS_THREAD = select(
+    exists().where(
+        *(threads.c[name] == bindparam(name) for name in ("enterprise", "team", "channel", "thread_ts"))
+    )
+)
+_HOLDS_RUN = select(runs.c.lease == bindparam("lease")).where(runs.c.run_id == bindparam("run_id"))
+_WORKSPACE_SETTINGS = select(workspace_settings).where(
+    workspace_settings.c.enterprise == bindparam("enterprise"), workspace_settings.c.team == bindparam("team")
+)
 
 
 async def _lock_iteration(connection: AsyncConnection, grading_run_id: str, iteration: int) -> None:

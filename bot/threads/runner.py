@@ -43,10 +43,13 @@ from bot.db.store import (
     PostedEvaluation,
     PostedPart,
     QuotaExceeded,
+    RunLease,
     RunMaterial,
     RunRecord,
     RunStatus,
     Store,
+    WorkspaceSettingsRow,
+    new_lease,
 )
 from bot.lifecycle.erase import describe, erase_leftovers
 from bot.lifecycle.files import empty_write_ahead_log
@@ -220,10 +223,11 @@ class ThreadRunner:
         `sources` says what it shares besides its text. Past a daily limit its thread is told so
         instead, and no model is called."""
 
-        limits = await self._workspaces.limits(message.workspace) if self._workspaces else self._limits
-
         async def request(claim: Claim) -> JobPayload:
             now = datetime.now(UTC)
+            limits = self._limits
+            if self._workspaces is not None:
+                limits = self._workspaces.in_force(await claim.workspace_settings(message.workspace)).limits
             try:
                 run_id = await claim.start_run(
                     message.thread, message.ts, requester=message.user, quota=limits.quota(now)
@@ -466,7 +470,7 @@ class ThreadRunner:
         if why is Abandoned.STOPPING:
             await self._tell_interrupted(client, message, run_id, started=False)
             return
-        lease = await self._hold(run_id, None)
+        lease = await self._store.take_run(run_id) if self._queue.durable else None
         delivery = await self._delivery(client, message, run_id, resumed=True, lease=lease)
         await react(client, "reactions_remove", message)
         await delivery.post(FINAL_STEP, 0, _gave_up_notice())
@@ -521,10 +525,11 @@ class ThreadRunner:
         while this one could not reach the database), this one leaves the thread to it.
         """
         started = time.monotonic()
-        lease: str | None = None
+        # Taken as the first try starts, checked as each later one does; none with the embedded
+        # queue, whose runs no other process can take.
+        lease = RunLease(new_lease()) if self._queue.durable else None
         for number in range(attempt, MAX_ATTEMPTS):
             try:
-                lease = await self._hold(run_id, lease)
                 ended = await self._answer_and_post(
                     client, message, run_id, sources, resumed=number > 0, lease=lease
                 )
@@ -566,18 +571,6 @@ class ThreadRunner:
                 )
                 await asyncio.sleep(delay)
 
-    async def _hold(self, run_id: int, lease: str | None) -> str | None:
-        """This attempt's lease on the run: taken on its first try, checked on each later one
-        (`RunTakenOver` if another process took the run meanwhile). None with the embedded queue,
-        whose runs no other process can take."""
-        if not self._queue.durable:
-            return None
-        if lease is None:
-            return await self._store.take_run(run_id)
-        if not await self._store.holds_run(run_id, lease):
-            raise RunTakenOver(f"run {run_id} was taken over")
-        return lease
-
     async def _answer_and_post(
         self,
         client: AsyncWebClient,
@@ -586,14 +579,15 @@ class ThreadRunner:
         sources: Sources,
         *,
         resumed: bool,
-        lease: str | None,
+        lease: RunLease | None,
     ) -> _Attempt:
         """One attempt at the run, and how it ended.
 
         A failure of the models ends it with a notice; one of the database, or the run's take-over
         by another process, is raised.
         """
-        delivery = await self._delivery(client, message, run_id, resumed=resumed, lease=lease)
+        key = lease.key if lease else None
+        delivery = await self._delivery(client, message, run_id, resumed=resumed, lease=key)
         progress = WorkingIndicator(client, message)
         outcome: TurnOutcome | None = None
         status: RunStatus
@@ -601,7 +595,7 @@ class ThreadRunner:
         try:
             await progress.start()
             try:
-                outcome, unread = await self._answer(client, message, sources, progress, delivery)
+                outcome, unread = await self._answer(client, message, sources, progress, delivery, lease)
             except Exception as exc:
                 if isinstance(exc, RunTakenOver) or unavailable_error(exc) is not None:
                     raise
@@ -672,9 +666,11 @@ class ThreadRunner:
         sources: Sources,
         progress: WorkingIndicator,
         delivery: Delivery,
+        lease: RunLease | None,
     ) -> tuple[TurnOutcome, tuple[Unread, ...]]:
         """Run the agent on the request, posting each evaluation; `RunTimeout` past the run's limit.
-        Also what the request shared that was not read, for the final message.
+        Also what the request shared that was not read, for the final message. The attempt takes
+        (or checks) its `lease` on the run as it starts, before it posts anything.
 
         If the checkpoint already holds the request, an earlier attempt was cut short after it got
         there: the turn continues from the checkpoint instead of starting over (what it read is
@@ -697,8 +693,17 @@ class ThreadRunner:
             before = {**state, "messages": earlier}
         # A conversation without its own rubric picks up the channel default.
         start = await self._store.start_attempt(
-            delivery.run_id, message.thread, read, channel_rubric=inputs is not None and not rubric_text
+            delivery.run_id,
+            message.thread,
+            read,
+            channel_rubric=inputs is not None and not rubric_text,
+            lease=lease,
+            settings=self._agents is not None and self._workspaces is not None,
         )
+        if not start.holds_run:
+            raise RunTakenOver(f"run {delivery.run_id} in thread {message.thread_id} was taken over")
+        if lease is not None:
+            lease.taking = False
         if inputs is not None and start.channel_rubric:
             rubric_text = inputs["rubric"] = start.channel_rubric
         unread = start.unread
@@ -712,7 +717,7 @@ class ThreadRunner:
         try:
             async with guard:
                 outcome = await run_turn(
-                    await self._agent_for(message),
+                    self._agent_for(start.settings),
                     inputs,
                     config,
                     post_evaluation,
@@ -731,11 +736,12 @@ class ThreadRunner:
                 await post_evaluation(evaluation)
         return outcome, unread
 
-    async def _agent_for(self, message: UserMessage) -> ConversationAgent:
-        """The agent with the models of the message's workspace (the deployment's without `agents`)."""
+    def _agent_for(self, stored: WorkspaceSettingsRow | None) -> ConversationAgent:
+        """The agent with the models of a workspace whose admins set `stored` (the deployment's
+        without `agents`)."""
         if self._workspaces is None or self._agents is None:
             return self._agent
-        return self._agents.agent(await self._workspaces.models(message.workspace))
+        return self._agents.agent(self._workspaces.in_force(stored).models)
 
     async def _read(
         self, client: AsyncWebClient, message: UserMessage, sources: Sources, *, thread: bool

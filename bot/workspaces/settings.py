@@ -234,7 +234,12 @@ class WorkspaceOverrides:
 
     async def effective(self, workspace: Workspace) -> EffectiveSettings:
         """The settings in force in the workspace."""
-        return resolve(self.deployment, await self._store.workspace_settings(workspace))
+        return self.in_force(await self._store.workspace_settings(workspace))
+
+    def in_force(self, stored: WorkspaceSettingsRow | None) -> EffectiveSettings:
+        """The settings in force in a workspace whose admins set `stored` (read by the caller in a
+        transaction of its own: a request's claim, a run's start)."""
+        return resolve(self.deployment, stored)
 
     async def limits(self, workspace: Workspace) -> DailyLimits:
         """The daily limits in force in the workspace."""
@@ -251,4 +256,4 @@ class WorkspaceOverrides:
     async def save(self, workspace: Workspace, stored: WorkspaceSettingsRow) -> EffectiveSettings:
         """Store what the workspace's admins set; the settings now in force."""
         await self._store.save_workspace_settings(workspace, stored)
-        return resolve(self.deployment, stored)
+        return self.in_force(stored)

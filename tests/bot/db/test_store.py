@@ -11,7 +11,16 @@ import pytest
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from bot.db.database import DatabaseError
-from bot.db.store import AttemptStart, MaterialTally, PostedPart, ReviewVerdict, RunMaterial, Store
+from bot.db.store import (
+    AttemptStart,
+    MaterialTally,
+    PostedPart,
+    ReviewVerdict,
+    RunLease,
+    RunMaterial,
+    Store,
+    WorkspaceSettingsRow,
+)
 from bot.material.files import Unread
 from bot.threads.conversation import ThreadKey
 from bot.workspaces.workspace import Workspace
@@ -243,6 +252,41 @@ async def test_an_attempt_starts_in_one_write_claiming_interruptions_recording_a
     # A later attempt (the first was cut short) reads back what was not read; the notice is out.
     again = await store.start_attempt(run_id, THREAD, None, channel_rubric=False)
     assert again == AttemptStart(interrupted=[], unread=first.unread, channel_rubric=None)
+
+
+async def test_an_attempt_takes_its_lease_as_it_starts_and_one_taken_over_records_nothing(store):
+    run_id = await store.start_run(THREAD, "2.0")
+    lease = RunLease("first")
+
+    assert (await store.start_attempt(run_id, THREAD, None, channel_rubric=False, lease=lease)).holds_run
+    assert await store.holds_run(run_id, "first")
+    # The run's job was re-queued meanwhile and another process took the run over.
+    taken_over = await store.take_run(run_id)
+    interrupted = await store.start_run(THREAD, "3.0")
+    await store.mark_interrupted(interrupted)
+    shared = RunMaterial(2, ["spec.pdf"], [])
+
+    again = await store.start_attempt(
+        run_id, THREAD, shared, channel_rubric=False, lease=RunLease("first", taking=False)
+    )
+
+    assert again == AttemptStart([], (), None, holds_run=False)
+    assert await store.holds_run(run_id, taken_over)
+    # The interruption is left for the attempt holding the run to report.
+    assert [run.run_id for run in await store.claim_interrupted_runs(THREAD)] == [interrupted]
+    assert await store.material_tally(T1, "C1") == MaterialTally(0, 0, 0, 0)
+
+
+async def test_an_attempt_reads_its_workspaces_settings_as_it_starts_when_asked(store):
+    chosen = WorkspaceSettingsRow("openai:gpt-4.1", None, None, None, None, "UADMIN", datetime.now(UTC))
+    await store.save_workspace_settings(T1, chosen)
+    run_id = await store.start_run(THREAD, "2.0")
+
+    asked = await store.start_attempt(run_id, THREAD, None, channel_rubric=False, settings=True)
+    not_asked = await store.start_attempt(run_id, THREAD, None, channel_rubric=False)
+
+    assert asked.settings == chosen
+    assert not_asked.settings is None
 
 
 async def test_a_run_ends_with_its_closing_messages_in_the_ledger(store):

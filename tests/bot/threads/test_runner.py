@@ -91,11 +91,12 @@ async def test_a_run_writes_once_as_it_starts_once_per_iteration_and_once_as_it_
     runner = harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
     await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     request = harness.message("What is the capital of France?")
-    writes: list[str] = []
+    transactions: list[str] = []
 
     def count_write(connection: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement == "BEGIN IMMEDIATE":  # how the store starts each writing transaction on SQLite
-            writes.append(statement)
+        # How the store starts each transaction on SQLite: "BEGIN IMMEDIATE" to write, else "BEGIN".
+        if statement.startswith("BEGIN"):
+            transactions.append(statement)
 
     engine = harness.store._engine.sync_engine
     event.listen(engine, "before_cursor_execute", count_write)
@@ -112,7 +113,10 @@ async def test_a_run_writes_once_as_it_starts_once_per_iteration_and_once_as_it_
     ]
     # Queued (claim, thread, run), started, two iterations (message and evaluation), ended
     # (closing message and status).
-    assert len(writes) == 5
+    assert transactions.count("BEGIN IMMEDIATE") == 5
+    # Besides, whether the thread's data is still kept, as the job starts and as it ends: nothing
+    # else is read apart from these writes.
+    assert transactions.count("BEGIN") == 2
     # What the last one recorded: how the run ended, and its closing message in the ledger.
     assert [status for _, status, _ in harness.runs()] == ["satisfied"]
     run = await harness.store.request_run(T1, "C1", request.ts)
