@@ -35,6 +35,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcon
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from functools import cache
 from typing import Any, Final, Literal, cast
 from weakref import WeakValueDictionary
 
@@ -480,6 +481,15 @@ class Store:
         # transaction, see `bot.db.database`.
         self._reader = engine.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else engine
         self._upsert = postgresql.insert if self._postgres else sqlite.insert
+        self._ledger = self._upsert(posted).on_conflict_do_nothing().returning(posted.c.run_id)
+        """Insert a ledger entry (`_ledger_row`) unless that part was recorded before; returns the
+        run id if inserted."""
+        upsert = self._upsert(evaluations)
+        self._evaluation_upsert = upsert.on_conflict_do_update(
+            index_elements=["grading_run_id", "iteration"],
+            set_={name: upsert.excluded[name] for name in _EVALUATION_REPLACED},
+        )
+        """Remember an evaluation message (`_evaluation_row`), replacing one of the same iteration."""
         # SQLite serves one process through one connection, its statements in arrival order (as
         # the lock queues them): messages a thread receives back to back reach the runner in
         # that order. PostgreSQL serves many processes and needs no such queue.
@@ -596,7 +606,7 @@ class Store:
 
     async def get_channel_rubric(self, workspace: Workspace, channel: str) -> str | None:
         """The channel's default rubric text, or None."""
-        return await self._scalar(_channel_rubric_query(workspace, channel))
+        return await self._scalar(_CHANNEL_RUBRIC, _channel_columns(workspace, channel))
 
     async def clear_channel_rubric(
         self, workspace: Workspace, channel: str, user: str
@@ -777,8 +787,10 @@ class Store:
             values["tokens"] = tokens
         async with self._write() as connection:
             for part in posted:
-                await connection.execute(self._ledger_insert(run_id, part.step, part.part, part.message_ts))
-            await connection.execute(update(runs).where(runs.c.run_id == run_id).values(**values))
+                await connection.execute(
+                    self._ledger, _ledger_row(run_id, part.step, part.part, part.message_ts)
+                )
+            await connection.execute(_RUN_UPDATE, {"of_run": run_id, **values})
 
     async def usage(
         self, workspace: Workspace | None, channel: str | None, since: datetime
@@ -823,7 +835,8 @@ class Store:
     async def acknowledge_interrupted(self, run_id: int) -> None:
         """Mark an interrupted run as reported (and as interrupted, if it never finished)."""
         async with self._write() as connection:
-            await connection.execute(_interrupted_and_reported(update(runs).where(runs.c.run_id == run_id)))
+            statement = _interrupted_and_reported(update(runs).where(runs.c.run_id == run_id))
+            await connection.execute(statement, {"reported_at": _now()})
 
     async def claim_abandoned_runs(self, started_before: datetime) -> list[RunRecord]:
         """Take the unreported runs an earlier process left behind, marking them interrupted and reported.
@@ -833,16 +846,16 @@ class Store:
         so processes starting together each get different runs and every run is reported once.
         """
         async with self._write() as connection:
-            return await _claim_interrupted(
-                connection,
+            claiming = _claiming_interrupted(
                 (runs.c.finished_at.is_(None) & (runs.c.started_at < started_before))
-                | (runs.c.status == INTERRUPTED),
+                | (runs.c.status == INTERRUPTED)
             )
+            return await _claim_interrupted(connection, claiming)
 
     async def claim_interrupted_runs(self, thread: ThreadKey) -> list[RunRecord]:
         """Take the thread's interrupted runs nobody has reported yet, marking them reported."""
         async with self._write() as connection:
-            return await _claim_interrupted(connection, _interrupted_in(thread))
+            return await _claim_interrupted(connection, _CLAIM_INTERRUPTED_IN_THREAD, _run_thread(thread))
 
     async def start_attempt(
         self,
@@ -866,14 +879,16 @@ class Store:
         async with self._write() as connection:
             if lease is not None and not await _hold(connection, run_id, lease):
                 return AttemptStart([], (), None, holds_run=False)
-            interrupted = await _claim_interrupted(connection, _interrupted_in(thread))
+            interrupted = await _claim_interrupted(
+                connection, _CLAIM_INTERRUPTED_IN_THREAD, _run_thread(thread)
+            )
             if material is None:
                 unread = _unread(await connection.scalar(_unread_query(run_id)))
             else:
-                await connection.execute(_material_update(run_id, material))
+                await connection.execute(_RUN_UPDATE, _material_values(run_id, material))
                 unread = tuple(material.files_unread)
             rubric = (
-                await connection.scalar(_channel_rubric_query(thread.workspace, thread.channel))
+                await connection.scalar(_CHANNEL_RUBRIC, _channel_columns(thread.workspace, thread.channel))
                 if channel_rubric
                 else None
             )
@@ -912,7 +927,7 @@ class Store:
         """Record what the run's request shared that was read (and what was not, with why)."""
         material = RunMaterial(thread_messages, files_read, files_unread)
         async with self._write() as connection:
-            await connection.execute(_material_update(run_id, material))
+            await connection.execute(_RUN_UPDATE, _material_values(run_id, material))
 
     async def unread_material(self, run_id: int) -> tuple[Unread, ...]:
         """What the run's request shared that was not read (none before the run read it)."""
@@ -971,23 +986,13 @@ class Store:
 
         False (changing nothing) if that part was recorded before: it is already in the thread.
         """
-        statement = self._ledger_insert(run_id, step, part, message_ts)
         async with self._write() as connection:
-            inserted = (await connection.execute(statement)).first()
+            inserted = (
+                await connection.execute(self._ledger, _ledger_row(run_id, step, part, message_ts))
+            ).first()
             if inserted is not None and evaluation is not None:
-                await connection.execute(self._evaluation_upsert(message_ts, evaluation))
+                await connection.execute(self._evaluation_upsert, _evaluation_row(message_ts, evaluation))
         return inserted is not None
-
-    def _ledger_insert(self, run_id: int, step: Step, part: int, message_ts: str) -> Any:
-        """Insert a ledger entry unless that part was recorded before; returns the run id if inserted."""
-        row = {
-            "run_id": run_id,
-            "iteration": str(step),
-            "part": part,
-            "message_ts": message_ts,
-            "posted_at": _now(),
-        }
-        return self._upsert(posted).values(row).on_conflict_do_nothing().returning(posted.c.run_id)
 
     async def posted_messages(self, run_id: int) -> list[PostedMessage]:
         """What the run has posted so far, in the order it was posted."""
@@ -1009,28 +1014,9 @@ class Store:
         self, thread: ThreadKey, message_ts: str, evaluation: RubricEvaluation, rubric_text: str
     ) -> None:
         """Remember an evaluation message posted in the thread, keyed by its grading run id and iteration."""
-        statement = self._evaluation_upsert(message_ts, PostedEvaluation(thread, evaluation, rubric_text))
+        row = _evaluation_row(message_ts, PostedEvaluation(thread, evaluation, rubric_text))
         async with self._write() as connection:
-            await connection.execute(statement)
-
-    def _evaluation_upsert(self, message_ts: str, shown: PostedEvaluation) -> Any:
-        evaluation = shown.evaluation
-        values = {
-            **_thread_columns(shown.thread),
-            "message_ts": message_ts,
-            "evaluation": evaluation,
-            "rubric_text": shown.rubric_text,
-        }
-        statement = self._upsert(evaluations).values(
-            grading_run_id=evaluation["grading_run_id"],
-            iteration=evaluation["iteration"],
-            created_at=_now(),
-            **values,
-        )
-        return statement.on_conflict_do_update(
-            index_elements=["grading_run_id", "iteration"],
-            set_={name: statement.excluded[name] for name in values},
-        )
+            await connection.execute(self._evaluation_upsert, row)
 
     async def get_evaluation(
         self, workspace: Workspace, grading_run_id: str, iteration: int
@@ -1158,28 +1144,9 @@ class Store:
         ``calibrating_only`` none at all if calibration is switched off in the channel: the grader
         reads its examples in one query.
         """
-        query = select(*_REVIEW_COLUMNS).where(
-            *_in_channel(reviews, workspace, channel),
-            reviews.c.reviewer_verdict != reviews.c.grader_verdict,
-        )
-        if calibrating_only:
-            settings = channel_settings
-            query = query.where(
-                ~exists().where(
-                    *_in_channel(settings, workspace, channel), settings.c.calibration.is_(false())
-                )
-            )
-        if rubric_text is not None:
-            query = query.where(
-                exists().where(
-                    *_in_workspace(evaluations, workspace),
-                    evaluations.c.grading_run_id == reviews.c.grading_run_id,
-                    evaluations.c.iteration == reviews.c.iteration,
-                    evaluations.c.rubric_text == rubric_text,
-                )
-            )
-        query = query.order_by(reviews.c.created_at.desc()).limit(limit)
-        return [ReviewRow(**row) for row in await self._rows(query)]
+        query = _disagreements_query(rubric_text is not None, calibrating_only)
+        parameters = {**_channel_columns(workspace, channel), "rubric_text": rubric_text, "limit": limit}
+        return [ReviewRow(**row) for row in await self._rows(query, parameters)]
 
     @staticmethod
     async def _reviews_of_iteration(
@@ -1346,9 +1313,9 @@ class Store:
         async with self._turns, self._writer.begin() as connection:
             yield connection
 
-    async def _rows(self, query: Select[Any]) -> list[Any]:
+    async def _rows(self, query: Select[Any], parameters: dict[str, Any] | None = None) -> list[Any]:
         async with self._turns, self._reader.connect() as connection:
-            result = await connection.execute(query)
+            result = await connection.execute(query, parameters)
             return list(result.mappings())
 
     async def _scalar(self, query: Select[Any], parameters: dict[str, Any] | None = None) -> Any:
@@ -1386,17 +1353,63 @@ async def _workspace_settings(
     return WorkspaceSettingsRow(**row, rubric_editors=None if editors is None else tuple(editors))
 
 
-# The reads every request makes, built once: building a statement costs a store call as much CPU
-# as sending it.
-_HAS_THREAD = select(
-    exists().where(
-        *(threads.c[name] == bindparam(name) for name in ("enterprise", "team", "channel", "thread_ts"))
-    )
-)
-_HOLDS_RUN = select(runs.c.lease == bindparam("lease")).where(runs.c.run_id == bindparam("run_id"))
-_WORKSPACE_SETTINGS = select(workspace_settings).where(
-    workspace_settings.c.enterprise == bindparam("enterprise"), workspace_settings.c.team == bindparam("team")
-)
+def _ledger_row(run_id: int, step: Step, part: int, message_ts: str) -> dict[str, Any]:
+    """A ledger entry: part `part` of the run's `step` is in the thread as `message_ts`, from now."""
+    return {
+        "run_id": run_id,
+        "iteration": str(step),
+        "part": part,
+        "message_ts": message_ts,
+        "posted_at": _now(),
+    }
+
+
+def _evaluation_row(message_ts: str, shown: PostedEvaluation) -> dict[str, Any]:
+    """The evaluations row of an evaluation message."""
+    evaluation = shown.evaluation
+    return {
+        "grading_run_id": evaluation["grading_run_id"],
+        "iteration": evaluation["iteration"],
+        "created_at": _now(),
+        **_thread_columns(shown.thread),
+        "message_ts": message_ts,
+        "evaluation": evaluation,
+        "rubric_text": shown.rubric_text,
+    }
+
+
+@cache
+def _disagreements_query(of_rubric: bool, calibrating_only: bool) -> Select[Any]:
+    """A channel's latest reviews that differ from the grader (see `Store.recent_disagreements`),
+    built once for each choice; parameters: the channel's columns, ``rubric_text``, ``limit``."""
+    disagreeing = reviews.c.reviewer_verdict != reviews.c.grader_verdict
+    query = select(*_REVIEW_COLUMNS).where(*_bound(reviews, *_CHANNEL_KEYS), disagreeing)
+    if calibrating_only:
+        settings = channel_settings
+        query = query.where(
+            ~exists().where(*_bound(settings, *_CHANNEL_KEYS), settings.c.calibration.is_(false()))
+        )
+    if of_rubric:
+        query = query.where(
+            exists().where(
+                evaluations.c.enterprise == reviews.c.enterprise,
+                evaluations.c.team == reviews.c.team,
+                evaluations.c.grading_run_id == reviews.c.grading_run_id,
+                evaluations.c.iteration == reviews.c.iteration,
+                evaluations.c.rubric_text == bindparam("rubric_text"),
+            )
+        )
+    return query.order_by(reviews.c.created_at.desc()).limit(bindparam("limit"))
+
+
+def _bound(table: Any, *names: str) -> list[Any]:
+    """Conditions that each named column of `table` equals the parameter of its name."""
+    return [table.c[name] == bindparam(name) for name in names]
+
+
+def _channel_columns(workspace: Workspace, channel: str) -> dict[str, str]:
+    """The columns that say which channel a row belongs to."""
+    return {**_workspace_columns(workspace), "channel": channel}
 
 
 async def _lock_iteration(connection: AsyncConnection, grading_run_id: str, iteration: int) -> None:
@@ -1405,36 +1418,34 @@ async def _lock_iteration(connection: AsyncConnection, grading_run_id: str, iter
     await connection.execute(query.with_for_update())
 
 
-async def _claim_interrupted(connection: AsyncConnection, condition: Any) -> list[RunRecord]:
-    """Mark the unreported runs matching `condition` reported (and interrupted, if they never
-    ended); those runs, oldest first."""
-    statement = _interrupted_and_reported(
-        update(runs).where(runs.c.acknowledged.is_(False), condition)
-    ).returning(*_RUN_COLUMNS)
-    claimed = [RunRecord(**row) for row in (await connection.execute(statement)).mappings()]
-    return sorted(claimed, key=lambda run: run.run_id)
+async def _claim_interrupted(
+    connection: AsyncConnection, claiming: Update, parameters: dict[str, Any] | None = None
+) -> list[RunRecord]:
+    """Run `claiming` (see `_claiming_interrupted`) with `parameters`; the runs it claimed, oldest first."""
+    result = await connection.execute(claiming, {"reported_at": _now(), **(parameters or {})})
+    return sorted((RunRecord(**row) for row in result.mappings()), key=lambda run: run.run_id)
 
 
-def _interrupted_in(thread: ThreadKey) -> Any:
-    """The condition on runs: the thread's interrupted runs."""
-    return and_(
-        *_in_workspace(runs, thread.workspace),
-        runs.c.thread_id == thread.thread_id,
-        runs.c.status == INTERRUPTED,
-    )
+def _claiming_interrupted(condition: Any) -> Update:
+    """The statement marking the unreported runs matching `condition` reported (and interrupted,
+    if they never ended), returning them."""
+    unreported = update(runs).where(runs.c.acknowledged.is_(False), condition)
+    return _interrupted_and_reported(unreported).returning(*_RUN_COLUMNS)
 
 
-def _material_update(run_id: int, material: RunMaterial) -> Update:
-    """The statement recording what the run's request shared, read and not."""
-    return (
-        update(runs)
-        .where(runs.c.run_id == run_id)
-        .values(
-            thread_messages=material.thread_messages,
-            files_read=list(material.files_read),
-            files_unread=[asdict(item) for item in material.files_unread],
-        )
-    )
+def _run_thread(thread: ThreadKey) -> dict[str, str]:
+    """The parameters of `_CLAIM_INTERRUPTED_IN_THREAD`."""
+    return {"run_enterprise": thread.enterprise, "run_team": thread.team, "run_thread": thread.thread_id}
+
+
+def _material_values(run_id: int, material: RunMaterial) -> dict[str, Any]:
+    """The parameters of `_RUN_UPDATE` recording what the run's request shared, read and not."""
+    return {
+        "of_run": run_id,
+        "thread_messages": material.thread_messages,
+        "files_read": list(material.files_read),
+        "files_unread": [asdict(item) for item in material.files_unread],
+    }
 
 
 def _unread_query(run_id: int) -> Select[Any]:
@@ -1446,18 +1457,14 @@ def _unread(stored: list[dict[str, str]] | None) -> tuple[Unread, ...]:
     return tuple(Unread(**item) for item in stored or [])
 
 
-def _channel_rubric_query(workspace: Workspace, channel: str) -> Select[Any]:
-    """The channel's default rubric text (no row if it has none)."""
-    table = channel_rubrics
-    return select(table.c.rubric_text).where(*_in_channel(table, workspace, channel))
-
-
 def _interrupted_and_reported(statement: Update) -> Update:
     """``statement`` setting runs reported, and interrupted now unless they had ended already."""
     return statement.values(
         acknowledged=True,
         status=func.coalesce(runs.c.status, INTERRUPTED),
-        finished_at=func.coalesce(runs.c.finished_at, _now()),
+        finished_at=func.coalesce(
+            runs.c.finished_at, bindparam("reported_at", type_=runs.c.finished_at.type)
+        ),
     )
 
 
@@ -1600,3 +1607,37 @@ async def _erase_batch(
     ).rowcount
     erased["threads"] += (await connection.execute(delete(threads).where(of(threads)))).rowcount
     return erased
+
+
+# The statements every request runs, built once: building a statement costs a store call about as
+# much CPU as sending it.
+_WORKSPACE_KEYS = ("enterprise", "team")
+"""The columns, and parameters, that say which workspace a row belongs to."""
+_CHANNEL_KEYS = (*_WORKSPACE_KEYS, "channel")
+"""The columns, and parameters, that say which channel a row belongs to."""
+_HAS_THREAD = select(exists().where(*_bound(threads, *_CHANNEL_KEYS, "thread_ts")))
+_HOLDS_RUN = select(runs.c.lease == bindparam("lease")).where(runs.c.run_id == bindparam("run_id"))
+_WORKSPACE_SETTINGS = select(workspace_settings).where(*_bound(workspace_settings, *_WORKSPACE_KEYS))
+_CHANNEL_RUBRIC = select(channel_rubrics.c.rubric_text).where(*_bound(channel_rubrics, *_CHANNEL_KEYS))
+# Updates name their parameters apart from the columns they set (SQLAlchemy reserves those names).
+_RUN_UPDATE = update(runs).where(runs.c.run_id == bindparam("of_run"))
+"""Set the run's columns given as parameters (with ``of_run``, the run's id)."""
+_CLAIM_INTERRUPTED_IN_THREAD = _claiming_interrupted(
+    and_(
+        runs.c.enterprise == bindparam("run_enterprise"),
+        runs.c.team == bindparam("run_team"),
+        runs.c.thread_id == bindparam("run_thread"),
+        runs.c.status == INTERRUPTED,
+    )
+)
+"""Claim the thread's unreported interrupted runs (`_run_thread`)."""
+_EVALUATION_REPLACED = (
+    "enterprise",
+    "team",
+    "channel",
+    "thread_ts",
+    "message_ts",
+    "evaluation",
+    "rubric_text",
+)
+"""What a repeated evaluation message replaces of the one recorded before."""
