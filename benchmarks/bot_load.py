@@ -123,6 +123,7 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -344,11 +345,13 @@ async def measure_setup(
 
 
 async def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Every round: each setup in turn, each followed by the agent loop alone (the floor its CPU is
+    compared with, measured right after it so that both see the same machine)."""
     summary: dict[str, Any] = {
         "threads": args.threads,
         "model_latency_s": args.latency,
         "grader_iterations_per_thread": 1 + args.revisions,
-        "setups": {},
+        "rounds": [],
         "cores": psutil.cpu_count(),
         "load_average_at_start": os.getloadavg(),
     }
@@ -356,12 +359,24 @@ async def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         SlackApiStandin(token=BOT_TOKEN) as slack_api,
         ModelProcess(CRITERIA, ANSWER, revisions=args.revisions, latency=args.latency) as model,
     ):
-        for name in args.setups:
-            summary["setups"][name] = await measure_setup(name, args, workdir, slack_api, model)
+        for _ in range(args.rounds):
+            setups: dict[str, Any] = {}
+            for name in args.setups:
+                setups[name] = await measure_setup(name, args, workdir, slack_api, model)
+                if args.floor:
+                    setups[name]["agent_floor"] = agent_loop_alone(args)
+            summary["rounds"].append(setups)
     summary["model_standin"] = model.stats
-    if args.floor:
-        summary["agent_floor"] = await agent_floor.measure(args.threads, args.latency)
+    summary["figures"] = key_figures(summary)
     return summary
+
+
+def agent_loop_alone(args: argparse.Namespace) -> dict[str, float]:
+    """`agent_floor.py` in a process of its own, on the bot's event loop: its figures."""
+    command = [sys.executable, str(Path(agent_floor.__file__)), "--json"]
+    command += ["--threads", str(args.threads), "--latency", str(args.latency)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def percentiles(seconds: list[float]) -> dict[str, float] | None:
@@ -382,8 +397,6 @@ def report(summary: dict[str, Any]) -> None:
         + " ".join(f"{load:.2f}" for load in summary["load_average_at_start"])
         + "; busy %: all cores' busy share during the load, whatever ran"
     )
-    setups = summary["setups"]
-    floor = summary.get("agent_floor")
     columns = (
         ("ideal s", 9),
         ("load s", 9),
@@ -392,84 +405,107 @@ def report(summary: dict[str, Any]) -> None:
         ("CPU ms/conv", 13),
         ("ack p99 ms", 12),
         ("busy %", 8),
+        ("loop ms/conv", 14),
+        ("x loop", 8),
     )
-    print(f"  {'setup':<12}" + "".join(f"{title:>{width}}" for title, width in columns))
-    for name, row in setups.items():
-        print(
-            f"  {name:<12}{row['ideal_path_s']:>9.2f}{row['load_wall_s']:>9.2f}{row['ratio']:>8.2f}"
-            f"{row['conversations_per_s']:>9.1f}{row['cpu_ms_per_conversation']:>13.1f}{row['ack_ms']['p99']:>12.1f}"
-            f"{100 * row['machine_busy']:>8.0f}"
-        )
-    if floor:
-        print(
-            f"  {'agent-floor':<12}{floor['ideal_s']:>9.2f}{floor['wall_s']:>9.2f}{floor['ratio']:>8.2f}"
-            f"{summary['threads'] / floor['wall_s']:>9.1f}{floor['cpu_ms_per_conversation']:>13.1f}{'-':>12}"
-        )
+    for number, setups in enumerate(summary["rounds"], 1):
+        print(f"  round {number}")
+        print(f"  {'setup':<12}" + "".join(f"{title:>{width}}" for title, width in columns))
+        for name, row in setups.items():
+            floor = row.get("agent_floor")
+            loop = f"{floor['cpu_ms_per_conversation']:>14.1f}{cost(row):>8.2f}" if floor else ""
+            print(
+                f"  {name:<12}{row['ideal_path_s']:>9.2f}{row['load_wall_s']:>9.2f}{row['ratio']:>8.2f}"
+                f"{row['conversations_per_s']:>9.1f}{row['cpu_ms_per_conversation']:>13.1f}"
+                f"{row['ack_ms']['p99']:>12.1f}{100 * row['machine_busy']:>8.0f}{loop}"
+            )
+    rounds = len(summary["rounds"])
+    print(f"  median of {rounds} round(s):" if rounds > 1 else "  figures:")
+    for name, value in summary["figures"].items():
+        print(f"    {name:<34}{value:>10.2f}")
     verdict = {True: "met", False: "MISSED"}
-    for line, met in targets(summary):
+    for line, met in targets(summary["figures"]):
         print(f"  {line}: {verdict[met]}")
-    for name, row in setups.items():
-        print(f"  {name} final statuses: {row['final_statuses']}")
-    print(f"  model stand-in: {summary['model_standin']}")
+    for number, setups in enumerate(summary["rounds"], 1):
+        for name, row in setups.items():
+            print(f"  round {number} {name} final statuses: {row['final_statuses']}")
 
 
-def key_figures(summary: dict[str, Any]) -> dict[str, float]:
-    """The figures the targets are about, by name: CPU per conversation (ms, and as a multiple of
-    the agent loop's), conversations per second, and two processes' speed-up over one."""
-    setups, floor = summary["setups"], summary.get("agent_floor")
+def cost(row: dict[str, Any]) -> float:
+    """A setup's CPU per conversation as a multiple of the agent loop's measured beside it."""
+    return float(row["cpu_ms_per_conversation"] / row["agent_floor"]["cpu_ms_per_conversation"])
+
+
+def round_figures(setups: dict[str, Any]) -> dict[str, float]:
+    """One round's figures the targets are about, by name."""
     figures: dict[str, float] = {}
     for name, row in setups.items():
         figures[f"{name} CPU ms/conv"] = row["cpu_ms_per_conversation"]
         figures[f"{name} conv/s"] = row["conversations_per_s"]
-        if floor:
-            figures[f"{name} CPU x agent loop"] = (
-                row["cpu_ms_per_conversation"] / floor["cpu_ms_per_conversation"]
-            )
-    if floor:
-        figures["agent-floor CPU ms/conv"] = floor["cpu_ms_per_conversation"]
+        figures[f"{name} ack p99 ms"] = row["ack_ms"]["p99"]
+        if row.get("agent_floor"):
+            figures[f"{name} agent loop CPU ms/conv"] = row["agent_floor"]["cpu_ms_per_conversation"]
+            figures[f"{name} CPU x agent loop"] = cost(row)
     if {"postgres", "postgres-2"} <= setups.keys():
         figures["postgres-2 / postgres conv/s"] = (
             setups["postgres-2"]["conversations_per_s"] / setups["postgres"]["conversations_per_s"]
         )
+    if {"sqlite", "postgres"} <= setups.keys():
+        figures["postgres / sqlite wall"] = (
+            setups["postgres"]["load_wall_s"] / setups["sqlite"]["load_wall_s"]
+        )
     return figures
+
+
+def key_figures(summary: dict[str, Any]) -> dict[str, float]:
+    """Each figure's median over the rounds. (A summary from before rounds had one floor for all
+    setups.)"""
+    rounds = summary.get("rounds")
+    if rounds is None:
+        floor = summary.get("agent_floor")
+        rounds = [{name: {**row, "agent_floor": floor} for name, row in summary["setups"].items()}]
+    each = [round_figures(setups) for setups in rounds]
+    return {name: float(np.median([figures[name] for figures in each])) for name in each[0]}
 
 
 def compare(before: dict[str, Any], after: dict[str, Any]) -> None:
     """Print the key figures of an earlier run (`before`) beside this one's."""
-    old, new = key_figures(before), key_figures(after)
-    print(f"  {'figure':<32}{'before':>10}{'after':>10}")
+    old, new = key_figures(before), after["figures"]
+    print(f"  {'figure':<34}{'before':>10}{'after':>10}")
     for name in new:
         earlier = f"{old[name]:.2f}" if name in old else "-"
-        print(f"  {name:<32}{earlier:>10}{new[name]:>10.2f}")
+        print(f"  {name:<34}{earlier:>10}{new[name]:>10.2f}")
 
 
-def targets(summary: dict[str, Any]) -> list[tuple[str, bool]]:
-    """Each target with a measured value: its description and whether it was met."""
-    setups, floor = summary["setups"], summary.get("agent_floor")
-    checks = [
-        (f"{name} ack p99 < {ACK_P99_TARGET_MS:g} ms", row["ack_ms"]["p99"] < ACK_P99_TARGET_MS)
-        for name, row in setups.items()
-    ]
-    if {"postgres", "postgres-2"} <= setups.keys():
-        scale = setups["postgres-2"]["conversations_per_s"] / setups["postgres"]["conversations_per_s"]
+def targets(figures: dict[str, float]) -> list[tuple[str, bool]]:
+    """Each target with a measured figure: its description and whether it was met."""
+    checks: list[tuple[str, bool]] = []
+    for name, value in figures.items():
+        setup = name.split()[0]
+        if name.endswith("ack p99 ms"):
+            checks.append(
+                (f"{setup} ack p99 {value:.0f} ms (< {ACK_P99_TARGET_MS:g})", value < ACK_P99_TARGET_MS)
+            )
+        elif name.endswith("CPU x agent loop"):
+            checks.append(
+                (f"{setup} CPU {value:.2f}x the agent loop's (<= {CPU_TARGET})", value <= CPU_TARGET)
+            )
+    if "postgres-2 / postgres conv/s" in figures:
+        scale = figures["postgres-2 / postgres conv/s"]
         checks.append(
             (
                 f"two processes {scale:.2f}x the conversations/s of one (>= {SCALE_TARGET})",
                 scale >= SCALE_TARGET,
             )
         )
-    if {"sqlite", "postgres"} <= setups.keys():
-        slower = setups["postgres"]["load_wall_s"] / setups["sqlite"]["load_wall_s"]
+    if "postgres / sqlite wall" in figures:
+        slower = figures["postgres / sqlite wall"]
         checks.append(
             (
                 f"PostgreSQL wall {slower:.2f}x SQLite's (<= {POSTGRES_WALL_TARGET})",
                 slower <= POSTGRES_WALL_TARGET,
             )
         )
-    if floor:
-        for name, row in setups.items():
-            cost = row["cpu_ms_per_conversation"] / floor["cpu_ms_per_conversation"]
-            checks.append((f"{name} CPU {cost:.2f}x the agent loop's (<= {CPU_TARGET})", cost <= CPU_TARGET))
     return checks
 
 
@@ -502,6 +538,9 @@ def main() -> None:
         help="a PostgreSQL URL the benchmark may create schemas in (default RUBRIC_BOT_TEST_PG)",
     )
     parser.add_argument("--no-floor", dest="floor", action="store_false", help="skip the agent loop alone")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds of every setup; the figures are their medians"
+    )
     parser.add_argument(
         "--compare", type=Path, help="an earlier run's JSON summary, to print before/after beside this one"
     )
