@@ -60,6 +60,12 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_api: ModelApiStand
     return path
 
 
+def as_from_a_terminal() -> None:
+    """Give the replay Ctrl-C's default effect, as a shell at a terminal does: tests started in the
+    background by a shell without job control inherit SIGINT ignored, and so would the replay."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def replay(db: Path, *args: str) -> list[str]:
     return ["replay", "--db", str(db), "--grader-model", MODEL, *args]
 
@@ -188,6 +194,7 @@ def test_ctrl_c_stops_cleanly_and_prints_what_was_graded(db, model_api):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_from_a_terminal,
     )
     try:
         held = f"grader call {graded_first + 1}, the one held"
