@@ -407,6 +407,10 @@ FETCH_POLL_SECONDS = 1.0
 make this a fallback, but procrastinate drops one that arrives while it is already fetching, so a
 thread's next job may wait up to this long."""
 
+WORKER_RESTART_SECONDS = 1.0
+"""Pause before a worker that stopped on its own (its connection lost when the database restarted,
+say) is started again: the process keeps taking jobs once the database is back."""
+
 POOL_MAX_CONNECTIONS = 5
 """Connections the queue's pool may open per process (jobs touch the queue at start and end only);
 the worker's wake-up listener holds one more of its own."""
@@ -466,6 +470,7 @@ class DurableQueue:
         self._running: set[asyncio.Task[Any]] = set()
         self._kinds: dict[str, JobKind[Any]] = {}
         self._worker: asyncio.Task[None] | None = None
+        self._draining = False
         self._sweeper: asyncio.Task[None] | None = None
 
     @classmethod
@@ -572,19 +577,34 @@ class DurableQueue:
     async def start(self) -> None:
         """Run a worker and the dead-worker sweep in the background until `drain`."""
         heartbeat = self._stalled_after / HEARTBEATS_PER_TIMEOUT
-        self._worker = asyncio.create_task(
-            self._app.run_worker_async(
-                name=f"{socket.gethostname()}:{os.getpid()}",
-                concurrency=self._concurrency,
-                install_signal_handlers=False,
-                fetch_job_polling_interval=FETCH_POLL_SECONDS,
-                update_heartbeat_interval=heartbeat,
-                stalled_worker_timeout=self._stalled_after,
-                delete_jobs="successful",
-            ),
-            name="procrastinate worker",
-        )
+        self._worker = asyncio.create_task(self._work_forever(heartbeat), name="procrastinate worker")
         self._sweeper = asyncio.create_task(self._sweep_forever(heartbeat), name="stalled job sweep")
+
+    async def _work_forever(self, heartbeat: float) -> None:
+        """Run procrastinate's worker until cancelled (`drain`), starting it again whenever it stops
+        on its own: a worker whose connection died in a database restart stops taking jobs."""
+        while True:
+            try:
+                await self._app.run_worker_async(
+                    name=f"{socket.gethostname()}:{os.getpid()}",
+                    concurrency=self._concurrency,
+                    install_signal_handlers=False,
+                    fetch_job_polling_interval=FETCH_POLL_SECONDS,
+                    update_heartbeat_interval=heartbeat,
+                    stalled_worker_timeout=self._stalled_after,
+                    delete_jobs="successful",
+                )
+                why = "it stopped"
+            except (ConnectorException, psycopg.Error, OSError) as exc:
+                why = f"it failed: {type(exc).__name__}"
+            if self._draining:
+                return
+            logger.warning(
+                "the job worker stopped taking jobs (%s); starting it again in %gs",
+                why,
+                WORKER_RESTART_SECONDS,
+            )
+            await asyncio.sleep(WORKER_RESTART_SECONDS)
 
     async def submit(self, thread: ThreadKey, payload: JobPayload, *, connection: Any = None) -> bool:
         """Store the job in PostgreSQL behind the thread's earlier jobs (in `connection`'s transaction
@@ -605,6 +625,7 @@ class DurableQueue:
             return
         # A cancelled procrastinate worker fetches no more jobs and waits for the running ones;
         # those cut short after the grace end as aborted, and the retry strategy re-queues them.
+        self._draining = True
         worker.cancel()
         done, _ = await asyncio.wait([worker], timeout=grace)
         if not done:
