@@ -1335,7 +1335,7 @@ async def migrate(engine: AsyncEngine) -> list[str]:
 async def _hold(connection: AsyncConnection, run_id: int, lease: RunLease) -> bool:
     """Take `lease` on the run, or check that it is still the run's; whether the attempt holds it."""
     if lease.taking:
-        await connection.execute(update(runs).where(runs.c.run_id == run_id).values(lease=lease.key))
+        await connection.execute(_RUN_UPDATE, {"of_run": run_id, "lease": lease.key})
         return True
     return bool(await connection.scalar(_HOLDS_RUN, {"run_id": run_id, "lease": lease.key}))
 
