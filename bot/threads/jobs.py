@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import procrastinate
@@ -32,14 +33,15 @@ import psycopg
 import psycopg_pool
 from procrastinate import JobContext
 from procrastinate.exceptions import ConnectorException
-from procrastinate.jobs import Job
+from procrastinate.jobs import Job, Status
+from procrastinate.manager import JobManager
 from procrastinate.retry import RetryDecision
 from procrastinate.schema import SchemaManager
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.config import DEFAULT_CONCURRENCY, DEFAULT_STALLED_AFTER
-from bot.db.database import Database
+from bot.db.database import Database, describe_database_error
 from bot.db.store import QuotaName
 from bot.material.sources import Sources
 from bot.slack.payloads import problems
@@ -411,6 +413,11 @@ WORKER_RESTART_SECONDS = 1.0
 """Pause before a worker that stopped on its own (its connection lost when the database restarted,
 say) is started again: the process keeps taking jobs once the database is back."""
 
+WORKER_WRITE_RETRY_SECONDS = 5.0
+"""Longest pause between tries at recording a job's end or a worker's heartbeat while the database
+is unreachable (the first pause is a tenth of it, doubling). A worker keeps trying for as long as it
+lives: a job left `doing` under a live worker would hold its thread's later jobs back for good."""
+
 POOL_MAX_CONNECTIONS = 5
 """Connections the queue's pool may open per process (jobs touch the queue at start and end only);
 the worker's wake-up listener holds one more of its own."""
@@ -454,7 +461,8 @@ class DurableQueue:
     every `stalled_after / 3` seconds. Each of them also looks, as often, for jobs left `doing` by
     workers whose heartbeat is older than `stalled_after` and re-queues them; a job whose process
     died therefore runs again within `stalled_after * 4 / 3` seconds (40 s by default), as a later
-    attempt, before any later job of its thread.
+    attempt, before any later job of its thread. A database restart neither stops a worker for good
+    (it is started again) nor loses what it was writing (a job's end, its heartbeat: tried again).
     """
 
     def __init__(
@@ -486,6 +494,7 @@ class DurableQueue:
         app = procrastinate.App(
             connector=procrastinate.PsycopgConnector(conninfo=url, max_size=POOL_MAX_CONNECTIONS)
         )
+        app.job_manager = _WritesOutlastRestarts(app.connector)
         async with app.open_async():
             queue = cls(app, concurrency=concurrency, stalled_after=stalled_after)
             try:
@@ -689,6 +698,61 @@ class _RetryUnlessMalformed(procrastinate.RetryStrategy):
         if isinstance(exception, MalformedJob):
             return None
         return super().get_retry_decision(exception=exception, job=job)
+
+
+class _WritesOutlastRestarts(JobManager):
+    """procrastinate's job manager, whose worker writes (a job's end: finished, or re-queued for a
+    retry; the worker's heartbeat) are tried again until the database takes them.
+
+    procrastinate tries each once. A database restart that cuts off a job's end leaves the job
+    `doing` under a worker that lives on, its thread stuck behind it; one that cuts off a heartbeat
+    ends the worker's heartbeats for good (procrastinate stops the worker only while it also runs
+    periodic jobs), so every job it takes afterwards is soon taken for a dead worker's and run again.
+    """
+
+    async def finish_job(self, job: Job, status: Status, delete_job: bool) -> None:
+        await _until_written(f"the end of job {job.id}", partial(super().finish_job, job, status, delete_job))
+
+    async def retry_job(
+        self,
+        job: Job,
+        retry_at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        lock: str | None = None,
+    ) -> None:
+        retry = partial(super().retry_job, job, retry_at, priority, queue, lock)
+        await _until_written(f"the end of job {job.id}", retry)
+
+    async def update_heartbeat(self, worker_id: int) -> None:
+        await _until_written(f"worker {worker_id}'s heartbeat", partial(super().update_heartbeat, worker_id))
+
+
+async def _until_written(what: str, write: Callable[[], Awaitable[None]]) -> None:
+    """`write` `what`, again after each failure to reach the database (logged once).
+
+    A later try that procrastinate refuses because the job is no longer `doing` means an earlier
+    one was committed and only its answer lost."""
+    pause = WORKER_WRITE_RETRY_SECONDS / 10
+    cut_off = False
+    while True:
+        try:
+            await write()
+            return
+        except ConnectorException as exc:
+            if cut_off and isinstance(exc.__cause__, psycopg.errors.RaiseException):
+                return
+            if not isinstance(exc.__cause__, (psycopg.OperationalError, psycopg.InterfaceError)):
+                raise
+            if not cut_off:
+                logger.warning(
+                    "could not record %s (%s); trying until the database answers",
+                    what,
+                    describe_database_error(exc.__cause__),
+                )
+            cut_off = True
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, WORKER_WRITE_RETRY_SECONDS)
 
 
 @contextlib.asynccontextmanager

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
@@ -17,6 +18,7 @@ from typing import Any, ClassVar
 import psycopg
 import pytest
 from procrastinate.periodic import PeriodicDeferrer
+from sqlalchemy import make_url
 
 from bot.db.database import Database, schema_lock
 from bot.threads.conversation import ThreadKey, UserMessage
@@ -399,6 +401,108 @@ async def test_a_job_cut_short_by_a_restart_is_resumed_by_another_process(durabl
         "end queued behind",
     ]
     assert recorder.attempts["long"] == [0, 1]
+
+
+async def named_queue(
+    stack: AsyncExitStack, postgres_url: str, recorder: Recorder
+) -> tuple[DurableQueue, str]:
+    """A durable queue (started) whose connections carry a name of their own, and that name."""
+    name = f"rubric-bot-test-{uuid.uuid4().hex[:8]}"
+    url = make_url(postgres_url).update_query_dict({"application_name": name})
+    return await durable_factory(stack, url.render_as_string(hide_password=False))(recorder), name
+
+
+async def cut_off_writing(postgres_url: str, name: str, rows: str, write: Callable[[], None]) -> None:
+    """Hold `rows` (`SELECT … FOR UPDATE`), `write` (so that the queue named `name` goes to write them),
+    and once its connection waits for them cut it, as a database restart would; then let them go."""
+    waiting = "SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'"
+    async with (
+        await psycopg.AsyncConnection.connect(postgres_url) as holder,
+        await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin,
+    ):
+        await holder.execute(rows)
+        write()
+        await asyncio.wait_for(eventually(admin, waiting, (name,)), EVENT_TIMEOUT)
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (name,)
+        )
+        await holder.rollback()
+
+
+def warnings_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "bot.threads.jobs"]
+
+
+async def test_a_job_whose_end_is_cut_off_by_a_database_restart_still_frees_its_thread(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+):
+    """The end is recorded once the database answers again, so the thread's next job runs (and the
+    ended one does not run again)."""
+    recorder = Recorder(gates={"ending": asyncio.Event()})
+    async with AsyncExitStack() as stack:
+        queue, name = await named_queue(stack, postgres_url, recorder)
+        await submit(queue, "t1", "ending", "next")
+        await recorder.wait_for("start ending")
+        jobs_row = "SELECT id FROM procrastinate_jobs WHERE status = 'doing' FOR UPDATE"
+        await cut_off_writing(postgres_url, name, jobs_row, recorder.gates["ending"].set)
+        await recorder.wait_for("end next")
+
+    assert recorder.log == ["start ending", "end ending", "start next", "end next"]
+    assert recorder.attempts["ending"] == [0]
+    [warning] = warnings_logged(caplog)
+    assert warning.startswith("could not record the end of job 1 (terminating connection")
+    assert warning.endswith("; trying until the database answers")
+
+
+async def test_a_heartbeat_cut_off_by_a_database_restart_is_written_once_it_answers(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+):
+    """A worker whose heartbeats stopped would have its later jobs taken for a dead worker's and run twice."""
+    async with AsyncExitStack() as stack:
+        _, name = await named_queue(stack, postgres_url, Recorder())
+        workers_row = "SELECT id FROM procrastinate_workers FOR UPDATE"
+        # The heartbeat comes on its own, every STALLED_AFTER / 3 seconds.
+        await cut_off_writing(postgres_url, name, workers_row, lambda: None)
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+            cut = await (await admin.execute("SELECT now()")).fetchone()
+            beat = "SELECT 1 FROM procrastinate_workers WHERE last_heartbeat > %s"
+            await asyncio.wait_for(eventually(admin, beat, cut), EVENT_TIMEOUT)
+
+    [warning] = warnings_logged(caplog)
+    assert (
+        warning.startswith("could not record worker ") and "'s heartbeat (terminating connection" in warning
+    )
+
+
+async def eventually(admin: psycopg.AsyncConnection, query: str, params: Any) -> None:
+    """Return once `query` finds a row (the database's state is the event awaited)."""
+    while not await (await admin.execute(query, params)).fetchone():
+        await asyncio.sleep(0.05)
+
+
+async def test_a_worker_that_stops_on_its_own_is_started_again(
+    durable_queues, postgres_url: str, caplog: pytest.LogCaptureFixture
+):
+    """procrastinate stops its worker when fetching a job fails (its connection lost as the database
+    restarts; here, its function gone a moment); the process starts it again, so jobs still run."""
+    recorder = Recorder()
+    queue = await durable_queues(recorder)
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+        await admin.execute("ALTER FUNCTION procrastinate_fetch_job_v2 RENAME TO no_fetching")
+        try:
+            await asyncio.wait_for(logged(caplog, "the job worker stopped taking jobs"), EVENT_TIMEOUT)
+        finally:
+            await admin.execute("ALTER FUNCTION no_fetching RENAME TO procrastinate_fetch_job_v2")
+    await submit(queue, "t1", "after")
+    await recorder.wait_for("end after")
+
+    assert recorder.log == ["start after", "end after"]
+
+
+async def logged(caplog: pytest.LogCaptureFixture, start: str) -> None:
+    """Return once a record starting with `start` has been logged."""
+    while not any(message.startswith(start) for message in warnings_logged(caplog)):
+        await asyncio.sleep(0.05)
 
 
 async def test_a_job_cut_short_too_often_is_given_up_and_its_thread_told(durable_queues):
