@@ -63,6 +63,11 @@ SECURE_DELETE_PRAGMA = "PRAGMA secure_delete = ON"
 """SQLite overwrites deleted content with zeros instead of leaving it in free pages of the file:
 what a person deleted, or a purge removed, cannot be read back from the file."""
 
+WAL_TRIES = 3
+"""Tries at switching a fresh SQLite file to WAL. Connections opened at once (processes starting
+together) each want the file to themselves for the switch; SQLite fails all but one at once, without
+waiting (waiting could deadlock), and the next try waits for the switch and finds it done."""
+
 WRITE_LOCK_OPTION = "rubric_bot_write_lock"
 """Execution option marking a connection whose transactions write: on SQLite they start with
 ``BEGIN IMMEDIATE``, taking the database's write lock up front so that a read-then-write
@@ -257,12 +262,23 @@ def _sqlite_connect_hook(*, read_only: bool) -> Any:
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if not read_only:
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _use_wal(cursor)
             cursor.execute(SYNC_PRAGMA)
             cursor.execute(SECURE_DELETE_PRAGMA)
         cursor.close()
 
     return on_connect
+
+
+def _use_wal(cursor: Any) -> None:
+    """Switch the file to write-ahead logging (a no-op once it is)."""
+    for tries_left in reversed(range(WAL_TRIES)):
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if tries_left == 0 or "locked" not in str(exc):
+                raise
 
 
 def _sqlite_begin(connection: Any) -> None:
