@@ -347,6 +347,26 @@ async def run_turn(
     return summarize_turn(state, new_messages, turn_evaluations(state, new_messages))
 
 
+async def turn_so_far(
+    agent: ConversationAgent, config: RunnableConfig, request_id: str
+) -> TurnOutcome | None:
+    """The turn answering the message `request_id` as far as its checkpoint holds it: what a turn
+    that failed (or timed out) had done, and spent, before it did; None without the request."""
+    state = (await agent.aget_state(config)).values
+    messages = state.get("messages", [])
+    earlier = messages_through(messages, request_id)
+    if earlier is None:
+        return None
+    new_messages = messages[len(earlier) :]
+    return summarize_turn(state, new_messages, turn_evaluations(state, new_messages))
+
+
+def messages_through(messages: list[AnyMessage], message_id: str) -> list[AnyMessage] | None:
+    """The conversation up to and including the message with `message_id`; None if it is not there."""
+    ids = [message.id for message in messages]
+    return messages[: ids.index(message_id) + 1] if message_id in ids else None
+
+
 def turn_evaluations(state: dict[str, Any], new_messages: Sequence[AnyMessage]) -> list[RubricEvaluation]:
     """The evaluations the state holds of the turn whose messages are `new_messages`, oldest first.
 

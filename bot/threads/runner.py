@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from langchain_core.messages import AnyMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -28,8 +27,10 @@ from bot.agent import (
     ThreadContext,
     TurnOutcome,
     agent_config,
+    messages_through,
     run_turn,
     turn_evaluations,
+    turn_so_far,
 )
 from bot.config import DEFAULT_DELIVERY_RETRY, DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
 from bot.db.database import UNAVAILABLE_ERRORS, describe_database_error, unavailable_error
@@ -131,7 +132,7 @@ class _Attempt:
 
     status: RunStatus
     outcome: TurnOutcome | None
-    """Its turn, if the models got that far."""
+    """Its turn as far as the models got (a failed one's too: the tokens it spent count)."""
     delivered: bool
     """Whether its closing messages reached the thread."""
     posted: list[PostedPart]
@@ -600,6 +601,10 @@ class ThreadRunner:
                 if isinstance(exc, RunTakenOver) or unavailable_error(exc) is not None:
                     raise
                 status, notice = self._failure(message, exc)
+                # What it spent before it failed counts towards the channel's budget all the same.
+                outcome = await turn_so_far(
+                    self._agent, agent_config(message.thread_id), request_message_id(message)
+                )
                 await delivery.post(FINAL_STEP, 0, notice)
             else:
                 status = outcome.status or ANSWERED
@@ -679,7 +684,7 @@ class ThreadRunner:
         config = agent_config(message.thread_id)
         state = (await self._agent.aget_state(config)).values
         request_id = request_message_id(message)
-        earlier = _messages_through(state.get("messages", []), request_id)
+        earlier = messages_through(state.get("messages", []), request_id)
         rubric_text = state.get("rubric")
         inputs: dict[str, Any] | None = None
         before = state
@@ -944,12 +949,6 @@ def _with_note(messages: list[SlackMessage], note: str) -> list[SlackMessage]:
 def request_message_id(message: UserMessage) -> str:
     """The id of the request's message in the conversation's checkpoint (see `stored_message_id`)."""
     return stored_message_id(message.channel, message.ts)
-
-
-def _messages_through(messages: list[AnyMessage], message_id: str) -> list[AnyMessage] | None:
-    """The conversation up to and including the message with `message_id`; None if it is not there."""
-    ids = [message.id for message in messages]
-    return messages[: ids.index(message_id) + 1] if message_id in ids else None
 
 
 def _gave_up_notice() -> SlackMessage:

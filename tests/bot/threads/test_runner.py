@@ -331,6 +331,30 @@ async def test_a_model_failure_is_reported_and_the_thread_keeps_working(harness,
     assert [status for _, status, _ in harness.runs()] == ["error", "answered"]
 
 
+async def test_the_tokens_a_failed_run_spent_count_towards_the_channels_budget(harness):
+    # The first draft and its grading are done and checkpointed; the revision's model call fails.
+    replies: list[Any] = ["Paris.", RuntimeError("model exploded")]
+
+    def worker(messages: list[Any]) -> str:
+        reply = replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    runner = harness.use(worker, grader_wanting("Seine"))
+    assert harness.worker is not None and harness.grader is not None
+    harness.worker.usage, harness.grader.usage = (30, 10), (5, 3)
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
+    request = harness.message("Capital?")
+    await runner.submit_request(request)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    assert "The model failed" in harness.thread(request.ts)[-1].all_text
+    assert [status for _, status, _ in harness.runs()] == ["error"]
+    (today,) = await harness.store.usage(T1, "C1", datetime.now(UTC).replace(hour=0, minute=0))
+    assert (today.requests, today.tokens) == (1, 40 + 8)
+
+
 async def test_a_run_the_database_fails_on_every_attempt_is_named_the_databases_failure(
     harness, caplog, monkeypatch
 ):
