@@ -121,21 +121,24 @@ class ChannelReplays:
     async def _run_holding(
         self, lease: ReplayLease, request: ReplayRequest, tell: Tell, client: AsyncWebClient
     ) -> None:
+        graded = True
         try:
-            await self._run(request, tell, client)
+            graded = await self._run(request, tell, client)
         finally:
-            await asyncio.shield(lease.release())
+            await asyncio.shield(lease.release(graded=graded))
+        if not graded:  # told once the channel is free, so that asking again at once is not refused
+            await attempt(
+                tell(text=_nothing_to_replay(request)),
+                f"tell who asked that {request.channel} has nothing to replay",
+            )
 
-    async def _run(self, request: ReplayRequest, tell: Tell, client: AsyncWebClient) -> None:
+    async def _run(self, request: ReplayRequest, tell: Tell, client: AsyncWebClient) -> bool:
+        """Replay and post the comparison; whether there was anything to grade (a replay that found
+        nothing starts no cooldown)."""
         try:
             comparison = await self._compare(request)
             if comparison is None:
-                await tell(
-                    text=f"Nothing to replay in <#{request.channel}> ({period_words(request.days)}): "
-                    "no reviewed grader iterations whose conversation history is still there. Review "
-                    "the grader with *Agree* or *Disagree…* on its messages first."
-                )
-                return
+                return False
             await self._post(request, comparison, client)
         except asyncio.CancelledError:
             stopped = client.chat_postMessage(
@@ -154,6 +157,7 @@ class ChannelReplays:
         except Exception as exc:
             reference = log_failure(logger, f"replay of {request.channel} failed", exc)
             await tell(text=f"The replay failed. {reference_words(reference)}")
+        return True
 
     async def _compare(self, request: ReplayRequest) -> Comparison | None:
         reviewed = await load_cases(
@@ -199,6 +203,14 @@ class ChannelReplays:
             initial_comment=f"Agreement and κ with the team's reviews, calibration off vs leave-one-out "
             f"(asked by <@{request.user}>).",
         )
+
+
+def _nothing_to_replay(request: ReplayRequest) -> str:
+    return (
+        f"Nothing to replay in <#{request.channel}> ({period_words(request.days)}): no reviewed grader "
+        "iterations whose conversation history is still there. Review the grader with *Agree* or "
+        "*Disagree…* on its messages first, then replay again."
+    )
 
 
 def refusal_words(refused: ReplayRefused) -> str:

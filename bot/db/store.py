@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from functools import cache
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal, NamedTuple, cast
 from weakref import WeakValueDictionary
 
 from sqlalchemy import (
@@ -162,12 +162,35 @@ class ReplayRefused:
 class ReplayLease:
     """A started replay's hold on its channel; `release` once it ends (the channel is free again)."""
 
-    def __init__(self, release: Callable[[], Awaitable[None]]) -> None:
+    def __init__(
+        self, release: Callable[[], Awaitable[None]], undo_start: Callable[[], Awaitable[None]]
+    ) -> None:
         self._release = release
+        self._undo_start = undo_start
 
-    async def release(self) -> None:
-        """Let the channel's next replay start (once its cooldown is over)."""
-        await self._release()
+    async def release(self, *, graded: bool = True) -> None:
+        """Let the channel's next replay start once its cooldown is over; at once if this one
+        `graded` nothing (the cooldown bounds the grader's spend, and it spent none): the channel's
+        latest start is then the one before it again."""
+        try:
+            if not graded:
+                await self._undo_start()
+        finally:
+            await self._release()
+
+
+class _ReplayStart(NamedTuple):
+    """A channel's latest replay start, as `channel_replays` records it."""
+
+    started_by: str
+    started_at: datetime
+
+
+@dataclass(frozen=True)
+class _ReplayStarted:
+    """A replay recorded as started, and the start it replaced (None if the channel had none)."""
+
+    previous: _ReplayStart | None
 
 
 @dataclass(frozen=True)
@@ -701,14 +724,19 @@ class Store:
         await lock.acquire()
         try:
             async with self._write() as connection:
-                refused = await self._record_replay_start(connection, workspace, channel, user, cooldown)
+                started = await self._record_replay_start(connection, workspace, channel, user, cooldown)
         except BaseException:
             lock.release()
             raise
-        if refused is not None:
+        if isinstance(started, ReplayRefused):
             lock.release()
-            return refused
-        return ReplayLease(_released(lock))
+            return started
+
+        async def undo_start() -> None:
+            async with self._write() as connection:
+                await self._restore_replay_start(connection, workspace, channel, started.previous)
+
+        return ReplayLease(_released(lock), undo_start)
 
     async def _start_replay_postgres(
         self, workspace: Workspace, channel: str, user: str, cooldown: timedelta
@@ -722,20 +750,25 @@ class Store:
             if not locked:
                 await connection.close()
                 return ReplayRefused(running=True, started_by=await self._replay_starter(workspace, channel))
-            refused = await self._record_replay_start(connection, workspace, channel, user, cooldown)
+            started = await self._record_replay_start(connection, workspace, channel, user, cooldown)
             await connection.commit()
         except BaseException:
             await connection.close()  # a session's advisory locks end with it
             raise
         release = _unlocked(connection, key)
-        if refused is not None:
+        if isinstance(started, ReplayRefused):
             await release()
-            return refused
-        return ReplayLease(release)
+            return started
+
+        async def undo_start() -> None:  # on the connection holding the lock, so before its release
+            await self._restore_replay_start(connection, workspace, channel, started.previous)
+            await connection.commit()
+
+        return ReplayLease(release, undo_start)
 
     async def _record_replay_start(
         self, connection: AsyncConnection, workspace: Workspace, channel: str, user: str, cooldown: timedelta
-    ) -> ReplayRefused | None:
+    ) -> ReplayRefused | _ReplayStarted:
         """Record a replay starting now, holding the channel's lock; refused if the cooldown lasts."""
         table = channel_replays
         latest = (
@@ -751,7 +784,17 @@ class Store:
         await self._put_channel_row(
             table, workspace, channel, {"started_by": user, "started_at": now}, connection
         )
-        return None
+        return _ReplayStarted(_ReplayStart(*latest) if latest else None)
+
+    async def _restore_replay_start(
+        self, connection: AsyncConnection, workspace: Workspace, channel: str, previous: _ReplayStart | None
+    ) -> None:
+        """Make `previous` the channel's latest replay start again (holding the channel's lock)."""
+        table = channel_replays
+        if previous is None:
+            await connection.execute(delete(table).where(*_in_channel(table, workspace, channel)))
+        else:
+            await self._put_channel_row(table, workspace, channel, previous._asdict(), connection)
 
     async def _replay_starter(self, workspace: Workspace, channel: str) -> str | None:
         table = channel_replays

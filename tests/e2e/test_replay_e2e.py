@@ -72,6 +72,10 @@ def test_replay_posts_loo_against_off_naming_who_asked_and_runs_once_per_channel
     )
     assert told.args["response_type"] == "ephemeral" and "Nothing to replay in <#C9>" in told.args["text"]
     assert slack_api.messages("C9") == []
+    # Finding nothing graded nothing, so it started no cooldown: asking again at once replays.
+    retried = bot.sender.send(replay_command(slack_api, "replay", channel="C9")).json()
+    assert "Replaying" in retried["text"], retried["text"]
+    wait_for(lambda: len(responses(slack_api, "C9")) == 2, REPLAY_TIMEOUT, message="the second answer")
 
     bad = bot.sender.send(replay_command(slack_api, "replay soon")).json()
     assert "`soon` is not a number of days" in bad["text"] and "/rubric replay [days]" in bad["text"]

@@ -108,6 +108,23 @@ async def test_one_replay_per_channel_at_a_time_then_a_cooldown(store):
     await again.release()
 
 
+async def test_a_replay_that_graded_nothing_starts_no_cooldown(store):
+    hour = timedelta(hours=1)
+    first = await store.start_replay(T1, "C1", "U1", timedelta(0))
+    assert isinstance(first, ReplayLease)
+    await first.release(graded=False)  # the channel had no start before it: it has none again
+    graded = await store.start_replay(T1, "C1", "U2", hour)
+    assert isinstance(graded, ReplayLease)
+    await graded.release()
+
+    empty = await store.start_replay(T1, "C1", "U3", timedelta(0))
+    assert isinstance(empty, ReplayLease)
+    await empty.release(graded=False)
+
+    cooling = await store.start_replay(T1, "C1", "U3", hour)
+    assert isinstance(cooling, ReplayRefused) and cooling.started_by == "U2"  # U2's start counts
+
+
 @pytest.mark.postgres
 async def test_a_replay_lock_is_held_across_stores_and_freed_when_its_holder_goes(postgres_url):
     first, second = await Store.open(postgres_url), await Store.open(postgres_url)
