@@ -120,8 +120,28 @@ def is_direct_message(event: dict[str, Any]) -> bool:
     return event.get("channel_type") == "im"
 
 
+class InThread:
+    """Where a person's message was written, for the dataclasses that have its `team`, `channel`,
+    `thread_ts` and `enterprise` as fields."""
+
+    team: str
+    channel: str
+    thread_ts: str
+    enterprise: str
+
+    @property
+    def workspace(self) -> Workspace:
+        """The workspace the message was written in: the one whose token answers it."""
+        return Workspace(self.team, self.enterprise)
+
+    @property
+    def thread(self) -> ThreadKey:
+        """The thread the message is in."""
+        return ThreadKey(self.team, self.channel, self.thread_ts, self.enterprise)
+
+
 @dataclass(frozen=True)
-class UserMessage:
+class UserMessage(InThread):
     """A person's message the bot will act on, with the thread it belongs to."""
 
     team: str
@@ -134,16 +154,6 @@ class UserMessage:
     """What the person wrote, without the bot's mention and with Slack's escaping undone."""
     event_id: str | None = None
     enterprise: str = NO_ENTERPRISE
-
-    @property
-    def workspace(self) -> Workspace:
-        """The workspace the message was written in: the one whose token answers it."""
-        return Workspace(self.team, self.enterprise)
-
-    @property
-    def thread(self) -> ThreadKey:
-        """The thread the message is in."""
-        return ThreadKey(self.team, self.channel, self.thread_ts, self.enterprise)
 
     @property
     def thread_id(self) -> str:
@@ -181,7 +191,7 @@ CHANGED = "message_changed"
 
 
 @dataclass(frozen=True)
-class MessageChange:
+class MessageChange(InThread):
     """A person's message in a thread that was deleted (`text`: what it said) or edited (`text`:
     what it says now), as the bot would have read it (mention removed, Slack's escaping undone)."""
 
@@ -193,16 +203,6 @@ class MessageChange:
     previous_text: str = ""
     """An edited message's text before the edit (as read the same way); empty for a deletion."""
     enterprise: str = NO_ENTERPRISE
-
-    @property
-    def workspace(self) -> Workspace:
-        """The workspace the message was written in."""
-        return Workspace(self.team, self.enterprise)
-
-    @property
-    def thread(self) -> ThreadKey:
-        """The thread the message is in."""
-        return ThreadKey(self.team, self.channel, self.thread_ts, self.enterprise)
 
 
 def message_change(event: dict[str, Any], *, workspace: Workspace, bot_user_id: str) -> MessageChange | None:
