@@ -12,7 +12,7 @@ import logging
 import re
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import closing
 from datetime import UTC, datetime
 from typing import Any
@@ -304,15 +304,21 @@ async def test_cap_shows_the_best_iteration_labelled(harness):
     assert "draft three" not in final.all_text
 
 
-async def test_a_model_failure_is_reported_and_the_thread_keeps_working(harness, caplog):
-    replies: list[Any] = [RuntimeError("model exploded for key sk-proj-SECRET"), "Second time lucky."]
+def replying(*replies: str | Exception) -> Callable[[list[Any]], str]:
+    """A worker that gives these replies in turn, raising those that are errors."""
+    left = list(replies)
 
     def worker(messages: list[Any]) -> str:
-        reply = replies.pop(0)
+        reply = left.pop(0)
         if isinstance(reply, Exception):
             raise reply
         return reply
 
+    return worker
+
+
+async def test_a_model_failure_is_reported_and_the_thread_keeps_working(harness, caplog):
+    worker = replying(RuntimeError("model exploded for key sk-proj-SECRET"), "Second time lucky.")
     runner = harness.use(worker, grader_wanting("x"))
     first = harness.message("Capital?")
     await runner.submit_request(first)
@@ -333,15 +339,7 @@ async def test_a_model_failure_is_reported_and_the_thread_keeps_working(harness,
 
 async def test_the_tokens_a_failed_run_spent_count_towards_the_channels_budget(harness):
     # The first draft and its grading are done and checkpointed; the revision's model call fails.
-    replies: list[Any] = ["Paris.", RuntimeError("model exploded")]
-
-    def worker(messages: list[Any]) -> str:
-        reply = replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
-
-    runner = harness.use(worker, grader_wanting("Seine"))
+    runner = harness.use(replying("Paris.", RuntimeError("model exploded")), grader_wanting("Seine"))
     assert harness.worker is not None and harness.grader is not None
     harness.worker.usage, harness.grader.usage = (30, 10), (5, 3)
     await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
