@@ -418,6 +418,11 @@ WORKER_WRITE_RETRY_SECONDS = 5.0
 is unreachable (the first pause is a tenth of it, doubling). A worker keeps trying for as long as it
 lives: a job left `doing` under a live worker would hold its thread's later jobs back for good."""
 
+POOL_TIMEOUT_SECONDS = 5.0
+"""How long a queue statement waits for a connection from the pool (psycopg's default is 30 s): a
+statement that finds the database unreachable fails that much sooner, and a process stopping in an
+outage ends after two such waits (its listener's and its worker's farewell) instead of a minute."""
+
 POOL_MAX_CONNECTIONS = 5
 """Connections the queue's pool may open per process (jobs touch the queue at start and end only);
 the worker's wake-up listener holds one more of its own."""
@@ -492,7 +497,9 @@ class DurableQueue:
     ) -> AsyncIterator[DurableQueue]:
         """The queue in the PostgreSQL database at `url` (its schema applied: see `apply_schema`)."""
         app = procrastinate.App(
-            connector=procrastinate.PsycopgConnector(conninfo=url, max_size=POOL_MAX_CONNECTIONS)
+            connector=procrastinate.PsycopgConnector(
+                conninfo=url, max_size=POOL_MAX_CONNECTIONS, timeout=POOL_TIMEOUT_SECONDS
+            )
         )
         app.job_manager = _WritesOutlastRestarts(app.connector)
         async with app.open_async():
@@ -640,6 +647,8 @@ class DurableQueue:
         if not done:
             for task in list(self._running):
                 task.cancel()
+            # What the database has not taken by now, it will not before the process ends.
+            self._job_manager().stop_retrying()
         await asyncio.gather(worker, return_exceptions=True)
 
     async def job_counts(self) -> dict[str, int]:
@@ -649,6 +658,11 @@ class DurableQueue:
                 "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY status"
             )
             return {status: count for status, count in await cursor.fetchall()}
+
+    def _job_manager(self) -> _WritesOutlastRestarts:
+        manager = self._app.job_manager
+        assert isinstance(manager, _WritesOutlastRestarts)
+        return manager
 
     def _pool(self) -> psycopg_pool.AsyncConnectionPool:
         connector = self._app.connector
@@ -702,16 +716,28 @@ class _RetryUnlessMalformed(procrastinate.RetryStrategy):
 
 class _WritesOutlastRestarts(JobManager):
     """procrastinate's job manager, whose worker writes (a job's end: finished, or re-queued for a
-    retry; the worker's heartbeat) are tried again until the database takes them.
+    retry; the worker's heartbeat) are tried again until the database takes them, or until the
+    process, stopping, has waited out its grace (`stop_retrying`).
 
     procrastinate tries each once. A database restart that cuts off a job's end leaves the job
     `doing` under a worker that lives on, its thread stuck behind it; one that cuts off a heartbeat
     ends the worker's heartbeats for good (procrastinate stops the worker only while it also runs
     periodic jobs), so every job it takes afterwards is soon taken for a dead worker's and run again.
+    A job whose end a stopping process gave up on is re-queued as a dead worker's.
     """
 
+    def __init__(self, connector: procrastinate.BaseConnector) -> None:
+        super().__init__(connector)
+        self._stopping = asyncio.Event()
+
+    def stop_retrying(self) -> None:
+        """Fail the writes waiting for the database, and those to come, at their next try."""
+        self._stopping.set()
+
     async def finish_job(self, job: Job, status: Status, delete_job: bool) -> None:
-        await _until_written(f"the end of job {job.id}", partial(super().finish_job, job, status, delete_job))
+        await self._until_written(
+            f"the end of job {job.id}", partial(super().finish_job, job, status, delete_job)
+        )
 
     async def retry_job(
         self,
@@ -722,37 +748,41 @@ class _WritesOutlastRestarts(JobManager):
         lock: str | None = None,
     ) -> None:
         retry = partial(super().retry_job, job, retry_at, priority, queue, lock)
-        await _until_written(f"the end of job {job.id}", retry)
+        await self._until_written(f"the end of job {job.id}", retry)
 
     async def update_heartbeat(self, worker_id: int) -> None:
-        await _until_written(f"worker {worker_id}'s heartbeat", partial(super().update_heartbeat, worker_id))
+        await self._until_written(
+            f"worker {worker_id}'s heartbeat", partial(super().update_heartbeat, worker_id)
+        )
 
+    async def _until_written(self, what: str, write: Callable[[], Awaitable[None]]) -> None:
+        """`write` `what`, again after each failure to reach the database (logged once).
 
-async def _until_written(what: str, write: Callable[[], Awaitable[None]]) -> None:
-    """`write` `what`, again after each failure to reach the database (logged once).
-
-    A later try that procrastinate refuses because the job is no longer `doing` means an earlier
-    one was committed and only its answer lost."""
-    pause = WORKER_WRITE_RETRY_SECONDS / 10
-    cut_off = False
-    while True:
-        try:
-            await write()
-            return
-        except ConnectorException as exc:
-            if cut_off and isinstance(exc.__cause__, psycopg.errors.RaiseException):
+        A later try that procrastinate refuses because the job is no longer `doing` means an
+        earlier one was committed and only its answer lost."""
+        pause = WORKER_WRITE_RETRY_SECONDS / 10
+        cut_off = False
+        while True:
+            try:
+                await write()
                 return
-            if not isinstance(exc.__cause__, (psycopg.OperationalError, psycopg.InterfaceError)):
-                raise
-            if not cut_off:
-                logger.warning(
-                    "could not record %s (%s); trying until the database answers",
-                    what,
-                    describe_database_error(exc.__cause__),
-                )
-            cut_off = True
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, WORKER_WRITE_RETRY_SECONDS)
+            except ConnectorException as exc:
+                if cut_off and isinstance(exc.__cause__, psycopg.errors.RaiseException):
+                    return
+                if self._stopping.is_set() or not isinstance(
+                    exc.__cause__, (psycopg.OperationalError, psycopg.InterfaceError)
+                ):
+                    raise
+                if not cut_off:
+                    logger.warning(
+                        "could not record %s (%s); trying until the database answers",
+                        what,
+                        describe_database_error(exc.__cause__),
+                    )
+                cut_off = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), pause)
+            pause = min(pause * 2, WORKER_WRITE_RETRY_SECONDS)
 
 
 @contextlib.asynccontextmanager

@@ -35,6 +35,7 @@ from bot.threads.jobs import (
     ThreadScheduler,
     apply_schema,
 )
+from tests.standins.tcp_link import TcpLink, via_link
 
 EVENT_TIMEOUT = 60.0
 """A generous bound so a broken queue fails instead of hanging (dead-worker detection included)."""
@@ -478,6 +479,22 @@ async def eventually(admin: psycopg.AsyncConnection, query: str, params: Any) ->
     """Return once `query` finds a row (the database's state is the event awaited)."""
     while not await (await admin.execute(query, params)).fetchone():
         await asyncio.sleep(0.05)
+
+
+async def test_a_process_stopping_while_the_database_is_unreachable_still_stops(postgres_url: str):
+    """A job's end that the database cannot take is tried only until the stop's grace is over: the
+    process ends (its job runs again elsewhere, as a dead worker's)."""
+    server = make_url(postgres_url)
+    recorder = Recorder(gates={"ending": asyncio.Event()})
+    with TcpLink(server.host or "127.0.0.1", server.port or 5432) as link:
+        async with AsyncExitStack() as stack:
+            queue = await durable_factory(stack, via_link(postgres_url, link))(recorder)
+            await submit(queue, "t1", "ending")
+            await recorder.wait_for("start ending")
+            link.cut()
+            recorder.gates["ending"].set()
+            await recorder.wait_for("end ending")
+            await asyncio.wait_for(queue.drain(grace=0.5), EVENT_TIMEOUT)
 
 
 async def test_a_worker_that_stops_on_its_own_is_started_again(
