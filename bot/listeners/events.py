@@ -92,11 +92,19 @@ async def on_app_uninstalled(body: dict[str, Any], event: dict[str, Any], contex
 
 async def on_tokens_revoked(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
     """Tokens were revoked: Bolt forgets them (OAuth mode); a revoked bot token is as uninstalling
-    (a revoked user token alone changes nothing here)."""
+    (a revoked user token alone changes nothing here).
+
+    Bolt deletes only the bot's own record for a revoked bot token, leaving the installation (which
+    holds that token too) to authorize the workspace still; as an uninstall, all of it goes.
+    """
     services = services_of(context)
+    bot_revoked = bool(event.get("tokens", {}).get("bot"))
     if services.installations is not None:
-        await services.installations.revocation.handle_tokens_revoked_events(event, context)
-    if event.get("tokens", {}).get("bot"):
+        revocation = services.installations.revocation
+        await revocation.handle_tokens_revoked_events(event, context)
+        if bot_revoked:
+            await revocation.handle_app_uninstalled_events(context)
+    if bot_revoked:
         await purge_tenant(services.store, services.checkpointer, tenant_of(context))
 
 

@@ -316,6 +316,26 @@ def test_an_uninstall_ends_its_workspaces_work_and_deletes_its_data_and_the_othe
     assert d.logs()[before:].count(line) == 1
 
 
+def test_a_revoked_bot_token_forgets_the_installation_and_its_workspaces_data(fresh):
+    d = fresh
+    db = d.bots[0].env["RUBRIC_BOT_DB"]
+    t3 = d.slack.add_workspace("T3")
+    assert install(d.bots[0], "T3").status == 200
+    kept = d.mention("T1", f"Keep {KEPT_WORDS}", sr.new_ts())
+    d.wait_final("T1", kept)
+    d.command("T3", f"set {RUBRICS['T1']}")
+    d.wait_final("T3", d.mention("T3", f"Remember {GONE_WORDS}", sr.new_ts()))
+    before = len(d.logs())
+
+    revoked = sr.tokens_revoked(bot_user=t3.bot_user_id)
+    d.send("T3", sr.event_callback(revoked, team="T3", bot_user=t3.bot_user_id))
+    line = "deleted every thread, rubric and setting of team T3"
+    wait_for(lambda: line in d.logs()[before:], RUN_TIMEOUT, message="the revocation's log line")
+
+    assert "T3" not in installed_teams(Path(db)) and "T1" in installed_teams(Path(db))
+    assert tables_containing(db, GONE_WORDS) == [] and tables_containing(db, KEPT_WORDS)
+
+
 # -- Enterprise Grid and rotating tokens ---------------------------------------------------------------
 
 

@@ -244,9 +244,10 @@ def app_uninstalled() -> Json:
     return {"type": "app_uninstalled", "event_ts": new_ts()}
 
 
-def tokens_revoked(*, bot: bool = True) -> Json:
-    """The ``tokens_revoked`` event: the bot's token (or, with `bot=False`, a user token) was revoked."""
-    tokens = {"bot": [BOT_USER_ID]} if bot else {"oauth": [DEFAULT_USER]}
+def tokens_revoked(*, bot: bool = True, bot_user: str = BOT_USER_ID) -> Json:
+    """The ``tokens_revoked`` event: the token of bot user `bot_user` (or, with `bot=False`, a user
+    token) was revoked."""
+    tokens = {"bot": [bot_user]} if bot else {"oauth": [DEFAULT_USER]}
     return {"type": "tokens_revoked", "tokens": tokens, "event_ts": new_ts()}
 
 
