@@ -30,16 +30,19 @@ def choose(form: dict[str, Any], block_id: str, value: str) -> dict[str, Any]:
     return {block_id: {"value": {"type": "static_select", "selected_option": option}}}
 
 
-def choose_worker_model(s: Service, user: str, model: str, *, via: int = 0) -> None:
-    """As `user`, run `/rubric admin` and save the form with `model` as the worker (the grader at
-    the deployment's)."""
+def choose_models(
+    s: Service, user: str, *, worker: str = "deployment", grader: str = "deployment", via: int = 0
+) -> None:
+    """As `user`, run `/rubric admin` and save the form with these models ("deployment": the
+    deployment's own)."""
+    opened = len(s.slack.calls("views.open"))
     admin_command(s, user, via=via)
     form = wait_for(
-        lambda: next((c.args["view"] for c in s.slack.calls("views.open")), None),
+        lambda: next((c.args["view"] for c in s.slack.calls("views.open")[opened:]), None),
         RUN_TIMEOUT,
         message="the settings form to open",
     )
-    values = choose(form, "worker_model", model) | choose(form, "grader_model", "deployment")
+    values = choose(form, "worker_model", worker) | choose(form, "grader_model", grader)
     submission = sr.view_submission(form["callback_id"], values, form["private_metadata"], user)
     assert s.send(submission, via=via).json()["response_action"] == "update"
 
@@ -58,7 +61,7 @@ def test_an_admins_model_choice_answers_the_next_request_and_someone_else_is_ref
     refused = admin_command(s, "UPLAIN")
     assert "Only the workspace's admins and owners may change its settings" in refused
     assert "Worker model: `openai:gpt-4o-mini` — deployment default" in admin_command(s, "UADMIN")
-    choose_worker_model(s, "UADMIN", "openai:gpt-4.1")
+    choose_models(s, "UADMIN", worker="openai:gpt-4.1")
     after = s.mention("Asked after the change", "C1")
     s.wait_finals("C1", after, 1)
 
@@ -76,6 +79,23 @@ def test_an_admins_model_choice_answers_the_next_request_and_someone_else_is_ref
     assert "UADMIN saved its settings" in s.bot.stderr_text()
 
 
+def test_an_admins_grader_choice_grades_the_next_request_and_the_worker_stays(
+    start_bot, slack_api, model_api
+):
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    s = Service(slack_api, model_api, start_bot(env={"RUBRIC_BOT_ALLOWED_MODELS": ALLOWED}))
+    slack_api.add_user("UADMIN", "Ada", admin=True)
+    s.set_channel_rubric("C1")
+
+    choose_models(s, "UADMIN", grader="openai:gpt-4.1")
+    root = s.mention("Graded by the chosen model", "C1")
+    s.wait_finals("C1", root, 1)
+
+    graded = [r for r in model_api.requests("grader") if "Graded by the chosen model" in r.all_text]
+    assert graded and {r.model for r in graded} == {"gpt-4.1"}
+    assert {r.model for r in s.worker_requests_for("Graded by the chosen model")} == {"gpt-4o-mini"}
+
+
 @pytest.mark.postgres
 def test_a_choice_saved_through_one_serve_process_applies_to_a_request_another_takes(
     start_bot, slack_api, model_api, postgres_url
@@ -85,7 +105,7 @@ def test_a_choice_saved_through_one_serve_process_applies_to_a_request_another_t
     s = Service(slack_api, model_api, start_bot(env=env), (start_bot(env=env),))
     slack_api.add_user("UADMIN", "Ada", admin=True)
 
-    choose_worker_model(s, "UADMIN", "openai:gpt-4.1", via=0)
+    choose_models(s, "UADMIN", worker="openai:gpt-4.1", via=0)
     root = s.mention("Asked through the other process", "C1", via=1)
     s.wait_finals("C1", root, 1)
 
