@@ -917,7 +917,7 @@ class Store:
         channel's default rubric if `channel_rubric` and the workspace's settings if `settings`.
 
         An attempt whose lease was taken over records nothing and learns only that
-        (``holds_run`` False).
+        (``holds_run`` False); once one started with it, the lease is checked, no longer taken.
         """
         async with self._write() as connection:
             if lease is not None and not await _hold(connection, run_id, lease):
@@ -936,6 +936,8 @@ class Store:
                 else None
             )
             stored = await _workspace_settings(connection, thread.workspace) if settings else None
+        if lease is not None:
+            lease.taking = False  # taken for good: later attempts check it
         return AttemptStart(interrupted, unread, rubric, stored)
 
     async def release_interrupted(self, run_id: int) -> None:

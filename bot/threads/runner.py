@@ -707,8 +707,6 @@ class ThreadRunner:
         )
         if not start.holds_run:
             raise RunTakenOver(f"run {delivery.run_id} in thread {message.thread_id} was taken over")
-        if lease is not None:
-            lease.taking = False
         if inputs is not None and start.channel_rubric:
             rubric_text = inputs["rubric"] = start.channel_rubric
         unread = start.unread

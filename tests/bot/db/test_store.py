@@ -266,9 +266,8 @@ async def test_an_attempt_takes_its_lease_as_it_starts_and_one_taken_over_record
     await store.mark_interrupted(interrupted)
     shared = RunMaterial(2, ["spec.pdf"], [])
 
-    again = await store.start_attempt(
-        run_id, THREAD, shared, channel_rubric=False, lease=RunLease("first", taking=False)
-    )
+    assert not lease.taking  # the next attempt checks it
+    again = await store.start_attempt(run_id, THREAD, shared, channel_rubric=False, lease=lease)
 
     assert again == AttemptStart([], (), None, holds_run=False)
     assert await store.holds_run(run_id, taken_over)
