@@ -187,13 +187,6 @@ class _ReplayStart(NamedTuple):
 
 
 @dataclass(frozen=True)
-class _ReplayStarted:
-    """A replay recorded as started, and the start it replaced (None if the channel had none)."""
-
-    previous: _ReplayStart | None
-
-
-@dataclass(frozen=True)
 class RunRecord:
     """One request the bot started answering."""
 
@@ -724,17 +717,17 @@ class Store:
         await lock.acquire()
         try:
             async with self._write() as connection:
-                started = await self._record_replay_start(connection, workspace, channel, user, cooldown)
+                replaced = await self._record_replay_start(connection, workspace, channel, user, cooldown)
         except BaseException:
             lock.release()
             raise
-        if isinstance(started, ReplayRefused):
+        if isinstance(replaced, ReplayRefused):
             lock.release()
-            return started
+            return replaced
 
         async def undo_start() -> None:
             async with self._write() as connection:
-                await self._restore_replay_start(connection, workspace, channel, started.previous)
+                await self._restore_replay_start(connection, workspace, channel, replaced)
 
         return ReplayLease(_released(lock), undo_start)
 
@@ -750,26 +743,27 @@ class Store:
             if not locked:
                 await connection.close()
                 return ReplayRefused(running=True, started_by=await self._replay_starter(workspace, channel))
-            started = await self._record_replay_start(connection, workspace, channel, user, cooldown)
+            replaced = await self._record_replay_start(connection, workspace, channel, user, cooldown)
             await connection.commit()
         except BaseException:
             await connection.close()  # a session's advisory locks end with it
             raise
         release = _unlocked(connection, key)
-        if isinstance(started, ReplayRefused):
+        if isinstance(replaced, ReplayRefused):
             await release()
-            return started
+            return replaced
 
         async def undo_start() -> None:  # on the connection holding the lock, so before its release
-            await self._restore_replay_start(connection, workspace, channel, started.previous)
+            await self._restore_replay_start(connection, workspace, channel, replaced)
             await connection.commit()
 
         return ReplayLease(release, undo_start)
 
     async def _record_replay_start(
         self, connection: AsyncConnection, workspace: Workspace, channel: str, user: str, cooldown: timedelta
-    ) -> ReplayRefused | _ReplayStarted:
-        """Record a replay starting now, holding the channel's lock; refused if the cooldown lasts."""
+    ) -> ReplayRefused | _ReplayStart | None:
+        """Record a replay starting now, holding the channel's lock: refused if the cooldown lasts,
+        else the start it replaced (None if the channel had none)."""
         table = channel_replays
         latest = (
             await connection.execute(
@@ -784,7 +778,7 @@ class Store:
         await self._put_channel_row(
             table, workspace, channel, {"started_by": user, "started_at": now}, connection
         )
-        return _ReplayStarted(_ReplayStart(*latest) if latest else None)
+        return _ReplayStart(*latest) if latest else None
 
     async def _restore_replay_start(
         self, connection: AsyncConnection, workspace: Workspace, channel: str, previous: _ReplayStart | None

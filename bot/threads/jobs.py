@@ -41,7 +41,7 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.config import DEFAULT_CONCURRENCY, DEFAULT_STALLED_AFTER
-from bot.db.database import Database, describe_database_error
+from bot.db.database import Database, describe_database_error, unavailable_error
 from bot.db.store import QuotaName
 from bot.material.sources import Sources
 from bot.slack.payloads import problems
@@ -767,17 +767,18 @@ class _WritesOutlastRestarts(JobManager):
                 await write()
                 return
             except ConnectorException as exc:
-                if cut_off and isinstance(exc.__cause__, psycopg.errors.RaiseException):
+                cause = exc.__cause__
+                if cut_off and isinstance(cause, psycopg.errors.RaiseException):
                     return
-                if self._stopping.is_set() or not isinstance(
-                    exc.__cause__, (psycopg.OperationalError, psycopg.InterfaceError)
-                ):
+                # procrastinate wraps every error of the driver, a wrong statement's too.
+                failure = unavailable_error(cause) if cause is not None else None
+                if failure is None or self._stopping.is_set():
                     raise
                 if not cut_off:
                     logger.warning(
                         "could not record %s (%s); trying until the database answers",
                         what,
-                        describe_database_error(exc.__cause__),
+                        describe_database_error(failure),
                     )
                 cut_off = True
             with contextlib.suppress(TimeoutError):
