@@ -7,6 +7,9 @@ Public API:
 
 - `RubricMiddleware`, `RubricEvaluation`, `CriterionResult`, `RubricState`, `Status`,
   `DEFAULT_MAX_GRADER_CALLS` — the revise-and-grade loop.
+- `abstained` — the criteria an evaluation's grader could not tell (left to a person).
+- `Provenance`, `text_hash` — what produced a verdict (rubric hash, grader model as answered,
+  instructions hash, calibration example ids, worker model), as each evaluation records it.
 - `EVALUATION_START_EVENT`, `EVALUATION_END_EVENT` — the `type` of its custom stream events.
 - `parse_rubric`, `Rubric`, `Criterion`, `Dimension`, `RubricError` — list and scored rubrics.
 - `aggregate`, `Aggregate` — verdicts from 1–5 scores that one strong dimension cannot mask.
@@ -46,8 +49,10 @@ from grading.middleware import (
     RubricMiddleware,
     RubricState,
     Status,
+    abstained,
 )
 from grading.once import TranscriptGrader
+from grading.provenance import Provenance, text_hash
 from grading.rubric import Criterion, Dimension, Rubric, RubricError, parse_rubric
 from grading.tools import (
     EVIDENCE_TOOLS,
@@ -75,6 +80,7 @@ __all__ = [
     "CriterionResult",
     "DifferenceIntervals",
     "Dimension",
+    "Provenance",
     "Rubric",
     "RubricError",
     "RubricEvaluation",
@@ -82,6 +88,7 @@ __all__ = [
     "RubricState",
     "Status",
     "TranscriptGrader",
+    "abstained",
     "aggregate",
     "agreement_report",
     "correlated_dimensions",
@@ -96,4 +103,5 @@ __all__ = [
     "parse_rubric",
     "percent_agreement",
     "regex_match",
+    "text_hash",
 ]

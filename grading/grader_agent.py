@@ -22,6 +22,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
 from grading.grader import GRADER_SOURCE
+from grading.provenance import answered_model
 
 
 class GraderError(RuntimeError):
@@ -43,6 +44,8 @@ class GraderMeter:
     limit: int
     calls: int = 0
     usage: UsageMetadata | None = None
+    model: str | None = None
+    """The model that answered the latest call, as the provider named it (None until one did)."""
 
     @property
     def left(self) -> int:
@@ -62,10 +65,13 @@ class GraderMeter:
         )
 
     def record(self, response: ModelResponse[Any]) -> None:
-        """Add the call's reported tokens."""
+        """Add the call's reported tokens; note the model that answered."""
         for message in response.result:
-            if isinstance(message, AIMessage) and message.usage_metadata:
+            if not isinstance(message, AIMessage):
+                continue
+            if message.usage_metadata:
                 self.usage = add_usage(self.usage, message.usage_metadata)
+            self.model = answered_model(message) or self.model
 
 
 class _Metered(AgentMiddleware[Any, GraderMeter]):

@@ -49,6 +49,14 @@ from grading.grader import (
 )
 from grading.grader_agent import GraderAgent, GraderError, GraderMeter, NoStructuredAnswer
 from grading.matching import match_names
+from grading.provenance import (
+    Provenance,
+    answered_model,
+    asked_model,
+    example_ids,
+    instructions_hash,
+    text_hash,
+)
 from grading.rubric import Rubric, RubricError, parse_rubric, quoted
 
 logger = logging.getLogger(__name__)
@@ -90,6 +98,10 @@ class CriterionResult(TypedDict):
     passed: bool
     gap: str
     score: int | None
+    cannot_tell: NotRequired[bool]
+    """True when the grader abstained: what it was given cannot settle the criterion. `passed` is
+    then false and `gap` says what is missing to decide; the criterion is left to a person, not sent
+    back to the worker, and does not keep the run going (see `abstained`)."""
 
 
 class RubricEvaluation(TypedDict):
@@ -114,6 +126,8 @@ class RubricEvaluation(TypedDict):
     answer_message_id: str | None
     best_iteration: int | None
     calibration: list[CalibrationExample]
+    provenance: NotRequired[Provenance]
+    """What produced the verdict: rubric, grader model and instructions, examples, worker model."""
 
 
 class RubricState(AgentState):
@@ -261,6 +275,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         self.max_iterations = max_iterations
         self.max_grader_calls = max_grader_calls
         self._model = model
+        self._asked_model = asked_model(model)
         self._system_prompt = system_prompt or GRADER_SYSTEM_PROMPT
         self._tools = list(tools or ())
         self._on_evaluation = on_evaluation
@@ -324,7 +339,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         }
 
     def _grading_steps(self, state: RubricState, runtime: Runtime[Any]) -> _Steps:
-        text = state.get(RUBRIC_KEY)
+        text = state.get("rubric")  # RUBRIC_KEY, by its literal name so its type is known
         if not text:
             return None
         iteration = state.get("_rubric_iterations") or 0
@@ -346,6 +361,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
                 **base,
                 "result": "failed",
                 "explanation": f"The rubric could not be parsed: {exc}",
+                "provenance": self._provenance(text, None, [], GraderMeter(0), state),
             }
             return self._conclude(state, runtime, unparsed, None)
         examples = yield from self._team_examples(rubric, runtime)
@@ -369,8 +385,26 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             "usage": meter.usage,
             "grader_calls": meter.calls,
             "calibration": examples,
+            "provenance": self._provenance(text, rubric.kind, examples, meter, state),
         }
         return self._conclude(state, runtime, evaluation, rubric)
+
+    def _provenance(
+        self,
+        rubric_text: str,
+        kind: Literal["list", "scored"] | None,
+        examples: Sequence[CalibrationExample],
+        meter: GraderMeter,
+        state: RubricState,
+    ) -> Provenance:
+        answer = next((m for m in reversed(state["messages"]) if isinstance(m, AIMessage)), None)
+        return Provenance(
+            rubric_hash=text_hash(rubric_text),
+            grader_model=meter.model or self._asked_model,
+            grader_prompt_hash=instructions_hash(self._system_prompt, kind),
+            calibration_examples=example_ids(examples),
+            worker_model=answered_model(answer),
+        )
 
     def _blank_evaluation(self, run_id: str, iteration: int, state: RubricState) -> RubricEvaluation:
         return {
@@ -606,12 +640,10 @@ def _judge(rubric: Rubric, graded: _Graded) -> _Judgement:
     }
     if not rubric.is_scored:
         criteria = [
-            CriterionResult(
-                name=name, passed=item.passed, gap="" if item.passed else item.gap.strip(), score=None
-            )
-            for name, item in zip(rubric.names, _in_order(graded), strict=True)
+            _criterion_result(name, item) for name, item in zip(rubric.names, _in_order(graded), strict=True)
         ]
-        passed = all(c["passed"] for c in criteria)
+        # A criterion the grader could not tell is a person's to judge: it neither passes nor fails the run.
+        passed = all(c["passed"] for c in criteria if not c.get("cannot_tell"))
         return {**verdict, "result": "satisfied" if passed else "needs_revision", "criteria": criteria}
     scores = {name: item.score for name, item in zip(rubric.names, _in_order(graded), strict=True)}
     outcome = aggregate(rubric, scores)
@@ -631,6 +663,20 @@ def _judge(rubric: Rubric, graded: _Graded) -> _Judgement:
         "score": outcome.score,
         "verdict": outcome.verdict,
     }
+
+
+def _criterion_result(name: str, item: Any) -> CriterionResult:
+    """One list criterion's result from the grader's item; an abstention keeps its reason as the gap."""
+    if item.cannot_tell:
+        return CriterionResult(name=name, passed=False, gap=item.gap.strip(), score=None, cannot_tell=True)
+    return CriterionResult(
+        name=name, passed=item.passed, gap="" if item.passed else item.gap.strip(), score=None
+    )
+
+
+def abstained(evaluation: RubricEvaluation) -> list[str]:
+    """The criteria the grader could not tell in `evaluation` (left to a person), in rubric order."""
+    return [c["name"] for c in evaluation["criteria"] if c.get("cannot_tell")]
 
 
 def _in_order(graded: _Graded) -> list[Any]:
@@ -691,7 +737,11 @@ def _weakest_first(evaluation: RubricEvaluation, rubric: Rubric) -> list[Criteri
 
 def _feedback_message(evaluation: RubricEvaluation, rubric: Rubric) -> HumanMessage:
     """The grader's feedback, marked as the grader's (not the user's)."""
-    failing = [c for c in _weakest_first(evaluation, rubric) if not c["passed"] or c["gap"]]
+    failing = [
+        c
+        for c in _weakest_first(evaluation, rubric)
+        if (not c["passed"] or c["gap"]) and not c.get("cannot_tell")
+    ]
     lines = [
         f"Grader feedback (iteration {evaluation['iteration'] + 1} of "
         f"{evaluation['max_iterations']}): your answer does not meet the rubric yet.",

@@ -61,6 +61,17 @@ REVISED_ANSWER = "Revised answer v2"
 """The scripted worker's answer after grader feedback; distinctive for the same reason."""
 DEFAULT_GAP = "The answer must cite a source for its claim."
 """Gap text the scripted graders give a failing criterion."""
+CANNOT_TELL_REASON = "The thread holds no figures to check this against."
+"""Reason the scripted graders give a criterion they cannot tell."""
+
+MODEL_RELEASE = "2026-01-01"
+"""The stand-in answers as a dated release of the model asked for (``gpt-4o-mini`` answers as
+``gpt-4o-mini-2026-01-01``), as providers name the snapshot behind an alias."""
+
+
+def answering_model(asked: str) -> str:
+    """The model name the stand-in's answers give for a request that asked for `asked`."""
+    return f"{asked}-{MODEL_RELEASE}"
 
 
 @dataclass(frozen=True)
@@ -372,7 +383,7 @@ class ModelApiStandin(BackgroundServer):
         ]
         completion = _Completion(
             id=f"chatcmpl-{number}",
-            model=str(chat.body.get("model", "")),
+            model=answering_model(str(chat.body.get("model", ""))),
             content=reply.content,
             calls=calls,
             usage=_usage(chat, reply),
@@ -498,17 +509,22 @@ def grade(
     gap: str = DEFAULT_GAP,
     explanation: str | None = None,
     scored: bool = False,
+    cannot_tell: Collection[str] = (),
 ) -> Json:
-    """A grade dict that fails the `failing` criteria with `gap` and passes the rest.
+    """A grade dict that fails the `failing` criteria with `gap`, cannot tell the `cannot_tell` ones
+    (with CANNOT_TELL_REASON) and passes the rest.
 
     Pass/fail criteria get ``passed``; with `scored`, dimensions get a 1-5 ``score`` instead
     (FAILING_SCORE or PASSING_SCORE), as the grading engine's two grade schemas expect.
     """
-    unknown = set(failing) - set(criteria)
+    unknown = (set(failing) | set(cannot_tell)) - set(criteria)
     if unknown:
-        raise ValueError(f"failing criteria not in the rubric: {sorted(unknown)}")
+        raise ValueError(f"failing or cannot-tell criteria not in the rubric: {sorted(unknown)}")
     items: list[Json] = []
     for name in criteria:
+        if name in cannot_tell:
+            items.append({"name": name, "passed": False, "cannot_tell": True, "gap": CANNOT_TELL_REASON})
+            continue
         passed = name not in failing
         verdict = {"score": PASSING_SCORE if passed else FAILING_SCORE} if scored else {"passed": passed}
         items.append({"name": name, **verdict, "gap": "" if passed else gap})
