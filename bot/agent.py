@@ -28,6 +28,7 @@ from bot.material.fence import MATERIAL_NOTE
 from bot.threads.summary import ThreadSummary, summary_usage
 from bot.workspaces.workspace import Workspace
 from grading import (
+    ANTHROPIC_LLM_TYPE,
     DEFAULT_MAX_GRADER_CALLS,
     EVALUATION_END_EVENT,
     EVALUATION_START_EVENT,
@@ -196,7 +197,7 @@ def build_agent(
         tools=EVIDENCE_TOOLS,
         calibration=calibration,
     )
-    middleware: list[AgentMiddleware[Any, Any]] = [rubric]
+    middleware: list[AgentMiddleware[Any, Any]] = [rubric, *prompt_caching(worker)]
     if context_tokens:
         # First, so the worker's every call (revisions included) sees the bounded history.
         middleware.insert(0, ThreadSummary(worker, context_tokens=context_tokens, summarizer=summarizer))
@@ -210,6 +211,18 @@ def build_agent(
     # Statically the graph takes langchain's InputAgentState only; at run time its input schema
     # also has the middleware's `rubric` key, which the bot passes (see `run_turn`).
     return cast(ConversationAgent, agent)
+
+
+def prompt_caching(worker: BaseChatModel) -> list[AgentMiddleware[Any, Any]]:
+    """The middleware that caches the worker's stable prefix (its instructions and the earlier turns)
+    with its provider: Anthropic's needs breakpoints, set by langchain-anthropic's middleware; OpenAI
+    caches a shared prefix by itself."""
+    if getattr(worker, "_llm_type", None) != ANTHROPIC_LLM_TYPE:
+        return []
+    # Only an anthropic model needs (and can import) the anthropic extra.
+    from langchain_anthropic.middleware import AnthropicPromptCachingMiddleware
+
+    return [AnthropicPromptCachingMiddleware(unsupported_model_behavior="ignore")]
 
 
 @dataclass(frozen=True)

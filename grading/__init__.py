@@ -21,6 +21,8 @@ Public API:
 - `TranscriptGrader` — grade a transcript you already have once, as the middleware would.
 - `MATERIAL_SOURCE` — marks a user message as material shared for the work (kept in the grader's
   transcript with the request) rather than a request.
+- `ANTHROPIC_LLM_TYPE` — the `_llm_type` of Anthropic chat models, whose prompts need cache
+  breakpoints (the grader sets its own; see `grading.caching`).
 - `difference_intervals`, `DifferenceIntervals` — bootstrap intervals on how much one grader's
   agreement with the humans beats another's.
 """
@@ -38,6 +40,7 @@ from grading.agreement import (
     majority_baseline,
     percent_agreement,
 )
+from grading.caching import ANTHROPIC_LLM_TYPE
 from grading.grader import MATERIAL_SOURCE, CalibrationExample
 from grading.middleware import (
     DEFAULT_MAX_GRADER_CALLS,
@@ -65,6 +68,7 @@ from grading.tools import (
 )
 
 __all__ = [
+    "ANTHROPIC_LLM_TYPE",
     "DEFAULT_MAX_GRADER_CALLS",
     "EVALUATION_END_EVENT",
     "EVALUATION_START_EVENT",

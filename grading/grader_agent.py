@@ -16,12 +16,13 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, UsageMetadata
+from langchain_core.messages import AIMessage, UsageMetadata
 from langchain_core.messages.ai import add_usage
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel
 
-from grading.grader import GRADER_SOURCE
+from grading.caching import PromptCaching, payload_message
+from grading.grader import GRADER_SOURCE, GraderPayload
 from grading.provenance import answered_model
 
 
@@ -116,7 +117,7 @@ class GraderAgent:
             tools=list(tools),
             system_prompt=system_prompt,
             response_format=schema,
-            middleware=[_Metered()],
+            middleware=[_Metered(), PromptCaching()],
             context_schema=GraderMeter,
             name=GRADER_SOURCE,
             # The grader's scratch work is not part of the thread's history.
@@ -124,19 +125,19 @@ class GraderAgent:
         )
         return cls(agent)
 
-    def ask(self, payload: str, meter: GraderMeter) -> BaseModel:
+    def ask(self, payload: GraderPayload, meter: GraderMeter) -> BaseModel:
         """The grader's structured answer to `payload`; `GraderError` when it gives none."""
         result = self.agent.invoke(_inputs(payload), _config(meter), context=meter)
         return _answer(result)
 
-    async def aask(self, payload: str, meter: GraderMeter) -> BaseModel:
+    async def aask(self, payload: GraderPayload, meter: GraderMeter) -> BaseModel:
         """Async twin of `ask`."""
         result = await self.agent.ainvoke(_inputs(payload), _config(meter), context=meter)
         return _answer(result)
 
 
-def _inputs(payload: str) -> dict[str, Any]:
-    return {"messages": [HumanMessage(payload)]}
+def _inputs(payload: GraderPayload) -> dict[str, Any]:
+    return {"messages": [payload_message(payload)]}
 
 
 def _config(meter: GraderMeter) -> dict[str, Any]:

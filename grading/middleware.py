@@ -43,6 +43,7 @@ from grading.grader import (
     GRADER_SYSTEM_PROMPT,
     STRUCTURED_REMINDER,
     CalibrationExample,
+    GraderPayload,
     build_payload,
     grade_schema,
     request_index,
@@ -183,7 +184,7 @@ class _GraderCall:
 
     kind: Literal["list", "scored"]
     names: tuple[str, ...]
-    payload: str
+    payload: GraderPayload
     meter: GraderMeter
 
 
@@ -602,7 +603,7 @@ def _structured(call: _GraderCall) -> Generator[_GraderCall, Any, Any]:
         except NoStructuredAnswer as exc:
             if not call.meter.left:
                 raise call.meter.spent() from exc
-            call = replace(call, payload=f"{call.payload}\n\n{STRUCTURED_REMINDER}")
+            call = replace(call, payload=call.payload.with_reminder(STRUCTURED_REMINDER))
 
 
 def _check_positive_int(name: str, value: object) -> None:

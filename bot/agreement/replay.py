@@ -271,7 +271,7 @@ def estimate_tokens(case: Case, examples: Sequence[CalibrationExample], system_p
     except RubricError:
         return 0  # graded as `failed` without a model call
     payload = build_payload(rubric, case.messages, iteration=case.record.iteration, calibration=examples)
-    prompt = (system_prompt or GRADER_SYSTEM_PROMPT) + payload + _tool_schemas()
+    prompt = (system_prompt or GRADER_SYSTEM_PROMPT) + payload.text + _tool_schemas()
     return len(prompt) // CHARS_PER_TOKEN + OUTPUT_TOKENS_PER_CRITERION * len(rubric.names)
 
 

@@ -123,7 +123,7 @@ def test_a_reviewers_comment_reaches_the_grader_bounded_and_framed_as_untrusted_
     )
     payload = build_payload(
         parse_rubric(HAIKU_RUBRIC), [HumanMessage("Write")], iteration=0, calibration=[example]
-    )
+    ).text
 
     nonce = re.search(r"<comments-([0-9a-f]+)>", payload)
     assert nonce is not None

@@ -9,11 +9,18 @@ request asked for, ``standin.summarizer`` returns the summary's text. Streaming 
 ``stream_options.include_usage``) and plain answers are both served; every request is recorded. A
 handler can also make a request fail, with ``ErrorReply(status)``, or hang, with ``NO_ANSWER`` (a
 provider that accepts the call and never answers).
+
+Like OpenAI, the stand-in reports as cached (``usage.prompt_tokens_details.cached_tokens``) the
+input a request shares with an earlier one: the same tools and answer schema, then the longest run
+of leading words its messages share with an earlier request's, counted once it reaches
+`cache_min_tokens` and in steps of `cache_step_tokens` beyond (OpenAI's 1,024 and 128).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
 import json
 import re
 import threading
@@ -41,6 +48,13 @@ PASSING_SCORE = 5
 """Score the scripted graders give a scored dimension they pass."""
 FAILING_SCORE = 2
 """Score the scripted graders give a scored dimension they fail (low enough to fail any sane pass_score)."""
+
+OPENAI_CACHE_MIN_TOKENS = 1024
+"""The shortest shared prefix OpenAI caches."""
+OPENAI_CACHE_STEP_TOKENS = 128
+"""OpenAI caches a shared prefix beyond the minimum in steps of this many tokens."""
+CACHE_MEMORY = 256
+"""How many earlier requests the stand-in's cache remembers."""
 
 SUMMARY_PROMPT_START = DEFAULT_SUMMARY_PROMPT.partition("{messages}")[0][:80]
 """How langchain's `SummarizationMiddleware` starts the request for a summary: such a request is a
@@ -121,6 +135,8 @@ class ChatRequest:
 
     body: Json
     role: Role
+    cached_tokens: int = 0
+    """The input tokens the stand-in reported as cached for this request."""
 
     @classmethod
     def from_body(cls, body: Json) -> ChatRequest:
@@ -160,6 +176,13 @@ class ChatRequest:
     def prompt_tokens(self) -> int:
         """The input tokens the stand-in reports for this request: its words (see `_usage`)."""
         return len(self.all_text.split()) + 1
+
+    @property
+    def cache_words(self) -> tuple[str, ...]:
+        """The request's input as the cache sees it: a digest of its tools and answer schema (which
+        come first), then its messages' words, in order."""
+        schemas = json.dumps([self.body.get("tools"), self.body.get("response_format")], sort_keys=True)
+        return (hashlib.sha256(schemas.encode()).hexdigest(), *self.all_text.split())
 
     @property
     def schema_name(self) -> str | None:
@@ -225,6 +248,7 @@ class _State:
     in_flight: int = 0
     peak_in_flight: int = 0
     counter: int = 0
+    cache: deque[tuple[str, ...]] = field(default_factory=lambda: deque(maxlen=CACHE_MEMORY))
 
 
 class HandlerError(Exception):
@@ -246,6 +270,8 @@ class ModelApiStandin(BackgroundServer):
         self.grader: GraderHandler | None = None
         self.summarizer: SummaryHandler = _default_summary
         self.latency = 0.0
+        self.cache_min_tokens = OPENAI_CACHE_MIN_TOKENS
+        self.cache_step_tokens = OPENAI_CACHE_STEP_TOKENS
         self._lock = threading.Lock()
         self._state = _State()
         self._stopping: asyncio.Event | None = None
@@ -307,6 +333,7 @@ class ModelApiStandin(BackgroundServer):
     async def _handle_chat(self, request: web.Request) -> web.StreamResponse:
         chat = ChatRequest.from_body(await request.json())
         with self._lock:
+            chat = dataclasses.replace(chat, cached_tokens=self._cached_tokens(chat.cache_words))
             self._state.requests.append(chat)
             self._state.in_flight += 1
             self._state.peak_in_flight = max(self._state.peak_in_flight, self._state.in_flight)
@@ -334,6 +361,16 @@ class ModelApiStandin(BackgroundServer):
         finally:
             with self._lock:
                 self._state.in_flight -= 1
+
+    def _cached_tokens(self, words: tuple[str, ...]) -> int:
+        """The tokens of `words` a provider would serve from its cache; remembers `words` (under the lock)."""
+        shared = max((_shared_prefix(words, earlier) for earlier in self._state.cache), default=0)
+        self._state.cache.append(words)
+        shared = max(shared - 1, 0)  # the schema digest is not a token of the prompt
+        if shared < self.cache_min_tokens:
+            return 0
+        step = max(self.cache_step_tokens, 1)
+        return self.cache_min_tokens + (shared - self.cache_min_tokens) // step * step
 
     def _take_fault(self, role: Role) -> _Fault | None:
         faults = self._state.faults
@@ -466,7 +503,22 @@ def _usage(chat: ChatRequest, reply: _Reply) -> Json:
     completion = len((reply.content or "").split()) + sum(
         len(json.dumps(call.args).split()) for call in reply.calls
     )
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": chat.cached_tokens},
+    }
+
+
+def _shared_prefix(words: Sequence[str], other: Sequence[str]) -> int:
+    """How many leading words two sequences share."""
+    count = 0
+    for mine, theirs in zip(words, other, strict=False):
+        if mine != theirs:
+            break
+        count += 1
+    return count
 
 
 def _error(status: int, kind: str, message: str) -> web.Response:
