@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, cast
 
 from langchain.agents import create_agent
@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import StateSnapshot
 
 from bot.config import ConfigError, Settings, problem
+from bot.limits.prices import Role, RunCost, run_cost
 from bot.material.fence import MATERIAL_NOTE
 from bot.threads.summary import ThreadSummary, summary_usage
 from bot.workspaces.workspace import Workspace
@@ -319,6 +320,17 @@ class TurnOutcome:
     """Grader model calls of this turn's evaluations."""
     evaluations: tuple[RubricEvaluation, ...] = ()
     """This turn's evaluations, oldest first (those graded before a cut-short attempt's end too)."""
+    cost: RunCost | None = None
+    """What the turn's tokens cost, once priced (see `priced`)."""
+
+    def priced(self, models: ModelPair) -> TurnOutcome:
+        """The outcome with its cost: the worker's tokens at `models.worker`'s rate, the grader's at
+        `models.grader`'s."""
+        usage: dict[Role, tuple[str, UsageMetadata | None]] = {
+            "worker": (models.worker, self.worker_usage),
+            "grader": (models.grader, self.grader_usage),
+        }
+        return replace(self, cost=run_cost(usage))
 
     @property
     def usage(self) -> UsageMetadata | None:

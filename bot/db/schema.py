@@ -21,6 +21,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -172,6 +173,10 @@ runs = Table(
     Column("requester", Text),
     Column("tokens", Integer),
     Column("lease", Text),
+    Column("cost_usd", Float),
+    Column("grader_cost_usd", Float),
+    Column("cost_unpriced", Boolean, nullable=False, server_default=false()),
+    Column("token_usage", Document),
     Index("runs_by_thread", "thread_id", "finished_at"),
     Index("runs_by_channel", "team", "channel", "started_at"),
     Index("runs_by_requester", "team", "requester", "started_at"),
@@ -183,7 +188,14 @@ What the request shared, once read: ``thread_messages`` (earlier messages of the
 got), ``files_read`` (file names) and ``files_unread`` (``{"name", "reason"}`` of each file, or of
 the thread, not read); NULL before the run read them. ``requester`` is the Slack user who asked
 and ``tokens`` the worker's plus the grader's tokens the run used (both NULL on runs from before
-they were kept; ``tokens`` also until the run ends). ``lease`` names the attempt at the run that
+they were kept; ``tokens`` also until the run ends). ``cost_usd`` is what the run's priced model
+calls cost in US dollars (``grader_cost_usd`` the grader's share), ``cost_unpriced`` is set when a
+model it used is not in the price table (its tokens are not in ``cost_usd``), and ``token_usage``
+keeps the tokens it was priced from, per role: ``{"worker": {"model", "input_tokens",
+"cached_input_tokens", "cache_write_tokens", "output_tokens", "usd"}, "grader": …}`` (see
+`bot.limits.prices.RunCost`); the three are NULL until the run ends and on runs from before they
+were kept.
+``lease`` names the attempt at the run that
 may post in its thread (on PostgreSQL, where another process can take a run over; see
 `bot.db.store.Store.take_run`)."""
 

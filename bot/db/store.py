@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from functools import cache
-from typing import Any, Final, Literal, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 from weakref import WeakValueDictionary
 
 from sqlalchemy import (
@@ -78,6 +78,9 @@ from bot.material.files import Unread
 from bot.threads.conversation import MessageChange, ThreadKey
 from bot.workspaces.workspace import NO_ENTERPRISE, Organization, Tenant, Workspace
 from grading import RubricEvaluation, Status
+
+if TYPE_CHECKING:
+    from bot.limits.prices import RunCost
 
 RunStatus = Status | Literal["interrupted", "answered", "timed_out", "error"]
 """How a run ended (`runs.status`): its grading's final status, or one of the bot's own below."""
@@ -136,6 +139,10 @@ class UsageRow:
     """The Slack user who asked; "" for runs from before requesters were kept."""
     requests: int
     tokens: int
+    usd: float = 0.0
+    """What their priced model calls cost, in US dollars."""
+    unpriced: int = 0
+    """Of the runs, how many used a model the price table does not know (their cost is partial)."""
 
 
 @dataclass(frozen=True)
@@ -815,13 +822,21 @@ class Store:
         status: RunStatus,
         tokens: int | None = None,
         posted: Sequence[PostedPart] = (),
+        cost: RunCost | None = None,
     ) -> None:
-        """Record that a run ended with ``status``, having used ``tokens`` (worker plus grader) if
-        known; and, in the same transaction, its closing messages in the thread not recorded yet
-        (`posted`; see `record_posted`)."""
+        """Record that a run ended with ``status``, having used ``tokens`` (worker plus grader) at
+        ``cost`` if known; and, in the same transaction, its closing messages in the thread not
+        recorded yet (`posted`; see `record_posted`)."""
         values: dict[str, Any] = {"status": status, "finished_at": _now()}
         if tokens is not None:
             values["tokens"] = tokens
+        if cost is not None:
+            values |= {
+                "cost_usd": cost.usd,
+                "grader_cost_usd": cost.role_usd("grader"),
+                "cost_unpriced": bool(cost.unpriced),
+                "token_usage": cost.model_dump(mode="json")["roles"],
+            }
         async with self._write() as connection:
             for part in posted:
                 await connection.execute(
@@ -843,6 +858,8 @@ class Store:
                 requester.label("requester"),
                 func.count().label("requests"),
                 func.coalesce(func.sum(runs.c.tokens), 0).label("tokens"),
+                func.coalesce(func.sum(runs.c.cost_usd), 0).label("usd"),
+                func.count().filter(runs.c.cost_unpriced).label("unpriced"),
             )
             .where(*_scope(runs, workspace, channel, since, runs.c.started_at))
             .group_by(day, runs.c.channel, requester)
@@ -855,6 +872,8 @@ class Store:
                 requester=row["requester"],
                 requests=int(row["requests"]),
                 tokens=int(row["tokens"]),
+                usd=float(row["usd"]),
+                unpriced=int(row["unpriced"]),
             )
             for row in await self._rows(query)
         ]

@@ -1,4 +1,4 @@
-"""Who used the bot how much: requests and tokens per UTC day, channel and person, from the runs the
+"""Who used the bot how much: requests, tokens and money per UTC day, channel and person, from the runs the
 bot records. Loading is one store query; everything else is pure (summaries, Block Kit for
 `/rubric usage`, text and JSON for `rubric-bot usage`)."""
 
@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from datetime import date, datetime, timedelta
 
 from bot.db.store import Store, UsageRow
+from bot.limits.prices import dollars
 from bot.limits.quota import DailyLimits, day_start
 from bot.slack.blocks import block_dicts, context_block, header_block, section_block
 from bot.slack.messages import SlackMessage
@@ -28,13 +29,27 @@ UNKNOWN_REQUESTER = "(unknown)"
 
 @dataclass(frozen=True)
 class Totals:
-    """Requests started and tokens they used."""
+    """Requests started, the tokens they used and what those cost."""
 
     requests: int = 0
     tokens: int = 0
+    usd: float = 0.0
+    """US dollars of their priced model calls."""
+    unpriced: int = 0
+    """Of the requests, those that used a model the price table does not know."""
 
     def __add__(self, other: Totals) -> Totals:
-        return Totals(self.requests + other.requests, self.tokens + other.tokens)
+        return Totals(
+            self.requests + other.requests,
+            self.tokens + other.tokens,
+            self.usd + other.usd,
+            self.unpriced + other.unpriced,
+        )
+
+    @classmethod
+    def of(cls, row: UsageRow) -> Totals:
+        """One usage row's totals."""
+        return cls(row.requests, row.tokens, row.usd, row.unpriced)
 
 
 @dataclass(frozen=True)
@@ -49,14 +64,14 @@ class ChannelUsage:
 
 
 def totals(rows: Iterable[UsageRow]) -> Totals:
-    return sum((Totals(row.requests, row.tokens) for row in rows), Totals())
+    return sum((Totals.of(row) for row in rows), Totals())
 
 
 def totals_by(rows: Iterable[UsageRow], key: Callable[[UsageRow], str]) -> dict[str, Totals]:
     """Totals per `key` (channel, requester), the most tokens first, then the most requests."""
     grouped: defaultdict[str, Totals] = defaultdict(Totals)
     for row in rows:
-        grouped[key(row)] += Totals(row.requests, row.tokens)
+        grouped[key(row)] += Totals.of(row)
     return dict(sorted(grouped.items(), key=lambda item: (-item[1].tokens, -item[1].requests, item[0])))
 
 
@@ -82,7 +97,15 @@ async def load_channel_usage(
 
 
 def _amount(total: Totals) -> str:
-    return f"{total.requests:,} request{'' if total.requests == 1 else 's'}, {total.tokens:,} tokens"
+    requests = f"{total.requests:,} request{'' if total.requests == 1 else 's'}"
+    return f"{requests}, {total.tokens:,} tokens, {money_words(total)}"
+
+
+def money_words(total: Totals) -> str:
+    """What the requests cost: ``$0.0123``, saying how many of them are unpriced, never free."""
+    if not total.unpriced:
+        return dollars(total.usd)
+    return f"{dollars(total.usd)} ({total.unpriced:,} unpriced: a model not in the price table)"
 
 
 def _requester(user: str) -> str:
@@ -146,7 +169,7 @@ def usage_table(rows: Sequence[UsageRow]) -> str:
             [
                 (
                     [row.day.isoformat(), row.channel, row.requester or UNKNOWN_REQUESTER],
-                    Totals(row.requests, row.tokens),
+                    Totals.of(row),
                 )
                 for row in rows
             ],
@@ -156,7 +179,9 @@ def usage_table(rows: Sequence[UsageRow]) -> str:
 
 
 def _table(title: str, heads: list[str], rows: list[tuple[list[str], Totals]]) -> str:
-    cells = [[*heads, "Requests", "Tokens"]] + [[*key, f"{t.requests:,}", f"{t.tokens:,}"] for key, t in rows]
+    cells = [[*heads, "Requests", "Tokens", "Cost (USD)", "Unpriced"]] + [
+        [*key, f"{t.requests:,}", f"{t.tokens:,}", f"{t.usd:.4f}", f"{t.unpriced:,}"] for key, t in rows
+    ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
     numeric = len(heads)
     lines = [
@@ -181,6 +206,8 @@ def usage_json(rows: Sequence[UsageRow], *, since: date, channel: str | None) ->
                 "user": row.requester or None,
                 "requests": row.requests,
                 "tokens": row.tokens,
+                "usd": row.usd,
+                "unpriced": row.unpriced,
             }
             for row in rows
         ],

@@ -18,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, His
 
 from bot.db.database import DATABASE_ERRORS, describe_database_error
 from bot.db.store import RunStatus
+from bot.limits.prices import ROLES
 
 if TYPE_CHECKING:
     from bot.agent import TurnOutcome
@@ -47,6 +48,14 @@ GRADER_CALLS = Counter("rubric_bot_grader_calls", "Grader model calls of the run
 TOKENS = Counter(
     "rubric_bot_tokens", "Model tokens (input and output) of finished runs, by model role", ["role"]
 )
+COST = Counter(
+    "rubric_bot_cost_usd",
+    "US dollars the finished runs' priced model calls cost (see rubric_bot_unpriced_runs), by model role",
+    ["role"],
+)
+UNPRICED_RUNS = Counter(
+    "rubric_bot_unpriced_runs", "Finished runs that used a model the price table does not know"
+)
 RUN_SECONDS = Histogram(
     "rubric_bot_run_seconds", "Seconds from a run's start to its end", buckets=RUN_SECONDS_BUCKETS
 )
@@ -55,13 +64,14 @@ SLACK_ERRORS = Counter("rubric_bot_slack_errors", "Slack Web API calls that fail
 
 for _status in RUN_STATUSES:
     RUNS.labels(_status)
-for _role in ("worker", "grader"):
+for _role in ROLES:
     TOKENS.labels(_role)
+    COST.labels(_role)
 
 
 def run_finished(status: RunStatus, seconds: float, outcome: TurnOutcome | None = None) -> None:
     """Count a run that ended with `status` after `seconds`; with its turn's `outcome` (a run that got
-    one), also the tokens and grader calls the turn used."""
+    one), also the tokens, money and grader calls the turn used."""
     RUNS.labels(status).inc()
     RUN_SECONDS.observe(seconds)
     if outcome is None:
@@ -70,6 +80,11 @@ def run_finished(status: RunStatus, seconds: float, outcome: TurnOutcome | None 
     for role, usage in (("worker", outcome.worker_usage), ("grader", outcome.grader_usage)):
         if usage:
             TOKENS.labels(role).inc(usage["total_tokens"])
+    if outcome.cost is not None:
+        for role in ROLES:
+            COST.labels(role).inc(outcome.cost.role_usd(role))
+        if outcome.cost.unpriced:
+            UNPRICED_RUNS.inc()
 
 
 def slack_error() -> None:

@@ -24,6 +24,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
+from bot.limits.prices import RunCost, cost_words
 from bot.material.files import Unread
 from bot.slack.blocks import (
     MARKDOWN_MESSAGE_BUDGET,
@@ -280,6 +281,7 @@ def final_messages(
     max_iterations: int | None,
     best_iteration: int | None = None,
     usage: UsageMetadata | None = None,
+    cost: RunCost | None = None,
 ) -> list[SlackMessage]:
     """The run's outcome and the full answer, split over as many messages as Slack needs.
 
@@ -290,7 +292,7 @@ def final_messages(
     MARKDOWN_MESSAGE_BUDGET characters in all, and the answer goes on in as many as it needs.
     """
     lead = _status_lines(status, iterations, max_iterations, best_iteration)
-    closing = context_block(f"Tokens this run: {usage_words(usage)}") if usage else None
+    closing = context_block(run_words(usage, iterations, cost)) if usage else None
     room = MARKDOWN_MESSAGE_BUDGET - len(lead) - (text_length(closing.to_dict()) if closing else 0)
     pieces = split_markdown(inert_mentions(answer_markdown), room) or [EMPTY_ANSWER]
 
@@ -531,9 +533,23 @@ def grader_effort_words(evaluation: RubricEvaluation) -> str:
     return "Grader: " + " · ".join(parts)
 
 
+def run_words(usage: UsageMetadata, iterations: int | None, cost: RunCost | None) -> str:
+    """The run's closing line: ``Tokens this run: 1,234 in (800 cached) · 56 out · 2 iterations ·
+    $0.0012``; its cost says "unpriced" for a model the price table does not know."""
+    parts = [usage_words(usage)]
+    if iterations:
+        parts.append(plural(iterations, "iteration"))
+    if cost is not None:
+        parts.append(cost_words(cost))
+    return "Tokens this run: " + " · ".join(parts)
+
+
 def usage_words(usage: UsageMetadata) -> str:
-    """Token usage as ``1,234 in · 56 out``."""
-    return f"{usage.get('input_tokens', 0):,} in · {usage.get('output_tokens', 0):,} out"
+    """Token usage as ``1,234 in · 56 out``, with ``(800 cached)`` after the input when the
+    provider served some of it from its prompt cache."""
+    cached = (usage.get("input_token_details") or {}).get("cache_read") or 0
+    cached_words = f" ({cached:,} cached)" if cached else ""
+    return f"{usage.get('input_tokens', 0):,} in{cached_words} · {usage.get('output_tokens', 0):,} out"
 
 
 def _number(value: float) -> str:

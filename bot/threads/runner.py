@@ -55,6 +55,7 @@ from bot.db.store import (
 from bot.lifecycle.erase import describe, erase_leftovers
 from bot.lifecycle.files import empty_write_ahead_log
 from bot.lifecycle.forget import forget_message, revise_request
+from bot.limits.prices import RunCost
 from bot.limits.quota import DailyLimits, refusal_message
 from bot.material.files import Unread
 from bot.material.reader import NOTHING, Material, MaterialReader, conversation_messages
@@ -544,6 +545,7 @@ class ThreadRunner:
                     delivered=ended.delivered,
                     tokens=tokens,
                     posted=ended.posted,
+                    cost=outcome.cost if outcome else None,
                 )
                 return
             except RunTakenOver:
@@ -605,6 +607,8 @@ class ThreadRunner:
                 outcome = await turn_so_far(
                     self._agent, agent_config(message.thread_id), request_message_id(message)
                 )
+                if outcome is not None and self._workspaces is not None:
+                    outcome = outcome.priced(await self._workspaces.models(message.workspace))
                 await delivery.post(FINAL_STEP, 0, notice)
             else:
                 status = outcome.status or ANSWERED
@@ -628,10 +632,11 @@ class ThreadRunner:
         delivered: bool,
         tokens: int | None = None,
         posted: Sequence[PostedPart] = (),
+        cost: RunCost | None = None,
     ) -> None:
         """Record how the run ended, with the closing messages Slack took that are not in the
         ledger yet (`posted`): retried a moment if the database fails, like any ledger entry."""
-        finish = partial(self._store.finish_run, run_id, status, tokens, posted)
+        finish = partial(self._store.finish_run, run_id, status, tokens, posted, cost)
         if posted:
             await record_retrying(finish, message.thread_id)
         else:
@@ -737,6 +742,8 @@ class ThreadRunner:
             # run that it took over (the ledger skips those posted already), before the answer.
             for evaluation in outcome.evaluations:
                 await post_evaluation(evaluation)
+        if self._workspaces is not None:
+            outcome = outcome.priced(self._workspaces.in_force(start.settings).models)
         return outcome, unread
 
     def _agent_for(self, stored: WorkspaceSettingsRow | None) -> ConversationAgent:
@@ -799,6 +806,7 @@ class ThreadRunner:
             max_iterations=outcome.max_iterations,
             best_iteration=outcome.best_iteration,
             usage=outcome.usage,
+            cost=outcome.cost,
         )
         notes = [render.no_rubric_hint()] if outcome.status is None else []
         if unread:

@@ -1,12 +1,16 @@
-"""`rubric-bot usage`: requests and tokens per channel, person and day, from a seeded database."""
+"""`rubric-bot usage`: requests, tokens and money per channel, person and day, from a seeded database."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 
+import pytest
+from genai_prices import Usage, calc_price
+
 from bot.cli.main import main
 from bot.db.store import Store
+from bot.limits.prices import run_cost
 from bot.limits.usage import usage_table
 from bot.threads.conversation import ThreadKey
 
@@ -14,11 +18,17 @@ from bot.threads.conversation import ThreadKey
 async def seed(database: str) -> None:
     store = await Store.open(database)
     try:
-        for n, (channel, user, tokens) in enumerate(
-            [("C1", "U1", 100), ("C1", "U1", 50), ("C1", "U2", 7), ("C2", "U1", 1000)]
+        for n, (channel, user, tokens, model) in enumerate(
+            [
+                ("C1", "U1", 100, "openai:gpt-4o-mini"),
+                ("C1", "U1", 50, "openai:gpt-4o-mini"),
+                ("C1", "U2", 7, "openai:house-model"),
+                ("C2", "U1", 1000, "anthropic:claude-sonnet-4-5"),
+            ]
         ):
             run = await store.start_run(ThreadKey("T1", channel, f"{n}.0"), f"{n}.0", requester=user)
-            await store.finish_run(run, "answered", tokens)
+            spent = {"input_tokens": tokens, "output_tokens": 0, "total_tokens": tokens}
+            await store.finish_run(run, "answered", tokens, cost=run_cost({"worker": (model, spent)}))
     finally:
         await store.close()
 
@@ -28,7 +38,16 @@ async def test_usage_per_channel_person_and_day_as_text_and_json(database_url, c
 
     assert await _main(["usage", "--db", database_url, "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
-    assert document["total"] == {"requests": 4, "tokens": 1157}
+    mini = float(calc_price(Usage(input_tokens=150), "gpt-4o-mini", provider_id="openai").total_price)
+    sonnet = float(
+        calc_price(Usage(input_tokens=1000), "claude-sonnet-4-5", provider_id="anthropic").total_price
+    )
+    assert document["total"] == {
+        "requests": 4,
+        "tokens": 1157,
+        "usd": pytest.approx(mini + sonnet),
+        "unpriced": 1,
+    }
     assert {(r["channel"], r["user"], r["requests"], r["tokens"]) for r in document["rows"]} == {
         ("C1", "U1", 2, 150),
         ("C1", "U2", 1, 7),
@@ -37,7 +56,8 @@ async def test_usage_per_channel_person_and_day_as_text_and_json(database_url, c
 
     assert await _main(["usage", "--db", database_url, "--channel", "C1", "--days", "1"]) == 0
     text = capsys.readouterr().out
-    assert "Bot usage in channel C1" in text and "Total: 3 requests, 157 tokens" in text
+    assert "Bot usage in channel C1" in text
+    assert f"Total: 3 requests, 157 tokens, ${mini:.4f} (1 unpriced: a model not in the price table)" in text
     per_person = text.split("Per person")[1].split("Per day")[0]
     assert per_person.index("U1") < per_person.index("U2")  # the most tokens first
     assert "C2" not in text

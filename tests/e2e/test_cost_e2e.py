@@ -1,0 +1,89 @@
+"""What a run costs in money, end to end: the final message and `/rubric usage` show the cost of the
+tokens the run recorded at the bundled price table's list prices, cached input priced as cached; a
+model the table does not know is "unpriced", never free."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from contextlib import closing
+from typing import Any
+
+import pytest
+from genai_prices import Usage, calc_price
+
+from bot.limits.prices import dollars
+from tests.e2e.conftest import CRITERIA, BotProcess, Service
+from tests.standins import slack_requests as sr
+from tests.standins.model_api import ModelApiStandin, scripted_revision
+from tests.standins.slack_api import SlackApiStandin
+
+
+@pytest.fixture
+def launch(
+    start_bot: Callable[..., BotProcess], slack_api: SlackApiStandin, model_api: ModelApiStandin
+) -> Callable[..., Service]:
+    def start(**env: str) -> Service:
+        model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+        # Prompts here are short: the stand-in caches any shared prefix, as a provider does a long one.
+        model_api.cache_min_tokens, model_api.cache_step_tokens = 0, 1
+        return Service(slack_api, model_api, start_bot(env=env))
+
+    return start
+
+
+def usage_answer(s: Service, channel: str) -> str:
+    answer = s.send(sr.slash_command("usage", channel, response_url=s.slack.response_url(channel))).json()
+    return answer["text"] + json.dumps(answer.get("blocks"))
+
+
+def stored_run(s: Service, channel: str) -> tuple[float, bool, dict[str, Any]]:
+    """The run's recorded cost, whether it is partly unpriced, and the tokens it was priced from."""
+    with closing(sqlite3.connect(s.db_path)) as db:
+        usd, unpriced, usage = db.execute(
+            "SELECT cost_usd, cost_unpriced, token_usage FROM runs WHERE channel = ?", (channel,)
+        ).fetchone()
+    return usd, bool(unpriced), json.loads(usage)
+
+
+def list_price(role: dict[str, Any]) -> float:
+    """A role's tokens at genai-prices' list price for its model."""
+    provider, _, model = role["model"].partition(":")
+    tokens = Usage(
+        input_tokens=role["input_tokens"],
+        cache_read_tokens=role["cached_input_tokens"],
+        cache_write_tokens=role["cache_write_tokens"],
+        output_tokens=role["output_tokens"],
+    )
+    return float(calc_price(tokens, model, provider_id=provider).total_price)
+
+
+def test_the_final_message_and_usage_show_the_runs_cost_at_list_prices_with_cached_input(launch):
+    s = launch()
+    s.set_channel_rubric("C1")
+    root = s.mention("What is the capital of France?", "C1")
+    (final,) = s.wait_finals("C1", root, 1)
+
+    usd, unpriced, roles = stored_run(s, "C1")
+    worker, grader = s.model.requests("worker"), s.model.requests("grader")
+    assert roles["worker"]["input_tokens"] == sum(r.prompt_tokens for r in worker)
+    assert roles["grader"]["input_tokens"] == sum(r.prompt_tokens for r in grader)
+    # The second iteration's grader request shares its fixed part with the first's: cached.
+    assert roles["grader"]["cached_input_tokens"] == sum(r.cached_tokens for r in grader) > 0
+    expected = list_price(roles["worker"]) + list_price(roles["grader"])
+    assert usd == pytest.approx(expected) and not unpriced
+    assert f"2 iterations · {dollars(expected)}" in final.all_text
+    assert f"{dollars(expected)}" in usage_answer(s, "C1")
+
+
+def test_a_model_the_price_table_does_not_know_is_shown_as_unpriced_not_free(launch):
+    s = launch(RUBRIC_BOT_MODEL="openai:house-model-7")
+    s.set_channel_rubric("C1")
+    root = s.mention("What is the capital of France?", "C1")
+    (final,) = s.wait_finals("C1", root, 1)
+
+    assert "unpriced (openai:house-model-7: not in the price table)" in final.all_text
+    assert "$" not in final.all_text.split("Tokens this run:")[1]  # no made-up price
+    assert stored_run(s, "C1")[1]
+    assert "1 unpriced: a model not in the price table" in usage_answer(s, "C1")
