@@ -17,6 +17,8 @@ METRIC_NAMES = (
     "rubric_bot_run_seconds",
     "rubric_bot_grader_calls_total",
     "rubric_bot_tokens_total",
+    "rubric_bot_cost_usd_total",
+    "rubric_bot_unpriced_runs_total",
     "rubric_bot_queue_jobs",
     "rubric_bot_slack_errors_total",
 )

@@ -193,4 +193,6 @@ def test_metrics_count_a_finished_run_its_grader_calls_tokens_and_slack_errors(
     assert value(after, "rubric_bot_grader_calls_total") == 2.0  # one revision: two iterations graded
     assert value(after, "rubric_bot_tokens_total", role="worker") > 0
     assert value(after, "rubric_bot_tokens_total", role="grader") > 0
+    assert value(after, "rubric_bot_cost_usd_total", role="grader") > 0  # gpt-4o-mini has a list price
+    assert value(after, "rubric_bot_unpriced_runs_total") == 0.0
     assert value(after, "rubric_bot_slack_errors_total") == 1.0
