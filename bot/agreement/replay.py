@@ -29,7 +29,7 @@ from bot.agent import sum_usage
 from bot.agreement.report import period_start
 from bot.db.store import EvaluationRecord, ReviewRow, Store, Verdict
 from bot.material.fence import holds_material
-from bot.review.calibration import CALIBRATION_EXAMPLES, calibration_examples
+from bot.review.calibration import CALIBRATION_EXAMPLES, ROWS_PER_EXAMPLE, team_examples
 from bot.review.verdicts import grader_verdicts
 from bot.workspaces.workspace import Workspace
 from grading import EVIDENCE_TOOLS, CalibrationExample, RubricEvaluation
@@ -217,10 +217,14 @@ async def examples_for(store: Store, case: Case, calibration: Calibration) -> li
     own = sum(row.disagrees for row in case.reviews)
     record = case.record
     rows = await store.recent_disagreements(
-        record.thread.workspace, record.channel, record.rubric_text, limit=CALIBRATION_EXAMPLES + own
+        record.thread.workspace,
+        record.channel,
+        record.rubric_text,
+        limit=CALIBRATION_EXAMPLES * ROWS_PER_EXAMPLE + own,
+        trusted_only=True,
     )
     others = [row for row in rows if (row.grading_run_id, row.iteration) != case.key]
-    return calibration_examples(others[:CALIBRATION_EXAMPLES])
+    return [example.for_grader() for example in team_examples(others)]
 
 
 async def regrade(

@@ -3,6 +3,7 @@
 - ``database``: which database ``RUBRIC_BOT_DB`` names; its engine and langgraph checkpointer.
 - ``schema``: the bot's own tables (SQLAlchemy Core).
 - ``store``: every read and write of those tables.
+- ``calibration``: which reviews calibrate the grader (trusted, not dropped), as SQL conditions.
 - ``admin``: `rubric-bot db` (upgrade, copy).
 - ``migrations``: the versioned Alembic migrations of ``schema``.
 """

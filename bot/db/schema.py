@@ -29,6 +29,7 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     Table,
     Text,
+    UniqueConstraint,
     false,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -220,6 +221,7 @@ evaluations = Table(
 reviews = Table(
     "reviews",
     metadata,
+    Column("review_id", Integer, primary_key=True, autoincrement=True),
     Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
     Column("team", Text, nullable=False),
     Column("channel", Text, nullable=False),
@@ -232,10 +234,59 @@ reviews = Table(
     Column("comment", Text, nullable=False),
     Column("reviewer", Text, nullable=False),
     Column("created_at", UtcTimestamp, nullable=False),
-    PrimaryKeyConstraint("grading_run_id", "iteration", "criterion", "reviewer"),
+    Column("editor", Boolean, nullable=False, server_default=false()),
+    UniqueConstraint("grading_run_id", "iteration", "criterion", "reviewer", name="reviews_one_per_reviewer"),
     Index("reviews_by_channel", "team", "channel", "created_at"),
 )
-"""Teammates' verdicts on the grader's, one row per criterion, iteration and reviewer."""
+"""Teammates' verdicts on the grader's, one row per criterion, iteration and reviewer. ``review_id``
+numbers them (a calibration example is known by the review it comes from; a review saved again is a
+new row). ``editor`` is whether the reviewer could change the channel's grading when they reviewed
+(`bot.governance.editors`): only such reviews, or two agreeing ones, calibrate the grader."""
+
+calibration_drops = Table(
+    "calibration_drops",
+    metadata,
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("grading_run_id", Text, nullable=False),
+    Column("iteration", Integer, nullable=False),
+    Column("criterion", Text, nullable=False),
+    Column("review_id", Integer, nullable=False),
+    Column("dropped_by", Text, nullable=False),
+    Column("created_at", UtcTimestamp, nullable=False),
+    PrimaryKeyConstraint("grading_run_id", "iteration", "criterion"),
+    Index("calibration_drops_by_channel", "team", "channel", "created_at"),
+)
+"""Reviewed cases an editor took out of calibration (`/rubric calibration drop N`): no review of that
+criterion of that iteration is a calibration example again, whoever saves one. ``review_id`` is the
+example's number when it was dropped. Kept, like rubric versions, as the channel's history."""
+
+audits = Table(
+    "audits",
+    metadata,
+    Column("run_id", Integer, primary_key=True, autoincrement=False),
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("thread_ts", Text, nullable=False),
+    Column("grading_run_id", Text, nullable=False),
+    Column("iterations", Integer, nullable=False),
+    Column("loop_passed", Boolean, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("prompt_hash", Text),
+    Column("verdict", Text),
+    Column("reason", Text),
+    Column("evaluation", Document),
+    Column("tokens", Integer),
+    Column("created_at", UtcTimestamp, nullable=False),
+    Index("audits_by_channel", "team", "channel", "created_at"),
+)
+"""Finished runs whose final answer the audit grader graded again (`bot.audit`), one row per run:
+written as the audit starts (so a run is audited once) and completed with its ``verdict`` (``pass``,
+``fail``, or ``error`` when the audit grader failed; NULL while it runs), ``reason``, the audit
+``evaluation`` and ``tokens``. ``iterations`` and ``loop_passed`` say how the loop's own grader ended
+the run; ``model`` is the audit model as it answered (or as asked, when it did not say)."""
 
 posted = Table(
     "posted",

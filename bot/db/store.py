@@ -57,10 +57,11 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bot.db import migrations
+from bot.db import calibration, migrations
 from bot.db.database import WRITE_LOCK_OPTION, Database, DatabaseError, schema_lock
 from bot.db.schema import (
     FINAL_STEP,
+    calibration_drops,
     channel_replays,
     channel_rubric_versions,
     channel_rubrics,
@@ -323,6 +324,10 @@ class ReviewRow:
     reviewer: str
     created_at: datetime
     enterprise: str = NO_ENTERPRISE
+    review_id: int = 0
+    """The review's number (0 before it is stored); a calibration example's id."""
+    editor: bool = False
+    """Whether the reviewer could change the channel's grading when they reviewed."""
 
     @property
     def thread(self) -> ThreadKey:
@@ -1113,8 +1118,11 @@ class Store:
         iteration: int,
         reviewer: str,
         verdicts: Sequence[ReviewVerdict],
+        *,
+        editor: bool = False,
     ) -> None:
-        """Store a reviewer's verdicts on an iteration, replacing their earlier review of it.
+        """Store a reviewer's verdicts on an iteration, replacing their earlier review of it;
+        ``editor``: whether they may change the channel's grading (see `ReviewRow.editor`).
 
         It waits for a message refresh of the same iteration (see :meth:`locked_reviews`) to end.
         """
@@ -1130,6 +1138,7 @@ class Store:
                 "comment": verdict.comment,
                 "reviewer": reviewer,
                 "created_at": now,
+                "editor": editor,
             }
             for verdict in verdicts
         ]
@@ -1195,16 +1204,52 @@ class Store:
         limit: int = 5,
         *,
         calibrating_only: bool = False,
+        trusted_only: bool = False,
     ) -> list[ReviewRow]:
         """The channel's latest reviews that differ from the grader, newest first.
 
         With ``rubric_text`` only those of evaluations graded against that exact rubric. With
-        ``calibrating_only`` none at all if calibration is switched off in the channel: the grader
+        ``trusted_only`` only those that may calibrate the grader: an editor's, or one a second
+        reviewer agrees with, of a case no editor dropped (`bot.db.calibration`). ``calibrating_only``
+        is ``trusted_only`` and none at all if calibration is switched off in the channel: the grader
         reads its examples in one query.
         """
-        query = _disagreements_query(rubric_text is not None, calibrating_only)
+        query = _disagreements_query(
+            rubric_text is not None, calibrating_only, trusted_only or calibrating_only
+        )
         parameters = {**_channel_columns(workspace, channel), "rubric_text": rubric_text, "limit": limit}
         return [ReviewRow(**row) for row in await self._rows(query, parameters)]
+
+    # -- calibration drops (see bot.db.calibration) ----------------------------------------------
+
+    async def drop_calibration(
+        self, workspace: Workspace, channel: str, review_id: int, by: str
+    ) -> ReviewRow | None:
+        """Take the case of the channel's review ``review_id`` out of calibration, recorded as ``by``'s;
+        the review, or None if the channel has no such review or its case was dropped already."""
+        async with self._write() as connection:
+            found = await connection.execute(
+                select(*_REVIEW_COLUMNS).where(
+                    *_in_channel(reviews, workspace, channel), reviews.c.review_id == review_id
+                )
+            )
+            row = found.mappings().first()
+            if row is None:
+                return None
+            dropped = await connection.execute(
+                self._upsert(calibration_drops)
+                .values(calibration.case_of(row) | {"dropped_by": by, "created_at": _now()})
+                .on_conflict_do_nothing()
+                .returning(calibration_drops.c.review_id)
+            )
+            return ReviewRow(**row) if dropped.first() is not None else None
+
+    async def calibration_drops(
+        self, workspace: Workspace, channel: str, limit: int
+    ) -> list[calibration.CalibrationDrop]:
+        """The channel's latest drops from calibration, newest first."""
+        query = calibration.drops_query(_in_channel(calibration_drops, workspace, channel), limit)
+        return [calibration.CalibrationDrop(**row) for row in await self._rows(query)]
 
     @staticmethod
     async def _reviews_of_iteration(
@@ -1260,6 +1305,7 @@ class Store:
                 ("channel rubric versions", channel_rubric_versions),
                 ("channel settings", channel_settings),
                 ("channel replays", channel_replays),
+                ("calibration drops", calibration_drops),
             ):
                 result = await connection.execute(
                     delete(table).where(*_scope(table, workspace, channel, None))
@@ -1437,11 +1483,13 @@ def _evaluation_row(message_ts: str, shown: PostedEvaluation) -> dict[str, Any]:
 
 
 @cache
-def _disagreements_query(of_rubric: bool, calibrating_only: bool) -> Select[Any]:
+def _disagreements_query(of_rubric: bool, calibrating_only: bool, trusted_only: bool) -> Select[Any]:
     """A channel's latest reviews that differ from the grader (see `Store.recent_disagreements`),
     built once for each choice; parameters: the channel's columns, ``rubric_text``, ``limit``."""
     disagreeing = reviews.c.reviewer_verdict != reviews.c.grader_verdict
     query = select(*_REVIEW_COLUMNS).where(*_bound(reviews, *_CHANNEL_KEYS), disagreeing)
+    if trusted_only:
+        query = query.where(calibration.trusted(), calibration.not_dropped())
     if calibrating_only:
         settings = channel_settings
         query = query.where(

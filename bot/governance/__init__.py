@@ -4,4 +4,6 @@
   (`is_workspace_admin`), cached briefly, failing closed when Slack cannot answer.
 - ``changes``: a change of a channel's default rubric (set, clear, revert): stored as a new
   version and announced in the channel; the history listing and its rendering.
+- ``calibration_drops``: `/rubric calibration` (the examples in force) and an editor's
+  `/rubric calibration drop N`, announced in the channel and kept in the history.
 """

@@ -124,11 +124,13 @@ def _version_words(version: RubricVersion) -> str:
     )
 
 
-def history_message(versions: list[RubricVersion]) -> SlackMessage:
-    """`/rubric history`: the channel's latest versions, newest (the one in force) first."""
+def history_message(versions: list[RubricVersion], drops: str | None = None) -> SlackMessage:
+    """`/rubric history`: the channel's latest versions, newest (the one in force) first; and
+    `drops`, the lines on calibration examples editors took out, if any."""
+    dropped = [section_block(truncate(drops, SECTION_TEXT_MAX))] if drops else []
     if not versions:
         text = "This channel's default rubric has never been set. `/rubric set <rubric>` sets it."
-        return {"text": text, "blocks": block_dicts([section_block(text)])}
+        return {"text": text, "blocks": block_dicts([section_block(text), *dropped])}
     lines = [_history_line(version, current=index == 0) for index, version in enumerate(versions)]
     return {
         "text": f"The last {len(versions)} versions of this channel's default rubric.",
@@ -136,6 +138,7 @@ def history_message(versions: list[RubricVersion]) -> SlackMessage:
             [
                 header_block("Versions of this channel's default rubric"),
                 section_block(truncate("\n".join(lines), SECTION_TEXT_MAX)),
+                *dropped,
                 context_block("`/rubric revert N` makes version N the default again."),
             ]
         ),

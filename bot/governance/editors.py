@@ -129,6 +129,15 @@ class RubricEditors:
             self._members[key] = frozenset(response.get("users") or [])
         return self._members[key]
 
+    async def is_editor(self, client: AsyncWebClient, workspace: Workspace, user: str) -> bool:
+        """Whether `user` may change grading in `workspace`; False when Slack cannot say (logged):
+        a review's trust fails closed like a change does, and the review is saved all the same."""
+        try:
+            return await self.may_edit(client, workspace, user)
+        except SLACK_ERRORS as exc:
+            log_failure(logger, f"checking whether reviewer {user} may change grading", exc, traceback=False)
+            return False
+
     async def refusal(self, client: AsyncWebClient, workspace: Workspace, user: str) -> str | None:
         """None if `user` may change grading; else what to tell them (only they see it)."""
         editors = await self.editors_of(workspace)

@@ -56,7 +56,8 @@ async def on_agree(
         await ack()
         await tell_clicker(client, click, NOTHING_TO_REVIEW)
         return
-    await save_review(store, record, click.user.id, verdicts)
+    editor = await services_of(context).editors.is_editor(client, workspace_of(context), click.user.id)
+    await save_review(store, record, click.user.id, verdicts, editor=editor)
     await ack()  # only now: if the database failed, Slack tells the clicker it did not work
     await refresh_tally(store, client, record)
 

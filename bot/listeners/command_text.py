@@ -92,6 +92,10 @@ def report_days(argument: str) -> int | None:
     return int(text)
 
 
+DROP_WORD = "drop"
+"""`/rubric calibration drop N`: take example N out of calibration."""
+
+
 def calibration_switch(argument: str) -> bool | None:
     """`on` → True, `off` → False, nothing → None (show the current setting)."""
     text = argument.strip()
@@ -100,7 +104,21 @@ def calibration_switch(argument: str) -> bool | None:
     try:
         return SWITCH_WORDS[text.lower()]
     except KeyError:
-        raise CommandError(f"`/rubric calibration` takes `on` or `off`, not `{text}`.") from None
+        raise CommandError(f"`/rubric calibration` takes `on`, `off` or `drop N`, not `{text}`.") from None
+
+
+def calibration_drop(argument: str) -> int | None:
+    """The example N of `/rubric calibration drop N`; None when the argument is not a drop."""
+    head, _, rest = argument.strip().partition(" ")
+    if head.lower() != DROP_WORD:
+        return None
+    text = rest.strip()
+    if not text.isdecimal() or int(text) < 1:
+        raise CommandError(
+            f"`/rubric calibration drop` needs an example's number, not `{text}`; "
+            "`/rubric calibration` lists them."
+        )
+    return int(text)
 
 
 def version_number(argument: str) -> int:

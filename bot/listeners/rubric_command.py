@@ -7,7 +7,7 @@ routing and the help text all read it.
 
 Slash commands carry no thread, so they manage the channel default; a thread's own rubric is set
 with a `rubric:` message in the thread. Changing how the channel is graded (`set`, `clear`,
-`edit`, `revert`, `calibration on|off`, `replay`) takes the editors' permission
+`edit`, `revert`, `calibration on|off|drop N`, `replay`) takes the editors' permission
 (`bot.governance.editors`); a rubric change is announced in the channel. Every other answer is
 ephemeral (only the caller sees it), except the agreement report, which is posted to the channel.
 """
@@ -28,19 +28,21 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.agreement.channel_replay import ReplayRequest, refusal_words
 from bot.agreement.report import Report, chart_upload, load_report, report_blocks
 from bot.db.store import Store
+from bot.governance.calibration_drops import DROPS_IN_HISTORY, drop_example, drops_history, examples_message
 from bot.governance.changes import HISTORY_LENGTH, change_rubric, change_words, history_message
 from bot.limits.usage import load_channel_usage, usage_message
 from bot.listeners.command_text import (
     Argument,
     CommandError,
     ParsedCommand,
+    calibration_drop,
     calibration_switch,
     parse_command,
     report_days,
     version_number,
 )
 from bot.listeners.context import Services, services_of, workspace_of
-from bot.review.calibration import CALIBRATION_EXAMPLES
+from bot.review.calibration import examples_in_force
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.messages import BlockJson, SlackMessage
 from bot.slack.notices import slack_failure_words
@@ -173,7 +175,8 @@ async def _clear(call: Invocation) -> None:
 
 async def _history(call: Invocation) -> None:
     versions = await call.store.rubric_versions(call.workspace, call.channel, HISTORY_LENGTH)
-    await _answer_with(call.ack, history_message(versions))
+    drops = await call.store.calibration_drops(call.workspace, call.channel, DROPS_IN_HISTORY)
+    await _answer_with(call.ack, history_message(versions, drops_history(drops)))
 
 
 async def _revert(call: Invocation) -> None:
@@ -240,28 +243,24 @@ async def _respond(context: AsyncBoltContext, **message: Any) -> None:
 
 
 async def _calibration(call: Invocation) -> None:
-    """Show, or switch on or off, whether the grader learns from the channel's disagreements."""
-    switch = calibration_switch(call.parsed.argument)
+    """List the examples the grader is shown, switch calibration on or off, or drop an example."""
+    number = calibration_drop(call.parsed.argument)
+    switch = None if number is not None else calibration_switch(call.parsed.argument)
     workspace, channel = call.workspace, call.channel
+    if (number is not None or switch is not None) and await call.refused():
+        return
+    if number is not None:
+        done = await drop_example(
+            call.store, call.client, workspace=workspace, channel=channel, user=call.user, number=number
+        )
+        await _answer(call.ack, done)
+        return
     if switch is not None:
-        if await call.refused():
-            return
         await call.store.set_calibration(workspace, channel, switch)
     enabled = switch if switch is not None else await call.store.calibration_enabled(workspace, channel)
-    await _answer(call.ack, _calibration_words(enabled))
-
-
-def _calibration_words(enabled: bool) -> str:
-    if enabled:
-        return (
-            "Calibration is *on* in this channel: when the team disagrees with the grader, it is "
-            f"shown up to {CALIBRATION_EXAMPLES} of the latest disagreements with the rubric as "
-            "worked examples. `/rubric calibration off` stops that."
-        )
-    return (
-        "Calibration is *off* in this channel: the grader does not see the team's reviews. "
-        "`/rubric calibration on` turns it back on."
-    )
+    rubric = await call.store.get_channel_rubric(workspace, channel)
+    examples = await examples_in_force(call.store, workspace, channel, rubric) if enabled else []
+    await _answer_with(call.ack, examples_message(enabled, examples))
 
 
 async def _admin(call: Invocation) -> None:
@@ -344,8 +343,8 @@ RUBRIC_SUBCOMMANDS: tuple[RubricSubcommand, ...] = (
     ),
     RubricSubcommand(
         "calibration",
-        "/rubric calibration on|off",
-        "show the grader the team's recent disagreements (on)",
+        "/rubric calibration [on|off|drop N]",
+        "the team's examples the grader is shown; switch them on or off, or drop one",
         _calibration,
         Argument.OPTIONAL,
     ),

@@ -139,7 +139,8 @@ async def on_review_submitted(
     except ValueError as exc:
         await _replace_review_form(ack, str(exc))
         return
-    await save_review(store, record, submission.user.id, verdicts)
+    editor = await services_of(context).editors.is_editor(client, workspace_of(context), submission.user.id)
+    await save_review(store, record, submission.user.id, verdicts, editor=editor)
     await ack()
     await refresh_tally(store, client, record)
 

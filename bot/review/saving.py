@@ -23,10 +23,19 @@ UNKNOWN_EVALUATION = (
 
 
 async def save_review(
-    store: Store, record: EvaluationRecord, reviewer: str, verdicts: Sequence[ReviewVerdict]
+    store: Store,
+    record: EvaluationRecord,
+    reviewer: str,
+    verdicts: Sequence[ReviewVerdict],
+    *,
+    editor: bool,
 ) -> None:
-    """Store ``reviewer``'s verdicts on the iteration, replacing their earlier review of it."""
-    await store.save_review(record.thread, record.grading_run_id, record.iteration, reviewer, verdicts)
+    """Store ``reviewer``'s verdicts on the iteration, replacing their earlier review of it;
+    ``editor``: whether they may change the channel's grading (their disagreements then calibrate
+    the grader on their own)."""
+    await store.save_review(
+        record.thread, record.grading_run_id, record.iteration, reviewer, verdicts, editor=editor
+    )
 
 
 async def refresh_tally(store: Store, client: AsyncWebClient, record: EvaluationRecord) -> None:

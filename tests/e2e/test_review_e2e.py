@@ -150,7 +150,14 @@ def test_disagreements_reach_the_graders_prompt_until_calibration_is_switched_of
     assert calibrated and all(COMMENT in text and "“Is polite”" in text for text in calibrated)
     recorded = s.stored_evaluations("R4")[-1]["calibration"]
     assert recorded == [
-        {"criterion": "Is polite", "grader_verdict": "pass", "team_verdict": "fail", "comment": COMMENT}
+        {
+            "criterion": "Is polite",
+            "grader_verdict": "pass",
+            "team_verdict": "fail",
+            "comment": COMMENT,
+            "made_by": "U1, a rubric editor",  # with no editors named, anyone may edit
+            "id": recorded[0]["id"],
+        }
     ]
 
     assert "*on*" in s.send(sr.slash_command("calibration", "R4")).json()["text"]
@@ -265,4 +272,4 @@ def test_the_home_tab_shows_each_shared_channels_rubric_runs_and_agreement_with_
 def test_help_lists_report_and_calibration(s):
     text = s.send(sr.slash_command("help", "R7")).json()["text"]
 
-    assert "/rubric report [days]" in text and "/rubric calibration on|off" in text
+    assert "/rubric report [days]" in text and "/rubric calibration [on|off|drop N]" in text

@@ -120,7 +120,7 @@ async def seed(path: Path) -> ScriptedChatModel:
                     _review("Is polite", "pass", polite, comment),
                 ]
                 await store.save_review(
-                    ThreadKey(TEAM, CHANNEL, root), final["grading_run_id"], 1, "U1", verdicts
+                    ThreadKey(TEAM, CHANNEL, root), final["grading_run_id"], 1, "U1", verdicts, editor=True
                 )
                 if i in REVIEWED_FIRST_DRAFTS:
                     await store.save_review(

@@ -398,8 +398,10 @@ async def test_evaluations_are_kept_by_run_and_iteration(store, db_path):
 # --- reviews ----------------------------------------------------------------------------------------
 
 
-async def review(store, reviewer, items, run="run-1", iteration=0, channel="C1"):
-    await store.save_review(ThreadKey("T1", channel, "1.0"), run, iteration, reviewer, verdicts(*items))
+async def review(store, reviewer, items, run="run-1", iteration=0, channel="C1", *, editor=True):
+    await store.save_review(
+        ThreadKey("T1", channel, "1.0"), run, iteration, reviewer, verdicts(*items), editor=editor
+    )
 
 
 async def test_a_reviewers_latest_review_replaces_their_earlier_one(store, db_path):
@@ -470,6 +472,38 @@ async def test_disagreements_for_calibration_are_none_while_it_is_switched_off(s
     assert len(await store.recent_disagreements(T1, "C1")) == 1
     await store.set_calibration(T1, "C1", True)
     assert len(await store.recent_disagreements(T1, "C1", calibrating_only=True)) == 1
+
+
+async def test_only_an_editors_or_a_seconded_disagreement_calibrates_and_a_dropped_one_no_longer_does(store):
+    river = ("Mentions the river", "pass", "fail")
+    await review(store, "U3", [(*river, "lone voice")], run="lone", editor=False)
+    await review(store, "U3", [(*river, "first voice")], run="seconded", editor=False)
+    await review(store, "U9", [(*river, "editor's voice")], run="edited", editor=True)
+
+    async def calibrating() -> list[str]:
+        return [row.comment for row in await store.recent_disagreements(T1, "C1", calibrating_only=True)]
+
+    assert await calibrating() == ["editor's voice"]
+    assert len(await store.recent_disagreements(T1, "C1")) == 3  # all still count in agreement
+    await review(store, "U4", [("Mentions the river", "pass", "pass", "")], run="lone", editor=False)
+    assert await calibrating() == ["editor's voice"]  # a second review that does not agree
+
+    await review(store, "U4", [(*river, "second voice")], run="seconded", editor=False)
+    assert await calibrating() == ["second voice", "editor's voice", "first voice"]
+
+    (seconded, edited, _) = await store.recent_disagreements(T1, "C1", calibrating_only=True)
+    dropped = await store.drop_calibration(T1, "C1", seconded.review_id, "U9")
+    assert dropped is not None and dropped.comment == "second voice"
+    assert await store.drop_calibration(T1, "C1", seconded.review_id, "U9") is None  # once
+    assert await store.drop_calibration(T1, "C2", edited.review_id, "U9") is None  # not that channel's
+    assert await calibrating() == ["editor's voice"]  # both reviews of the dropped case
+    (drop,) = await store.calibration_drops(T1, "C1", 10)
+    assert (drop.review_id, drop.criterion, drop.dropped_by) == (
+        seconded.review_id,
+        "Mentions the river",
+        "U9",
+    )
+    assert await store.calibration_drops(T1, "C2", 10) == []
 
 
 # --- the file itself --------------------------------------------------------------------------------

@@ -24,12 +24,13 @@ from bot.listeners.command_text import (
     MAX_REPORT_DAYS,
     CommandError,
     ParsedCommand,
+    calibration_drop,
     calibration_switch,
     parse_command,
     report_days,
 )
 from bot.listeners.rubric_command import RUBRIC_SUBCOMMANDS
-from bot.review.calibration import CALIBRATION_EXAMPLES, calibration_examples, calibration_source
+from bot.review.calibration import CALIBRATION_EXAMPLES, TeamExample, calibration_source, team_examples
 from bot.threads import render
 from bot.threads.conversation import ThreadKey
 from bot.workspaces.workspace import Workspace
@@ -73,8 +74,17 @@ def test_calibration_switch_reads_on_and_off():
     assert calibration_switch("") is None
     assert calibration_switch("ON") is True
     assert calibration_switch("off") is False
-    with pytest.raises(CommandError, match="`on` or `off`, not `maybe`"):
+    with pytest.raises(CommandError, match="`on`, `off` or `drop N`, not `maybe`"):
         calibration_switch("maybe")
+
+
+def test_calibration_drop_reads_the_examples_number():
+    assert calibration_drop("drop 12") == 12
+    assert calibration_drop("DROP  3") == 3
+    assert calibration_drop("on") is None and calibration_drop("") is None
+    for wrong in ("drop", "drop x", "drop 0"):
+        with pytest.raises(CommandError, match="needs an example's number"):
+            calibration_drop(wrong)
 
 
 def test_help_and_the_manifest_name_every_subcommand_of_the_table():
@@ -82,7 +92,7 @@ def test_help_and_the_manifest_name_every_subcommand_of_the_table():
     manifest = yaml.safe_load((ROOT / "manifest.yml").read_text())
     (command,) = manifest["features"]["slash_commands"]
 
-    assert "/rubric report [days]" in text and "/rubric calibration on|off" in text
+    assert "/rubric report [days]" in text and "/rubric calibration [on|off|drop N]" in text
     alternatives = command["usage_hint"].removeprefix("[").removesuffix("]").split(" | ")
     hinted = {alternative.split()[0] for alternative in alternatives}
     assert hinted == {s.name for s in RUBRIC_SUBCOMMANDS}
@@ -132,27 +142,59 @@ async def test_reviews_in_channel_can_span_teams_and_channels(store):
 # -- calibration examples ------------------------------------------------------------------------------
 
 
-def review_row(criterion: str, grader: str, reviewer: str, comment: str) -> ReviewRow:
+def review_row(
+    criterion: str, grader: str, reviewer: str, comment: str, *, by: str = "U1", review_id: int = 1
+) -> ReviewRow:
     return ReviewRow(
-        "T1", "C1", "1.0", "run", 0, criterion, grader, reviewer, comment, "U1", datetime.now(UTC)
+        "T1",
+        "C1",
+        "1.0",
+        "run",
+        0,
+        criterion,
+        grader,
+        reviewer,
+        comment,
+        by,
+        datetime.now(UTC),
+        review_id=review_id,
     )
 
 
-def test_calibration_examples_say_scores_out_of_five():
+def test_calibration_examples_say_scores_out_of_five_and_who_made_them():
     rows = [
-        review_row("Mentions the river", "pass", "fail", "The Seine is only implied."),
-        review_row("Clarity", "4", "2", ""),
+        review_row("Mentions the river", "pass", "fail", "The Seine is only implied.", review_id=7),
+        review_row("Clarity", "4", "2", "", review_id=8),
     ]
 
-    assert calibration_examples(rows) == [
+    assert [example.for_grader() for example in team_examples(rows)] == [
         CalibrationExample(
             criterion="Mentions the river",
             grader_verdict="pass",
             team_verdict="fail",
             comment="The Seine is only implied.",
+            made_by="U1, a rubric editor",
+            id="7",
         ),
-        CalibrationExample(criterion="Clarity", grader_verdict="4/5", team_verdict="2/5", comment=""),
+        CalibrationExample(
+            criterion="Clarity",
+            grader_verdict="4/5",
+            team_verdict="2/5",
+            comment="",
+            made_by="U1, a rubric editor",
+            id="8",
+        ),
     ]
+
+
+def test_two_agreeing_reviews_of_one_case_are_one_example_made_by_both():
+    newer = review_row("Clarity", "pass", "fail", "", by="U2", review_id=9)
+    older = review_row("Clarity", "pass", "fail", "Rambles.", by="U1", review_id=3)
+
+    (example,) = team_examples([newer, older])
+
+    assert example == TeamExample(newer, ("U2", "U1"))
+    assert example.for_grader()["made_by"] == "U2 and U1, agreeing"
 
 
 def river_grader(messages: list[Any]) -> Any:
@@ -190,13 +232,22 @@ async def test_the_calibration_source_reads_the_runs_channel_from_its_thread_con
     await store.close()
 
     calibrated, elsewhere, without = (payload_of(call) for call in grader.calls)
-    assert "For criterion “Mentions the river” the team judged fail where the grader said pass" in calibrated
+    assert (
+        "Example #1 (by U2, a rubric editor): for criterion “Mentions the river” the team judged fail "
+        "where the grader said pass" in calibrated
+    )
     assert "Name it." in calibrated
     assert "calibration" not in elsewhere.lower() and "calibration" not in without.lower()
-    example = CalibrationExample(
-        criterion="Mentions the river", grader_verdict="pass", team_verdict="fail", comment="Name it."
+    (shown,) = seen[0]["calibration"]
+    assert shown == CalibrationExample(
+        criterion="Mentions the river",
+        grader_verdict="pass",
+        team_verdict="fail",
+        comment="Name it.",
+        made_by="U2, a rubric editor",
+        id=shown["id"],
     )
-    assert [e["calibration"] for e in seen] == [[example], [], []]
+    assert [e["calibration"] for e in seen[1:]] == [[], []]
 
 
 # -- calibration through the runner -----------------------------------------------------------------
@@ -214,11 +265,14 @@ async def ask(harness: Harness) -> None:
     await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
 
 
-async def disagree(store: Store, run: str, comment: str, rubric: str = RUBRIC) -> None:
-    """A stored evaluation graded against `rubric`, and a reviewer overruling its river verdict."""
+async def disagree(
+    store: Store, run: str, comment: str, rubric: str = RUBRIC, *, reviewer: str = "U2", editor: bool = True
+) -> None:
+    """A stored evaluation graded against `rubric`, and a reviewer (an editor unless said otherwise)
+    overruling its river verdict."""
     await store.save_evaluation(ThreadKey("T1", "C1", "1.0"), f"{run}.ts", evaluation(run), rubric)
     verdicts = [ReviewVerdict("Mentions the river", "pass", "fail", comment)]
-    await store.save_review(ThreadKey("T1", "C1", "1.0"), run, 0, "U2", verdicts)
+    await store.save_review(ThreadKey("T1", "C1", "1.0"), run, 0, reviewer, verdicts, editor=editor)
 
 
 async def test_the_grader_sees_the_latest_disagreements_with_its_rubric_until_switched_off(harness):

@@ -1,0 +1,101 @@
+"""Trust in the grade end to end: calibration only from trusted reviews, and the audit grader,
+against the real bot process and the stand-ins, on SQLite and PostgreSQL.
+
+What the grader is shown is read from the model stand-in's requests; that something did *not* reach
+it is checked on a later grade the test waits for, never a clock window.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+
+from tests.e2e.conftest import CRITERIA, RUN_TIMEOUT, BotProcess, Service
+from tests.standins import slack_requests as sr
+from tests.standins import wait_for
+from tests.standins.model_api import ModelApiStandin, scripted_revision
+from tests.standins.slack_api import SlackApiStandin, SlackMessage
+
+EDITOR = "UEDITOR"
+"""The channel's one rubric editor (`RUBRIC_BOT_RUBRIC_EDITORS`)."""
+
+
+@pytest.fixture
+def launch(
+    start_bot: Callable[..., BotProcess],
+    slack_api: SlackApiStandin,
+    model_api: ModelApiStandin,
+    database_url: str,
+) -> Callable[..., Service]:
+    """Start a bot on the test's database (SQLite or PostgreSQL) with extra settings."""
+
+    def start(**env: str) -> Service:
+        model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+        for user in ("UNOBODY", "USECOND"):
+            slack_api.add_user(user, user.title())
+        env = {"RUBRIC_BOT_DB": database_url, "RUBRIC_BOT_RUBRIC_EDITORS": EDITOR, **env}
+        return Service(slack_api, model_api, start_bot(env=env))
+
+    return start
+
+
+def command(s: Service, text: str, channel: str, user: str) -> str:
+    """Run `/rubric …` as `user`; the ephemeral answer's text, blocks included."""
+    answer = s.send(sr.slash_command(text, channel, user, response_url=s.slack.response_url(channel))).json()
+    assert answer["response_type"] == "ephemeral", answer
+    return answer["text"] + "\n" + "\n".join(str(block) for block in answer.get("blocks") or [])
+
+
+def channel_posts(s: Service, channel: str) -> list[SlackMessage]:
+    """Messages posted in the channel itself (not in a thread)."""
+    return [m for m in s.slack.messages(channel) if m.thread_ts is None and m.event_type is None]
+
+
+def ask_again(s: Service, channel: str, root: str, question: str) -> list[str]:
+    """Ask in the thread and wait for its answer; what the grader was shown for it."""
+    before = len(s.model.requests("grader"))
+    done = len(s.finals(channel, root))
+    s.say(question, channel, thread_ts=root)
+    s.wait_finals(channel, root, done + 1)
+    shown = s.grader_requests_after(before)
+    assert shown
+    return shown
+
+
+def test_only_an_editors_or_a_seconded_disagreement_reaches_the_grader_and_an_editor_can_drop_one(launch):
+    s = launch()
+    root, first = s.graded_thread("C1")
+    s.disagree(first, root, "UNOBODY", {"Is polite": ("fail", "LONE-VOICE: too curt")})
+    s.wait_message(first, "1 disagreement on Is polite")
+    assert not any("LONE-VOICE" in text for text in ask_again(s, "C1", root, "Is tea healthy?"))
+
+    s.disagree(first, root, "USECOND", {"Is polite": ("fail", "SECOND-VOICE: agreed")})
+    s.wait_message(first, "2 disagreements on Is polite")
+    shown = ask_again(s, "C1", root, "Is mate healthy?")
+    assert all("SECOND-VOICE" in text and "LONE-VOICE" not in text for text in shown)  # one case, newest
+    assert all("USECOND and UNOBODY, agreeing" in text for text in shown)
+
+    second = [m for m in s.thread("C1", root) if m.event_type == "rubric_evaluation"][2]
+    s.disagree(second, root, EDITOR, {"Cites a source": ("pass", "EDITOR-VOICE: the link is enough")})
+    shown = ask_again(s, "C1", root, "Is cocoa healthy?")
+    assert all("EDITOR-VOICE" in text and "UEDITOR, a rubric editor" in text for text in shown)
+
+    listing = command(s, "calibration", "C1", "UNOBODY")
+    numbers = [int(n) for n in re.findall(r"\*(\d+)\* · ", listing)]
+    assert len(numbers) == 2 and "<@UEDITOR>" in listing and "<@USECOND> and <@UNOBODY>" in listing
+    editors_example = numbers[0]  # newest first
+    refused = command(s, f"calibration drop {editors_example}", "C1", "UNOBODY")
+    assert "Only <@UEDITOR>" in refused and "nothing was changed" in refused
+
+    dropped = command(s, f"calibration drop {editors_example}", "C1", EDITOR)
+    assert f"Example {editors_example} will no longer be shown" in dropped
+    announced = wait_for(lambda: channel_posts(s, "C1"), RUN_TIMEOUT, message="the drop's announcement")
+    assert f"<@UEDITOR> took example {editors_example} out" in announced[-1].all_text
+    assert "Calibration examples dropped" in command(s, "history", "C1", "UNOBODY")
+    assert f"no calibration example {editors_example}" in command(
+        s, f"calibration drop {editors_example}", "C1", EDITOR
+    )
+    shown = ask_again(s, "C1", root, "Is milk healthy?")
+    assert all("EDITOR-VOICE" not in text and "SECOND-VOICE" in text for text in shown)
