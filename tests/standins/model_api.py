@@ -11,16 +11,16 @@ handler can also make a request fail, with ``ErrorReply(status)``, or hang, with
 provider that accepts the call and never answers).
 
 Like OpenAI, the stand-in reports as cached (``usage.prompt_tokens_details.cached_tokens``) the
-input a request shares with an earlier one: the same tools and answer schema, then the longest run
-of leading words its messages share with an earlier request's, counted once it reaches
-`cache_min_tokens` and in steps of `cache_step_tokens` beyond (OpenAI's 1,024 and 128).
+input a request shares with an earlier one: the longest run of leading words (its tools and answer
+schema, then its messages; see `ChatRequest.input_words`) it shares with an earlier request, counted
+once it reaches `cache_min_tokens` and in steps of `cache_step_tokens` beyond (OpenAI's 1,024 and
+128).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import json
 import re
 import threading
@@ -174,15 +174,15 @@ class ChatRequest:
 
     @property
     def prompt_tokens(self) -> int:
-        """The input tokens the stand-in reports for this request: its words (see `_usage`)."""
-        return len(self.all_text.split()) + 1
+        """The input tokens the stand-in reports for this request: its words (see `input_words`)."""
+        return len(self.input_words) + 1
 
     @property
-    def cache_words(self) -> tuple[str, ...]:
-        """The request's input as the cache sees it: a digest of its tools and answer schema (which
-        come first), then its messages' words, in order."""
-        schemas = json.dumps([self.body.get("tools"), self.body.get("response_format")], sort_keys=True)
-        return (hashlib.sha256(schemas.encode()).hexdigest(), *self.all_text.split())
+    def input_words(self) -> tuple[str, ...]:
+        """The request's input as the stand-in counts it, in the order a provider reads it: the
+        words of its tools and answer schema (as JSON), then its messages' words."""
+        schemas = [part for part in (self.body.get("tools"), self.body.get("response_format")) if part]
+        return (*(json.dumps(schemas).split() if schemas else ()), *self.all_text.split())
 
     @property
     def schema_name(self) -> str | None:
@@ -333,7 +333,7 @@ class ModelApiStandin(BackgroundServer):
     async def _handle_chat(self, request: web.Request) -> web.StreamResponse:
         chat = ChatRequest.from_body(await request.json())
         with self._lock:
-            chat = dataclasses.replace(chat, cached_tokens=self._cached_tokens(chat.cache_words))
+            chat = dataclasses.replace(chat, cached_tokens=self._cached_tokens(chat.input_words))
             self._state.requests.append(chat)
             self._state.in_flight += 1
             self._state.peak_in_flight = max(self._state.peak_in_flight, self._state.in_flight)
@@ -366,7 +366,6 @@ class ModelApiStandin(BackgroundServer):
         """The tokens of `words` a provider would serve from its cache; remembers `words` (under the lock)."""
         shared = max((_shared_prefix(words, earlier) for earlier in self._state.cache), default=0)
         self._state.cache.append(words)
-        shared = max(shared - 1, 0)  # the schema digest is not a token of the prompt
         if shared < self.cache_min_tokens:
             return 0
         step = max(self.cache_step_tokens, 1)
