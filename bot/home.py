@@ -1,6 +1,6 @@
 """The App Home tab: for each channel the viewer shares with the bot, the channel's default rubric,
-its recent graded runs and how far the grader agrees with the team — the agreement report with
-its chart — where a team lead looks without typing a command.
+its recent graded runs, what they cost and how far the grader agrees with the team — the agreement
+report with its chart — where a team lead looks without typing a command.
 
 It is published with ``views.publish`` each time someone opens the tab (``app_home_opened``).
 The viewer's channels come from ``users.conversations``: those the viewer is in and the bot is in.
@@ -21,7 +21,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from slack_sdk.models.blocks import Block, DividerBlock, ImageBlock
@@ -29,7 +29,9 @@ from slack_sdk.models.views import View
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agreement.report import Report, chart_title, chart_upload, load_report, report_blocks
-from bot.db.store import FAILED, INTERRUPTED, TIMED_OUT, RunRecord, RunStatus, Store
+from bot.db.store import FAILED, INTERRUPTED, TIMED_OUT, CostTally, RunRecord, RunStatus, Store
+from bot.limits.quota import day_start
+from bot.limits.usage import CHANNEL_USAGE_DAYS, spend_words
 from bot.slack.blocks import MAX_VIEW_BLOCKS, block_dicts, code, context_block, header_block, section_block
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.messages import BlockJson
@@ -84,6 +86,8 @@ class ChannelHome:
     runs: list[RunRecord]
     report: Report
     chart: str | None = None
+    cost: CostTally | None = None
+    """What the channel's runs of the last CHANNEL_USAGE_DAYS days cost."""
 
 
 # --- Loading ---------------------------------------------------------------------------------
@@ -128,12 +132,14 @@ async def load_home(store: Store, *, workspace: Workspace, channels: Sequence[st
     """Each channel's rubric, runs and report, the most recently active channels first (at most
     MAX_HOME_CHANNELS)."""
     runs = {channel: await store.recent_graded_runs(workspace, channel, RECENT_RUNS) for channel in channels}
+    cost_since = day_start(datetime.now(UTC)) - timedelta(days=CHANNEL_USAGE_DAYS - 1)
     return [
         ChannelHome(
             channel=channel,
             rubric=await store.get_channel_rubric(workspace, channel),
             runs=runs[channel],
             report=await load_report(store, workspace=workspace, channel=channel, days=None),
+            cost=await store.cost_tally(workspace, channel, cost_since),
         )
         for channel in _recent_first(channels, runs)[:MAX_HOME_CHANNELS]
     ]
@@ -229,6 +235,8 @@ def _channel_blocks(home: ChannelHome) -> list[BlockJson]:
         section_block(rubric),
         section_block(_runs_text(home.runs)),
     ]
+    if home.cost is not None and home.cost.runs:
+        head.append(section_block(f"*Cost, last {CHANNEL_USAGE_DAYS} days:* {spend_words(home.cost)}"))
     chart: list[Block] = []
     if home.chart is not None:
         period = home.report.period

@@ -26,7 +26,8 @@ from bot.cli.subcommand import (
 )
 from bot.config import Settings, load_settings
 from bot.db.database import Database
-from bot.db.store import MaterialTally, RunRecord, Store
+from bot.db.store import CostTally, MaterialTally, RunRecord, Store
+from bot.limits.usage import spend_words
 from bot.slack.blocks import plural
 
 T = TypeVar("T")
@@ -63,6 +64,7 @@ def _run_report(args: argparse.Namespace) -> int:
     print()
     print(undelivered_table(runs.undelivered))
     print(material_line(runs.material))
+    print(cost_line(runs.cost))
     if args.chart:
         try:
             render_chart(report, args.chart)
@@ -82,6 +84,8 @@ class RunFacts:
     """The runs whose answer never reached Slack."""
     material: MaterialTally | None
     """How much of what the requests shared was read."""
+    cost: CostTally | None
+    """What the runs cost."""
 
 
 async def _report(
@@ -112,6 +116,7 @@ async def _run_facts(store: Store, channel: str | None, days: int | None) -> Run
     return RunFacts(
         undelivered=await _recorded(store.undelivered_runs(None, channel, since)),
         material=await _recorded(store.material_tally(None, channel, since)),
+        cost=await _recorded(store.cost_tally(None, channel, since)),
     )
 
 
@@ -134,6 +139,13 @@ def material_line(tally: MaterialTally | None) -> str:
         f"{plural(tally.thread_messages, 'earlier thread message')} and {plural(tally.files_read, 'file')}; "
         f"{plural(tally.files_unread, 'file')} could not be read"
     )
+
+
+def cost_line(tally: CostTally | None) -> str:
+    """What the runs cost: in all, per satisfied run, and the grader's share."""
+    if tally is None or not tally.runs:
+        return "Cost: no priced runs recorded yet"
+    return f"Cost: {spend_words(tally)}"
 
 
 def undelivered_table(runs: Sequence[RunRecord] | None) -> str:

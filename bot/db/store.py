@@ -272,6 +272,22 @@ class MaterialTally:
     """Files (and threads Slack refused to list) that were not read."""
 
 
+@dataclass(frozen=True)
+class CostTally:
+    """What the finished runs cost (see `bot.limits.prices`)."""
+
+    runs: int
+    """Finished runs with a recorded cost."""
+    satisfied: int
+    """Of them, those that ended with the rubric satisfied."""
+    usd: float
+    """US dollars of their priced model calls."""
+    grader_usd: float
+    """The grader's part of `usd`."""
+    unpriced: int
+    """Runs that used a model the price table does not know (their cost is partial)."""
+
+
 EVALUATION_DEFAULTS: dict[str, Any] = {"unmatched": [], "grader_calls": 0}
 """Values of the evaluation keys that grading added after the bot began storing evaluations:
 an evaluation stored before them reads as if the grader flagged nothing and made no count."""
@@ -1010,6 +1026,26 @@ class Store:
             thread_messages=sum(row.thread_messages for row in with_material),
             files_read=sum(len(row.files_read or []) for row in with_material),
             files_unread=sum(len(row.files_unread or []) for row in with_material),
+        )
+
+    async def cost_tally(
+        self, workspace: Workspace | None, channel: str | None, since: datetime | None = None
+    ) -> CostTally:
+        """What the runs started from ``since`` on cost (None filters match all)."""
+        query = select(
+            func.count().label("runs"),
+            func.count().filter(runs.c.status == "satisfied").label("satisfied"),
+            func.coalesce(func.sum(runs.c.cost_usd), 0).label("usd"),
+            func.coalesce(func.sum(runs.c.grader_cost_usd), 0).label("grader_usd"),
+            func.count().filter(runs.c.cost_unpriced).label("unpriced"),
+        ).where(runs.c.cost_usd.is_not(None), *_scope(runs, workspace, channel, since, runs.c.started_at))
+        (row,) = await self._rows(query)
+        return CostTally(
+            runs=int(row["runs"]),
+            satisfied=int(row["satisfied"]),
+            usd=float(row["usd"]),
+            grader_usd=float(row["grader_usd"]),
+            unpriced=int(row["unpriced"]),
         )
 
     async def undelivered_runs(

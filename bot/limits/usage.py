@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import date, datetime, timedelta
 
-from bot.db.store import Store, UsageRow
+from bot.db.store import CostTally, Store, UsageRow
 from bot.limits.prices import dollars
 from bot.limits.quota import DailyLimits, day_start
-from bot.slack.blocks import block_dicts, context_block, header_block, section_block
+from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block
 from bot.slack.messages import SlackMessage
 from bot.workspaces.workspace import Workspace
 
@@ -99,6 +99,21 @@ async def load_channel_usage(
 def _amount(total: Totals) -> str:
     requests = f"{total.requests:,} request{'' if total.requests == 1 else 's'}"
     return f"{requests}, {total.tokens:,} tokens, {money_words(total)}"
+
+
+def spend_words(tally: CostTally) -> str:
+    """What runs cost in one line: in all, per satisfied run, the grader's share, and how many are
+    unpriced (``$0.0420 over 12 runs, $0.0042 per satisfied run, grader 38% of it``)."""
+    per_satisfied = (
+        f"{dollars(tally.usd / tally.satisfied)} per satisfied run" if tally.satisfied else "no satisfied run"
+    )
+    grader = f"grader {tally.grader_usd / tally.usd:.0%} of it" if tally.usd else "grader share unknown"
+    unpriced = (
+        f"; {plural(tally.unpriced, 'run')} used a model with no list price (not counted)"
+        if tally.unpriced
+        else ""
+    )
+    return f"{dollars(tally.usd)} over {plural(tally.runs, 'run')}, {per_satisfied}, {grader}{unpriced}"
 
 
 def money_words(total: Totals) -> str:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from genai_prices import Usage, calc_price
+
 from bot.agreement.report import build_report
 from bot.config import Settings
 from bot.db.store import RunRecord, Store
-from bot.home import ChannelHome, home_view, publish_home
+from bot.home import ChannelHome, home_view, load_home, publish_home
+from bot.limits.prices import dollars, run_cost
 from bot.slack.client import build_client
+from bot.threads.conversation import ThreadKey
 from bot.workspaces.workspace import Workspace
 from tests.standins.slack_api import BOT_USER_ID, SlackApiStandin
 from tests.standins.slack_api import block_problems as slack_problems
@@ -72,3 +76,28 @@ async def test_when_slack_refuses_the_channel_list_the_tab_says_why(tmp_path):
         assert view is not None
         assert "missing_scope" in view["blocks"][-1]["text"]["text"]
         assert "channels:read" in view["blocks"][-1]["text"]["text"]
+
+
+async def test_a_channel_shows_what_its_runs_of_the_last_30_days_cost(tmp_path):
+    store = await Store.open(str(tmp_path / "bot.sqlite"))
+    try:
+        spent = {"input_tokens": 10_000, "output_tokens": 1_000, "total_tokens": 11_000}
+        for request, status in (("1.1", "satisfied"), ("1.2", "max_iterations_reached")):
+            run_id = await store.start_run(ThreadKey("T1", "C1", "1.0"), request)
+            cost = run_cost(
+                {"worker": ("openai:gpt-4o-mini", spent), "grader": ("openai:gpt-4o-mini", spent)}
+            )
+            await store.finish_run(run_id, status, 22_000, cost=cost)
+        homes = await load_home(store, workspace=Workspace("T1"), channels=["C1", "C2"])
+    finally:
+        await store.close()
+
+    by_channel = {home.channel: home_text(home_view([home])) for home in homes}
+    one = float(calc_price(Usage(input_tokens=10_000, output_tokens=1_000), "gpt-4o-mini").total_price)
+    expected = f"*Cost, last 30 days:* {dollars(4 * one)} over 2 runs, {dollars(4 * one)} per satisfied run"
+    assert expected in by_channel["C1"] and "grader 50% of it" in by_channel["C1"]
+    assert "Cost, last" not in by_channel["C2"]  # no runs, no cost line
+
+
+def home_text(view: dict) -> str:
+    return "\n".join(b["text"]["text"] for b in view["blocks"] if b.get("text", {}).get("type") == "mrkdwn")

@@ -15,11 +15,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from genai_prices import Usage, calc_price
 from PIL import Image
 from sklearn.metrics import cohen_kappa_score
 
 from bot.cli.main import main
 from bot.db.store import ReviewVerdict, Store
+from bot.limits.prices import dollars, run_cost
 from bot.material.files import Unread
 from bot.threads.conversation import ThreadKey
 from tests.bot.agreement.chart_reading import PNG_SIGNATURE
@@ -320,3 +322,36 @@ def test_a_database_from_before_delivery_was_recorded_is_reported_without_changi
     with closing(sqlite3.connect(db)) as connection:
         columns = {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
     assert "undelivered" not in columns
+
+
+async def add_priced_runs(path: Path) -> None:
+    """Two satisfied runs and one that hit the cap, all on gpt-4o-mini; a fourth on a model with no price."""
+    store = await Store.open(str(path))
+    try:
+        spent = {"input_tokens": 10_000, "output_tokens": 1_000, "total_tokens": 11_000}
+        for request, status, model in (
+            ("9.1", "satisfied", "openai:gpt-4o-mini"),
+            ("9.2", "satisfied", "openai:gpt-4o-mini"),
+            ("9.3", "max_iterations_reached", "openai:gpt-4o-mini"),
+            ("9.4", "satisfied", "openai:house-model"),
+        ):
+            run_id = await store.start_run(ThreadKey("T1", "C1", "9.0"), request)
+            cost = run_cost({"worker": (model, spent), "grader": (model, spent)})
+            await store.finish_run(run_id, status, 22_000, cost=cost)
+    finally:
+        await store.close()
+
+
+def test_the_report_gives_the_cost_per_satisfied_run_and_the_graders_share(db, capsys):
+    assert main(["report", "--db", str(db), "--channel", "C1"]) == 0
+    assert "Cost: no priced runs recorded yet" in capsys.readouterr().out
+
+    asyncio.run(add_priced_runs(db))
+    assert main(["report", "--db", str(db), "--channel", "C1"]) == 0
+    one = float(calc_price(Usage(input_tokens=10_000, output_tokens=1_000), "gpt-4o-mini").total_price)
+    total = 6 * one  # three priced runs, each a worker's and a grader's share
+    expected = (
+        f"Cost: {dollars(total)} over 4 runs, {dollars(total / 3)} per satisfied run, grader 50% of it; "
+        "1 run used a model with no list price (not counted)"
+    )
+    assert expected in capsys.readouterr().out
