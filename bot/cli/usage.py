@@ -1,5 +1,5 @@
-"""`rubric-bot usage`: requests and model tokens per channel, per person and per day, from the runs
-the bot records (read-only)."""
+"""`rubric-bot usage`: requests, model tokens and their cost per workspace, channel, person and day,
+from the runs the bot records (read-only)."""
 
 from __future__ import annotations
 

@@ -144,6 +144,8 @@ class UsageRow:
     """What their priced model calls cost, in US dollars."""
     unpriced: int = 0
     """Of the runs, how many used a model the price table does not know (their cost is partial)."""
+    workspace: str = ""
+    """The Slack workspace (team id) of the channel."""
 
 
 @dataclass(frozen=True)
@@ -868,13 +870,14 @@ class Store:
     async def usage(
         self, workspace: Workspace | None, channel: str | None, since: datetime
     ) -> list[UsageRow]:
-        """Runs started from ``since`` on and their tokens, per UTC day, channel and requester
-        (oldest day first); ``None`` for ``workspace`` or ``channel`` matches every one."""
+        """Runs started from ``since`` on, their tokens and cost, per UTC day, workspace, channel and
+        requester (oldest day first); ``None`` for ``workspace`` or ``channel`` matches every one."""
         day = self._utc_day(runs.c.started_at)
         requester = func.coalesce(runs.c.requester, "")
         query = (
             select(
                 day.label("day"),
+                runs.c.team,
                 runs.c.channel,
                 requester.label("requester"),
                 func.count().label("requests"),
@@ -883,8 +886,8 @@ class Store:
                 func.count().filter(runs.c.cost_unpriced).label("unpriced"),
             )
             .where(*_scope(runs, workspace, channel, since, runs.c.started_at))
-            .group_by(day, runs.c.channel, requester)
-            .order_by(day, runs.c.channel, requester)
+            .group_by(day, runs.c.team, runs.c.channel, requester)
+            .order_by(day, runs.c.team, runs.c.channel, requester)
         )
         return [
             UsageRow(
@@ -895,6 +898,7 @@ class Store:
                 tokens=int(row["tokens"]),
                 usd=float(row["usd"]),
                 unpriced=int(row["unpriced"]),
+                workspace=row["team"],
             )
             for row in await self._rows(query)
         ]

@@ -166,10 +166,15 @@ def limits_words(limits: DailyLimits) -> str:
 
 
 def usage_table(rows: Sequence[UsageRow]) -> str:
-    """`rubric-bot usage`'s text: totals per channel, per person, and every day's rows."""
+    """`rubric-bot usage`'s text: totals per workspace, per channel, per person, and every day's rows."""
     if not rows:
         return "No requests in this period."
     sections = [
+        _table(
+            "Per workspace",
+            ["Workspace"],
+            [([w], t) for w, t in totals_by(rows, lambda r: r.workspace).items()],
+        ),
         _table(
             "Per channel", ["Channel"], [([c], t) for c, t in totals_by(rows, lambda r: r.channel).items()]
         ),
@@ -217,6 +222,7 @@ def usage_json(rows: Sequence[UsageRow], *, since: date, channel: str | None) ->
         "rows": [
             {
                 "day": row.day.isoformat(),
+                "workspace": row.workspace,
                 "channel": row.channel,
                 "user": row.requester or None,
                 "requests": row.requests,

@@ -61,6 +61,7 @@ async def test_usage_per_channel_person_and_day_as_text_and_json(database_url, c
     per_person = text.split("Per person")[1].split("Per day")[0]
     assert per_person.index("U1") < per_person.index("U2")  # the most tokens first
     assert "C2" not in text
+    assert "Per workspace" in text and text.split("Per workspace")[1].split("Per channel")[0].count("T1") == 1
 
 
 async def test_no_database_is_one_line_and_exit_2(tmp_path, capsys):
