@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 from grading import CalibrationExample, RubricMiddleware, TranscriptGrader
 from grading.caching import CACHE_CONTROL, CACHE_KEY_PREFIX
 from grading.grader import GRADER_SYSTEM_PROMPT
+from tests.grading.recording_anthropic import recording_anthropic
 from tests.standins.model_api import ModelApiStandin, scripted_revision
 
 CRITERIA = ["Cites a source", "Names the capital", "Mentions the river"]
@@ -90,36 +90,22 @@ def test_another_rubric_gets_another_cache_key(model_api):
     assert len(keys) == 2
 
 
-def _anthropic_recorder() -> Any:
-    """A `ChatAnthropic` that records the request it would send Anthropic and answers it offline."""
-    langchain_anthropic = pytest.importorskip("langchain_anthropic")
-
-    class RecordingAnthropic(langchain_anthropic.ChatAnthropic):
-        sent: list[dict[str, Any]] = []  # noqa: RUF012 — one list per subclass, made per test
-
-        def _generate(
-            self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-        ) -> ChatResult:
-            payload = self._get_request_payload(messages, stop=stop, **kwargs)
-            self.sent.append(payload)
-            grade = {
-                "result": "satisfied",
-                "explanation": "Every criterion is met.",
-                "criteria": [{"name": name, "passed": True, "gap": ""} for name in CRITERIA],
-            }
-            tools = [tool["name"] for tool in payload.get("tools", [])]
-            schema = next((name for name in tools if name.endswith("RubricGrade")), None)
-            if schema is not None:
-                reply = AIMessage("", tool_calls=[{"name": schema, "args": grade, "id": "toolu_1"}])
-            else:
-                reply = AIMessage(json.dumps(grade))
-            return ChatResult(generations=[ChatGeneration(message=reply)])
-
-    return RecordingAnthropic(model="claude-sonnet-4-5", api_key="test")  # type: ignore[call-arg]
+def grade_reply(payload: dict[str, Any]) -> AIMessage:
+    """A passing grade, as a call of the grader schema's tool when the request offers one."""
+    grade = {
+        "result": "satisfied",
+        "explanation": "Every criterion is met.",
+        "criteria": [{"name": name, "passed": True, "gap": ""} for name in CRITERIA],
+    }
+    tools = [tool["name"] for tool in payload.get("tools", [])]
+    schema = next((name for name in tools if name.endswith("RubricGrade")), None)
+    if schema is not None:
+        return AIMessage("", tool_calls=[{"name": schema, "args": grade, "id": "toolu_1"}])
+    return AIMessage(json.dumps(grade))
 
 
 def test_an_anthropic_graders_request_has_a_cache_breakpoint_after_rubric_and_examples():
-    model = _anthropic_recorder()
+    model = recording_anthropic(grade_reply)
     transcript = [HumanMessage("Capital of France?"), AIMessage("Paris, on the Seine.")]
 
     evaluation = TranscriptGrader(model).grade(
