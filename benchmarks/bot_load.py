@@ -13,10 +13,11 @@ Starts the Slack stand-in, the model stand-in in a process of its own (every mod
 
 1. the ideal path: one mention alone, from sending it to the thread's final-status message
    (best of --ideal-runs, after one warm-up run per process);
-2. the load: --threads mentions in as many channels, sent at once. Each request's ack latency
-   (the HTTP response time Slack would see) gives p50/p99; the wall time runs from the first send
+2. the load: --threads mentions in as many channels, sent at once by one person. Each request's ack
+   latency (the HTTP response time Slack would see) gives p50/p99; the wall time runs from the first send
    to the last thread's final-status message; the CPU time the bot's processes used meanwhile
-   (user + system, from the OS, summed over the processes) is divided by the conversations.
+   (user + system, from the OS, summed over the processes) is divided by the conversations;
+3. the crowd: as many mentions again, sent at once by as many different people (``crowd ack p99``).
 
 Targets (issues 10 and 15): two processes finish >= 1.6x the conversations per second of one;
 PostgreSQL's one-process wall time within 1.2x SQLite's; the bot's CPU per conversation <= 1.5x the
@@ -270,14 +271,20 @@ async def run_phase(
     channels: list[str],
     timeout: float,
     commands_during: int = 0,
+    people: int = 1,
 ) -> Phase:
     """Mention the bot once in each channel, all at once, then wait for every thread's final message.
 
-    With `commands_during`, that many ``/rubric show`` commands go out right after the mentions,
-    while the runs are in flight, and their acks are kept too.
+    The mentions come from `people` different people in turn (one: every mention is the same
+    person's, whose daily request count every admission then updates). With `commands_during`, that
+    many ``/rubric show`` commands go out right after the mentions, while the runs are in flight,
+    and their acks are kept too.
     """
     threads = [(channel, new_ts()) for channel in channels]
-    mentions = [event_callback(app_mention(QUESTION, channel, ts)) for channel, ts in threads]
+    mentions = [
+        event_callback(app_mention(QUESTION, channel, ts, user=f"UPERSON{n % people:03d}"))
+        for n, (channel, ts) in enumerate(threads)
+    ]
     cpu, (busy, total) = cpu_seconds(bots), machine_seconds()
     started, acks = await burst(bots, session, mentions)
     shows = [
@@ -332,8 +339,9 @@ async def measure_setup(
         )
         env = bot_environment(slack_api, model, Path(workdir / "unused"))
         env["RUBRIC_BOT_DB"] = database
-        # Every mention comes from one user: a per-person daily limit the load cannot reach, so the
-        # limit is still checked (as in a default deployment) but never refuses a benchmark request.
+        # The load's mentions come from one person, the crowd's from as many people as mentions: a
+        # per-person daily limit they cannot reach, so the limit is still checked (as in a default
+        # deployment) but never refuses a benchmark request.
         env["RUBRIC_BOT_DAILY_REQUESTS_PER_USER"] = str(DAILY_REQUESTS_LIMIT)
         bots = [BotProcess(BOT_COMMAND, env, workdir / f"{name}-{n}.log", workdir) for n in range(processes)]
         for bot in bots:
@@ -344,12 +352,13 @@ async def measure_setup(
         warmups = [f"C{prefix}WARM{n}" for n in range(processes)]
         ideal_channels = [f"C{prefix}IDEAL{n:02d}" for n in range(args.ideal_runs)]
         load_channels = [f"C{prefix}LOAD{n:03d}" for n in range(args.threads)]
+        crowd_channels = [f"C{prefix}CROWD{n:03d}" for n in range(args.threads)]
         rubric = "\n".join(f"- {criterion}" for criterion in CRITERIA)
         try:
             # No connection limit: Slack opens as many as it needs. The setup burst leaves them open
             # (keep-alive) for the load burst, as a long-running sender's would be.
             async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-                channels = warmups + ideal_channels + load_channels
+                channels = warmups + ideal_channels + load_channels + crowd_channels
                 sets = [
                     slash_command(f"set {rubric}", c, response_url=slack_api.response_url()) for c in channels
                 ]
@@ -360,6 +369,9 @@ async def measure_setup(
                 load = await run_phase(
                     bots, slack_api, session, load_channels, args.timeout, commands_during=args.commands
                 )
+                crowd = await run_phase(
+                    bots, slack_api, session, crowd_channels, args.timeout, people=args.threads
+                )
         except Exception:
             for bot in bots:
                 print(bot.stderr_text()[-3000:], file=sys.stderr)
@@ -369,6 +381,7 @@ async def measure_setup(
         "processes": processes,
         "database": "postgresql" if postgres else "sqlite",
         "ack_ms": percentiles(load.ack_seconds),
+        "crowd_ack_ms": percentiles(crowd.ack_seconds),
         "command_ack_under_load_ms": percentiles(load.command_ack_seconds),
         "ideal_path_s": best_ideal,
         "load_wall_s": load.wall_seconds,
@@ -440,6 +453,7 @@ def report(summary: dict[str, Any]) -> None:
         ("conv/s", 9),
         ("CPU ms/conv", 13),
         ("ack p99 ms", 12),
+        ("crowd p99", 11),
         ("busy %", 8),
         ("loop ms/conv", 14),
         ("x loop", 8),
@@ -453,7 +467,8 @@ def report(summary: dict[str, Any]) -> None:
             print(
                 f"  {name:<12}{row['ideal_path_s']:>9.2f}{row['load_wall_s']:>9.2f}{row['ratio']:>8.2f}"
                 f"{row['conversations_per_s']:>9.1f}{row['cpu_ms_per_conversation']:>13.1f}"
-                f"{row['ack_ms']['p99']:>12.1f}{100 * row['machine_busy']:>8.0f}{loop}"
+                f"{row['ack_ms']['p99']:>12.1f}{row['crowd_ack_ms']['p99']:>11.1f}"
+                f"{100 * row['machine_busy']:>8.0f}{loop}"
             )
     rounds = len(summary["rounds"])
     print(f"  median of {rounds} round(s):" if rounds > 1 else "  figures:")
@@ -479,6 +494,8 @@ def round_figures(setups: dict[str, Any]) -> dict[str, float]:
         figures[f"{name} CPU ms/conv"] = row["cpu_ms_per_conversation"]
         figures[f"{name} conv/s"] = row["conversations_per_s"]
         figures[f"{name} ack p99 ms"] = row["ack_ms"]["p99"]
+        if "crowd_ack_ms" in row:  # summaries from before the crowd burst have none
+            figures[f"{name} crowd ack p99 ms"] = row["crowd_ack_ms"]["p99"]
         if row.get("agent_floor"):
             figures[f"{name} agent loop CPU ms/conv"] = row["agent_floor"]["cpu_ms_per_conversation"]
             figures[f"{name} CPU x agent loop"] = cost(row)
