@@ -82,6 +82,11 @@ DEFAULT_DAILY_REQUESTS_PER_USER = 100
 """Requests one person may make per UTC day when `RUBRIC_BOT_DAILY_REQUESTS_PER_USER` is not set:
 plenty for a person's day of work, a stop for a script or a loop gone wrong."""
 
+DEFAULT_RUN_TOKEN_ESTIMATE = 20_000
+"""Tokens a run reserves from its daily token budgets when admitted, until it ends and what it really
+used replaces them (`RUBRIC_BOT_RUN_TOKEN_ESTIMATE`): about a run of three grader iterations, so a
+burst of requests cannot start far more runs than a budget holds."""
+
 DEFAULT_REPLAY_COOLDOWN = 3600.0
 """Seconds between the starts of two `/rubric replay`s in one channel: each costs two grader calls
 per reviewed answer, and a second within the hour rarely tells anything new."""
@@ -281,6 +286,13 @@ class Settings(BaseSettings):
     )
     daily_tokens_per_channel: NonNegativeInt = Field(
         0, validation_alias="RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL"
+    )
+    daily_tokens_per_workspace: NonNegativeInt = Field(
+        0, validation_alias="RUBRIC_BOT_WORKSPACE_DAILY_TOKENS"
+    )
+    daily_tokens: NonNegativeInt = Field(0, validation_alias="RUBRIC_BOT_DAILY_TOKENS")
+    run_token_estimate: NonNegativeInt = Field(
+        DEFAULT_RUN_TOKEN_ESTIMATE, validation_alias="RUBRIC_BOT_RUN_TOKEN_ESTIMATE"
     )
     # NoDecode: a comma-separated list, not JSON.
     rubric_editors: Annotated[tuple[str, ...], NoDecode] = Field(

@@ -167,8 +167,8 @@ class ChannelReplays:
         if not cases:
             return None
         grader = await self._graders(request.workspace)
-        baseline = await self._regrade(cases, grader, BASELINE)
-        candidate = await self._regrade(cases, grader, CANDIDATE)
+        baseline = await self._regrade(request, cases, grader, BASELINE)
+        candidate = await self._regrade(request, cases, grader, CANDIDATE)
         failed = [r for r in [*baseline, *candidate] if r.error is not None]
         return await asyncio.to_thread(
             compare,
@@ -183,10 +183,19 @@ class ChannelReplays:
         )
 
     async def _regrade(
-        self, cases: list[Case], grader: TranscriptGrader, calibration: Calibration
+        self, request: ReplayRequest, cases: list[Case], grader: TranscriptGrader, calibration: Calibration
     ) -> list[Regrade]:
+        """Regrade the cases; their grader tokens count toward the day's budgets of the channel, its
+        workspace and the deployment, even if the replay stops before the end."""
         done: list[Regrade] = []
-        await regrade(cases, grader, calibration, self._store, concurrency=CONCURRENCY, on_graded=done.append)
+        try:
+            await regrade(
+                cases, grader, calibration, self._store, concurrency=CONCURRENCY, on_graded=done.append
+            )
+        finally:
+            tokens = total_usage(done)["total_tokens"]
+            if tokens:
+                await asyncio.shield(self._store.charge_replay(request.workspace, request.channel, tokens))
         return done
 
     async def _post(self, request: ReplayRequest, comparison: Comparison, client: AsyncWebClient) -> None:

@@ -21,9 +21,10 @@ from bot.cli.subcommand import (
 )
 from bot.config import load_settings
 from bot.db.database import Database
+from bot.db.spend import SpendCounter
 from bot.db.store import Store, UsageRow
 from bot.limits.quota import day_start
-from bot.limits.usage import CHANNEL_USAGE_DAYS, usage_json, usage_table
+from bot.limits.usage import CHANNEL_USAGE_DAYS, counters_table, usage_json, usage_table
 
 
 def _configure_usage(parser: argparse.ArgumentParser) -> None:
@@ -52,26 +53,32 @@ def _run_usage(args: argparse.Namespace) -> int:
     database = args.db or load_settings().database
     since = day_start(datetime.now(UTC)) - timedelta(days=args.days - 1)
     try:
-        rows = asyncio.run(_usage(database, since, args.channel))
+        rows, counters = asyncio.run(_usage(database, since, args.channel))
     except NoUsage as exc:
         fail(str(exc))
         return EXIT_CONFIG
+    if args.channel:  # a channel's budget, and the wider ones it spends from
+        counters = [c for c in counters if c.level != "channel" or c.subject == args.channel]
     if args.json:
-        print(usage_json(rows, since=since.date(), channel=args.channel))
+        print(usage_json(rows, counters, since=since.date(), channel=args.channel))
     else:
         where = f"channel {args.channel}" if args.channel else "every channel"
         print(f"Bot usage in {where} since {since:%Y-%m-%d} (UTC)\n")
         print(usage_table(rows))
+        print(f"\n{counters_table(counters)}")
     return EXIT_OK
 
 
-async def _usage(database: Database, since: datetime, channel: str | None) -> list[UsageRow]:
+async def _usage(
+    database: Database, since: datetime, channel: str | None
+) -> tuple[list[UsageRow], list[SpendCounter]]:
     if not database_exists(database):
         raise NoUsage(f"no database at {database} (set RUBRIC_BOT_DB or pass --db)")
     try:
         store = await Store.open(database, read_only=True)
         try:
-            return await store.usage(None, channel, since)
+            today = day_start(datetime.now(UTC)).date()
+            return await store.usage(None, channel, since), await store.counters_of(today)
         finally:
             await store.close()
     except SQLAlchemyError as exc:
@@ -89,8 +96,10 @@ USAGE = CliSubcommand(
     _run_usage,
     description=(
         "Print how many requests the bot answered and the model tokens (worker plus grader) they "
-        "used, per channel, per person and per UTC day, from the runs it records: what "
-        "RUBRIC_BOT_DAILY_REQUESTS_PER_USER and RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL count. It only "
+        "used, per channel, per person and per UTC day, from the runs it records; and what every "
+        "budget level (person, channel, workspace, the whole bot) spent today, which the daily "
+        "limits (RUBRIC_BOT_DAILY_REQUESTS_PER_USER, RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL, "
+        "RUBRIC_BOT_WORKSPACE_DAILY_TOKENS, RUBRIC_BOT_DAILY_TOKENS) are checked against. It only "
         f"reads the database (--db, else RUBRIC_BOT_DB {SETTINGS_SOURCE}; default rubric-bot.sqlite) "
         "and needs no Slack or model keys."
     ),

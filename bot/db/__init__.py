@@ -4,6 +4,8 @@
 - ``schema``: the bot's own tables (SQLAlchemy Core).
 - ``store``: every read and write of those tables.
 - ``calibration``: which reviews calibrate the grader (trusted, not dropped), as SQL conditions.
+- ``spend``: the daily spend counters per person, channel, workspace and deployment, and admission
+  against their caps in one statement.
 - ``admin``: `rubric-bot db` (upgrade, copy).
 - ``migrations``: the versioned Alembic migrations of ``schema``.
 """

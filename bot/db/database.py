@@ -84,6 +84,11 @@ STORE_POOL_SIZE = 10
 process waits a moment for one rather than opening (and authenticating) a new connection for each
 burst and closing it again, which cost more CPU under load than the queries themselves."""
 
+SPEND_POOL_SIZE = 4
+"""PostgreSQL connections of one process's spend counters (`bot.db.store.Store._spending`), besides
+the store's: each holds one short statement at a time, and a claim waiting for one must not take
+one of the store's, which the claim's own transaction already holds."""
+
 SCHEMA_LOCK_KEY = 0x7275_6272_6964
 """PostgreSQL advisory lock (session-level) held by the one process changing the schema: the bot's
 migrations, the checkpointer's setup and the job queue's schema, in that order (see `schema_lock`)."""
@@ -231,7 +236,7 @@ class Database:
             return str(self.sqlite_path)
         return self.url.set(drivername="postgresql").render_as_string(hide_password=True)
 
-    def create_engine(self, *, read_only: bool = False) -> AsyncEngine:
+    def create_engine(self, *, read_only: bool = False, pool_size: int = STORE_POOL_SIZE) -> AsyncEngine:
         """An async SQLAlchemy engine; ``read_only`` opens SQLite with ``mode=ro`` and makes every
         PostgreSQL transaction read-only, so nothing (not even a schema upgrade) can write."""
         if self.is_postgres:
@@ -239,7 +244,7 @@ class Database:
                 self.url,
                 connect_args=self._connection_name,
                 execution_options={"postgresql_readonly": read_only},
-                pool_size=STORE_POOL_SIZE,
+                pool_size=pool_size,
                 max_overflow=0,
             )
         url = self.url

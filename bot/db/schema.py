@@ -18,6 +18,7 @@ from slack_sdk.oauth.installation_store.sqlalchemy import AsyncSQLAlchemyInstall
 from slack_sdk.oauth.state_store.sqlalchemy import AsyncSQLAlchemyOAuthStateStore
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -178,6 +179,7 @@ runs = Table(
     Column("grader_cost_usd", Float),
     Column("cost_unpriced", Boolean, nullable=False, server_default=false()),
     Column("token_usage", Document),
+    Column("charged_tokens", Integer, nullable=False, server_default="0"),
     Index("runs_by_thread", "thread_id", "finished_at"),
     Index("runs_by_channel", "team", "channel", "started_at"),
     Index("runs_by_requester", "team", "requester", "started_at"),
@@ -198,7 +200,8 @@ keeps the tokens it was priced from, per role: ``{"worker": {"model", "input_tok
 were kept.
 ``lease`` names the attempt at the run that
 may post in its thread (on PostgreSQL, where another process can take a run over; see
-`bot.db.store.Store.take_run`)."""
+`bot.db.store.Store.take_run`). ``charged_tokens`` is what the run adds to the day's spend
+counters (`daily_spend`): the estimate reserved at admission until it ends, then its ``tokens``."""
 
 evaluations = Table(
     "evaluations",
@@ -310,6 +313,7 @@ workspace_settings = Table(
     Column("grader_model", Text),
     Column("daily_requests_per_user", Integer),
     Column("daily_tokens_per_channel", Integer),
+    Column("daily_tokens_per_workspace", Integer),
     Column("rubric_editors", Document),
     Column("updated_by", Text, nullable=False),
     Column("updated_at", UtcTimestamp, nullable=False),
@@ -335,6 +339,24 @@ message_changes = Table(
 (SQLite): a process stopping or dying before it applies one leaves it here for the next to apply.
 ``kind`` names the job (``forget`` or ``revise``) and ``change`` is its message change; the row goes
 once the change is applied."""
+
+daily_spend = Table(
+    "daily_spend",
+    metadata,
+    Column("day", Text, nullable=False),
+    Column("level", Text, nullable=False),
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
+    Column("team", Text, nullable=False, server_default=""),
+    Column("subject", Text, nullable=False, server_default=""),
+    Column("requests", Integer, nullable=False, server_default="0"),
+    Column("tokens", BigInteger, nullable=False, server_default="0"),
+    PrimaryKeyConstraint("day", "level", "enterprise", "team", "subject"),
+)
+"""What each budget level spent on one UTC ``day`` (``YYYY-MM-DD``), counted as runs are admitted
+and settled (`bot.db.spend`): ``level`` is ``person`` (``subject`` the user), ``channel``
+(``subject`` the channel), ``workspace`` or ``deployment`` (no enterprise or team). ``requests`` are
+the runs admitted, ``tokens`` their worker and grader tokens, reserved estimates of the runs still
+going included, and the replays' grader tokens."""
 
 # -- OAuth mode: Bolt's installation and state stores --------------------------------------------
 # Their tables are the slack_sdk stores' own definitions, built into this metadata so that the

@@ -13,10 +13,12 @@ Every method is one transaction on a pooled connection, so several processes may
 
 - a dedupe claim is one INSERT of unique keys, which only one process can win;
 - channel rubrics and settings are upserts: the last writer wins and no write is half-applied;
-- a rubric change numbers its version under a lock of the channel, and a run's admission counts the
-  day's runs under locks of its requester and channel (PostgreSQL advisory locks for the
-  transaction; SQLite's write lock), so concurrent writers cannot both take the same number or
-  both squeeze under a limit;
+- a rubric change numbers its version under a lock of the channel (a PostgreSQL advisory lock for
+  the transaction; SQLite's write lock), so concurrent writers cannot both take the same number;
+- a run's admission adds to the day's spend counters of every level in one upsert that returns
+  them (`bot.db.spend`), so concurrent admissions cannot both squeeze under a limit; on PostgreSQL
+  it commits on its own, holding the counter rows for that statement only, and is given back if
+  the claim's transaction fails;
 - a replay holds a lock of its channel while it runs: a PostgreSQL advisory lock on a connection of
   its own, released by the database if the process dies (SQLite serves one process: a lock of this
   Store);
@@ -35,7 +37,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcon
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from functools import cache
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, cast
 from weakref import WeakValueDictionary
 
@@ -58,7 +60,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.db import calibration, migrations
-from bot.db.database import WRITE_LOCK_OPTION, Database, DatabaseError, schema_lock
+from bot.db.database import SPEND_POOL_SIZE, WRITE_LOCK_OPTION, Database, DatabaseError, schema_lock
 from bot.db.schema import (
     FINAL_STEP,
     calibration_drops,
@@ -74,6 +76,17 @@ from bot.db.schema import (
     runs,
     threads,
     workspace_settings,
+)
+from bot.db.spend import (
+    LevelSpend,
+    RunQuota,
+    SpendCounter,
+    Spender,
+    SpendLevel,
+    admit,
+    charge,
+    counters_of,
+    spent,
 )
 from bot.material.files import Unread
 from bot.threads.conversation import MessageChange, ThreadKey
@@ -104,30 +117,6 @@ rubric, the score (as text) for a dimension of a scored rubric."""
 
 Step = int | Literal["final"]
 """What a posted message belongs to: a grader iteration's number, or the run's final messages."""
-
-
-QuotaName = Literal["requests", "tokens"]
-"""Which daily limit a refused run met: its requester's requests or its channel's tokens."""
-
-
-@dataclass(frozen=True)
-class RunQuota:
-    """Daily limits a new run must stay within, counted from ``since`` (the day's start)."""
-
-    since: datetime
-    requests_per_requester: int | None = None
-    """Runs one requester may start in the workspace; None: no limit."""
-    tokens_per_channel: int | None = None
-    """Tokens the channel's runs may use before no new run starts; None: no limit."""
-
-
-class QuotaExceeded(Exception):
-    """A run was not started: its requester or channel met the day's limit (``quota``)."""
-
-    def __init__(self, quota: QuotaName, limit: int) -> None:
-        super().__init__(f"daily {quota} limit of {limit} reached")
-        self.quota: QuotaName = quota
-        self.limit = limit
 
 
 @dataclass(frozen=True)
@@ -421,13 +410,21 @@ _VERSION_COLUMNS = [channel_rubric_versions.c[name] for name in RubricVersion.__
 """The channel_rubric_versions columns read into a RubricVersion."""
 
 
+Spending = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
+"""Opens the connection a claim updates the spend counters on (see `Store._spending`)."""
+
+
 class Claim:
     """The open transaction of a message just claimed (see `Store.claiming`): what it records
     commits with the claim."""
 
-    def __init__(self, connection: AsyncConnection) -> None:
+    def __init__(self, connection: AsyncConnection, spending: Spending) -> None:
         self._connection = connection
+        self._spending = spending
         self._upsert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+        self.admitted: list[tuple[Spender, int]] = []
+        """The runs admitted in this transaction: who spends, and the tokens reserved (for giving
+        them back where the counters are not in the transaction and it fails)."""
 
     async def add_thread(self, thread: ThreadKey) -> None:
         """Remember that the bot takes part in this thread, and that it is active now."""
@@ -449,46 +446,28 @@ class Claim:
         """Record that the request ``request_ts`` in the thread, from `requester`, started running;
         its run id.
 
-        With a `quota`, the run is only started within it: `QuotaExceeded` (recording nothing) if
-        `requester` already started as many runs since ``quota.since``, or the channel's runs since
-        then used as many tokens, as the quota allows.
+        With a `quota`, the run is only started within it (see `bot.db.spend.admit`): its
+        requester, channel, workspace and the deployment are charged a request and
+        ``quota.estimate`` tokens, or `QuotaExceeded` is raised (recording nothing) if one of them
+        had already reached a cap.
         """
+        charged = 0
         if quota is not None:
-            await self._check_quota(thread.workspace, thread.channel, requester, quota)
+            spender = Spender(quota.day, thread.workspace, thread.channel, requester)
+            async with self._spending() as connection:
+                await admit(connection, spender, quota)
+            charged = quota.estimate
+            self.admitted.append((spender, charged))
         row = {
             "thread_id": thread.thread_id,
             **_thread_columns(thread),
             "request_ts": request_ts,
             "requester": requester,
             "started_at": _now(),
+            "charged_tokens": charged,
         }
         result = await self._connection.execute(insert(runs).values(row).returning(runs.c.run_id))
         return int(result.scalar_one())
-
-    async def _check_quota(
-        self, workspace: Workspace, channel: str, requester: str | None, quota: RunQuota
-    ) -> None:
-        """Raise `QuotaExceeded` if a new run would go past `quota`; the counts are locked until the
-        transaction ends, so two admissions cannot both take the last place."""
-        since = runs.c.started_at >= quota.since
-        if quota.requests_per_requester is not None and requester:
-            await _lock(self._connection, f"requests:{_lock_scope(workspace)}:{requester}")
-            started = await self._connection.scalar(
-                select(func.count()).where(
-                    *_in_workspace(runs, workspace), runs.c.requester == requester, since
-                )
-            )
-            if (started or 0) >= quota.requests_per_requester:
-                raise QuotaExceeded("requests", quota.requests_per_requester)
-        if quota.tokens_per_channel is not None:
-            await _lock(self._connection, f"tokens:{_lock_scope(workspace)}:{channel}")
-            used = await self._connection.scalar(
-                select(func.coalesce(func.sum(runs.c.tokens), 0)).where(
-                    *_in_channel(runs, workspace, channel), since
-                )
-            )
-            if (used or 0) >= quota.tokens_per_channel:
-                raise QuotaExceeded("tokens", quota.tokens_per_channel)
 
     async def workspace_settings(self, workspace: Workspace) -> WorkspaceSettingsRow | None:
         """What the workspace's admins set, read in the claim's transaction."""
@@ -513,6 +492,7 @@ class WorkspaceSettingsRow:
     rubric_editors: tuple[str, ...] | None
     updated_by: str
     updated_at: datetime
+    daily_tokens_per_workspace: int | None = None
 
 
 class Store:
@@ -542,6 +522,9 @@ class Store:
         self._turns: AbstractAsyncContextManager[Any] = nullcontext() if self._postgres else asyncio.Lock()
         self._refreshes: WeakValueDictionary[tuple[str, int], asyncio.Lock] = WeakValueDictionary()
         self._replays: dict[tuple[Workspace, str], asyncio.Lock] = {}
+        self._counters: AsyncEngine | None = None
+        """PostgreSQL: the spend counters' own autocommit engine, opened when first needed (see
+        `_spending`)."""
 
     @classmethod
     async def open(
@@ -575,6 +558,8 @@ class Store:
 
     async def close(self) -> None:
         """Close every connection; the Store cannot be used afterwards."""
+        if self._counters is not None:
+            await self._counters.dispose()
         await self._engine.dispose()
 
     async def ping(self) -> None:
@@ -608,13 +593,24 @@ class Store:
             .on_conflict_do_nothing()
             .returning(claims.c.key)
         )
-        async with self._turns, self._writer.connect() as connection, connection.begin() as transaction:
-            inserted = (await connection.execute(statement)).all()
-            if len(inserted) < len(unique):
-                await transaction.rollback()
-                yield None
-                return
-            yield Claim(connection)
+        claim: Claim | None = None
+        connection: AsyncConnection | None = None
+        try:
+            async with self._turns, self._writer.connect() as connection, connection.begin() as transaction:
+                inserted = (await connection.execute(statement)).all()
+                if len(inserted) < len(unique):
+                    await transaction.rollback()
+                    yield None
+                    return
+                claim = Claim(connection, partial(self._spending, connection))
+                yield claim
+        except BaseException:
+            if claim is not None and connection is not None and self._postgres:
+                # Its admissions were committed on their own: give them back.
+                async with self._spending(connection) as counters:
+                    for spender, reserved in claim.admitted:
+                        await charge(counters, spender, -1, -reserved)
+            raise
 
     async def prune_claims(self, older_than_days: int = 7) -> int:
         """Forget claims older than the given days (Slack stops retrying within hours); the count."""
@@ -628,7 +624,7 @@ class Store:
     async def add_thread(self, thread: ThreadKey) -> None:
         """Remember that the bot takes part in this thread, and that it is active now."""
         async with self._write() as connection:
-            await Claim(connection).add_thread(thread)
+            await Claim(connection, partial(self._spending, connection)).add_thread(thread)
 
     async def has_thread(self, thread: ThreadKey) -> bool:
         """Whether the bot takes part in this thread."""
@@ -837,7 +833,8 @@ class Store:
         """Record that the request ``request_ts`` in the thread started running; its run id (see
         `Claim.start_run` for `requester` and `quota`)."""
         async with self._write() as connection:
-            return await Claim(connection).start_run(thread, request_ts, requester=requester, quota=quota)
+            claim = Claim(connection, partial(self._spending, connection))
+            return await claim.start_run(thread, request_ts, requester=requester, quota=quota)
 
     async def finish_run(
         self,
@@ -852,7 +849,7 @@ class Store:
         recorded yet (`posted`; see `record_posted`)."""
         values: dict[str, Any] = {"status": status, "finished_at": _now()}
         if tokens is not None:
-            values["tokens"] = tokens
+            values["tokens"] = values["charged_tokens"] = tokens
         if cost is not None:
             values |= {
                 "cost_usd": cost.usd,
@@ -865,7 +862,43 @@ class Store:
                 await connection.execute(
                     self._ledger, _ledger_row(run_id, part.step, part.part, part.message_ts)
                 )
+            if tokens is not None:  # the reservation gives way to what the run used
+                await self._recharge(connection, run_id, requests=0, tokens=tokens)
             await connection.execute(_RUN_UPDATE, {"of_run": run_id, **values})
+
+    async def _recharge(
+        self, connection: AsyncConnection, run_id: int, *, requests: int, tokens: int
+    ) -> None:
+        """Change what the run added to its day's spend counters to `tokens` (and `requests` more
+        requests), in the transaction of `connection` where the counters are in it."""
+        row = (await connection.execute(_RUN_SPENDER, {"of_run": run_id})).first()
+        if row is None:
+            return
+        spender = Spender(
+            day=row.started_at.astimezone(UTC).date(),
+            workspace=Workspace(row.team, row.enterprise),
+            channel=row.channel,
+            requester=row.requester,
+        )
+        async with self._spending(connection) as counters:
+            await charge(counters, spender, requests, tokens - row.charged_tokens)
+
+    async def spent_today(self, spender: Spender) -> dict[SpendLevel, LevelSpend]:
+        """What the spender's levels spent on its day, reservations of unfinished runs included."""
+        async with self._turns, self._reader.connect() as connection:
+            return await spent(connection, spender)
+
+    async def counters_of(self, day: date) -> list[SpendCounter]:
+        """Every spend counter of a UTC day, of every workspace (for the terminal's usage)."""
+        async with self._turns, self._reader.connect() as connection:
+            return await counters_of(connection, day)
+
+    async def charge_replay(self, workspace: Workspace, channel: str, tokens: int) -> None:
+        """Count a replay's grader `tokens` against today's budgets of its channel, its workspace and
+        the deployment (no person's: a replay is not a request)."""
+        spender = Spender(_now().date(), workspace, channel)
+        async with self._write() as connection, self._spending(connection) as counters:
+            await charge(counters, spender, 0, tokens)
 
     async def usage(
         self, workspace: Workspace | None, channel: str | None, since: datetime
@@ -1385,6 +1418,7 @@ class Store:
     async def delete_run(self, run_id: int) -> None:
         """Forget a run that never started (its request was deleted while queued)."""
         async with self._write() as connection:
+            await self._recharge(connection, run_id, requests=-1, tokens=0)  # it never spent
             await connection.execute(delete(posted).where(posted.c.run_id == run_id))
             await connection.execute(delete(runs).where(runs.c.run_id == run_id))
 
@@ -1455,6 +1489,22 @@ class Store:
     async def _write(self) -> AsyncIterator[AsyncConnection]:
         """A transaction that writes: committed when the block ends, rolled back if it raises."""
         async with self._turns, self._writer.begin() as connection:
+            yield connection
+
+    @asynccontextmanager
+    async def _spending(self, transaction: AsyncConnection) -> AsyncIterator[AsyncConnection]:
+        """A connection to update the spend counters on: SQLite's in `transaction` (one writer at a
+        time anyway); on PostgreSQL one of their own pool in autocommit, so that a counter row is
+        locked for its statement only, not until a claim's transaction (which waits on this
+        process's event loop) commits: a burst from one person would queue behind it."""
+        if not self._postgres:
+            yield transaction
+            return
+        if self._counters is None:
+            self._counters = self.database.create_engine(pool_size=SPEND_POOL_SIZE).execution_options(
+                isolation_level="AUTOCOMMIT"
+            )
+        async with self._counters.connect() as connection:
             yield connection
 
     async def _rows(self, query: Select[Any], parameters: dict[str, Any] | None = None) -> list[Any]:
@@ -1766,6 +1816,10 @@ _HOLDS_RUN = select(runs.c.lease == bindparam("lease")).where(runs.c.run_id == b
 _WORKSPACE_SETTINGS = select(workspace_settings).where(*_bound(workspace_settings, *_WORKSPACE_KEYS))
 _CHANNEL_RUBRIC = select(channel_rubrics.c.rubric_text).where(*_bound(channel_rubrics, *_CHANNEL_KEYS))
 # Updates name their parameters apart from the columns they set (SQLAlchemy reserves those names).
+_RUN_SPENDER = select(
+    runs.c.enterprise, runs.c.team, runs.c.channel, runs.c.requester, runs.c.started_at, runs.c.charged_tokens
+).where(runs.c.run_id == bindparam("of_run"))
+"""Whose spend counters a run charged, on which day, and how many tokens it charged them."""
 _RUN_UPDATE = update(runs).where(runs.c.run_id == bindparam("of_run"))
 """Set the run's columns given as parameters (with ``of_run``, the run's id)."""
 _CLAIM_INTERRUPTED_IN_THREAD = _claiming_interrupted(

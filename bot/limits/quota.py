@@ -1,9 +1,11 @@
 """The daily limits: requests per person (`RUBRIC_BOT_DAILY_REQUESTS_PER_USER`) and tokens per channel
-(`RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL`), per UTC day.
+(`RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL`), per workspace (`RUBRIC_BOT_WORKSPACE_DAILY_TOKENS`) and for
+the whole deployment (`RUBRIC_BOT_DAILY_TOKENS`), per UTC day.
 
-The store counts and admits a run in one locked transaction (`bot.db.store.Store.start_run`), so
-requests arriving together cannot both take the last place. A refused request gets one reply in
-its thread saying which limit it met and when the day resets; no model is called for it.
+The store admits a run against every level in one statement (`bot.db.spend.admit`), reserving
+`RUBRIC_BOT_RUN_TOKEN_ESTIMATE` tokens until the run ends, so requests arriving together cannot all
+squeeze under a budget. A refused request gets one reply in its thread saying which limit it met
+and when the day resets; no model is called for it.
 """
 
 from __future__ import annotations
@@ -11,14 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 
-from bot.config import Settings
-from bot.db.store import QuotaName, RunQuota
+from bot.config import DEFAULT_RUN_TOKEN_ESTIMATE, Settings
+from bot.db.spend import Cap, QuotaName, RunQuota
 from bot.slack.blocks import block_dicts, context_block, section_block
 from bot.slack.messages import SlackMessage
 from bot.slack.mrkdwn import slack_date
 
 NO_LIMIT = 0
-"""The value of either setting that switches its limit off."""
+"""The value of any limit setting that switches its limit off."""
 
 
 @dataclass(frozen=True)
@@ -27,24 +29,52 @@ class DailyLimits:
 
     requests_per_user: int | None = None
     tokens_per_channel: int | None = None
+    tokens_per_workspace: int | None = None
+    tokens_per_deployment: int | None = None
+    run_estimate: int = DEFAULT_RUN_TOKEN_ESTIMATE
+    """Tokens each run reserves from the token budgets until it ends."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DailyLimits:
-        return cls.of(settings.daily_requests_per_user, settings.daily_tokens_per_channel)
+        return cls.of(
+            settings.daily_requests_per_user,
+            settings.daily_tokens_per_channel,
+            settings.daily_tokens_per_workspace,
+            settings.daily_tokens,
+            run_estimate=settings.run_token_estimate,
+        )
 
     @classmethod
-    def of(cls, requests_per_user: int, tokens_per_channel: int) -> DailyLimits:
-        """The limits of two settings' values, where `NO_LIMIT` switches one off."""
-        return cls(requests_per_user=_limit(requests_per_user), tokens_per_channel=_limit(tokens_per_channel))
+    def of(
+        cls,
+        requests_per_user: int,
+        tokens_per_channel: int,
+        tokens_per_workspace: int = NO_LIMIT,
+        tokens_per_deployment: int = NO_LIMIT,
+        *,
+        run_estimate: int = DEFAULT_RUN_TOKEN_ESTIMATE,
+    ) -> DailyLimits:
+        """The limits of the settings' values, where `NO_LIMIT` switches one off."""
+        return cls(
+            requests_per_user=_limit(requests_per_user),
+            tokens_per_channel=_limit(tokens_per_channel),
+            tokens_per_workspace=_limit(tokens_per_workspace),
+            tokens_per_deployment=_limit(tokens_per_deployment),
+            run_estimate=run_estimate,
+        )
 
-    def quota(self, now: datetime) -> RunQuota | None:
-        """What a run started at `now` must stay within; None when nothing is limited."""
-        if self.requests_per_user is None and self.tokens_per_channel is None:
-            return None
+    def quota(self, now: datetime) -> RunQuota:
+        """What a run started at `now` reserves and must stay within (its spend is counted at every
+        level even where nothing is limited, so that usage shows each level's day)."""
         return RunQuota(
-            since=day_start(now),
-            requests_per_requester=self.requests_per_user,
-            tokens_per_channel=self.tokens_per_channel,
+            day=day_start(now).date(),
+            estimate=self.run_estimate,
+            caps={
+                "person": Cap(requests=self.requests_per_user),
+                "channel": Cap(tokens=self.tokens_per_channel),
+                "workspace": Cap(tokens=self.tokens_per_workspace),
+                "deployment": Cap(tokens=self.tokens_per_deployment),
+            },
         )
 
 
@@ -62,14 +92,31 @@ def next_reset(now: datetime) -> datetime:
     return day_start(now) + timedelta(days=1)
 
 
+_REFUSALS: dict[QuotaName, tuple[str, str]] = {
+    "requests": (
+        "You have reached your limit of {limit:,} requests today",
+        "Each person may ask the bot for that many answers per day (UTC) in this workspace.",
+    ),
+    "tokens": (
+        "This channel has used its budget of {limit:,} model tokens for today",
+        "Each channel's requests may use that many tokens per day (UTC), worker and grader together.",
+    ),
+    "workspace_tokens": (
+        "This workspace has used its budget of {limit:,} model tokens for today",
+        "All the workspace's requests and replays together may use that many tokens per day (UTC).",
+    ),
+    "deployment_tokens": (
+        "The bot has used its budget of {limit:,} model tokens for today",
+        "Every workspace's requests and replays together may use that many tokens per day (UTC).",
+    ),
+}
+"""Each limit's refusal: what was reached (with ``{limit}``), and what the limit is."""
+
+
 def refusal_message(quota: QuotaName, limit: int, now: datetime) -> SlackMessage:
     """The thread reply to a request refused at `now` by a daily limit: which, and when it resets."""
-    if quota == "requests":
-        summary = f"You have reached your limit of {limit:,} requests today"
-        why = "Each person may ask the bot for that many answers per day (UTC) in this workspace."
-    else:
-        summary = f"This channel has used its budget of {limit:,} model tokens for today"
-        why = "Each channel's requests may use that many tokens per day (UTC), worker and grader together."
+    summary, why = _REFUSALS[quota]
+    summary = summary.format(limit=limit)
     resets = f"The limit resets at midnight UTC, {slack_date(next_reset(now))}; send the request again then."
     return {
         "text": f"{summary}, so I did not run this request.",

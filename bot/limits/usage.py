@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime, timedelta
 
+from bot.db.spend import LevelSpend, SpendCounter, Spender, SpendLevel
 from bot.db.store import CostTally, Store, UsageRow
 from bot.limits.prices import dollars
 from bot.limits.quota import DailyLimits, day_start
@@ -54,13 +55,16 @@ class Totals:
 
 @dataclass(frozen=True)
 class ChannelUsage:
-    """One channel's use: today, over the last `days` days, and its top requesters over them."""
+    """One channel's use: today, over the last `days` days, and its top requesters over them; and
+    what today's budgets it spends from (its asker's, its own, its workspace's, the deployment's)
+    have spent, reservations of runs still going and replays included."""
 
     channel: str
     days: int
     today: Totals
     period: Totals
     top: list[tuple[str, Totals]]
+    budgets: dict[SpendLevel, LevelSpend] = field(default_factory=dict)
 
 
 def totals(rows: Iterable[UsageRow]) -> Totals:
@@ -88,12 +92,22 @@ def summarize(rows: Sequence[UsageRow], *, channel: str, today: date, days: int)
 
 
 async def load_channel_usage(
-    store: Store, *, workspace: Workspace, channel: str, now: datetime, days: int = CHANNEL_USAGE_DAYS
+    store: Store,
+    *,
+    workspace: Workspace,
+    channel: str,
+    now: datetime,
+    asker: str | None = None,
+    days: int = CHANNEL_USAGE_DAYS,
 ) -> ChannelUsage:
-    """The channel's usage today and over the last `days` UTC days (today included)."""
+    """The channel's usage today and over the last `days` UTC days (today included), with today's
+    budgets of `asker`, the channel, its workspace and the deployment."""
     since = day_start(now) - timedelta(days=days - 1)
     rows = await store.usage(workspace, channel, since)
-    return summarize(rows, channel=channel, today=since.date() + timedelta(days=days - 1), days=days)
+    today = day_start(now).date()
+    budgets = await store.spent_today(Spender(today, workspace, channel, asker))
+    usage = summarize(rows, channel=channel, today=today, days=days)
+    return replace(usage, budgets=budgets)
 
 
 def _amount(total: Totals) -> str:
@@ -144,25 +158,75 @@ def usage_message(usage: ChannelUsage, limits: DailyLimits) -> SlackMessage:
             [
                 header_block("Bot usage in this channel"),
                 section_block("\n".join(lines)),
+                section_block(budget_lines(usage.budgets, limits)),
                 context_block(limits_words(limits)),
             ]
         ),
     }
 
 
+def budget_lines(budgets: dict[SpendLevel, LevelSpend], limits: DailyLimits) -> str:
+    """Today's spend of each budget level against its limit, one line each."""
+
+    def of(level: SpendLevel) -> LevelSpend:
+        return budgets.get(level, LevelSpend(level, 0, 0))
+
+    def tokens(level: SpendLevel, limit: int | None) -> str:
+        spent = f"{of(level).tokens:,}"
+        return f"{spent} of {limit:,} tokens" if limit is not None else f"{spent} tokens (no budget)"
+
+    you = f"{of('person').requests:,}" + (
+        f" of {limits.requests_per_user:,} requests" if limits.requests_per_user is not None else " requests"
+    )
+    return "\n".join(
+        [
+            "*Today's budgets (UTC), runs still going counted at their reservation:*",
+            f"• You: {you}",
+            f"• This channel: {tokens('channel', limits.tokens_per_channel)}",
+            f"• This workspace: {tokens('workspace', limits.tokens_per_workspace)}",
+            f"• The whole bot: {tokens('deployment', limits.tokens_per_deployment)}",
+        ]
+    )
+
+
 def limits_words(limits: DailyLimits) -> str:
     """The daily limits in force, in one sentence."""
+
+    def budget(limit: int | None, per: str) -> str:
+        return f"{limit:,} tokens per {per}" if limit is not None else f"no token budget per {per}"
+
     person = (
         f"{limits.requests_per_user:,} requests per person"
         if limits.requests_per_user is not None
         else "no request limit per person"
     )
-    channel = (
-        f"{limits.tokens_per_channel:,} tokens per channel"
-        if limits.tokens_per_channel is not None
-        else "no token budget per channel"
+    budgets = ", ".join(
+        [
+            budget(limits.tokens_per_channel, "channel"),
+            budget(limits.tokens_per_workspace, "workspace"),
+            budget(limits.tokens_per_deployment, "day for the whole bot"),
+        ]
     )
-    return f"Daily limits (reset at midnight UTC): {person}, {channel} (worker and grader tokens)."
+    return f"Daily limits (reset at midnight UTC): {person}, {budgets} (worker and grader tokens)."
+
+
+def counters_table(counters: Sequence[SpendCounter]) -> str:
+    """`rubric-bot usage`'s today section: what every budget level spent today, reservations of
+    runs still going and replays included."""
+    if not counters:
+        return "Today's budgets: nothing spent yet."
+    names = {
+        "deployment": lambda c: "the whole bot",
+        "workspace": lambda c: f"workspace {_workspace(c)}",
+        "channel": lambda c: f"channel {c.subject} ({_workspace(c)})",
+        "person": lambda c: f"person {c.subject} ({_workspace(c)})",
+    }
+    rows = [([names[c.level](c)], Totals(c.requests, c.tokens)) for c in counters]
+    return _table("Today's budgets (UTC), runs still going at their reservation", ["Level"], rows)
+
+
+def _workspace(counter: SpendCounter) -> str:
+    return f"{counter.enterprise}/{counter.team}" if counter.enterprise else counter.team
 
 
 def usage_table(rows: Sequence[UsageRow]) -> str:
@@ -214,8 +278,11 @@ def _table(title: str, heads: list[str], rows: list[tuple[list[str], Totals]]) -
     return "\n".join([title, *lines])
 
 
-def usage_json(rows: Sequence[UsageRow], *, since: date, channel: str | None) -> str:
-    """`rubric-bot usage --json`: the period, every day's rows and the totals, for scripts."""
+def usage_json(
+    rows: Sequence[UsageRow], counters: Sequence[SpendCounter], *, since: date, channel: str | None
+) -> str:
+    """`rubric-bot usage --json`: the period, every day's rows and the totals, and what each budget
+    level spent today, for scripts."""
     document = {
         "since": since.isoformat(),
         "channel": channel,
@@ -233,5 +300,6 @@ def usage_json(rows: Sequence[UsageRow], *, since: date, channel: str | None) ->
             for row in rows
         ],
         "total": asdict(totals(rows)),
+        "today_by_level": [asdict(counter) for counter in counters],
     }
     return json.dumps(document, indent=2)

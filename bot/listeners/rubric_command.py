@@ -201,7 +201,7 @@ async def _revert(call: Invocation) -> None:
 
 async def _usage(call: Invocation) -> None:
     usage = await load_channel_usage(
-        call.store, workspace=call.workspace, channel=call.channel, now=datetime.now(UTC)
+        call.store, workspace=call.workspace, channel=call.channel, now=datetime.now(UTC), asker=call.user
     )
     limits = await call.services.workspaces.limits(call.workspace)
     await _answer_with(call.ack, usage_message(usage, limits))

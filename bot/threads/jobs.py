@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.config import DEFAULT_CONCURRENCY, DEFAULT_STALLED_AFTER
 from bot.db.database import Database, describe_database_error, unavailable_error
-from bot.db.store import QuotaName
+from bot.db.spend import QuotaName
 from bot.material.sources import Sources
 from bot.slack.payloads import problems
 from bot.threads.conversation import MessageChange, ThreadKey, UserMessage

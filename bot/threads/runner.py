@@ -34,6 +34,7 @@ from bot.agent import (
 )
 from bot.config import DEFAULT_DELIVERY_RETRY, DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
 from bot.db.database import UNAVAILABLE_ERRORS, describe_database_error, unavailable_error
+from bot.db.spend import QuotaExceeded
 from bot.db.store import (
     ANSWERED,
     FAILED,
@@ -43,7 +44,6 @@ from bot.db.store import (
     Claim,
     PostedEvaluation,
     PostedPart,
-    QuotaExceeded,
     RunLease,
     RunMaterial,
     RunRecord,

@@ -63,6 +63,7 @@ LABELS: dict[SettingName, str] = {
     "grader_model": "Grader model",
     "daily_requests_per_user": "Requests per person per day",
     "daily_tokens_per_channel": "Model tokens per channel per day",
+    "daily_tokens_per_workspace": "Model tokens per workspace per day",
     "rubric_editors": "Rubric editors",
 }
 """How the form and the summaries name each setting."""
@@ -72,6 +73,15 @@ MODEL_ROLES: dict[ModelName, str] = {
     "grader_model": "Grades each answer against the rubric.",
 }
 """What each model does, in the form's hints."""
+
+LIMIT_HINTS: dict[LimitName, str] = {
+    "daily_requests_per_user": "Requests one person may make per UTC day.",
+    "daily_tokens_per_channel": "Worker and grader tokens one channel's requests may use per UTC day.",
+    "daily_tokens_per_workspace": (
+        "Worker and grader tokens all of this workspace's requests and replays may use per UTC day."
+    ),
+}
+"""What each limit bounds, in the form's hints."""
 
 SOURCE_WORDS = {"workspace": "set for this workspace", "deployment": "deployment default"}
 """Where a setting comes from, as the summaries say it."""
@@ -229,11 +239,7 @@ def _limit_input(name: LimitName, deployment: Deployment, chosen: int | None) ->
         bound = f"Empty: the deployment's {ceiling:,}, which is also the most this workspace may set."
     else:
         bound = "Empty: the deployment's, no limit. 0: no limit."
-    what = (
-        "Requests one person may make per UTC day."
-        if name == "daily_requests_per_user"
-        else "Worker and grader tokens one channel's requests may use per UTC day."
-    )
+    what = LIMIT_HINTS[name]
     return InputBlock(
         block_id=name,
         label=LABELS[name],
@@ -297,6 +303,7 @@ def admin_choices(view: SubmittedView) -> AdminChoices:
         grader_model=model("grader_model"),
         daily_requests_per_user=view.input("daily_requests_per_user", VALUE_ACTION_ID).value or "",
         daily_tokens_per_channel=view.input("daily_tokens_per_channel", VALUE_ACTION_ID).value or "",
+        daily_tokens_per_workspace=view.input("daily_tokens_per_workspace", VALUE_ACTION_ID).value or "",
         rubric_editors=[
             *(view.input("rubric_editors", VALUE_ACTION_ID).selected_users or []),
             *(option.value for option in groups),

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Generic, Literal, TypeVar
 
 from bot.agent import ModelPair
-from bot.config import EDITOR_ID, Settings
+from bot.config import DEFAULT_RUN_TOKEN_ESTIMATE, EDITOR_ID, Settings
 from bot.db.store import Store, WorkspaceSettingsRow
 from bot.limits.quota import NO_LIMIT, DailyLimits
 from bot.workspaces.workspace import Workspace
@@ -24,7 +24,12 @@ from bot.workspaces.workspace import Workspace
 T = TypeVar("T")
 
 SettingName = Literal[
-    "worker_model", "grader_model", "daily_requests_per_user", "daily_tokens_per_channel", "rubric_editors"
+    "worker_model",
+    "grader_model",
+    "daily_requests_per_user",
+    "daily_tokens_per_channel",
+    "daily_tokens_per_workspace",
+    "rubric_editors",
 ]
 """The settings a workspace admin may set, by their column in ``workspace_settings``."""
 
@@ -34,10 +39,14 @@ ModelName = Literal["worker_model", "grader_model"]
 MODEL_SETTINGS: tuple[ModelName, ...] = ("worker_model", "grader_model")
 """Every `ModelName`, in the order forms and summaries show them."""
 
-LimitName = Literal["daily_requests_per_user", "daily_tokens_per_channel"]
+LimitName = Literal["daily_requests_per_user", "daily_tokens_per_channel", "daily_tokens_per_workspace"]
 """The daily limits among them."""
 
-LIMITS: tuple[LimitName, ...] = ("daily_requests_per_user", "daily_tokens_per_channel")
+LIMITS: tuple[LimitName, ...] = (
+    "daily_requests_per_user",
+    "daily_tokens_per_channel",
+    "daily_tokens_per_workspace",
+)
 """Every `LimitName`, in the order forms and summaries show them."""
 
 Source = Literal["workspace", "deployment"]
@@ -69,6 +78,12 @@ class Deployment:
     daily_tokens_per_channel: int
     """The deployment's budget and every workspace's ceiling; `NO_LIMIT` (0): none."""
     rubric_editors: tuple[str, ...]
+    daily_tokens_per_workspace: int = NO_LIMIT
+    """Each workspace's token budget, which its admins may lower; `NO_LIMIT` (0): none."""
+    daily_tokens: int = NO_LIMIT
+    """The whole deployment's token budget (no workspace changes it); `NO_LIMIT` (0): none."""
+    run_token_estimate: int = DEFAULT_RUN_TOKEN_ESTIMATE
+    """Tokens a run reserves from the budgets until it ends."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Deployment:
@@ -78,6 +93,9 @@ class Deployment:
             allowed_models=settings.allowed_models,
             daily_requests_per_user=settings.daily_requests_per_user,
             daily_tokens_per_channel=settings.daily_tokens_per_channel,
+            daily_tokens_per_workspace=settings.daily_tokens_per_workspace,
+            daily_tokens=settings.daily_tokens,
+            run_token_estimate=settings.run_token_estimate,
             rubric_editors=settings.rubric_editors,
         )
 
@@ -94,7 +112,9 @@ class EffectiveSettings:
     grader_model: Resolved[str]
     daily_requests_per_user: Resolved[int]
     daily_tokens_per_channel: Resolved[int]
+    daily_tokens_per_workspace: Resolved[int]
     rubric_editors: Resolved[tuple[str, ...]]
+    deployment: Deployment
     stored: WorkspaceSettingsRow | None
     """What the workspace's admins set, with who changed it last and when; None: they never did."""
 
@@ -104,7 +124,13 @@ class EffectiveSettings:
 
     @property
     def limits(self) -> DailyLimits:
-        return DailyLimits.of(self.daily_requests_per_user.value, self.daily_tokens_per_channel.value)
+        return DailyLimits.of(
+            self.daily_requests_per_user.value,
+            self.daily_tokens_per_channel.value,
+            self.daily_tokens_per_workspace.value,
+            self.deployment.daily_tokens,
+            run_estimate=self.deployment.run_token_estimate,
+        )
 
 
 def resolve(deployment: Deployment, stored: WorkspaceSettingsRow | None) -> EffectiveSettings:
@@ -118,11 +144,15 @@ def resolve(deployment: Deployment, stored: WorkspaceSettingsRow | None) -> Effe
         daily_tokens_per_channel=_limit(
             stored.daily_tokens_per_channel if stored else None, deployment.daily_tokens_per_channel
         ),
+        daily_tokens_per_workspace=_limit(
+            stored.daily_tokens_per_workspace if stored else None, deployment.daily_tokens_per_workspace
+        ),
         rubric_editors=(
             Resolved(stored.rubric_editors, "workspace")
             if stored and stored.rubric_editors is not None
             else Resolved(deployment.rubric_editors, "deployment")
         ),
+        deployment=deployment,
         stored=stored,
     )
 
@@ -153,6 +183,7 @@ class AdminChoices:
     daily_requests_per_user: str = ""
     """As typed: a whole number, or empty."""
     daily_tokens_per_channel: str = ""
+    daily_tokens_per_workspace: str = ""
     rubric_editors: Sequence[str] = ()
 
 
@@ -191,6 +222,7 @@ def checked_settings(
         grader_model=choices.grader_model,
         daily_requests_per_user=limits["daily_requests_per_user"],
         daily_tokens_per_channel=limits["daily_tokens_per_channel"],
+        daily_tokens_per_workspace=limits["daily_tokens_per_workspace"],
         rubric_editors=tuple(dict.fromkeys(choices.rubric_editors)) or None,
         updated_by=user,
         updated_at=now,

@@ -195,3 +195,58 @@ def test_a_provider_error_carrying_a_key_leaves_no_trace_in_slack_and_its_refere
         message="the log line with the reference",
     )
     assert SECRET in logged  # the operator's log holds the full error
+
+
+def test_a_workspaces_own_limits_hold_at_admission_and_a_burst_starts_at_most_one_run_past_its_budget(
+    launch,
+):
+    """An admin lowers this workspace's limits with `/rubric admin`: its person limit refuses the
+    next request, and a channel budget of one run's tokens lets at most two of twenty requests sent
+    together start (each admitted run reserves its tokens until it ends, so the rest are refused
+    before any run finished)."""
+    s = launch(RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL="0")
+    s.slack.add_user("UADMIN", "Ada", admin=True)
+    for channel in ("C0", "C1"):
+        s.set_channel_rubric(channel)
+    first = s.mention("How many tokens does one run take?", "C0")
+    s.wait_finals("C0", first, 1)
+    spent = re.search(r"Today \(UTC\): 1 request, ([\d,]+) tokens", command(s, "usage", "C0", "U1"))
+    assert spent is not None
+    one_run = int(spent[1].replace(",", ""))
+
+    save_admin_limits(s, daily_requests_per_user="1", daily_tokens_per_channel=str(one_run))
+    s.say("My second request today", "C0", thread_ts=first)
+    s.wait_text("C0", first, "limit of 1 requests today")
+
+    s.model.hold()  # no run ends (and settles its tokens) before every request was admitted or refused
+    roots = [sr.new_ts() for _ in range(20)]
+    for n, root in enumerate(roots):
+        s.send(sr.event_callback(sr.app_mention(f"Burst request {n:02d}.", "C1", root, user=f"UB{n:02d}")))
+    refusals = f"budget of {one_run:,} model tokens"
+    wait_for(
+        lambda: sum(any(refusals in m.all_text for m in s.thread("C1", root)) for root in roots) >= 18,
+        RUN_TIMEOUT,
+        message="eighteen or more of the burst refused",
+    )
+    s.model.release()
+    answered = [root for root in roots if not any(refusals in m.all_text for m in s.thread("C1", root))]
+    for root in answered:
+        s.wait_finals("C1", root, 1)
+    assert 1 <= len(answered) <= 2
+    assert len(s.worker_requests_for("Burst request")) >= len(answered)
+    refused = [n for n, root in enumerate(roots) if root not in answered]
+    assert all(s.worker_requests_for(f"Burst request {n:02d}.") == [] for n in refused)
+
+
+def save_admin_limits(s: Service, **limits: str) -> None:
+    """As the admin UADMIN, save the workspace's settings form with these limits (by block id)."""
+    opened = len(s.slack.calls("views.open"))
+    s.send(sr.slash_command("admin", "C0", "UADMIN", trigger_id="trigger-UADMIN"))
+    form = wait_for(
+        lambda: next((c.args["view"] for c in s.slack.calls("views.open")[opened:]), None),
+        RUN_TIMEOUT,
+        message="the settings form to open",
+    )
+    values = {name: {"value": {"type": "number_input", "value": value}} for name, value in limits.items()}
+    submission = sr.view_submission(form["callback_id"], values, form["private_metadata"], "UADMIN")
+    assert s.send(submission).json()["response_action"] == "update"

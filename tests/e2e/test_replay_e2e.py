@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 from pathlib import Path
 
 from PIL import Image
@@ -22,6 +23,8 @@ from tests.standins import wait_for
 from tests.standins.model_api import ModelApiStandin
 from tests.standins.slack_api import SlackApiStandin
 
+BUDGETS = ("This channel", "This workspace", "The whole bot")
+"""How `/rubric usage` names the budgets a replay spends from."""
 REPLAY_TIMEOUT = 60.0  # bound for two replays of the seeded cases with the stand-in's latency
 ASKER = "U7"
 
@@ -63,6 +66,11 @@ def test_replay_posts_loo_against_off_naming_who_asked_and_runs_once_per_channel
     )  # off and loo, once each: the second ask ran nothing
     assert upload.data.startswith(PNG_SIGNATURE) and Image.open(io.BytesIO(upload.data)).size[0] >= 600
     assert responses(slack_api, CHANNEL) == []  # nothing went wrong, so nothing private to say
+    # The replay's grader tokens count toward the day's budgets of the channel, workspace and bot.
+    usage = json.dumps(bot.sender.send(replay_command(slack_api, "usage")).json())
+    spent = {level: re.search(rf"{level}: ([\d,]+) tokens", usage) for level in BUDGETS}
+    assert all(spent.values()), usage
+    assert len({found[1] for found in spent.values() if found}) == 1 and "This channel: 0 tokens" not in usage
 
     # Once done, the channel can replay again; a channel without reviews is told so privately.
     quiet = replay_command(slack_api, "replay", channel="C9")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 from genai_prices import Usage, calc_price
@@ -53,6 +54,10 @@ async def test_usage_per_channel_person_and_day_as_text_and_json(database_url, c
         ("C1", "U2", 1, 7),
         ("C2", "U1", 1, 1000),
     }
+    levels = {(c["level"], c["subject"]): c["tokens"] for c in document["today_by_level"]}
+    assert (
+        levels[("deployment", "")] == levels[("workspace", "")] == 1157 and levels[("channel", "C2")] == 1000
+    )
 
     assert await _main(["usage", "--db", database_url, "--channel", "C1", "--days", "1"]) == 0
     text = capsys.readouterr().out
@@ -62,6 +67,10 @@ async def test_usage_per_channel_person_and_day_as_text_and_json(database_url, c
     assert per_person.index("U1") < per_person.index("U2")  # the most tokens first
     assert "C2" not in text
     assert "Per workspace" in text and text.split("Per workspace")[1].split("Per channel")[0].count("T1") == 1
+    budgets = text.split("Today's budgets")[1]
+    assert re.search(r"the whole bot\s+0\s+1,157", budgets) and re.search(
+        r"channel C1 \(T1\)\s+0\s+157", budgets
+    )
 
 
 async def test_no_database_is_one_line_and_exit_2(tmp_path, capsys):

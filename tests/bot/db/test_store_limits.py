@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from bot.db.store import QuotaExceeded, ReplayLease, ReplayRefused, RunQuota, Store
+from bot.db.spend import Cap, QuotaExceeded, RunQuota, Spender
+from bot.db.store import ReplayLease, ReplayRefused, Store
 from bot.threads.conversation import ThreadKey
 from bot.workspaces.workspace import Workspace
 
@@ -28,44 +29,111 @@ async def store(database_url):
     await store.close()
 
 
-async def start(store, channel="C1", requester="U1", quota=None, ts="1.0"):
-    return await store.start_run(ThreadKey("T1", channel, ts), ts, requester=requester, quota=quota)
+def quota(estimate=0, day=None, **caps):
+    """Today's quota reserving `estimate` tokens per run, with a `Cap` per level named."""
+    return RunQuota(day=day or TODAY.date(), estimate=estimate, caps=caps)
+
+
+async def start(store, channel="C1", requester="U1", quota=None, ts="1.0", team="T1"):
+    return await store.start_run(ThreadKey(team, channel, ts), ts, requester=requester, quota=quota)
 
 
 async def test_a_requester_past_the_daily_request_limit_is_refused_and_others_are_not(store):
-    quota = RunQuota(since=TODAY, requests_per_requester=2)
-    await start(store, quota=quota)
-    await start(store, channel="C2", quota=quota)  # the limit spans channels
+    two = quota(person=Cap(requests=2))
+    await start(store, quota=two)
+    await start(store, channel="C2", quota=two)  # the limit spans channels
 
     with pytest.raises(QuotaExceeded) as refused:
-        await start(store, quota=quota)
+        await start(store, quota=two)
     assert (refused.value.quota, refused.value.limit) == ("requests", 2)
-    await start(store, requester="U2", quota=quota)
+    await start(store, requester="U2", quota=two)
     # Runs of an earlier day do not count.
-    assert await start(
-        store, quota=RunQuota(since=datetime.now(UTC) + timedelta(seconds=1), requests_per_requester=2)
-    )
+    assert await start(store, quota=quota(day=TODAY.date() + timedelta(days=1), person=Cap(requests=2)))
 
 
 async def test_concurrent_admissions_cannot_both_take_the_last_place(store):
-    quota = RunQuota(since=TODAY, requests_per_requester=3)
+    three = quota(person=Cap(requests=3))
     results = await asyncio.gather(
-        *(start(store, quota=quota, ts=f"{n}.0") for n in range(8)), return_exceptions=True
+        *(start(store, quota=three, ts=f"{n}.0") for n in range(8)), return_exceptions=True
     )
     assert sum(isinstance(r, int) for r in results) == 3
     assert all(isinstance(r, QuotaExceeded) for r in results if not isinstance(r, int))
 
 
 async def test_a_channel_at_its_token_budget_refuses_new_runs_and_another_channel_does_not(store):
-    quota = RunQuota(since=TODAY, tokens_per_channel=100)
-    run = await start(store, quota=quota)
-    await start(store, quota=quota)  # tokens of an unfinished run are not known yet
-    await store.finish_run(run, "answered", tokens=100)
+    budget = quota(estimate=40, channel=Cap(tokens=100))
+    run = await start(store, quota=budget)
+    await start(store, quota=budget)  # 40 reserved: room for another
+    await store.finish_run(run, "answered", tokens=70)  # 70 used + 40 still reserved
 
     with pytest.raises(QuotaExceeded) as refused:
-        await start(store, requester="U2", quota=quota)
+        await start(store, requester="U2", quota=budget)
     assert (refused.value.quota, refused.value.limit) == ("tokens", 100)
-    await start(store, channel="C2", quota=quota)
+    await start(store, channel="C2", quota=budget)
+
+
+async def test_a_burst_against_a_budget_of_one_run_starts_at_most_one_run_more(store):
+    """Twenty requests at once against a channel budget of one run's tokens: the reservation of
+    each admitted run counts before any has finished, so at most two start (one past the budget:
+    the one that found it just under), not all twenty."""
+    one_run = 500
+    budget = quota(estimate=one_run, channel=Cap(tokens=one_run))
+    results = await asyncio.gather(
+        *(start(store, requester=f"U{n}", quota=budget, ts=f"{n}.0") for n in range(20)),
+        return_exceptions=True,
+    )
+    started = [r for r in results if isinstance(r, int)]
+    assert 1 <= len(started) <= 2
+    assert all(
+        isinstance(r, QuotaExceeded) and r.quota == "tokens" for r in results if not isinstance(r, int)
+    )
+
+
+async def test_a_run_settles_its_reservation_at_the_tokens_it_used_and_a_deleted_one_gives_all_back(store):
+    budget = quota(estimate=1_000)
+    spender = Spender(TODAY.date(), T1, "C1", "U1")
+    finished, deleted = await start(store, quota=budget), await start(store, quota=budget, ts="2.0")
+    assert (await store.spent_today(spender))["channel"].tokens == 2_000
+
+    await store.finish_run(finished, "answered", tokens=321)
+    await store.delete_run(deleted)  # its request was deleted before it ran
+
+    spent = await store.spent_today(spender)
+    assert {level: (s.requests, s.tokens) for level, s in spent.items()} == {
+        level: (1, 321) for level in ("person", "channel", "workspace", "deployment")
+    }
+    await store.finish_run(finished, "answered", tokens=321)  # settling twice changes nothing
+    assert (await store.spent_today(spender))["deployment"].tokens == 321
+
+
+async def test_a_workspace_and_the_deployment_cap_every_channel_of_theirs(store):
+    caps = quota(estimate=100, workspace=Cap(tokens=150), deployment=Cap(tokens=250))
+    await start(store, channel="C1", quota=caps)
+    await start(store, channel="C2", quota=caps)  # 100 of 150: still under
+    with pytest.raises(QuotaExceeded) as workspace:
+        await start(store, channel="C3", requester="U2", quota=caps)
+    assert (workspace.value.quota, workspace.value.limit) == ("workspace_tokens", 150)
+
+    await start(store, team="T2", quota=caps)  # another workspace: 200 of the deployment's 250
+    with pytest.raises(QuotaExceeded) as deployment:
+        await start(store, team="T3", quota=caps)
+    assert (deployment.value.quota, deployment.value.limit) == ("deployment_tokens", 250)
+    # Refusals gave back what they counted: T1 has its two runs, the deployment three.
+    spent = await store.spent_today(Spender(TODAY.date(), T1, "C3", "U2"))
+    assert (spent["workspace"].requests, spent["deployment"].requests) == (2, 3)
+    assert "person" not in spent or spent["person"].requests == 0
+
+
+async def test_replay_tokens_count_toward_the_channel_workspace_and_deployment(store):
+    await store.charge_replay(T1, "C1", 700)
+    spent = await store.spent_today(Spender(TODAY.date(), T1, "C1", "U1"))
+    assert {level: (s.requests, s.tokens) for level, s in spent.items()} == {
+        "channel": (0, 700),
+        "workspace": (0, 700),
+        "deployment": (0, 700),
+    }
+    with pytest.raises(QuotaExceeded):
+        await start(store, quota=quota(channel=Cap(tokens=700)))
 
 
 async def test_usage_per_day_channel_and_requester(store):

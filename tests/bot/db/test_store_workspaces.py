@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.db.store import QuotaExceeded, ReplayRefused, ReviewVerdict, RunQuota, Store
+from bot.db.spend import Cap, QuotaExceeded, RunQuota
+from bot.db.store import ReplayRefused, ReviewVerdict, Store
 from bot.threads.conversation import ThreadKey
 from bot.workspaces.workspace import Organization, Workspace
 
@@ -96,7 +97,7 @@ async def test_rubric_history_replays_and_daily_limits_count_per_workspace(store
     await other.release()
 
     today = datetime.now(UTC) - timedelta(minutes=1)
-    quota = RunQuota(since=today, requests_per_requester=1)
+    quota = RunQuota(day=today.date(), caps={"person": Cap(requests=1)})
     await store.start_run(ThreadKey.of(first, CHANNEL, ROOT), "1.1", requester="U7", quota=quota)
     # The same user id in the other workspace has made no request there yet.
     await store.start_run(ThreadKey.of(second, CHANNEL, ROOT), "1.2", requester="U7", quota=quota)

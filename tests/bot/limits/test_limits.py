@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, date, datetime
 
+from bot.db.spend import Cap, LevelSpend
 from bot.db.store import UsageRow
 from bot.limits.quota import DailyLimits, day_start, next_reset, refusal_message
 from bot.limits.usage import summarize, usage_message
@@ -16,18 +18,24 @@ def test_the_day_starts_and_resets_at_midnight_utc():
     assert next_reset(NOW) == datetime(2026, 12, 4, tzinfo=UTC)
 
 
-def test_zero_means_no_limit_and_no_limits_need_no_quota():
-    assert DailyLimits(None, None).quota(NOW) is None
-    quota = DailyLimits(requests_per_user=2).quota(NOW)
-    assert quota is not None and quota.since == day_start(NOW) and quota.tokens_per_channel is None
+def test_zero_means_no_limit_and_every_level_is_counted_with_a_reservation():
+    assert DailyLimits.of(0, 0, 0, 0) == DailyLimits(None, None, None, None)
+    quota = DailyLimits.of(2, 0, 900, 0, run_estimate=300).quota(NOW)
+    assert quota.day == day_start(NOW).date() and quota.estimate == 300
+    assert quota.cap("person") == Cap(requests=2) and quota.cap("workspace") == Cap(tokens=900)
+    assert quota.cap("channel") == quota.cap("deployment") == Cap()
 
 
 def test_a_refusal_names_the_limit_and_when_it_resets_in_the_readers_time_zone():
     person = refusal_message("requests", 100, NOW)
     channel = refusal_message("tokens", 50_000, NOW)
+    workspace = refusal_message("workspace_tokens", 70_000, NOW)
+    deployment = refusal_message("deployment_tokens", 90_000, NOW)
 
     assert "limit of 100 requests today" in person["text"]
     assert "budget of 50,000 model tokens" in channel["text"]
+    assert "This workspace has used its budget of 70,000" in workspace["text"]
+    assert "The bot has used its budget of 90,000" in deployment["text"]
     reset = int(next_reset(NOW).timestamp())
     assert f"<!date^{reset}^" in str(person["blocks"]) and "2026-12-04 00:00 UTC" in str(person["blocks"])
 
@@ -47,3 +55,19 @@ def test_usage_sums_today_and_the_period_and_ranks_requesters_by_tokens():
     text = str(usage_message(usage, DailyLimits(requests_per_user=100)))
     assert "Today (UTC):* 3 requests, 1,000 tokens" in text and "<@U2>: 2 requests, 900 tokens" in text
     assert "100 requests per person" in text and "no token budget per channel" in text
+
+
+def test_usage_shows_every_budget_level_spent_against_its_limit():
+    spent = {
+        "person": LevelSpend("person", 3, 1_200),
+        "channel": LevelSpend("channel", 5, 21_000),
+        "workspace": LevelSpend("workspace", 9, 48_000),
+    }
+    usage = replace(summarize([], channel="C1", today=date(2026, 12, 3), days=30), budgets=spent)
+    limits = DailyLimits.of(10, 50_000, 60_000, 0)
+
+    text = str(usage_message(usage, limits))
+
+    assert "You: 3 of 10 requests" in text and "This channel: 21,000 of 50,000 tokens" in text
+    assert "This workspace: 48,000 of 60,000 tokens" in text and "The whole bot: 0 tokens (no budget)" in text
+    assert "60,000 tokens per workspace" in text and "no token budget per day for the whole bot" in text

@@ -102,6 +102,20 @@ def test_a_stored_limit_above_a_lowered_ceiling_gives_way_to_the_ceiling():
     assert "50 is above the deployment's limit" in str(effective.daily_requests_per_user.set_aside)
 
 
+def test_a_workspace_may_lower_its_token_budget_under_the_deployments_and_not_raise_it():
+    deployment = Deployment(
+        **{**DEPLOYMENT.__dict__, "daily_tokens_per_workspace": 100_000, "daily_tokens": 9}
+    )
+
+    assert resolve(deployment, None).limits.tokens_per_workspace == 100_000
+    assert (
+        resolve(deployment, stored(daily_tokens_per_workspace=40_000)).limits.tokens_per_workspace == 40_000
+    )
+    raised = resolve(deployment, stored(daily_tokens_per_workspace=200_000))
+    assert raised.limits.tokens_per_workspace == 100_000 and raised.daily_tokens_per_workspace.set_aside
+    assert raised.limits.tokens_per_deployment == 9  # the deployment's own: no workspace changes it
+
+
 def test_without_a_deployment_limit_a_workspace_may_set_any_even_none():
     assert resolve(DEPLOYMENT, stored(daily_tokens_per_channel=5000)).limits.tokens_per_channel == 5000
     unlimited = Deployment(**{**DEPLOYMENT.__dict__, "daily_requests_per_user": 0})

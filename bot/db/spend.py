@@ -1,0 +1,201 @@
+"""Daily spend counters (`bot.db.schema.daily_spend`): what each budget level spent on a UTC day,
+and admission against the levels' caps in one statement.
+
+A run's admission adds one request and a reserved estimate of its tokens to every level it spends
+from (its requester, channel, workspace and the deployment) in one multi-row upsert, and reads the
+counters back from the same statement: no count of the day's runs, no lock held past the
+statement. A level already at its cap before the run refuses it, and the same rows are given back
+(`QuotaExceeded`); so a burst starts at most one run past a token budget (the one that found it
+just under), not every run admitted before the first finished. When the run ends, its counters are
+settled: the reservation is replaced by the tokens it really used. Replays add their grader tokens
+to the levels they spend from the same way.
+
+The rows of one statement are always written in `LEVELS` order, so two admissions on PostgreSQL
+lock the rows they share in the same order and cannot deadlock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Literal
+
+from sqlalchemy import select, tuple_
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from bot.db.schema import daily_spend
+from bot.workspaces.workspace import NO_ENTERPRISE, Workspace
+
+SpendLevel = Literal["person", "channel", "workspace", "deployment"]
+"""Whose budget a counter is: a person's (in a workspace), a channel's, a workspace's, or the whole
+deployment's."""
+
+LEVELS: tuple[SpendLevel, ...] = ("person", "channel", "workspace", "deployment")
+"""Every level, narrowest first: the order a statement writes their rows in."""
+
+QuotaName = Literal["requests", "tokens", "workspace_tokens", "deployment_tokens"]
+"""Which daily limit a refused run met: its requester's requests, or its channel's, workspace's or
+the deployment's tokens."""
+
+_QUOTA_OF: dict[tuple[SpendLevel, str], QuotaName] = {
+    ("person", "requests"): "requests",
+    ("channel", "tokens"): "tokens",
+    ("workspace", "tokens"): "workspace_tokens",
+    ("deployment", "tokens"): "deployment_tokens",
+}
+"""The caps there are, by level and amount, and the limit each is as a refusal names it."""
+
+
+@dataclass(frozen=True)
+class Cap:
+    """One level's daily caps (those `_QUOTA_OF` names: a person's requests, the other levels'
+    tokens); None: that amount is not capped at this level."""
+
+    requests: int | None = None
+    tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class RunQuota:
+    """What a new run reserves and the caps it must stay within, on the UTC `day` it starts."""
+
+    day: date
+    estimate: int = 0
+    """Tokens reserved for the run until it ends and its real tokens replace them."""
+    caps: dict[SpendLevel, Cap] | None = None
+    """Each capped level's caps; a level not named is counted but not capped."""
+
+    def cap(self, level: SpendLevel) -> Cap:
+        return (self.caps or {}).get(level, Cap())
+
+
+class QuotaExceeded(Exception):
+    """A run was not started: one of its levels met the day's limit (``quota``)."""
+
+    def __init__(self, quota: QuotaName, limit: int) -> None:
+        super().__init__(f"daily {quota} limit of {limit} reached")
+        self.quota: QuotaName = quota
+        self.limit = limit
+
+
+@dataclass(frozen=True)
+class Spender:
+    """Who spends: the levels one run (or replay) charges, on one UTC day."""
+
+    day: date
+    workspace: Workspace
+    channel: str
+    requester: str | None = None
+    """The person whose requests count; None (a replay, or a run from before requesters were
+    kept): no person's counter is charged."""
+
+    def rows(self, requests: int, tokens: int) -> list[dict[str, object]]:
+        """The counter rows of every level, in `LEVELS` order, each adding `requests` and `tokens`."""
+        ws = self.workspace
+        subjects: dict[SpendLevel, tuple[str, str, str]] = {
+            "channel": (ws.enterprise, ws.team, self.channel),
+            "workspace": (ws.enterprise, ws.team, ""),
+            "deployment": (NO_ENTERPRISE, "", ""),
+        }
+        if self.requester:
+            subjects = {"person": (ws.enterprise, ws.team, self.requester), **subjects}
+        return [
+            {
+                "day": self.day.isoformat(),
+                "level": level,
+                "enterprise": subjects[level][0],
+                "team": subjects[level][1],
+                "subject": subjects[level][2],
+                "requests": requests,
+                "tokens": tokens,
+            }
+            for level in LEVELS
+            if level in subjects
+        ]
+
+
+@dataclass(frozen=True)
+class LevelSpend:
+    """What one level has spent on the day so far (reservations of runs still going included)."""
+
+    level: SpendLevel
+    requests: int
+    tokens: int
+
+
+async def charge(
+    connection: AsyncConnection, spender: Spender, requests: int, tokens: int
+) -> list[LevelSpend]:
+    """Add `requests` and `tokens` (either may be negative: a give-back) to each of the spender's
+    levels in one statement; each level's counters after it."""
+    upsert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+    adding = upsert(daily_spend).values(spender.rows(requests, tokens))
+    statement = adding.on_conflict_do_update(
+        index_elements=list(_KEY),
+        set_={
+            "requests": daily_spend.c.requests + adding.excluded.requests,
+            "tokens": daily_spend.c.tokens + adding.excluded.tokens,
+        },
+    ).returning(daily_spend.c.level, daily_spend.c.requests, daily_spend.c.tokens)
+    result = await connection.execute(statement)
+    return [LevelSpend(row.level, int(row.requests), int(row.tokens)) for row in result]
+
+
+async def admit(connection: AsyncConnection, spender: Spender, quota: RunQuota) -> None:
+    """Count a new run against every level and reserve `quota.estimate` tokens; `QuotaExceeded`
+    (the counters given back) if a level had already reached one of its caps."""
+    after = await charge(connection, spender, 1, quota.estimate)
+    refusal = _refusal(after, quota)
+    if refusal is not None:
+        await charge(connection, spender, -1, -quota.estimate)
+        raise refusal
+
+
+def _refusal(after: list[LevelSpend], quota: RunQuota) -> QuotaExceeded | None:
+    """The first cap, narrowest level first, that the counters before this run had reached."""
+    for spent in sorted(after, key=lambda s: LEVELS.index(s.level)):
+        cap = quota.cap(spent.level)
+        before = {"requests": spent.requests - 1, "tokens": spent.tokens - quota.estimate}
+        for amount, limit in (("requests", cap.requests), ("tokens", cap.tokens)):
+            if limit is not None and before[amount] >= limit:
+                return QuotaExceeded(_QUOTA_OF[spent.level, amount], limit)
+    return None
+
+
+async def spent(connection: AsyncConnection, spender: Spender) -> dict[SpendLevel, LevelSpend]:
+    """What each of the spender's levels spent on its day (a level with nothing spent is absent)."""
+    keys = [tuple(row[k] for k in _KEY) for row in spender.rows(0, 0)]
+    query = select(daily_spend.c.level, daily_spend.c.requests, daily_spend.c.tokens).where(
+        tuple_(*(daily_spend.c[k] for k in _KEY)).in_(keys)
+    )
+    result = await connection.execute(query)
+    return {row.level: LevelSpend(row.level, int(row.requests), int(row.tokens)) for row in result}
+
+
+@dataclass(frozen=True)
+class SpendCounter:
+    """One level's counters on a day, and whose they are."""
+
+    level: SpendLevel
+    enterprise: str
+    team: str
+    subject: str
+    """The person or channel id; "" for a workspace and the deployment."""
+    requests: int
+    tokens: int
+
+
+async def counters_of(connection: AsyncConnection, day: date) -> list[SpendCounter]:
+    """Every counter of `day`, widest level first, then by workspace and subject."""
+    query = (
+        select(*(daily_spend.c[k] for k in (*_KEY[1:], "requests", "tokens")))
+        .where(daily_spend.c.day == day.isoformat())
+        .order_by(daily_spend.c.enterprise, daily_spend.c.team, daily_spend.c.subject)
+    )
+    rows = [SpendCounter(**row) for row in (await connection.execute(query)).mappings()]
+    return sorted(rows, key=lambda c: -LEVELS.index(c.level))
+
+
+_KEY = ("day", "level", "enterprise", "team", "subject")
+"""The columns that name one counter (`daily_spend`'s primary key)."""
