@@ -540,8 +540,9 @@ def targets(figures: dict[str, float]) -> list[tuple[str, bool]]:
     for name, value in figures.items():
         setup = name.split()[0]
         if name.endswith("ack p99 ms"):
+            burst = name.removesuffix(" ack p99 ms")  # the setup, and "crowd" for the crowd's burst
             checks.append(
-                (f"{setup} ack p99 {value:.0f} ms (< {ACK_P99_TARGET_MS:g})", value < ACK_P99_TARGET_MS)
+                (f"{burst} ack p99 {value:.0f} ms (< {ACK_P99_TARGET_MS:g})", value < ACK_P99_TARGET_MS)
             )
         elif name.endswith("CPU x agent loop"):
             checks.append(
