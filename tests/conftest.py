@@ -6,7 +6,9 @@ import functools
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -34,6 +36,9 @@ POSTGRES_MARK = "postgres"
 _SKIPPED_PG_TESTS = pytest.StashKey[int]()
 """How many PostgreSQL tests this run left out, for the summary line."""
 
+SKIPPED_PG_OUTPUT = "rubric_bot_skipped_postgres_tests"
+"""Key of that count in what a pytest-xdist worker hands back to the controller."""
+
 
 def pytest_configure(config: pytest.Config) -> None:
     for name in PROXY_VARIABLES:
@@ -50,6 +55,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = [item for item in items if not _needs_postgres(item)]
     config.hook.pytest_deselected(items=needing)
     config.stash[_SKIPPED_PG_TESTS] = len(needing)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A parallel worker hands its count to the controller, which writes the summary."""
+    if (output := getattr(session.config, "workeroutput", None)) is not None:
+        output[SKIPPED_PG_OUTPUT] = session.config.stash.get(_SKIPPED_PG_TESTS, 0)
+
+
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist's controller hears a worker end. Every worker collects the whole suite, so each
+    counts all the PostgreSQL tests left out: the summary says the count once."""
+    counted = node.workeroutput.get(SKIPPED_PG_OUTPUT, 0)
+    node.config.stash[_SKIPPED_PG_TESTS] = max(node.config.stash.get(_SKIPPED_PG_TESTS, 0), counted)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
@@ -77,11 +95,46 @@ def _postgres_problem() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def postgres_server() -> str:
-    """`RUBRIC_BOT_TEST_PG`, checked to accept connections (a failure, never a skip, when it does not)."""
+def postgres_server() -> Iterator[str]:
+    """`RUBRIC_BOT_TEST_PG`, checked to accept connections (a failure, never a skip, when it does not).
+
+    Under pytest-xdist each worker gets a database of its own beside it (its name plus the worker's,
+    dropped when the worker ends): advisory locks, ``LISTEN`` channels and ``CREATE INDEX
+    CONCURRENTLY``'s wait for older snapshots are database-wide, so workers sharing one database
+    would wait for, or hear, each other's tests.
+    """
     if problem := _postgres_problem():
         pytest.fail(f"{problem}; .ci/run starts a PostgreSQL server and sets it", pytrace=False)
-    return os.environ[TEST_PG_VARIABLE]
+    url = os.environ[TEST_PG_VARIABLE]
+    worker = os.environ.get(XDIST_WORKER_VARIABLE)
+    if worker is None:
+        yield url
+        return
+    with _database_of_worker(url, worker) as worker_url:
+        yield worker_url
+
+
+XDIST_WORKER_VARIABLE = "PYTEST_XDIST_WORKER"
+"""Set by pytest-xdist in each worker process to the worker's name (``gw0``, ``gw1``…)."""
+
+
+@contextmanager
+def _database_of_worker(url: str, worker: str) -> Iterator[str]:
+    """A fresh database named after `url`'s and `worker`, on the same server, dropped on exit."""
+    server = make_url(url)
+    name = f"{server.database}_{worker}"
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(drop)  # left over from a run that was killed
+        try:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        except psycopg.errors.InsufficientPrivilege:
+            pytest.fail(f"parallel workers need a role that may create databases ({TEST_PG_VARIABLE})")
+    try:
+        yield server.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(drop)
 
 
 @pytest.fixture

@@ -57,7 +57,7 @@ def test_the_quickstart_has_one_command_to_run_the_bot_and_one_to_run_the_tests(
     lines = shell_lines(section("Install and test") + section("Run the bot in Slack"))
 
     assert [line for line in lines if line.startswith("rubric-bot serve")] == ["rubric-bot serve"]
-    assert [line for line in lines if "pytest" in line] == ["python -m pytest"]
+    assert [line for line in lines if "pytest" in line] == ["python -m pytest -n auto"]
 
 
 def test_troubleshooting_covers_what_goes_wrong_in_the_first_hour():
