@@ -278,7 +278,11 @@ def test_a_revoked_bot_token_deletes_the_workspaces_data_and_a_user_token_nothin
     s = service
     two_channels(s)
 
+    # The bot takes a revocation before it answers Slack (see bot.listeners.events): once the
+    # user token's is answered, whatever it would delete is gone.
     s.send(sr.event_callback(sr.tokens_revoked(bot=False)))
+    assert all(tables_containing(database_url, text) for text in (SECRET, OTHER, "Cites a source"))
+
     s.send(sr.event_callback(sr.tokens_revoked(bot=True)))
 
     wait_until_stored(database_url, absent=(SECRET, OTHER))
@@ -463,7 +467,7 @@ def test_a_deleted_request_already_summarized_is_nowhere_in_the_next_worker_inpu
         if any(SECRET in request.all_text for request in s.model.requests("summary")):
             break
         ask(s, "C8", root, f"What about topic{number}?")
-    assert any(SECRET in r.all_text for r in s.model.requests("worker")[-1:]), "not summarized yet"
+    assert any(SECRET in r.all_text for r in s.model.requests("summary")), "not summarized yet"
 
     s.send(sr.event_callback(sr.message_deleted("C8", secret_ts, root, previous_text=pasted)))
     wait_until_stored(database_url, absent=(SECRET,))

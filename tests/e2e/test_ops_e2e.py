@@ -89,15 +89,34 @@ def set_channel_rubric(bot: BotProcess, channel: str) -> None:
 # -- starting together ---------------------------------------------------------------------------
 
 
+CHECKPOINT_INDEXES = {
+    f"{table}_thread_id_idx" for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+}
+"""The indexes the checkpointer's CREATE INDEX CONCURRENTLY migrations make."""
+
+
 def put_checkpointer_a_version_behind(url: str) -> None:
     """Upgrade the database fully, then undo the checkpointer's index migrations (its CREATE INDEX
     CONCURRENTLY steps): a database a newer langgraph meets for the first time."""
     asyncio.run(upgrade(Database.parse(url)))
     concurrent = [v for v, sql in enumerate(AsyncPostgresSaver.MIGRATIONS) if "CONCURRENTLY" in sql]
     with psycopg.connect(url, autocommit=True) as connection:
-        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
-            connection.execute(f"DROP INDEX {table}_thread_id_idx")
+        for index in sorted(CHECKPOINT_INDEXES):
+            connection.execute(f"DROP INDEX {index}")
         connection.execute("DELETE FROM checkpoint_migrations WHERE v >= %s", (min(concurrent),))
+    assert checkpointer_schema(url) == (set(), min(concurrent))
+
+
+def checkpointer_schema(url: str) -> tuple[set[str], int]:
+    """Which of `CHECKPOINT_INDEXES` the schema of `url` has (valid ones: a CREATE INDEX CONCURRENTLY
+    cut short leaves an invalid one), and how many of its migrations the checkpointer has recorded."""
+    with psycopg.connect(url) as connection:
+        rows = connection.execute(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " WHERE c.relnamespace = current_schema()::regnamespace AND i.indisvalid"
+        ).fetchall()
+        recorded = connection.execute("SELECT count(*) FROM checkpoint_migrations").fetchone()
+    return CHECKPOINT_INDEXES & {row[0] for row in rows}, recorded[0] if recorded else 0
 
 
 @pytest.mark.parametrize("schema", ["fresh", "checkpointer_a_version_behind"])
@@ -126,6 +145,7 @@ def test_two_serves_and_a_worker_started_together_all_become_ready(
     set_channel_rubric(processes[0], "C1")
     root = ask(processes[1], "C1", "Is coffee healthy?")
     wait_for_final(slack_api, "C1", root)
+    assert checkpointer_schema(postgres_url) == (CHECKPOINT_INDEXES, len(AsyncPostgresSaver.MIGRATIONS))
 
 
 def test_two_db_upgrades_at_once_both_finish_and_one_applies_the_schema(postgres_url, tmp_path):

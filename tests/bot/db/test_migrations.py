@@ -14,6 +14,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
+from bot.db.admin import upgrade
 from bot.db.database import Database
 from bot.db.migrations import alembic_config
 from bot.db.schema import metadata
@@ -157,7 +158,17 @@ async def test_migrated_database_matches_the_schema(database_url):
 
 
 async def test_processes_starting_together_migrate_once(database_url):
-    stores = await asyncio.gather(*(Store.open(database_url) for _ in range(4)))
+    # Four starts at once, as four processes' `prepare_database` runs them: one applies every
+    # migration, and the others, waiting for it (PostgreSQL's schema lock, SQLite's write lock),
+    # find nothing left to apply.
+    database = Database.parse(database_url)
+    reports = await asyncio.gather(*(upgrade(database) for _ in range(4)))
+    revisions = [script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions()]
+    assert sorted(len(report.tables) for report in reports) == [0, 0, 0, len(revisions)]
+    if database.is_postgres:  # the checkpointer's and the queue's schema come under the same lock
+        assert sorted(report.checkpoint_migrations > 0 for report in reports) == [False, False, False, True]
+        assert sorted(report.queue_schema for report in reports) == [False, False, False, True]
+    stores = await asyncio.gather(*(Store.open(database_url, upgraded=True) for _ in range(4)))
     try:
         run_ids = [await store.start_run(THREAD, "1.1") for store in stores]
     finally:
