@@ -36,6 +36,7 @@ from bot.config import DEFAULT_REPLAY_COOLDOWN, Settings
 from bot.db.database import open_checkpointer
 from bot.db.store import ReplayLease, ReplayRefused, Store, Verdict
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
+from bot.slack.messages import NO_UNFURLS
 from bot.slack.mrkdwn import slack_date
 from bot.slack.notices import log_failure, reference_words, slack_failure_words
 from bot.workspaces.settings import Deployment, WorkspaceOverrides
@@ -143,6 +144,7 @@ class ChannelReplays:
         except asyncio.CancelledError:
             stopped = client.chat_postMessage(
                 channel=request.channel,
+                **NO_UNFURLS,
                 text=f"The replay <@{request.user}> asked for was stopped because the bot is restarting. "
                 "Run `/rubric replay` again once it is back.",
             )
@@ -202,7 +204,7 @@ class ChannelReplays:
         message = comparison_blocks(
             comparison, title=request.title, asked_by=request.user, channel=request.channel
         )
-        await client.chat_postMessage(channel=request.channel, **message)
+        await client.chat_postMessage(channel=request.channel, **message, **NO_UNFURLS)
         chart = await asyncio.to_thread(chart_png, comparison)
         await client.files_upload_v2(
             channel=request.channel,

@@ -12,7 +12,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.db.store import RubricVersion, Store
 from bot.slack.blocks import block_dicts, context_block, header_block, section_block
 from bot.slack.client import attempt
-from bot.slack.messages import SlackMessage
+from bot.slack.messages import NO_UNFURLS, SlackMessage
 from bot.slack.mrkdwn import SECTION_TEXT_MAX, escape, slack_date, truncate
 from bot.threads import render
 from bot.workspaces.workspace import Workspace
@@ -66,7 +66,9 @@ async def announce_change(
     """Announce the saved `version` in `channel` (as `change_rubric` does once it has saved it; a
     form saves first, acks, then announces, so its ack waits for the database and not for Slack)."""
     posted = await attempt(
-        client.chat_postMessage(channel=channel, **announcement(version, reverted_to=reverted_to)),
+        client.chat_postMessage(
+            channel=channel, **announcement(version, reverted_to=reverted_to), **NO_UNFURLS
+        ),
         f"announce the rubric change in {channel}",
     )
     return Change(version, announced=posted is not None)

@@ -44,7 +44,8 @@ from bot.listeners.command_text import (
 from bot.listeners.context import Services, services_of, workspace_of
 from bot.review.calibration import examples_in_force
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
-from bot.slack.messages import BlockJson, SlackMessage
+from bot.slack.messages import NO_UNFURLS, BlockJson, SlackMessage
+from bot.slack.mrkdwn import FENCE, code_body
 from bot.slack.notices import slack_failure_words
 from bot.threads import render
 from bot.threads.conversation import slack_unescape
@@ -166,7 +167,8 @@ async def _show(call: Invocation) -> None:
     if current is None:
         await _answer(call.ack, f"This channel has no default rubric. {render.no_rubric_hint()}")
         return
-    await _answer(call.ack, f"This channel's default rubric for new conversations:\n```{current}```")
+    # The whole rubric (up to grading's MAX_RUBRIC_CHARS), fenced so that none of it is formatting.
+    await _answer(call.ack, f"This channel's default rubric for new conversations:\n{FENCE}{code_body(current)}{FENCE}")
 
 
 async def _clear(call: Invocation) -> None:
@@ -231,7 +233,7 @@ async def _report(call: Invocation) -> None:
 
 
 async def _post_report(client: AsyncWebClient, report: Report, channel: str) -> None:
-    await client.chat_postMessage(channel=channel, **report_blocks(report, channel=channel))
+    await client.chat_postMessage(channel=channel, **report_blocks(report, channel=channel), **NO_UNFURLS)
     chart = await asyncio.to_thread(chart_upload, report)
     await client.files_upload_v2(channel=channel, initial_comment=CHART_COMMENT, **chart)
 

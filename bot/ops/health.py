@@ -2,7 +2,9 @@
 
 `/healthz` answers 200 whenever the process can answer at all. `/readyz` answers 200 when the process
 can do its work: the database answers a query within `DATABASE_ANSWER_SECONDS` and, in Socket Mode,
-the connection to Slack is up; otherwise 503 with one line saying which is not.
+the connection to Slack is up; otherwise 503 with one line saying which is not. Anyone who can reach
+the port may ask, so a database failure is answered `DATABASE_UNREACHABLE` and its detail (host
+names, the database user) goes to the log only.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ logger = logging.getLogger(__name__)
 DATABASE_ANSWER_SECONDS = 1.0
 """How long `/readyz` waits for the database's answer to a trivial query before calling it down."""
 
+DATABASE_UNREACHABLE = "database unreachable"
+"""The reason `/readyz` gives when the database did not answer; why it did not is logged."""
+
 STARTING = "starting (preparing the database, then Slack)"
 """The reason `/readyz` gives until the process serves: it answers from its first moments on."""
 
@@ -35,6 +40,8 @@ class Readiness:
     socket_mode: bool = False
     """Whether the process talks to Slack over Socket Mode (and so must be connected to be ready)."""
     socket_connected: bool = False
+    logged_database_failure: str | None = None
+    """The database failure last logged, so that a probe every few seconds logs an outage once."""
 
     def connection_changed(self, connected: bool) -> None:
         """Called by Socket Mode as its connection comes up or goes down."""
@@ -50,10 +57,18 @@ class Readiness:
             async with asyncio.timeout(DATABASE_ANSWER_SECONDS):
                 await self.ping_database()
         except TimeoutError:
-            return f"the database did not answer within {DATABASE_ANSWER_SECONDS:g} s"
+            return self._database_failed(f"it did not answer within {DATABASE_ANSWER_SECONDS:g} s")
         except DATABASE_ERRORS as exc:
-            return f"the database did not answer: {describe_database_error(exc)}"
+            return self._database_failed(describe_database_error(exc))
+        self.logged_database_failure = None
         return None
+
+    def _database_failed(self, detail: str) -> str:
+        """`DATABASE_UNREACHABLE`, with `detail` logged when it is new."""
+        if detail != self.logged_database_failure:
+            logger.warning("not ready: the database is unreachable: %s", detail)
+            self.logged_database_failure = detail
+        return DATABASE_UNREACHABLE
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -24,7 +24,7 @@ from slack_sdk.models.blocks import (
 from slack_sdk.models.views import View
 
 from bot.slack.messages import BlockJson
-from bot.slack.mrkdwn import ELLIPSIS, FENCE, SECTION_TEXT_MAX, escape, split_mrkdwn, truncate
+from bot.slack.mrkdwn import ELLIPSIS, FENCE, SECTION_TEXT_MAX, code_body, split_mrkdwn, truncate
 
 __all__ = [
     "BUTTON_VALUE_MAX",
@@ -114,13 +114,8 @@ def context_block(text: str) -> ContextBlock:
 
 
 def code(text: str) -> str:
-    """Text shown verbatim in a mrkdwn code block.
-
-    A zero-width space breaks up any fence inside the text, which would otherwise end the
-    block early and let the rest be read as formatting.
-    """
-    body = truncate(escape(text.strip()).replace(FENCE, "`\u200b``"), DETAIL_MAX)
-    return f"```{body}```"
+    """Text shown verbatim in a mrkdwn code block, up to DETAIL_MAX characters (see `code_body`)."""
+    return f"{FENCE}{truncate(code_body(text), DETAIL_MAX)}{FENCE}"
 
 
 def block_dicts(blocks: Iterable[Block]) -> list[BlockJson]:

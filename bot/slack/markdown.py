@@ -2,7 +2,7 @@
 
 A ``markdown`` block takes standard Markdown and Slack renders it, so the worker's answer goes in
 as written. Two things are left to the bot. Slack's own mention syntax (``<!channel>``,
-``<!here>``, ``<!everyone>``, ``<!subteam^…>``, ``<@U…>``) and bare ``@channel``/``@here``/
+``<!here>``, ``<!everyone>``, ``<!group>``, ``<!subteam^…>``, ``<@U…>``) and bare ``@channel``/``@here``/
 ``@everyone`` written by a model must not notify anyone, so an invisible character is put inside
 each. And an answer longer than a block or a message holds is split between its top-level
 Markdown blocks (paragraphs, lists, headings, code blocks), found with markdown-it-py's CommonMark
@@ -30,11 +30,14 @@ WORD_JOINER = "\u2060"
 MIN_SPLIT_LIMIT = 16
 """Smallest piece size split_markdown accepts: room for a reopened and a closed fence plus text."""
 
-_SLACK_MENTION = re.compile(r"<(?=!(?:channel|here|everyone|subteam\^)|@[UW][A-Z0-9])", re.IGNORECASE)
-"""The ``<`` opening a broadcast, user-group or user mention in Slack's syntax."""
+_SLACK_MENTION = re.compile(r"<(?=!(?:channel|here|everyone|group|subteam\^)|@[UW][A-Z0-9])", re.IGNORECASE)
+"""The ``<`` opening a broadcast (``<!group>`` is the old name of ``<!channel>``), user-group or
+user mention in Slack's syntax."""
 
-_BARE_BROADCAST = re.compile(r"(?<![\w@])@(?=(?:channel|here|everyone)\b)", re.IGNORECASE)
-"""The ``@`` of a bare ``@channel``, ``@here`` or ``@everyone``."""
+_BARE_BROADCAST = re.compile(r"(?<![^\W_]|@)@(?=(?:channel|here|everyone)(?![^\W_]))", re.IGNORECASE)
+"""The ``@`` of a bare ``@channel``, ``@here`` or ``@everyone`` not inside a word such as an
+address (``me@here.com``). ``_`` does not count as part of a word: Slack reads ``_@here_`` as
+an italic ``@here`` and ``x_@everyone`` as a mention, so both are made inert."""
 
 _PARSER = MarkdownIt("commonmark")
 """CommonMark parser; only its block structure (token line ranges) is used."""

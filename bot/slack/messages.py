@@ -8,7 +8,7 @@ a plain dict because slack_sdk's Web API methods take it as one.
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Final, NotRequired, TypedDict
 
 BlockJson = dict[str, Any]
 """One serialised Block Kit block, as Slack takes it."""
@@ -22,3 +22,15 @@ class SlackMessage(TypedDict):
     blocks: NotRequired[list[BlockJson]]
     metadata: NotRequired[dict[str, Any]]
     """Slack's message metadata: ``{"event_type": …, "event_payload": {…}}`` (no nulls in it)."""
+
+
+class Unfurls(TypedDict):
+    """Whether Slack previews the links and media of a posted message (``chat.postMessage``)."""
+
+    unfurl_links: bool
+    unfurl_media: bool
+
+
+NO_UNFURLS: Final[Unfurls] = {"unfurl_links": False, "unfurl_media": False}
+"""Every message the bot posts is sent with this: to preview a link Slack fetches it, so a URL a
+model or a person put into an answer would be fetched with nobody clicking it."""

@@ -48,6 +48,13 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def code_body(text: str) -> str:
+    """Text to put verbatim between two fences: escaped, and with a zero-width space breaking up
+    any fence inside it, which would otherwise end the block early and let the rest be read as
+    formatting."""
+    return escape(text.strip()).replace(FENCE, "`\u200b``")
+
+
 def truncate(text: str, limit: int) -> str:
     """Shorten mrkdwn to at most ``limit`` characters, ending with an ellipsis when cut.
 

@@ -64,7 +64,7 @@ from bot.ops import metrics
 from bot.review.controls import review_controls
 from bot.slack.blocks import MAX_BLOCKS, context_block
 from bot.slack.client import attempt, describe_error
-from bot.slack.messages import SlackMessage
+from bot.slack.messages import NO_UNFURLS, SlackMessage
 from bot.slack.notices import log_failure, reference_words
 from bot.threads import render
 from bot.threads.conversation import (
@@ -338,7 +338,7 @@ class ThreadRunner:
     async def _post(client: AsyncWebClient, message: UserMessage, payload: SlackMessage) -> str:
         """Post a message in `message`'s thread; its ts (what the Slack client raises if it failed)."""
         response = await client.chat_postMessage(
-            channel=message.channel, thread_ts=message.thread_ts, **payload
+            channel=message.channel, thread_ts=message.thread_ts, **payload, **NO_UNFURLS
         )
         return str(response["ts"])
 

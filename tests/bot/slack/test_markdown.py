@@ -85,6 +85,15 @@ def test_mentions_become_inert_but_read_the_same():
     assert inert.replace("\u200b", "").replace("\u2060", "") == text
 
 
+@pytest.mark.parametrize(
+    "text", ["_@here_", "_@channel_", "@here_", "x_@everyone", "*@channel*", "<!group>", "<!GROUP|group>"]
+)
+def test_broadcasts_wrapped_in_underscores_and_the_old_group_syntax_become_inert(text):
+    inert = inert_mentions(text)
+    assert not re.search(r"<!|(?<![^\W_])@(here|channel|everyone)", inert), inert
+    assert inert.replace("\u200b", "").replace("\u2060", "") == text
+
+
 def test_ordinary_angle_brackets_and_addresses_are_left_alone():
     text = "`<!DOCTYPE html>` <!-- note --> a <b> 1 < 2, mail me@here.com, <https://example.com>"
     assert inert_mentions(text) == text
