@@ -94,6 +94,9 @@ per reviewed answer, and a second within the hour rarely tells anything new."""
 EDITOR_ID = re.compile(r"[UWS][A-Z0-9]{2,}")
 """A Slack user id (``U…``, ``W…`` on Enterprise Grid) or user-group id (``S…``)."""
 
+LOGGER_NAME = re.compile(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)*")
+"""A Python logger's dotted name, e.g. ``slack_sdk.web.async_base_client``."""
+
 MODEL_ID = re.compile(r"[a-z][a-z0-9_]*:[^\s,]+")
 """A langchain model id as the model settings take it: ``provider:model``, e.g. ``openai:gpt-4o-mini``."""
 
@@ -176,6 +179,9 @@ HINTS: dict[str, str] = {
         f"(default {DEFAULT_MAX_FILE_BYTES})"
     ),
     "RUBRIC_BOT_LOG_LEVEL": "set it to DEBUG, INFO, WARNING or ERROR (default INFO)",
+    "RUBRIC_BOT_DEBUG_LOGGERS": (
+        "set it to logger names separated by commas (e.g. slack_sdk,procrastinate), or unset it"
+    ),
     "RUBRIC_BOT_SHUTDOWN_GRACE": (
         "set it to the seconds a stopping bot lets running requests finish (default 25)"
     ),
@@ -269,6 +275,10 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", validation_alias="RUBRIC_BOT_LOG_LEVEL"
     )
+    # NoDecode: a comma-separated list, not JSON.
+    debug_loggers: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), validation_alias="RUBRIC_BOT_DEBUG_LOGGERS"
+    )
     metrics_port: Annotated[int, Field(ge=1, le=65535)] = Field(
         DEFAULT_METRICS_PORT, validation_alias="RUBRIC_BOT_METRICS_PORT"
     )
@@ -332,6 +342,17 @@ class Settings(BaseSettings):
         if wrong:
             raise ValueError(f"entry {', '.join(wrong)} is not a user id or user-group id")
         return ids
+
+    @field_validator("debug_loggers", mode="before")
+    @classmethod
+    def _logger_names(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        names = comma_list(value)
+        wrong = [str(n) for n, name in enumerate(names, start=1) if not LOGGER_NAME.fullmatch(name)]
+        if wrong:
+            raise ValueError(f"entry {', '.join(wrong)} is not a logger name")
+        return names
 
     @field_validator("allowed_models_override", mode="before")
     @classmethod

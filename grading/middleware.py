@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import secrets
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator, Sequence
@@ -61,6 +62,10 @@ from grading.provenance import (
 from grading.rubric import Rubric, RubricError, parse_rubric, quoted
 
 logger = logging.getLogger(__name__)
+
+FAILURE_REFERENCE_BYTES = 3
+"""Random bytes in the reference a grader failure's explanation gives for its log line (six hex
+digits: unique enough to find one line in a day's log)."""
 
 Status = Literal["satisfied", "needs_revision", "max_iterations_reached", "failed", "grader_error"]
 """Where a grading run stands. Only `needs_revision` loops back to the worker;
@@ -370,11 +375,10 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         try:
             graded = yield from self._grade(rubric, state["messages"], iteration, examples, meter)
         except Exception as exc:
-            logger.warning("RubricMiddleware grader failed: %s", _describe(exc))
             verdict: _Judgement = {
                 "kind": rubric.kind,
                 "result": "grader_error",
-                "explanation": f"The grader failed: {_describe(exc)}",
+                "explanation": _grader_failure(exc),
                 "unmatched": getattr(exc, "unmatched", []),
             }
         else:
@@ -611,6 +615,21 @@ def _check_positive_int(name: str, value: object) -> None:
         raise TypeError(f"RubricMiddleware: `{name}` must be an int, got {type(value).__name__}.")
     if value < 1:
         raise ValueError(f"RubricMiddleware: `{name}` must be at least 1, got {value}.")
+
+
+def _grader_failure(exc: Exception) -> str:
+    """The explanation of an evaluation whose grader raised `exc`, which is logged.
+
+    Our own errors say what happened. Any other exception's text stays in the log: an evaluation
+    is shown to whoever reads the thread, and a provider's error may carry an API key's tail. The
+    explanation names its type and a reference to find the log line by.
+    """
+    if isinstance(exc, GraderError):
+        logger.warning("RubricMiddleware grader failed: %s", exc)
+        return f"The grader failed: {exc}"
+    reference = secrets.token_hex(FAILURE_REFERENCE_BYTES)
+    logger.warning("RubricMiddleware grader failed (ref %s): %s", reference, _describe(exc))
+    return f"The grader failed ({type(exc).__name__}). The full error is in the bot's log as ref {reference}."
 
 
 def _describe(exc: Exception) -> str:

@@ -70,6 +70,34 @@ _INVISIBLE = frozenset({"Cc", "Cf"})
 joiners, soft hyphens, byte-order marks) are invisible in a rubric yet make two names differ."""
 _YAML_START = re.compile(rf"^(?:{'|'.join(TOP_LEVEL_KEYS)})\s*:")
 
+MAX_YAML_DEPTH = 20
+"""Deepest nesting of YAML collections read in a rubric (a scored rubric needs four levels).
+PyYAML builds nested collections by recursion, so a short text of brackets (``[[[[…]]]]``) would
+otherwise exhaust Python's stack; deeper text is refused as a bad rubric instead."""
+
+
+class _TooDeep(yaml.composer.ComposerError):
+    """The YAML nests deeper than MAX_YAML_DEPTH."""
+
+
+class _DepthBoundLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing collections nested deeper than MAX_YAML_DEPTH."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        if self._depth >= MAX_YAML_DEPTH:
+            mark = self.peek_event().start_mark
+            raise _TooDeep(problem=f"it nests more than {MAX_YAML_DEPTH} levels deep", problem_mark=mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)  # type: ignore[arg-type]
+        finally:
+            self._depth -= 1
+
+
 Score = Annotated[int, Field(ge=1, le=5)]
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
@@ -243,7 +271,9 @@ def _yaml_mapping(text: str) -> dict[Any, Any] | None:
     """The YAML mapping of a scored rubric, or None when the text is a list rubric."""
     looks_like_yaml = _starts_like_yaml(text)
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_DepthBoundLoader)
+    except _TooDeep as exc:  # not a list rubric either: no one writes criteria this nested
+        raise RubricError(_yaml_error_message(exc)) from None
     except yaml.YAMLError as exc:
         if not looks_like_yaml:
             return None

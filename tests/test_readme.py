@@ -4,7 +4,14 @@ when something goes wrong."""
 from __future__ import annotations
 
 import re
+import shlex
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
 import tomllib
+from contextlib import closing
 from pathlib import Path
 
 from bot.config import Settings
@@ -74,6 +81,26 @@ def test_deploying_says_how_to_run_it_as_a_service_where_the_data_lives_and_how_
     assert "ExecStart=/srv/rubric-bot/.venv/bin/rubric-bot serve" in text  # systemd
     assert re.search(r"`docker run [^`]*rubric-bot serve`", text)  # a container
     assert "RUBRIC_BOT_DB" in text and "**Backups.**" in text and ".backup(" in text
+
+
+def test_the_backup_commands_write_a_copy_only_the_bots_account_can_read(tmp_path):
+    python, sqlite = r"python -c \"[^`]*\.backup\([^`]*", r"\(umask [^`]*\.backup [^`]*"
+    commands = re.findall(rf"`({python}|{sqlite})`", section("Deploying"))
+    assert len(commands) == 2, commands
+    with closing(sqlite3.connect(tmp_path / "rubric-bot.sqlite")) as db:
+        db.execute("CREATE TABLE t (x)")
+        db.execute("INSERT INTO t VALUES ('kept')")
+        db.commit()
+    for command in commands:
+        if command.startswith("(umask") and shutil.which("sqlite3") is None:
+            continue  # the sqlite3 command-line tool is not installed here
+        backup = tmp_path / "backup.sqlite"
+        backup.unlink(missing_ok=True)
+        shell = command.replace("python -c", f"{shlex.quote(sys.executable)} -c", 1)
+        subprocess.run(shell, shell=True, cwd=tmp_path, check=True, timeout=60)
+        with closing(sqlite3.connect(backup)) as copy:
+            assert copy.execute("SELECT x FROM t").fetchall() == [("kept",)]
+        assert stat.S_IMODE(backup.stat().st_mode) & 0o077 == 0, (command, oct(backup.stat().st_mode))
 
 
 def test_how_it_is_built_names_every_folder_of_bot_and_where_their_maps_are():

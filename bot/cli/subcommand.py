@@ -6,21 +6,17 @@ Each subcommand module exports its `CliSubcommand`s; :mod:`bot.cli.main` lists t
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.config import Settings
-from bot.db.database import Database, DatabaseError
+from bot.db.database import Database, DatabaseError, without_password
 from bot.listeners.command_text import CommandError, report_days
+from bot.ops import logs
 
 SETTINGS_SOURCE = "from the environment or a .env file in the working directory"
 """Where every subcommand's settings come from, as its --help says."""
-
-QUIET_LOGGERS = ("httpx", "httpx2", "alembic")
-"""HTTP client loggers of the model providers (one INFO line per model call) and Alembic's (two INFO
-lines per schema check, even when there is nothing to migrate): noise."""
 
 
 @dataclass(frozen=True)
@@ -52,10 +48,8 @@ def one_line(text: str) -> str:
 
 
 def start_logging(settings: Settings) -> None:
-    """Log to stderr at `RUBRIC_BOT_LOG_LEVEL`, without the model clients' per-call lines."""
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
+    """Log to stderr at `RUBRIC_BOT_LOG_LEVEL`, with no tokens or conversations (`bot.ops.logs`)."""
+    logs.start_logging(settings.log_level, settings.debug_loggers)
 
 
 # -- argument types ----------------------------------------------------------------------------
@@ -81,7 +75,7 @@ def database_argument(text: str) -> Database:
     try:
         return Database.parse(text)
     except DatabaseError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a database: {exc}") from None
+        raise argparse.ArgumentTypeError(f"{without_password(text)!r} is not a database: {exc}") from None
 
 
 def database_exists(database: Database) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 import sqlite3
 from collections.abc import AsyncIterator
@@ -157,6 +158,16 @@ class DatabaseError(ValueError):
     """`RUBRIC_BOT_DB` (or a `--db`/`--from`/`--to` argument) names no usable database."""
 
 
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*):\S*@")
+"""The password of a URL written in text (``scheme://user:PASSWORD@host``), up to the host's ``@``."""
+
+
+def without_password(text: str) -> str:
+    """`text` with the password of any URL in it shown as ``***``, as SQLAlchemy shows a URL: for
+    text that may not parse as a URL at all (an operator's mistyped setting)."""
+    return _URL_PASSWORD.sub(r"\1:***@", text)
+
+
 @dataclass(frozen=True)
 class Database:
     """A SQLite file or a PostgreSQL database, as SQLAlchemy URL; build it with :meth:`parse`."""
@@ -184,8 +195,8 @@ class Database:
             )
         try:
             url = make_url(text).set(drivername=POSTGRES_DRIVER)
-        except ArgumentError as exc:
-            raise DatabaseError(f"it is not a valid PostgreSQL URL ({exc})") from None
+        except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
+            raise DatabaseError(f"it is not a valid PostgreSQL URL ({without_password(str(exc))})") from None
         if not url.database:
             raise DatabaseError("the PostgreSQL URL names no database (postgresql://USER@HOST/DBNAME)")
         return cls(url)

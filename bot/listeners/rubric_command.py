@@ -168,7 +168,9 @@ async def _show(call: Invocation) -> None:
         await _answer(call.ack, f"This channel has no default rubric. {render.no_rubric_hint()}")
         return
     # The whole rubric (up to grading's MAX_RUBRIC_CHARS), fenced so that none of it is formatting.
-    await _answer(call.ack, f"This channel's default rubric for new conversations:\n{FENCE}{code_body(current)}{FENCE}")
+    await _answer(
+        call.ack, f"This channel's default rubric for new conversations:\n{FENCE}{code_body(current)}{FENCE}"
+    )
 
 
 async def _clear(call: Invocation) -> None:

@@ -2,6 +2,8 @@
 
 - ``health``: `/healthz` (the process answers) and `/readyz` (the database answers, and in Socket Mode
   the socket is connected; else 503 with the reason in one line).
+- ``logs``: what a process logs: the bot's lines at `RUBRIC_BOT_LOG_LEVEL`, other libraries' at INFO
+  unless named in `RUBRIC_BOT_DEBUG_LOGGERS`, and never a Slack token or a queued job's arguments.
 - ``metrics``: the Prometheus counters the runner and the Slack client move, and `/metrics`.
 - ``startup``: how a `serve` or `worker` process starts: its one start-up line, the schema first, an
   unusable database in one line (or waited for with ``--wait-for-db``).

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from tests.standins import free_port, wait_for
 from tests.standins import slack_requests as sr
@@ -177,6 +178,15 @@ def get(url: str) -> tuple[int, str]:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
+
+
+def shows_password(text: str, url: str) -> bool:
+    """Whether `text` shows the password of the database `url`, the way a URL or a connection
+    string would (the configured password, whatever it is; a test database without one is a
+    test set up wrong)."""
+    password = make_url(url).password
+    assert password, f"{make_url(url)!r} has no password to look for"
+    return any(shown in text for shown in (f":{password}@", f"password={password}", f"'{password}'"))
 
 
 def answers_ready(port: int) -> bool:

@@ -211,15 +211,21 @@ def test_sticky_rubric_on_a_checkpointed_thread(run, tmp_path):
         assert "_rubric_status" not in other
 
 
-def test_grader_exception_ends_as_grader_error_and_keeps_the_answer(run):
+def test_grader_exception_ends_as_grader_error_and_keeps_the_answer(run, caplog):
     def broken(messages: list[Any]) -> AIMessage:
-        raise TimeoutError("provider timed out")
+        raise TimeoutError("Incorrect API key provided: sk-...TAIL")
 
     seen: list[dict[str, Any]] = []
     agent, _, _ = build(answers("my answer"), broken, on_evaluation=seen.append)
     result = run(agent, ask("Write", HAIKU_RUBRIC))
     assert result["_rubric_status"] == "grader_error"
-    assert "TimeoutError" in result["_rubric_evaluations"][-1]["explanation"]
+    explanation = result["_rubric_evaluations"][-1]["explanation"]
+    # The evaluation (shown in the thread) names the error's type and a reference, never its text.
+    assert "TimeoutError" in explanation and "TAIL" not in explanation
+    reference = re.search(r"ref ([0-9a-f]{6})", explanation)
+    assert reference is not None, explanation
+    logged = [r.getMessage() for r in caplog.records if f"ref {reference.group(1)}" in r.getMessage()]
+    assert len(logged) == 1 and "sk-...TAIL" in logged[0]
     assert seen[-1]["result"] == "grader_error"
     assert result["messages"][-1].text == "my answer"
 

@@ -6,6 +6,7 @@ from pydantic import ValidationError
 from grading.rubric import (
     MAX_CRITERIA,
     MAX_RUBRIC_CHARS,
+    MAX_YAML_DEPTH,
     Rubric,
     RubricError,
     normalize_name,
@@ -94,6 +95,20 @@ def test_blank_lines_and_lone_bullets_are_ignored_and_text_is_stripped():
 @pytest.mark.parametrize("text", ["", "   \n\t\n", "-\n*\n•\n1.\n"])
 def test_empty_rubric_is_an_error(text):
     assert error_of(text).startswith("rubric is empty")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 1000 + "]" * 1000,
+        "dimensions: " + "[" * 1000 + "]" * 1000,
+        "{a: " * 500 + "1" + "}" * 500,
+        "- " * 1000 + "x",
+    ],
+)
+def test_deeply_nested_yaml_is_one_clear_error_not_a_crash(text):
+    message = error_of(text)
+    assert f"nests more than {MAX_YAML_DEPTH} levels deep" in message and "\n" not in message
 
 
 def test_a_colon_line_that_is_not_a_yaml_rubric_is_a_criterion():

@@ -209,6 +209,24 @@ def test_usage_errors_exit_2_with_one_line_pointing_at_help(argv, capsys):
     assert err.startswith("rubric-bot") and "--help)" in err
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://bot:Pa55-w0rd@db.internal:port/rubric",  # a port that is not a number
+        "postgresql://bot:Pa55-w0rd@db.internal/",  # no database
+        "mysql://bot:Pa55-w0rd@db.internal/rubric",  # not supported
+    ],
+)
+def test_a_db_argument_that_is_no_database_is_one_line_without_its_password(url, capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(["usage", "--db", url])
+
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "is not a database" in err
+    assert "Pa55-w0rd" not in err and "bot:***@db.internal" in err
+
+
 def test_an_unusable_grader_model_is_named_separately(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RUBRIC_BOT_MODEL", "openai:gpt-4o-mini")
