@@ -81,7 +81,9 @@ def start_logging(level: str, debug_loggers: Iterable[str] = ()) -> None:
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     handler.addFilter(SecretsHidden())
     numeric = logging.getLevelName(level)
-    logging.basicConfig(level=max(numeric, logging.INFO), handlers=[handler])
+    root = logging.getLogger()
+    root.setLevel(max(numeric, logging.INFO))
+    root.addHandler(handler)
     for name in (*OWN_LOGGERS, *debug_loggers):
         logging.getLogger(name).setLevel(numeric)
     for name in QUIET_LOGGERS:

@@ -197,6 +197,28 @@ def test_a_provider_error_carrying_a_key_leaves_no_trace_in_slack_and_its_refere
     assert SECRET in logged  # the operator's log holds the full error
 
 
+def test_a_grader_refusing_its_key_leaves_no_provider_text_in_slack_and_its_reference_is_in_the_log(launch):
+    s = launch()
+    s.model.grader = lambda request: ErrorReply(401, f"Incorrect API key provided: {SECRET}")
+    root = s.mention(f"rubric:\n{RUBRIC}", "C10")
+    s.wait_text("C10", root, "Rubric set")
+    s.mention("Anything at all", "C10", thread_ts=root)
+    evaluation = s.wait_text("C10", root, "The grader failed")
+
+    reference = re.search(r"ref ([0-9a-f]{6})", evaluation.all_text)
+    assert reference is not None, evaluation.all_text
+    for call in s.slack.calls():
+        assert "sk-proj" not in json.dumps(call.args) and "Incorrect API key" not in json.dumps(call.args)
+    logged = wait_for(
+        lambda: next(
+            (line for line in s.bot.stderr_text().splitlines() if f"ref {reference.group(1)}" in line), None
+        ),
+        RUN_TIMEOUT,
+        message="the log line with the reference",
+    )
+    assert SECRET in logged  # the operator's log holds the full error
+
+
 def test_a_workspaces_own_limits_hold_at_admission_and_a_burst_starts_at_most_one_run_past_its_budget(
     launch,
 ):
