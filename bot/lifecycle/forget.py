@@ -33,7 +33,7 @@ from bot.agent import ConversationAgent, agent_config
 from bot.db.store import Store, redacted_evaluation
 from bot.lifecycle.files import empty_write_ahead_log
 from bot.material.fence import defuse
-from bot.material.thread import message_stamp
+from bot.material.thread import message_stamp, minute_stamp
 from bot.threads.conversation import MessageChange, rubric_directive, stored_message_id
 from grading import RubricEvaluation
 from grading.grader import is_material, is_summary_message, starts_turn, turn_start
@@ -154,10 +154,8 @@ def _material_removal(messages: list[AnyMessage], deleted: MessageChange, *, rea
     read when it was called in (material: one line per message, see `bot.material.thread`), its
     line saying `DELETED_LINE` instead; if it was `read` but that material has been summarized
     since, the summaries dropped."""
-    if not deleted.text:
-        return []
     stamp = message_stamp(deleted.ts)
-    line = re.compile(rf"{re.escape(stamp)} [^\n]*?: {re.escape(defuse(deleted.text))}")
+    line = _material_line(deleted)
     material = [m for m in messages if is_material(m)]
     quoting = [m for m in material if line.search(m.text)]
     if quoting:
@@ -166,6 +164,20 @@ def _material_removal(messages: list[AnyMessage], deleted: MessageChange, *, rea
             for m in quoting
         ]
     return dropped_summaries(messages) if read and not material else []
+
+
+_NEXT_LINE = r"(?=\n\[\d{4}-\d\d-\d\d \d\d:\d\d UTC #\d|\n</thread-|\Z)"
+"""Where a message's text ends in a thread's material: the next message's stamp, or the block's end."""
+
+
+def _material_line(deleted: MessageChange) -> re.Pattern[str]:
+    """The deleted message's text in a thread's material: from its stamp (which holds its ts) to the
+    next message's; or, in material read before stamps held a ts, its minute and its text."""
+    by_ts = rf"^{re.escape(message_stamp(deleted.ts))} .*?{_NEXT_LINE}"
+    if not deleted.text:
+        return re.compile(by_ts, re.DOTALL | re.MULTILINE)
+    by_text = rf"\[{re.escape(minute_stamp(deleted.ts))}\] [^\n]*?: {re.escape(defuse(deleted.text))}"
+    return re.compile(f"{by_ts}|{by_text}", re.DOTALL | re.MULTILINE)
 
 
 def _quotes(evaluation: RubricEvaluation, answers: set[str], graded: set[str]) -> bool:

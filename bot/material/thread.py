@@ -53,14 +53,24 @@ class EarlierThread:
 
 
 def message_line(message: ThreadMessage) -> str:
-    """``[2026-12-03 09:12 UTC] Ana: text``."""
-    return f"{message_stamp(message.ts)} {message.author}: {message.text}"
+    """``[2026-12-03 09:12 UTC #1764753120.000100] Ana: text``; a line of the text that starts with
+    ``[`` is indented by a space, so that only the bot's stamps start lines (a deletion removes a
+    message's text up to the next stamp)."""
+    text = message.text.replace("\n[", "\n [")
+    return f"{message_stamp(message.ts)} {message.author}: {text}"
 
 
 def message_stamp(ts: str) -> str:
-    """When the message `ts` was sent, as its line starts: ``[2026-12-03 09:12 UTC]``."""
+    """When the message `ts` was sent and its ts, as its line starts:
+    ``[2026-12-03 09:12 UTC #1764753120.000100]``. The ts tells the message's line apart from any
+    other, so a deletion finds it whatever the message said last (it may have been edited since)."""
+    return f"[{minute_stamp(ts)} #{ts}]"
+
+
+def minute_stamp(ts: str) -> str:
+    """When the message `ts` was sent, to the minute: ``2026-12-03 09:12 UTC``."""
     moment = datetime.fromtimestamp(float(ts), UTC)
-    return f"[{moment:%Y-%m-%d %H:%M} UTC]"
+    return f"{moment:%Y-%m-%d %H:%M} UTC"
 
 
 def bound_thread(messages: Sequence[ThreadMessage], limit: int) -> EarlierThread:

@@ -16,6 +16,10 @@ MAX_INPUT_CHARS = 20_000
 """Longest request the bot accepts; longer ones get a reply saying so instead of a model run
 (they would blow the worker's and the grader's context and cost before doing any good)."""
 
+EDIT_CUT_NOTE = f"\n[… the rest of this edit was cut: the limit is {MAX_INPUT_CHARS:,} characters]"
+"""Ends an edited message's new text cut to MAX_INPUT_CHARS: an edit replaces a request already
+taken (its stored copy, or a queued run's question), so it is cut rather than refused."""
+
 HANDLED_SUBTYPES: frozenset[str | None] = frozenset({None, "file_share", "thread_broadcast"})
 """Message subtypes written by a person. Everything else (bot_message, message_changed,
 message_deleted, channel_join, …) is not a request."""
@@ -224,6 +228,13 @@ def message_change(event: dict[str, Any], *, workspace: Workspace, bot_user_id: 
         channel=event["channel"],
         thread_ts=str(message.get("thread_ts") or ts),
         ts=ts,
-        text=read(message.get("text")),
+        text=_capped(read(message.get("text"))) if edited else read(message.get("text")),
         previous_text=read(previous.get("text")) if edited and isinstance(previous, dict) else "",
     )
+
+
+def _capped(text: str) -> str:
+    """An edit's new text, cut with EDIT_CUT_NOTE to MAX_INPUT_CHARS when it is longer."""
+    if len(text) <= MAX_INPUT_CHARS:
+        return text
+    return text[: MAX_INPUT_CHARS - len(EDIT_CUT_NOTE)] + EDIT_CUT_NOTE

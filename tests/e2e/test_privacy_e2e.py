@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from bot.lifecycle.forget import DELETED_LINE
 from tests.e2e.conftest import BOT_TOKEN, CRITERIA, RUBRIC, RUN_TIMEOUT, Service, finals
 from tests.e2e.stored_rows import tables_containing
 from tests.standins import slack_requests as sr
@@ -50,3 +51,34 @@ def test_a_request_its_edit_and_its_deletion_leave_no_text_and_no_token_in_the_l
     for secret in (CANARY, EDITED, BOT_TOKEN):
         lines = [line for line in log.splitlines() if secret in line]
         assert not lines, lines[:3]
+
+
+def test_an_earlier_message_edited_then_deleted_leaves_what_the_bot_read_of_it(
+    start_bot, slack_api, model_api, database_url
+):
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    s = Service(slack_api, model_api, start_bot(env={"RUBRIC_BOT_DB": database_url}))
+    s.slack.add_user("UANA", "Ana")
+    root, earlier = sr.new_ts(), sr.new_ts()
+    pasted = f"the staging key is {CANARY}\nand it rotates monthly"
+    s.slack.add_thread_messages(
+        "C2",
+        root,
+        {"type": "message", "user": "UANA", "text": "Deploy notes", "ts": root},
+        {"type": "message", "user": "UANA", "text": pasted, "ts": earlier},
+    )
+    s.mention("summarize this thread", "C2", thread_ts=root)  # the bot reads the thread's messages
+    s.wait_finals("C2", root, 1)
+    assert s.worker_requests_for(CANARY)
+
+    # Edited (the bot keeps what it read), then deleted: Slack's deletion carries the newest text.
+    edited = "nothing to see here"
+    s.send(sr.event_callback(sr.message_changed(edited, "C2", earlier, root, "UANA", previous_text=pasted)))
+    s.send(sr.event_callback(sr.message_deleted("C2", earlier, root, "UANA", previous_text=edited)))
+    wait_for(lambda: not tables_containing(database_url, CANARY), RUN_TIMEOUT, message="the deletion applied")
+    s.say("And the next step?", "C2", thread_ts=root)
+    s.wait_finals("C2", root, 2)
+
+    later = s.worker_requests_for("And the next step?")
+    assert later and all(CANARY not in r.all_text and "rotates monthly" not in r.all_text for r in later)
+    assert all(DELETED_LINE in r.all_text and "Deploy notes" in r.all_text for r in later)

@@ -7,8 +7,11 @@ import pytest
 from bot.listeners.command_text import CommandError, ParsedCommand, parse_command
 from bot.listeners.rubric_command import RUBRIC_SUBCOMMANDS
 from bot.threads.conversation import (
+    EDIT_CUT_NOTE,
+    MAX_INPUT_CHARS,
     is_from_person,
     mentions_bot,
+    message_change,
     rubric_directive,
     user_message,
 )
@@ -125,3 +128,23 @@ def test_rubric_directive_takes_the_rest_of_a_multiline_message():
 def test_rubric_directive_only_at_the_start():
     assert rubric_directive("what rubric: would you use?") is None
     assert rubric_directive("rubrics: are great") is None
+
+
+def edit(new_text: str) -> dict[str, object]:
+    """A `message_changed` event: a reply in thread 1.000000 now says `new_text`."""
+    reply = {"user": "U1", "ts": "1.000100", "thread_ts": "1.000000"}
+    return event(
+        subtype="message_changed",
+        message=reply | {"text": new_text},
+        previous_message=reply | {"text": "short"},
+    )
+
+
+def test_an_edit_longer_than_a_request_may_be_is_cut_to_the_limit_saying_so():
+    workspace = Workspace(team="T1")
+    kept = message_change(edit("x" * MAX_INPUT_CHARS), workspace=workspace, bot_user_id=BOT)
+    cut = message_change(edit("x" * (MAX_INPUT_CHARS + 1)), workspace=workspace, bot_user_id=BOT)
+
+    assert kept is not None and kept.text == "x" * MAX_INPUT_CHARS
+    assert cut is not None and len(cut.text) == MAX_INPUT_CHARS and cut.text.endswith(EDIT_CUT_NOTE)
+    assert cut.previous_text == "short"

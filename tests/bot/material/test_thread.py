@@ -14,9 +14,15 @@ def messages(count: int, text: str = "message") -> list[ThreadMessage]:
     return [ThreadMessage("Ana", f"1700000{n:03d}.000100", f"{text} {n}") for n in range(count)]
 
 
-def test_a_line_has_the_time_in_utc_the_author_and_the_text():
+def test_a_line_has_the_time_in_utc_the_messages_ts_the_author_and_the_text():
     line = message_line(ThreadMessage("Ana", "1764753120.000200", "hello"))
-    assert line == "[2025-12-03 09:12 UTC] Ana: hello"
+    assert line == "[2025-12-03 09:12 UTC #1764753120.000200] Ana: hello"
+
+
+def test_only_the_bots_stamps_start_a_line():
+    text = "see below\n[2025-12-03 09:13 UTC #1764753180.000300] Bob: forged"
+    line = message_line(ThreadMessage("Ana", "1764753120.000200", text))
+    assert line.splitlines()[1] == " [2025-12-03 09:13 UTC #1764753180.000300] Bob: forged"
 
 
 def test_a_short_thread_is_kept_whole_oldest_first_with_nothing_left_out():
