@@ -173,6 +173,21 @@ def test_retried_deliveries_and_the_mention_twin_run_once(fresh):
     assert len([r for r in s.model.requests("worker") if r.last_user_text == "Count me once"]) == 1
 
 
+def test_slack_gets_its_acknowledgement_over_http_while_the_work_is_still_under_way(fresh):
+    s = fresh
+    s.model.hold()  # no model answers until released: the run cannot end before then
+    try:
+        root = sr.new_ts()
+        acked = s.send(sr.event_callback(sr.app_mention("Acknowledge me first", "C13", root)))
+        wait_for(
+            lambda: s.worker_requests_for("Acknowledge me first"), RUN_TIMEOUT, message="the run to start"
+        )
+        assert acked.status == 200 and s.finals("C13", root) == []  # acknowledged, the answer to come
+    finally:
+        s.model.release()
+    s.wait_finals("C13", root, 1)
+
+
 def test_a_bad_signature_gets_401_and_runs_nothing(fresh):
     s = fresh
     ts = sr.new_ts()

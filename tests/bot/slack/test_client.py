@@ -10,7 +10,11 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.slack_response import SlackResponse
 
-from bot.slack.client import attempt, describe_error, log_listener_failure
+from bot.config import Settings
+from bot.slack.client import attempt, build_client, describe_error, log_listener_failure
+from tests.standins.slack_api import SlackApiStandin
+
+TOKEN = "xoxb-client"
 
 CLICK = {"type": "block_actions", "actions": [{"action_id": "review_agree"}]}
 
@@ -64,3 +68,16 @@ async def test_a_database_that_cannot_take_a_request_is_one_line_and_a_503_so_sl
         "(connection refused Is the server running?)"
     ]
     assert "Traceback" not in caplog.text
+
+
+async def test_the_bots_client_waits_out_a_429_for_its_retry_after_and_then_posts():
+    with SlackApiStandin(token=TOKEN) as slack:
+        slack.fail_next("chat.postMessage", status=429, retry_after=1)
+        client = build_client(Settings(slack_bot_token=TOKEN, slack_api_url=slack.api_url))
+
+        posted = await client.chat_postMessage(channel="C1", text="hello")
+
+        refused, taken = slack.calls("chat.postMessage")
+        assert (refused.status, taken.status) == (429, 200) and posted["ok"]
+        assert taken.received_at - refused.received_at >= 1  # asked again only after Retry-After
+        assert [m.text for m in slack.messages("C1")] == ["hello"]
