@@ -7,6 +7,8 @@ import io
 from matplotlib import rc_context
 from matplotlib.backends.backend_pdf import PdfPages
 from matplotlib.figure import Figure
+from pypdf import PdfWriter
+from pypdf.generic import DictionaryObject, NameObject, StreamObject
 
 
 def pdf_bytes(*pages: str) -> bytes:
@@ -17,4 +19,32 @@ def pdf_bytes(*pages: str) -> bytes:
             figure = Figure(figsize=(6, 2))
             figure.text(0.05, 0.5, text)
             pdf.savefig(figure)
+    return buffer.getvalue()
+
+
+def shared_stream_pdf(pages: int, text_bytes: int) -> bytes:
+    """A hostile PDF: `pages` pages that all show one Flate-compressed content stream drawing about
+    `text_bytes` of text (highly repetitive, so the file stays small however large the text)."""
+    writer = PdfWriter()
+    font = writer._add_object(
+        DictionaryObject(
+            {
+                NameObject("/Type"): NameObject("/Font"),
+                NameObject("/Subtype"): NameObject("/Type1"),
+                NameObject("/BaseFont"): NameObject("/Helvetica"),
+            }
+        )
+    )
+    line = b"BT /F1 12 Tf 10 10 Td (All work and no play makes a dull bot.) Tj ET\n"
+    content = StreamObject()
+    content.set_data(line * (text_bytes // len(line) + 1))
+    content = content.flate_encode(level=9)
+    shared = writer._add_object(content)
+    resources = DictionaryObject({NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+    for _ in range(pages):
+        page = writer.add_blank_page(width=200, height=200)
+        page[NameObject("/Contents")] = shared
+        page[NameObject("/Resources")] = resources
+    buffer = io.BytesIO()
+    writer.write(buffer)
     return buffer.getvalue()

@@ -6,6 +6,7 @@ It reaches the worker and the grader as delimited material, never as instruction
 - ``thread``: a thread's earlier messages: fetched (``conversations.replies``, authors' names) and
   bounded to the most recent characters.
 - ``files``: attached files: which can be read, downloading them with the bot token, their text.
+- ``pdf``: a PDF's text, extracted in a child process bounded in memory, time, pages and text.
 - ``sources``: what a request asks to have read (`Sources`: its files), carried by its job.
 - ``reader``: reading it (`MaterialReader`) into what the conversation gets (`Material`).
 """

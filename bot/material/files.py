@@ -1,13 +1,13 @@
 """Attached files: which ones can be read, downloading them with the bot token, and their text.
 
 Text-like files are decoded as UTF-8 (bad bytes replaced); a PDF's text is extracted page by page
-with pypdf. Images, archives, other binary formats and files over the size limit are not read;
+with pypdf, in a bounded child process (`bot.material.pdf`). Images, archives, other binary formats
+and files over the size limit are not read;
 each such file, and each download that fails, becomes an `Unread` naming the file and the reason.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
-from pypdf import PdfReader
 
 logger = logging.getLogger(__name__)
 
@@ -161,32 +160,11 @@ def kind_of(file: SharedFile, max_bytes: int) -> FileKind:
     raise UnreadableFile(f"not a kind of file the bot reads ({described}); it reads {READABLE_KINDS}")
 
 
-def file_text(kind: FileKind, data: bytes) -> str:
-    """The text of a downloaded file; `UnreadableFile` when there is none to be had."""
-    return pdf_text(data) if kind == "pdf" else decoded_text(data)
-
-
 def decoded_text(data: bytes) -> str:
     """UTF-8 text, bad bytes replaced by U+FFFD; binary content (NUL bytes) is refused."""
     if b"\x00" in data:
         raise UnreadableFile("binary content, not text")
     return data.decode("utf-8", errors="replace").removeprefix("\ufeff")
-
-
-def pdf_text(data: bytes) -> str:
-    """A PDF's text, page by page under ``--- page N ---`` lines."""
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise UnreadableFile("a password-protected PDF")
-        pages = [page.extract_text() or "" for page in reader.pages]
-    except UnreadableFile:
-        raise
-    except Exception as exc:  # pypdf raises many types (and plain ValueErrors) on broken files
-        raise UnreadableFile(f"a PDF that could not be read ({type(exc).__name__})") from exc
-    if not any(page.strip() for page in pages):
-        raise UnreadableFile("a PDF with no text in it (a scan?)")
-    return "\n".join(f"--- page {number} ---\n{text.strip()}" for number, text in enumerate(pages, start=1))
 
 
 def may_get_token(url: str, api_url: str) -> bool:

@@ -18,7 +18,17 @@ from langchain_core.messages import HumanMessage
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.material.fence import fenced, new_nonce
-from bot.material.files import SharedFile, Unread, UnreadableFile, download, file_text, kind_of, may_get_token
+from bot.material.files import (
+    FileKind,
+    SharedFile,
+    Unread,
+    UnreadableFile,
+    decoded_text,
+    download,
+    kind_of,
+    may_get_token,
+)
+from bot.material.pdf import pdf_text
 from bot.material.sources import Sources
 from bot.material.thread import AuthorNames, EarlierThread, bound_thread, earlier_messages
 from bot.slack.client import SLACK_ERRORS, describe_error
@@ -135,6 +145,12 @@ def within_budget(
     return tuple(read), tuple(unread)
 
 
+def file_text(kind: FileKind, data: bytes, max_chars: int) -> str:
+    """The text of a downloaded file, a PDF's extracted only while under `max_chars`;
+    `UnreadableFile` when there is none to be had."""
+    return pdf_text(data, max_chars) if kind == "pdf" else decoded_text(data)
+
+
 def read_local_files(
     paths: Sequence[Path], max_file_bytes: int, files_chars: int = MAX_FILES_CHARS
 ) -> Material:
@@ -149,7 +165,7 @@ def read_local_files(
             size=path.stat().st_size,
         )
         try:
-            texts.append(file_text(kind_of(file, max_file_bytes), path.read_bytes()))
+            texts.append(file_text(kind_of(file, max_file_bytes), path.read_bytes(), files_chars))
         except UnreadableFile as exc:
             texts.append(exc)
     files, unread = within_budget([path.name for path in paths], texts, files_chars)
@@ -213,7 +229,8 @@ class MaterialReader:
             if file.url and not may_get_token(file.url, self._api_url):
                 raise UnreadableFile("its link is not on Slack's file server")
             data = await download(self._session, file, token, self._max_file_bytes)
-            # Extracting a PDF's text takes CPU; keep the event loop (and other threads' runs) free.
-            return await asyncio.to_thread(file_text, kind, data)
+            # Extracting a PDF's text takes CPU (in a child process the thread waits on, up to its
+            # deadline); keep the event loop (and other threads' runs) free.
+            return await asyncio.to_thread(file_text, kind, data, self._files_chars)
         except UnreadableFile as exc:
             return exc

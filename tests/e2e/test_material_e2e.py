@@ -8,10 +8,11 @@ worker and the grader were sent.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.documents import pdf_bytes
+from tests.documents import pdf_bytes, shared_stream_pdf
 from tests.e2e.conftest import shared_bot
 from tests.e2e.test_bot_e2e import CRITERIA, RUBRIC, Service
 from tests.standins import slack_requests as sr
@@ -175,3 +176,34 @@ def test_a_file_shared_on_its_own_in_the_bots_thread_is_a_request(graded):
     s.wait_finals("CF3", root, 2)
 
     assert any("zed,99" in r.last_user_text for r in s.model.requests("worker"))
+
+
+def test_a_hostile_pdf_is_named_as_not_read_and_the_bots_memory_stays_bounded(
+    start_bot, slack_api, model_api
+):
+    """Thousands of pages sharing one compressed content stream, well under the download limit: the
+    request is answered, the file named as not read, and the bot's peak memory stays within 300 MB
+    of its size before it (the reading happens in a child process with bounds of its own)."""
+    model_api.worker, model_api.grader = (lambda request: DEFAULT_ANSWER), (lambda request: grade(CRITERIA))
+    s = Service(slack_api, model_api, start_bot())
+    channel = with_rubric(s, "CF9")
+    warm = s.mention("warm up before measuring", channel)
+    s.wait_finals(channel, warm, 1)
+    idle = _memory_kib(s.bot.pid, "VmRSS")
+    hostile = s.slack.add_file(
+        "brochure.pdf", shared_stream_pdf(pages=3_000, text_bytes=5_000_000), "application/pdf"
+    )
+
+    ts = mention_with_files(s, "read the brochure", channel, [hostile])
+    (final,) = s.wait_finals(channel, ts, 1)
+
+    assert DEFAULT_ANSWER in final.all_text
+    (line,) = [line for line in final.all_text.splitlines() if "Not read" in line]
+    assert "brochure.pdf" in line and "3,000 pages" in line
+    assert _memory_kib(s.bot.pid, "VmHWM") - idle < 300 * 1024
+
+
+def _memory_kib(pid: int, field: str) -> int:
+    """A field of the process's /proc status in KiB: VmRSS (now), VmHWM (its peak so far)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith(f"{field}:")))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import multiprocessing
+
 import pytest
 
 from bot.material.files import (
@@ -10,10 +12,11 @@ from bot.material.files import (
     decoded_text,
     kind_of,
     may_get_token,
-    pdf_text,
     shared_files,
 )
-from tests.documents import pdf_bytes
+from bot.material.pdf import MAX_PAGES, bounded_pdf_text, pdf_text
+from bot.material.reader import MAX_FILES_CHARS
+from tests.documents import pdf_bytes, shared_stream_pdf
 
 LIMIT = 1_000_000
 
@@ -70,15 +73,47 @@ def test_binary_content_behind_a_text_name_is_refused():
 
 
 def test_a_pdfs_text_comes_page_by_page():
-    text = pdf_text(pdf_bytes("First page words", "Second page words"))
+    text = pdf_text(pdf_bytes("First page words", "Second page words"), MAX_FILES_CHARS)
     assert text == "--- page 1 ---\nFirst page words\n--- page 2 ---\nSecond page words"
 
 
 def test_a_broken_or_textless_pdf_is_unreadable_with_a_reason():
     with pytest.raises(UnreadableFile, match="could not be read"):
-        pdf_text(b"%PDF-1.4 this is not really a pdf")
+        pdf_text(b"%PDF-1.4 this is not really a pdf", MAX_FILES_CHARS)
     with pytest.raises(UnreadableFile, match="no text"):
-        pdf_text(pdf_bytes(""))
+        pdf_text(pdf_bytes(""), MAX_FILES_CHARS)
+
+
+# -- hostile PDFs: each is small to download and asks for far more to read ----------------------
+
+
+def test_thousands_of_pages_sharing_one_content_stream_are_refused_by_their_count():
+    hostile = shared_stream_pdf(pages=3_000, text_bytes=5_000_000)
+    assert len(hostile) < 1_000_000  # well under the download limit
+    with pytest.raises(UnreadableFile, match=f"a PDF of 3,000 pages; the bot reads up to {MAX_PAGES:,}"):
+        pdf_text(hostile, MAX_FILES_CHARS)
+
+
+def test_text_past_the_cap_stops_the_extraction_at_the_page_that_passes_it():
+    hostile = shared_stream_pdf(pages=MAX_PAGES, text_bytes=2_000_000)
+    with pytest.raises(UnreadableFile, match=f"past the {MAX_FILES_CHARS:,} characters .*by page 1 of 500"):
+        bounded_pdf_text(hostile, MAX_FILES_CHARS)
+
+
+def test_a_stream_that_expands_past_the_limit_is_not_decompressed():
+    hostile = shared_stream_pdf(pages=1, text_bytes=30_000_000)
+    assert len(hostile) < 200_000  # a 150-fold expansion
+    with pytest.raises(UnreadableFile, match="could not be read"):
+        bounded_pdf_text(hostile, 10**9)
+
+
+def test_a_pdf_the_child_cannot_read_in_its_time_or_memory_is_named_and_the_child_is_gone():
+    hostile = shared_stream_pdf(pages=MAX_PAGES, text_bytes=5_000_000)
+    with pytest.raises(UnreadableFile, match=r"takes more than 0\.001 seconds"):
+        pdf_text(hostile, 10**9, seconds=0.001)
+    with pytest.raises(UnreadableFile, match="needs more memory"):
+        pdf_text(hostile, 10**9, memory=64 * 1024 * 1024)
+    assert multiprocessing.active_children() == []
 
 
 def test_the_token_goes_only_to_slacks_file_host_or_the_configured_api_host():
