@@ -8,6 +8,8 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urljoin
 
 from slack_bolt.authorization import AuthorizeResult
@@ -16,6 +18,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.listener.async_builtins import AsyncTokenRevocationListeners
 from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
 from slack_sdk.oauth.installation_store.sqlalchemy import AsyncSQLAlchemyInstallationStore
+from slack_sdk.oauth.sqlalchemy_utils import normalize_datetime_for_db
 from slack_sdk.oauth.state_store.sqlalchemy import AsyncSQLAlchemyOAuthStateStore
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -34,6 +37,19 @@ a stand-in for the Web API serves it as well."""
 
 STATE_EXPIRATION_SECONDS = 600
 """How long an installer has between opening the install page and coming back with Slack's code."""
+
+
+class ExpiringStateStore(AsyncSQLAlchemyOAuthStateStore):
+    """Bolt's SQLAlchemy OAuth state store, whose rows go only when used: issuing a state first
+    deletes the expired ones (by the store's own ``expire_at``), so visits of the install page that
+    never come back (anyone may open it) leave at most one expiry window's states behind."""
+
+    async def async_issue(self, *args: Any, **kwargs: Any) -> str:
+        now = normalize_datetime_for_db(datetime.now(UTC))
+        async with self.engine.begin() as connection:
+            await connection.execute(self.oauth_states.delete().where(self.oauth_states.c.expire_at <= now))
+        return await super().async_issue(*args, **kwargs)
+
 
 TOKEN_ROTATION_MINUTES = 120
 """A rotating bot token is refreshed when it expires within this many minutes (Slack's tokens live
@@ -107,7 +123,7 @@ async def open_installations(settings: Settings, client: AsyncWebClient) -> Asyn
             authorization_url=urljoin(settings.slack_api_url, AUTHORIZE_PATH),
             installation_store=store,
             token_rotation_expiration_minutes=TOKEN_ROTATION_MINUTES,
-            state_store=AsyncSQLAlchemyOAuthStateStore(
+            state_store=ExpiringStateStore(
                 STATE_EXPIRATION_SECONDS, writer, logger=logger, table_name=OAUTH_STATES_TABLE
             ),
             state_expiration_seconds=STATE_EXPIRATION_SECONDS,
