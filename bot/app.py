@@ -120,7 +120,11 @@ async def serve(
     probes = Probes(Readiness(socket_mode=socket_mode))
     async with AsyncExitStack() as starting:
         # /healthz answers from the start, and /readyz says "starting" until Slack's requests are served.
-        await starting.enter_async_context(serve_ops(settings.metrics_port if socket_mode else port, probes))
+        if socket_mode:
+            ops = serve_ops(settings.metrics_port, probes)
+        else:  # on Slack's port, whose requests meanwhile get 503 (come back), not 404
+            ops = serve_ops(port, probes, not_yet=(EVENTS_PATH,))
+        await starting.enter_async_context(ops)
         if await startup.prepare_database(settings.database, wait=wait_for_db, stop=stop) is None:
             return  # stopped while waiting for the database
         async with (

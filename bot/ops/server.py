@@ -4,7 +4,7 @@ port of their own (`RUBRIC_BOT_METRICS_PORT`) in Socket Mode and in `rubric-bot 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -46,11 +46,19 @@ def add_ops_routes(app: web.Application, probes: Probes) -> None:
     app.router.add_get(METRICS_PATH, metrics(probes.count_jobs))
 
 
+STARTING_RETRY_SECONDS = 5
+"""What a request sent to a path not served yet is told to wait before it tries again."""
+
+
 @asynccontextmanager
-async def serve_ops(port: int, probes: Probes) -> AsyncIterator[None]:
-    """Serve the three routes on `port` (all interfaces) for as long as the context is open."""
+async def serve_ops(port: int, probes: Probes, *, not_yet: Sequence[str] = ()) -> AsyncIterator[None]:
+    """Serve the three routes on `port` (all interfaces) for as long as the context is open; POSTs to
+    the `not_yet` paths (Slack's, while the process starts) are answered 503 with ``Retry-After``,
+    not 404: the sender is told to come back, not that nothing is there."""
     app = web.Application()
     add_ops_routes(app, probes)
+    for path in not_yet:
+        app.router.add_post(path, _starting)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
@@ -65,3 +73,11 @@ async def serve_ops(port: int, probes: Probes) -> AsyncIterator[None]:
         yield
     finally:
         await runner.cleanup()
+
+
+async def _starting(request: web.Request) -> web.Response:
+    return web.Response(
+        status=503,
+        text="starting: try again in a moment\n",
+        headers={"Retry-After": str(STARTING_RETRY_SECONDS)},
+    )

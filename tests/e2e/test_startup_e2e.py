@@ -33,6 +33,7 @@ from tests.e2e.conftest import (
     shows_password,
 )
 from tests.standins import free_port, wait_for
+from tests.standins import slack_requests as sr
 from tests.standins.tcp_link import TcpLink, via_link
 
 SERVE = ("serve", "--http", "--port", "{port}")
@@ -123,6 +124,9 @@ def test_wait_for_db_says_so_once_per_attempt_until_the_database_answers(start_b
     # Alive while it waits, and not ready: an orchestrator neither kills it nor sends it traffic.
     assert get(f"http://127.0.0.1:{bot.port}/healthz") == (200, "ok\n")
     assert get(f"http://127.0.0.1:{bot.port}/readyz") == (503, f"not ready: {STARTING}\n")
+    # Slack is told to come back (it retries events), not that nothing is there.
+    early = bot.sender.send(sr.event_callback(sr.app_mention("too early", "C1", sr.new_ts())))
+    assert early.status == 503 and early.headers.get("Retry-After") == "5"
 
     link.restore()
     bot.wait_until_ready()
