@@ -7,6 +7,9 @@ One folder per feature; each folder's ``__init__`` docstring is its map, one lin
 - ``listeners/``: Bolt listeners only: they register, ack and delegate to the feature that owns the work.
 - ``threads/``: one thread, one conversation: which messages are requests, the job queues, the runner,
   the thread's status and its messages.
+- ``streaming/``: a run's progress streamed as a plan in one message that ends with the answer.
+- ``assistant/``: Slack's assistant pane: its greeting and suggested prompts, its title, and the
+  channel beside it whose rubric a request there is graded by.
 - ``material/``: what people shared, read for a request: the thread the bot is called into and attached
   files, delimited as material for the worker and the grader.
 - ``review/``: team review of the grader: verdicts, the tally and buttons, the form, calibration.

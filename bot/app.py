@@ -223,6 +223,7 @@ async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Pro
             delivery_retry=settings.delivery_retry,
             workspaces=WorkspaceOverrides(Deployment.from_settings(settings), store),
             agents=agents,
+            streaming=settings.streaming,
         )
         if settings.retention_days is not None:
             schedule_retention(queue, store, checkpointer, settings.retention_days)

@@ -224,6 +224,7 @@ HINTS: dict[str, str] = {
         "set it to the whole number of days, at least 1, after a thread's last activity when its data "
         "is deleted, or unset it to keep threads until they are purged"
     ),
+    "RUBRIC_BOT_STREAMING": "set it to on or off (default on)",
     "RUBRIC_BOT_CONTEXT_TOKENS": (
         "set it to the tokens of thread history the worker is sent before older turns are summarized, "
         f"a whole number (default {DEFAULT_CONTEXT_TOKENS}; 0 never summarizes)"
@@ -316,6 +317,8 @@ class Settings(BaseSettings):
         DEFAULT_CONTEXT_TOKENS, validation_alias="RUBRIC_BOT_CONTEXT_TOKENS"
     )
     summary_model_override: str | None = Field(None, validation_alias="RUBRIC_BOT_SUMMARY_MODEL")
+    streaming: bool = Field(True, validation_alias="RUBRIC_BOT_STREAMING")
+    """Whether runs stream their progress as a plan where Slack takes it (`bot.streaming`)."""
 
     @field_validator("slack_bot_token")
     @classmethod

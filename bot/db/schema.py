@@ -42,6 +42,10 @@ from bot.workspaces.workspace import NO_ENTERPRISE
 FINAL_STEP: Final = "final"
 """The `posted.iteration` of a run's closing messages (its other rows hold iteration numbers)."""
 
+STREAM_STEP: Final = "stream"
+"""The `posted.iteration` of a run's streamed message (its plan of tasks, see `bot.streaming`):
+recorded as the stream starts, so a resumed run puts its answer there instead of starting another."""
+
 
 class UtcTimestamp(TypeDecorator[datetime]):
     """A timezone-aware moment, read back in UTC.

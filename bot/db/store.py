@@ -63,6 +63,7 @@ from bot.db import calibration, migrations
 from bot.db.database import SPEND_POOL_SIZE, WRITE_LOCK_OPTION, Database, DatabaseError, schema_lock
 from bot.db.schema import (
     FINAL_STEP,
+    STREAM_STEP,
     calibration_drops,
     channel_replays,
     channel_rubric_versions,
@@ -115,8 +116,9 @@ Verdict = Literal["pass", "fail", "1", "2", "3", "4", "5"]
 """A verdict on one criterion, the grader's or a reviewer's: pass/fail for a criterion of a list
 rubric, the score (as text) for a dimension of a scored rubric."""
 
-Step = int | Literal["final"]
-"""What a posted message belongs to: a grader iteration's number, or the run's final messages."""
+Step = int | Literal["final", "stream"]
+"""What a posted message belongs to: a grader iteration's number, the run's final messages, or
+its streamed plan."""
 
 
 @dataclass(frozen=True)
@@ -1136,7 +1138,7 @@ class Store:
         return [
             PostedMessage(
                 run_id=row["run_id"],
-                step=FINAL_STEP if row["iteration"] == FINAL_STEP else int(row["iteration"]),
+                step=_step(row["iteration"]),
                 part=row["part"],
                 message_ts=row["message_ts"],
                 posted_at=row["posted_at"],
@@ -1545,6 +1547,13 @@ async def _workspace_settings(
     editors = row.pop("rubric_editors")
     del row["enterprise"], row["team"]
     return WorkspaceSettingsRow(**row, rubric_editors=None if editors is None else tuple(editors))
+
+
+def _step(iteration: str) -> Step:
+    """A ledger row's step from its `posted.iteration`."""
+    if iteration in (FINAL_STEP, STREAM_STEP):
+        return FINAL_STEP if iteration == FINAL_STEP else STREAM_STEP
+    return int(iteration)
 
 
 def _ledger_row(run_id: int, step: Step, part: int, message_ts: str) -> dict[str, Any]:

@@ -22,9 +22,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from bot.db.database import describe_database_error, unavailable_error
-from bot.db.store import FINAL_STEP, PostedEvaluation, PostedPart, Step, Store
+from bot.db.store import FINAL_STEP, STREAM_STEP, PostedEvaluation, PostedPart, Step, Store
 from bot.ops import metrics
 from bot.slack.client import SLACK_ERRORS, describe_error, refused_for_now
 from bot.slack.messages import SlackMessage
@@ -43,6 +44,10 @@ first, doubling): a message missing from the ledger would be posted again by a r
 
 Poster = Callable[[SlackMessage], Awaitable[str]]
 """Posts one message in the run's thread; its ts. It raises what the Slack client raises."""
+
+StreamFinisher = Callable[[str, SlackMessage], Awaitable[str]]
+"""Puts a message into the run's streamed message (given its ts) instead of posting it; the ts the
+message is in. It raises what the Slack client raises for what Slack refuses for now."""
 
 
 @dataclass
@@ -137,6 +142,9 @@ class Delivery:
     lease: str | None = None
     """The attempt's hold on the run, checked before each post; None where no other process can
     take the run over (the embedded queue)."""
+    finish_stream: StreamFinisher | None = None
+    """Where the run streams its progress (`bot.streaming`): puts the first closing message into
+    the streamed message, so the answer ends the stream instead of following it."""
     _owed: list[_Owed] = field(default_factory=list)
     _unrecorded: list[PostedPart] = field(default_factory=list)
     _final_lost: bool = False
@@ -145,6 +153,26 @@ class Delivery:
     def thread(self) -> str:
         """The thread's id, for log lines."""
         return self.window.thread
+
+    @property
+    def stream_ts(self) -> str | None:
+        """The ts of the run's streamed message, if this or an earlier attempt started one."""
+        return self.posted.get((STREAM_STEP, 0))
+
+    def closing_poster(self) -> Poster:
+        """Posts a message that ends the run outside the ledger (a notice that it was cut short):
+        into the run's streamed message where it has one, so the stream does not hang open."""
+        stream_ts, finish = self.stream_ts, self.finish_stream
+        if stream_ts is None or finish is None:
+            return self.post_message
+        return partial(finish, stream_ts)
+
+    async def stream_started(self, ts: str, finish: StreamFinisher) -> None:
+        """The run streams in message `ts` (recorded at once: a resumed run answers there), and
+        `finish` puts the answer into it."""
+        self.posted[(STREAM_STEP, 0)] = ts
+        self.finish_stream = finish
+        await self._record(PostedPart(STREAM_STEP, 0, ts))
 
     async def post(
         self, step: Step, part: int, payload: SlackMessage, evaluation: PostedEvaluation | None = None
@@ -188,7 +216,7 @@ class Delivery:
             if self.lease is not None and not await self.store.holds_run(self.run_id, self.lease):
                 raise RunTakenOver(f"run {self.run_id} in thread {self.thread} was taken over")
             try:
-                ts = await self.post_message(owed.payload)
+                ts = await self._send(owed)
             except SLACK_ERRORS as exc:
                 metrics.slack_error()
                 if refused_for_now(exc):
@@ -204,6 +232,13 @@ class Delivery:
                 else:
                     await self._record(posted, owed.evaluation)
             self._owed.pop(0)
+
+    async def _send(self, owed: _Owed) -> str:
+        """Post an owed message, or put the first closing one into the run's streamed message."""
+        stream_ts = self.stream_ts
+        if (owed.step, owed.part) == (FINAL_STEP, 0) and stream_ts is not None and self.finish_stream:
+            return await self.finish_stream(stream_ts, owed.payload)
+        return await self.post_message(owed.payload)
 
     async def _record(self, posted: PostedPart, evaluation: PostedEvaluation | None = None) -> None:
         """Put a posted message in the ledger (with the evaluation it shows)."""
@@ -246,9 +281,11 @@ async def open_delivery(
     retry_for: float,
     resumed: bool,
     lease: str | None = None,
+    finish_stream: StreamFinisher | None = None,
 ) -> Delivery:
     """The run's delivery, knowing what an earlier attempt posted (only a resumed run can have),
-    posting while `lease` holds the run (if given)."""
+    posting while `lease` holds the run (if given); `finish_stream` puts the answer into a stream
+    an earlier attempt started."""
     posted = await store.posted_messages(run_id) if resumed else []
     done = {(p.step, p.part): p.message_ts for p in posted}
-    return Delivery(post_message, store, run_id, RetryWindow(thread, retry_for), done, lease)
+    return Delivery(post_message, store, run_id, RetryWindow(thread, retry_for), done, lease, finish_stream)

@@ -15,6 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.client import attempt
 from bot.threads.conversation import UserMessage
+from grading import RubricEvaluation
 
 WORKING_REACTION = "hourglass_flowing_sand"
 """Reaction put on a request while the bot works on it where the thread status is refused."""
@@ -47,6 +48,9 @@ class WorkingIndicator:
             self._reacting = True
             await react(self._client, "reactions_add", self._request)
 
+    async def run_started(self) -> None:
+        """The run's attempt holds the run and starts working (the status shows it already)."""
+
     async def drafting(self) -> None:
         """Show again that the worker is drafting, after a post in the thread took the status off."""
         await self._show(DRAFTING)
@@ -55,8 +59,11 @@ class WorkingIndicator:
         """Show that the grader is checking iteration ``iteration`` (0-based) of ``max_iterations``."""
         await self._show(GRADING.format(position=f"{iteration + 1}/{max_iterations}"))
 
-    async def revising(self) -> None:
-        """Show that the worker is revising after the grader's feedback."""
+    async def graded(self, evaluation: RubricEvaluation) -> None:
+        """The grader graded an iteration (its message says how it did)."""
+
+    async def revising(self, evaluation: RubricEvaluation) -> None:
+        """Show that the worker is revising after the grader's `evaluation`."""
         await self._show(REVISING)
 
     async def stop(self, *, posted_last: bool = False) -> None:
@@ -79,3 +86,11 @@ async def react(client: AsyncWebClient, method: str, request: UserMessage) -> No
     """Add (``reactions_add``) or remove (``reactions_remove``) ⏳ on a request; failures are logged."""
     call = getattr(client, method)(channel=request.channel, timestamp=request.ts, name=WORKING_REACTION)
     await attempt(call, f"{method} ⏳ in thread {request.thread_id}")
+
+
+async def clear_status(client: AsyncWebClient, request: UserMessage) -> None:
+    """Take the thread status off `request`'s thread (where no post in it did); failures are logged."""
+    await attempt(
+        AsyncSetStatus(client, request.channel, request.thread_ts)(CLEARED),
+        f"clear the thread status in {request.thread_id}",
+    )

@@ -66,6 +66,8 @@ from bot.slack.blocks import MAX_BLOCKS, context_block
 from bot.slack.client import attempt, describe_error
 from bot.slack.messages import NO_UNFURLS, SlackMessage
 from bot.slack.notices import log_failure, reference_words
+from bot.streaming.progress import StreamedProgress
+from bot.streaming.stream import finish_stream
 from bot.threads import render
 from bot.threads.conversation import (
     MessageChange,
@@ -98,7 +100,7 @@ from bot.threads.jobs import (
     RubricJob,
     ThreadScheduler,
 )
-from bot.threads.progress import WorkingIndicator, react
+from bot.threads.progress import WorkingIndicator, clear_status, react
 from bot.workspaces.clients import WorkspaceClients
 from bot.workspaces.settings import WorkspaceOverrides
 from grading import RubricError, RubricEvaluation, parse_rubric
@@ -162,6 +164,7 @@ class ThreadRunner:
         limits: DailyLimits = NO_LIMITS,
         workspaces: WorkspaceOverrides | None = None,
         agents: AgentPool | None = None,
+        streaming: bool = False,
     ) -> None:
         """`model_timeout` is what the models were built with (for the notice); `run_timeout` and
         the daily `limits` are enforced; `delivery_retry` is how long a run retries messages Slack
@@ -169,6 +172,8 @@ class ThreadRunner:
 
         With `workspaces`, each workspace's own limits apply instead of `limits`, and with `agents`
         too, its runs answer and grade with its own models (`agent` is then the deployment's).
+
+        With `streaming`, a run streams its progress as a plan where Slack takes it (`bot.streaming`).
 
         `reader` reads what requests share (the thread the bot is called into, attached files);
         without one, requests are their text alone. `checkpointer` is the agent's: deleted and
@@ -187,6 +192,7 @@ class ThreadRunner:
         self._model_timeout = model_timeout
         self._run_timeout = run_timeout
         self._delivery_retry = delivery_retry
+        self._streaming = streaming
         kinds: tuple[JobKind[Any], ...] = (
             JobKind(
                 RequestJob,
@@ -591,7 +597,11 @@ class ThreadRunner:
         """
         key = lease.key if lease else None
         delivery = await self._delivery(client, message, run_id, resumed=resumed, lease=key)
-        progress = WorkingIndicator(client, message)
+        progress = (
+            StreamedProgress(client, message, delivery)
+            if self._streaming
+            else WorkingIndicator(client, message)
+        )
         outcome: TurnOutcome | None = None
         status: RunStatus
         delivered = False
@@ -618,7 +628,7 @@ class ThreadRunner:
         except asyncio.CancelledError:
             # A durable job cut short runs again elsewhere and resumes; an embedded one is lost.
             if not self._queue.durable:
-                await self._tell_interrupted(client, message, run_id, started=True)
+                await self._tell_interrupted(client, message, run_id, started=True, delivery=delivery)
             raise
         finally:
             await progress.stop(posted_last=delivered)
@@ -712,6 +722,7 @@ class ThreadRunner:
         )
         if not start.holds_run:
             raise RunTakenOver(f"run {delivery.run_id} in thread {message.thread_id} was taken over")
+        await progress.run_started()
         if inputs is not None and start.channel_rubric:
             rubric_text = inputs["rubric"] = start.channel_rubric
         unread = start.unread
@@ -790,12 +801,13 @@ class ThreadRunner:
     ) -> None:
         payload = render.evaluation_message(evaluation, review=review_controls(evaluation))
         shown = PostedEvaluation(message.thread, evaluation, rubric_text)
+        await progress.graded(evaluation)
         await delivery.post(evaluation["iteration"], 0, payload, shown)
         if (
             evaluation["result"] == "needs_revision"
             and evaluation["iteration"] + 1 < evaluation["max_iterations"]
         ):
-            await progress.revising()
+            await progress.revising(evaluation)
 
     async def _post_final(self, delivery: Delivery, outcome: TurnOutcome, unread: Sequence[Unread]) -> None:
         """Post (or owe) the run's status and answer, with what was not read."""
@@ -819,14 +831,16 @@ class ThreadRunner:
     async def _delivery(
         self, client: AsyncWebClient, message: UserMessage, run_id: int, *, resumed: bool, lease: str | None
     ) -> Delivery:
+        post = partial(self._post, client, message)
         return await open_delivery(
-            partial(self._post, client, message),
+            post,
             self._store,
             run_id,
             message.thread_id,
             retry_for=self._delivery_retry,
             resumed=resumed,
             lease=lease,
+            finish_stream=partial(finish_stream, client, message.channel, post),
         )
 
     async def _record_undelivered(self, message: UserMessage, run_id: int, status: RunStatus) -> None:
@@ -842,32 +856,42 @@ class ThreadRunner:
     # -- interruptions ---------------------------------------------------------
 
     async def _tell_interrupted(
-        self, client: AsyncWebClient, message: UserMessage, run_id: int | None, *, started: bool
+        self,
+        client: AsyncWebClient,
+        message: UserMessage,
+        run_id: int | None,
+        *,
+        started: bool,
+        delivery: Delivery | None = None,
     ) -> None:
+        """Tell the thread the stopping process will not finish its request (in the run's streamed
+        message, if its `delivery` has one); one try."""
         what = "stopped before finishing" if started else "didn't get to"
-        told = await self._reply_once(
-            client,
-            message,
-            render.error_message(
-                f"The bot is restarting and {what} this request",
-                "Send it again in this thread once the bot is back.",
-            ),
+        notice = render.error_message(
+            f"The bot is restarting and {what} this request",
+            "Send it again in this thread once the bot is back.",
         )
+        if delivery is None:
+            told = await self._reply_once(client, message, notice)
+        else:
+            told = await attempt(delivery.closing_poster()(notice), f"post in thread {message.thread_id}")
         if run_id is not None:
             await self._store.mark_interrupted(run_id)
             if told is not None:  # otherwise the next start-up tells the thread
                 await self._store.acknowledge_interrupted(run_id)
 
     async def _tell_abandoned(self, client: AsyncWebClient, request: UserMessage, run_id: int) -> None:
-        """Tell the thread a run was lost with the process that ran it, and take its ⏳ off."""
-        told = await self.reply(
-            client,
-            request,
-            render.error_message(
-                "Your request was interrupted by a restart",
-                "The bot stopped before it finished, so it has no answer. Reply in this thread to try again.",
-            ),
+        """Tell the thread a run was lost with the process that ran it (in the streamed message the
+        run left open, if any), and take its ⏳ off."""
+        delivery = await self._delivery(client, request, run_id, resumed=True, lease=None)
+        notice = render.error_message(
+            "Your request was interrupted by a restart",
+            "The bot stopped before it finished, so it has no answer. Reply in this thread to try again.",
         )
+        window = RetryWindow(request.thread_id, self._delivery_retry)
+        told = await post_in_time(delivery.closing_poster(), notice, window)
+        if delivery.stream_ts is not None:  # no post took the run's status off
+            await clear_status(client, request)
         await react(client, "reactions_remove", request)
         if told is None:
             await self._store.release_interrupted(run_id)

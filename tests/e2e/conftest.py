@@ -62,6 +62,10 @@ SCRUBBED_ENV_PREFIXES = (
 """Settings inherited from the developer's shell that could point the bot at real services (or turn on
 tracing, which uploads to the internet); they are removed before the test's own are set."""
 
+STREAMING_SWITCH = "E2E_STREAMING"
+"""Set to ``off`` to run a suite with the bots' streaming off (``RUBRIC_BOT_STREAMING``); on by default,
+as in the product: ``E2E_STREAMING=off python -m pytest tests/e2e/…`` runs a suite the other way."""
+
 EnvOverrides = Mapping[str, str | None]
 
 
@@ -209,6 +213,7 @@ def bot_environment(slack_api: SlackApiStandin, model_api: ModelApiStandin, db_p
         OPENAI_API_KEY="test",
         RUBRIC_BOT_DB=str(db_path),
         RUBRIC_BOT_MAX_ITERATIONS="3",
+        RUBRIC_BOT_STREAMING=os.environ.get(STREAMING_SWITCH, "on"),
         # Socket Mode and worker processes serve /metrics on a port of their own: never a shared one.
         RUBRIC_BOT_METRICS_PORT=str(free_port()),
         NO_PROXY="127.0.0.1,localhost",

@@ -78,8 +78,11 @@ MAX_CONTEXT_ELEMENTS = 10
 MAX_BUTTON_VALUE_CHARS = 2_000
 """Longest ``value`` of a button element."""
 
-JSON_FORM_FIELDS = frozenset({"blocks", "attachments", "files", "metadata", "view", "prompts"})
+JSON_FORM_FIELDS = frozenset({"blocks", "attachments", "files", "metadata", "view", "prompts", "chunks"})
 """Arguments slack_sdk sends as JSON strings when it form-encodes a call; decoded so tests see structure."""
+
+TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
+"""The statuses a streamed plan's task may have (``task_update`` chunks)."""
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 """Largest request body accepted (file uploads); aiohttp's 1 MiB default is too small for files."""
@@ -186,6 +189,17 @@ class SlackMessage:
     edits: int = 0
     team: str | None = None
     """The workspace whose token posted it (with `add_workspace`), else None."""
+    streaming: bool = False
+    """Whether it is a stream (``chat.startStream``) not stopped yet: only then does Slack take
+    ``chat.appendStream`` and ``chat.stopStream`` on it."""
+    streamed: bool = False
+    """Whether it was started as a stream."""
+    plan_title: str | None = None
+    """The title of its plan (``plan_update`` chunks), if streamed with one."""
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Its plan's tasks as they stand, by id (``task_update`` chunks, later ones replacing earlier)."""
+    task_updates: list[dict[str, Any]] = field(default_factory=list)
+    """Every ``task_update`` chunk it was sent, in order."""
 
     @property
     def event_type(self) -> str | None:
@@ -196,6 +210,10 @@ class SlackMessage:
     def all_text(self) -> str:
         """The fallback text plus every text inside the blocks, one per line, for assertions."""
         return "\n".join([self.text, *block_texts(self.blocks)])
+
+    def task_titles(self) -> list[str]:
+        """Its plan's task titles, in the order the tasks were first sent."""
+        return [task["title"] for task in self.tasks.values()]
 
 
 @dataclass
@@ -274,6 +292,10 @@ class _State:
     workspaces: dict[str, StandinWorkspace] = field(default_factory=dict)  # by team
     codes: dict[str, str] = field(default_factory=dict)  # team by unused OAuth code
     caller: StandinWorkspace | None = None  # whose token the call being answered carries
+    titles: dict[tuple[str, str], str] = field(default_factory=dict)  # assistant thread title by thread
+    prompts: dict[tuple[str, str], list[dict[str, Any]]] = field(
+        default_factory=dict
+    )  # suggested prompts by assistant thread
 
 
 class SlackApiStandin(BackgroundServer):
@@ -309,6 +331,11 @@ class SlackApiStandin(BackgroundServer):
             "reactions.add": self._add_reaction,
             "reactions.remove": self._remove_reaction,
             "assistant.threads.setStatus": self._set_status,
+            "assistant.threads.setTitle": self._set_title,
+            "assistant.threads.setSuggestedPrompts": self._set_prompts,
+            "chat.startStream": self._start_stream,
+            "chat.appendStream": self._append_stream,
+            "chat.stopStream": self._stop_stream,
             "views.open": self._open_view,
             "views.push": self._open_view,
             "views.update": self._update_view,
@@ -539,6 +566,23 @@ class SlackApiStandin(BackgroundServer):
         """The Home tab view last published for `user`, or None."""
         with self._lock:
             return copy.deepcopy(self._state.homes.get(user))
+
+    def thread_title(self, channel: str, thread_ts: str) -> str | None:
+        """The assistant thread's title (``assistant.threads.setTitle``), if set."""
+        with self._lock:
+            return self._state.titles.get((channel, thread_ts))
+
+    def suggested_prompts(self, channel: str, thread_ts: str) -> list[dict[str, Any]]:
+        """The assistant thread's suggested prompts (``assistant.threads.setSuggestedPrompts``)."""
+        with self._lock:
+            return copy.deepcopy(self._state.prompts.get((channel, thread_ts), []))
+
+    def end_streams(self) -> None:
+        """End every open stream, as Slack does past its streaming window: from now on their
+        ``chat.appendStream`` and ``chat.stopStream`` get ``message_not_in_streaming_state``."""
+        with self._lock:
+            for message in self._state.messages.values():
+                message.streaming = False
 
     def thread_status(self, channel: str, thread_ts: str) -> str:
         """The bot's status shown in a thread now ('' when none): Slack clears it when the bot posts there."""
@@ -846,6 +890,72 @@ class SlackApiStandin(BackgroundServer):
             self._state.statuses.pop(thread, None)
         return {}
 
+    def _set_title(self, args: Args) -> Answer:
+        self._state.titles[_assistant_thread(args)] = str(args.get("title") or "")
+        return {}
+
+    def _set_prompts(self, args: Args) -> Answer:
+        prompts = args.get("prompts")
+        if not isinstance(prompts, list) or not all(
+            isinstance(p, dict) and p.get("title") and p.get("message") for p in prompts
+        ):
+            raise SlackError("invalid_arguments")
+        self._state.prompts[_assistant_thread(args)] = prompts
+        return {}
+
+    def _start_stream(self, args: Args) -> Answer:
+        channel = args.get("channel")
+        if not channel:
+            raise SlackError("channel_not_found")
+        if not args.get("thread_ts"):
+            raise SlackError("invalid_arguments", errors=["thread_ts is required: a stream goes in a thread"])
+        if not args.get("recipient_team_id"):
+            raise SlackError("missing_recipient_team_id")
+        if not args.get("recipient_user_id"):
+            raise SlackError("missing_recipient_user_id")
+        message = SlackMessage(
+            channel=str(channel),
+            ts=self._next_ts(),
+            thread_ts=str(args["thread_ts"]),
+            text="",
+            blocks=[],
+            metadata=None,
+            team=self._state.caller.team if self._state.caller else None,
+            streaming=True,
+            streamed=True,
+        )
+        _stream_into(message, args)
+        self._state.messages[(message.channel, message.ts)] = message
+        self._state.statuses.pop((message.channel, str(message.thread_ts)), None)
+        return {"channel": message.channel, "ts": message.ts}
+
+    def _append_stream(self, args: Args) -> Answer:
+        message = self._stream(args)
+        if not args.get("markdown_text") and not args.get("chunks"):
+            raise SlackError("invalid_arguments")
+        _stream_into(message, args)
+        return {"channel": message.channel, "ts": message.ts}
+
+    def _stop_stream(self, args: Args) -> Answer:
+        message = self._stream(args)
+        blocks = list(args.get("blocks") or [])
+        problems = block_problems(blocks)
+        if problems:
+            raise SlackError("invalid_blocks", errors=problems)
+        _stream_into(message, args)
+        message.blocks = blocks
+        if "metadata" in args:
+            message.metadata = args["metadata"]
+        message.streaming = False
+        return {"channel": message.channel, "ts": message.ts, "message": _message_json(message)}
+
+    def _stream(self, args: Args) -> SlackMessage:
+        """The streamed message a ``chat.appendStream`` or ``chat.stopStream`` is for, still streaming."""
+        message = self._posted(args.get("channel"), args.get("ts"))
+        if not message.streaming:
+            raise SlackError("message_not_in_streaming_state")
+        return message
+
     def _open_view(self, args: Args) -> Answer:
         return {"view": self._view(args, f"V{self._next_ts().replace('.', '')}")}
 
@@ -1009,6 +1119,37 @@ def _basic_credentials(request: web.Request) -> Args:
 def _bearer_token(request: web.Request) -> str | None:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     return token if scheme.lower() == "bearer" and token else None
+
+
+def _assistant_thread(args: Args) -> tuple[str, str]:
+    """The (channel, thread_ts) an ``assistant.threads.*`` call names; Slack refuses one without either."""
+    if not args.get("channel_id"):
+        raise SlackError("channel_not_found")
+    if not args.get("thread_ts"):
+        raise SlackError("invalid_thread_ts")
+    return str(args["channel_id"]), str(args["thread_ts"])
+
+
+def _stream_into(message: SlackMessage, args: Args) -> None:
+    """Apply a stream call's ``markdown_text`` and ``chunks`` to the streamed message."""
+    message.text += str(args.get("markdown_text") or "")
+    for chunk in args.get("chunks") or []:
+        kind = chunk.get("type")
+        if kind == "markdown_text":
+            message.text += str(chunk.get("text") or "")
+        elif kind == "plan_update":
+            message.plan_title = str(chunk.get("title") or "")
+        elif kind == "task_update":
+            if not chunk.get("id") or not chunk.get("title") or chunk.get("status") not in TASK_STATUSES:
+                raise SlackError("invalid_chunks")
+            message.tasks[str(chunk["id"])] = dict(chunk)
+            message.task_updates.append(dict(chunk))
+        elif kind == "blocks":
+            message.blocks.extend(chunk.get("blocks") or [])
+        else:
+            raise SlackError("invalid_chunks")
+    if len(message.text) > MAX_TEXT_CHARS:
+        raise SlackError("msg_too_long")
 
 
 def _validated_message(args: Args) -> str:

@@ -1,0 +1,111 @@
+"""The plan a run streams: one task per step of the revise-and-grade loop, as Slack's task chunks.
+
+Each step completes the task before it and opens its own, so the plan reads like the loop: a draft,
+a grading per iteration (with how many criteria it met), a revision after each failing one (naming
+the criteria it fixes). Criterion names come from the rubric people wrote: they are shown as plain
+text titles, on one line and shortened (`TITLE_MAX`), never as markup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slack_sdk.models.messages.chunk import Chunk, PlanUpdateChunk, TaskUpdateChunk
+
+from bot.slack.mrkdwn import truncate
+from grading import RubricEvaluation
+
+PLAN_TITLE = "Answering, then grading the answer against the rubric"
+"""The title of the plan above the tasks."""
+
+TITLE_MAX = 200
+"""Longest task title: a revision names its failing criteria, which a rubric can make long."""
+
+DRAFT_TASK = "draft"
+"""Task id of the worker's first answer."""
+
+DRAFTING = "Writing a draft"
+"""Title of the draft task."""
+
+GRADING = "Grading iteration {position}"
+"""Title of a grading task while it runs; ``position`` reads like ``2/3``."""
+
+GRADED = "Grading iteration {position}: {result}"
+"""Title of a grading task once graded; ``result`` like ``3 of 5 criteria met`` or ``all met``."""
+
+REVISING = "Revising: {criteria}"
+"""Title of a revision task, naming the criteria the grader failed."""
+
+
+@dataclass
+class Plan:
+    """The plan of one run, one task in progress at a time."""
+
+    _open: TaskUpdateChunk | None = None
+
+    def start(self) -> list[Chunk]:
+        """The plan's title and its first task: the worker writing a draft."""
+        return [PlanUpdateChunk(title=PLAN_TITLE), *self._next(DRAFT_TASK, DRAFTING)]
+
+    def grading(self, iteration: int, max_iterations: int) -> list[Chunk]:
+        """The grader is checking iteration `iteration` (0-based) of `max_iterations`."""
+        return self._next(
+            _grading_id(iteration), GRADING.format(position=_position(iteration, max_iterations))
+        )
+
+    def graded(self, evaluation: RubricEvaluation) -> list[Chunk]:
+        """The grader's result for an iteration: its task completed, saying how many criteria were met."""
+        position = _position(evaluation["iteration"], evaluation["max_iterations"])
+        task = TaskUpdateChunk(
+            id=_grading_id(evaluation["iteration"]),
+            title=_one_line(GRADED.format(position=position, result=_result(evaluation))),
+            status="error" if evaluation["result"] == "grader_error" else "complete",
+        )
+        self._open = None
+        return [task]
+
+    def revising(self, evaluation: RubricEvaluation) -> list[Chunk]:
+        """The worker is revising after `evaluation`, to fix the criteria it failed."""
+        failing = ", ".join(c["name"] for c in evaluation["criteria"] if not c["passed"])
+        return self._next(
+            f"revise-{evaluation['iteration'] + 1}",
+            REVISING.format(criteria=failing or "the grader's feedback"),
+        )
+
+    def close(self) -> list[Chunk]:
+        """The run is over: the task still in progress (if any) is completed."""
+        if self._open is None:
+            return []
+        done = TaskUpdateChunk(id=self._open.id, title=self._open.title, status="complete")
+        self._open = None
+        return [done]
+
+    def _next(self, task_id: str, title: str) -> list[Chunk]:
+        """Complete the open task and open `task_id`."""
+        closed = self.close()
+        self._open = TaskUpdateChunk(id=task_id, title=_one_line(title), status="in_progress")
+        return [*closed, self._open]
+
+
+def _grading_id(iteration: int) -> str:
+    return f"grade-{iteration + 1}"
+
+
+def _position(iteration: int, max_iterations: int) -> str:
+    return f"{iteration + 1}/{max_iterations}"
+
+
+def _result(evaluation: RubricEvaluation) -> str:
+    """How an iteration did, in a few words."""
+    if evaluation["result"] == "grader_error":
+        return "the grader failed"
+    criteria = evaluation["criteria"]
+    met = sum(1 for c in criteria if c["passed"])
+    if criteria and met == len(criteria):
+        return "all met"
+    return f"{met} of {len(criteria)} criteria met"
+
+
+def _one_line(title: str) -> str:
+    """`title` on one line, shortened to `TITLE_MAX`."""
+    return truncate(" ".join(title.split()), TITLE_MAX)

@@ -1,0 +1,67 @@
+"""A run's progress shown twice: the thread status (as `bot.threads.progress` does) and the streamed plan.
+
+The runner calls the same hooks either way; this one also streams each step as a task (see
+`bot.streaming.plan`) and gives the run's delivery the stream's message for the answer.
+"""
+
+from __future__ import annotations
+
+from slack_sdk.models.messages.chunk import Chunk
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.messages import SlackMessage
+from bot.streaming.plan import Plan
+from bot.streaming.stream import PlanStream, finish_stream
+from bot.threads.conversation import UserMessage
+from bot.threads.delivery import Delivery
+from bot.threads.progress import WorkingIndicator
+from grading import RubricEvaluation
+
+
+class StreamedProgress(WorkingIndicator):
+    """`WorkingIndicator` plus one streamed message whose plan follows the run."""
+
+    def __init__(self, client: AsyncWebClient, request: UserMessage, delivery: Delivery) -> None:
+        super().__init__(client, request)
+        self._client = client
+        self._delivery = delivery
+        self._stream = PlanStream(client, request)
+        self._plan = Plan()
+        self._stopped = False
+
+    async def run_started(self) -> None:
+        """Start the stream, unless an earlier attempt at the run started one (its answer goes
+        there) or the request has no one to stream to."""
+        if self._delivery.stream_ts is not None or not self._request.user:
+            return
+        ts = await self._stream.start(self._plan.start())
+        if ts is not None:
+            await self._delivery.stream_started(ts, self._finish)
+            await self.drafting()  # Slack took the status off with the streamed message
+
+    async def stop(self, *, posted_last: bool = False) -> None:
+        """As the thread status's `stop`, once: the answer put into the streamed message stopped it
+        first (that was no post, which would have taken the status off)."""
+        if not self._stopped:
+            self._stopped = True
+            await super().stop(posted_last=posted_last)
+
+    async def grading(self, iteration: int, max_iterations: int) -> None:
+        await super().grading(iteration, max_iterations)
+        await self._stream.append(self._plan.grading(iteration, max_iterations))
+
+    async def graded(self, evaluation: RubricEvaluation) -> None:
+        await self._stream.append(self._plan.graded(evaluation))
+
+    async def revising(self, evaluation: RubricEvaluation) -> None:
+        await super().revising(evaluation)
+        await self._stream.append(self._plan.revising(evaluation))
+
+    async def _finish(self, ts: str, payload: SlackMessage) -> str:
+        """Close the stream with the answer, the plan's open task completed; the thread status goes
+        first, so the thread never shows the answer with the bot still "working"."""
+        await self.stop()
+        chunks: list[Chunk] = self._plan.close()
+        return await finish_stream(
+            self._client, self._request.channel, self._delivery.post_message, ts, payload, chunks
+        )

@@ -1,0 +1,64 @@
+"""The plan a run streams: one task per step of the loop, each completed as the next starts."""
+
+from __future__ import annotations
+
+from bot.streaming.plan import TITLE_MAX, Plan
+from grading import RubricEvaluation
+
+
+def evaluation(iteration: int, failing: list[str], passing: list[str]) -> RubricEvaluation:
+    criteria = [{"name": n, "passed": False, "gap": "", "score": None} for n in failing]
+    criteria += [{"name": n, "passed": True, "gap": "", "score": None} for n in passing]
+    return RubricEvaluation(
+        grading_run_id="g1",
+        iteration=iteration,
+        max_iterations=3,
+        kind="list",
+        result="needs_revision" if failing else "satisfied",
+        explanation="",
+        criteria=criteria,  # type: ignore[typeddict-item]
+        unmatched=[],
+        score=None,
+        verdict=None,
+        usage=None,
+    )
+
+
+def steps(chunks: list) -> list[tuple[str, str, str]]:
+    return [(c.id, c.title, c.status) for c in chunks if c.type == "task_update"]
+
+
+def test_each_step_completes_the_task_before_it_and_names_what_the_grader_found():
+    plan = Plan()
+    first = evaluation(0, ["Cites a source"], ["Is polite", "Is short"])
+
+    assert [c.type for c in plan.start()] == ["plan_update", "task_update"]
+    assert steps(plan.grading(0, 3)) == [
+        ("draft", "Writing a draft", "complete"),
+        ("grade-1", "Grading iteration 1/3", "in_progress"),
+    ]
+    assert steps(plan.graded(first)) == [
+        ("grade-1", "Grading iteration 1/3: 2 of 3 criteria met", "complete")
+    ]
+    assert steps(plan.revising(first)) == [("revise-1", "Revising: Cites a source", "in_progress")]
+    assert steps(plan.grading(1, 3))[0] == ("revise-1", "Revising: Cites a source", "complete")
+    assert steps(plan.graded(evaluation(1, [], ["Cites a source"]))) == [
+        ("grade-2", "Grading iteration 2/3: all met", "complete")
+    ]
+    assert plan.close() == []  # nothing left in progress
+
+
+def test_a_run_without_grading_closes_its_draft_and_a_failed_grader_is_an_error():
+    plan = Plan()
+    plan.start()
+    assert steps(plan.close()) == [("draft", "Writing a draft", "complete")]
+    failed = {**evaluation(0, [], []), "result": "grader_error"}
+    assert steps(plan.graded(failed)) == [("grade-1", "Grading iteration 1/3: the grader failed", "error")]  # type: ignore[arg-type]
+
+
+def test_criterion_names_are_shown_on_one_line_and_shortened():
+    plan = Plan()
+    plan.start()
+    long_names = [f"Criterion\nnumber {n} " + "x" * 40 for n in range(10)]
+    ((_, title, _),) = steps(plan.revising(evaluation(0, long_names, [])))[1:]
+    assert "\n" not in title and len(title) <= TITLE_MAX

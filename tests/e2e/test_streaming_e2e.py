@@ -1,0 +1,105 @@
+"""A run's progress streamed as a plan, through the real bot over HTTP (`bot.streaming`).
+
+The run streams one message in the request's thread whose tasks follow the loop and which ends with
+the answer; each iteration's results, with their review buttons, are messages of their own after
+it. Where Slack refuses the stream, or ends it mid-run (the stand-in's `end_streams`, as Slack does
+past its streaming window), the thread still gets every iteration and the answer, once each. The
+bots here stream whatever `E2E_STREAMING` says; the suites it switches cover streaming off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.conftest import CRITERIA, RUBRIC, Service, evaluations, finals, shared_service
+from tests.standins.model_api import REVISED_ANSWER, ChatRequest, Json, Script, scripted_revision
+from tests.standins.slack_api import SlackMessage
+
+PLAN = [
+    "Writing a draft",
+    "Grading iteration 1/3: 1 of 2 criteria met",
+    f"Revising: {CRITERIA[0]}",
+    "Grading iteration 2/3: all met",
+]
+"""The plan of a run whose first answer fails the first criterion and whose revision passes."""
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    with shared_service(tmp_path_factory.mktemp("streaming"), {"RUBRIC_BOT_STREAMING": "on"}) as service:
+        yield service
+
+
+@pytest.fixture
+def s(service: Service) -> Service:
+    service.model.worker, service.model.grader = scripted_revision(CRITERIA)
+    return service
+
+
+def streamed(thread: list[SlackMessage]) -> list[SlackMessage]:
+    return [m for m in thread if m.streamed]
+
+
+def ask(s: Service, channel: str) -> str:
+    """A thread with the rubric and one request in it; its root."""
+    root = s.mention(f"rubric:\n{RUBRIC}", channel)
+    s.wait_text(channel, root, "Rubric set")
+    s.mention("Is coffee healthy?", channel, thread_ts=root)
+    return root
+
+
+def test_a_run_streams_one_message_whose_plan_names_each_iteration_and_ends_with_the_answer(s):
+    root = ask(s, "C1")
+    (final,) = s.wait_finals("C1", root, 1)
+
+    thread = s.thread("C1", root)
+    (stream,) = streamed(thread)
+    assert stream.ts == final.ts and not stream.streaming
+    assert stream.task_titles() == PLAN
+    assert {task["status"] for task in stream.tasks.values()} == {"complete"}
+    assert REVISED_ANSWER in stream.all_text
+    # Each iteration's results follow the streamed message, with their review buttons.
+    after = thread[thread.index(stream) + 1 :]
+    assert [m.event_type for m in after] == ["rubric_evaluation", "rubric_evaluation"]
+    assert all("review_agree" in str(m.blocks) for m in after)
+    # The thread status is still set, for clients that do not show streams.
+    statuses = [
+        c.args["status"]
+        for c in s.slack.calls("assistant.threads.setStatus")
+        if c.args.get("thread_ts") == root
+    ]
+    assert any("grading iteration 1/3" in status for status in statuses)
+
+
+def test_a_stream_slack_ends_mid_run_still_gets_every_iteration_and_the_answer_once(s):
+    draft, grader = s.model.worker, s.model.grader
+
+    def ending_the_stream(request: ChatRequest) -> Json:
+        s.slack.end_streams()  # as Slack does once its streaming window is over
+        return grader(request)
+
+    s.model.worker, s.model.grader = Script(draft, ending_the_stream)
+    root = ask(s, "C2")
+    (final,) = s.wait_finals("C2", root, 1)
+
+    thread = s.thread("C2", root)
+    (stream,) = streamed(thread)
+    assert stream.ts == final.ts  # the answer went into the streamed message with chat.update
+    assert stream.edits == 1 and REVISED_ANSWER in stream.all_text
+    titles = stream.task_titles()  # the plan as far as Slack took it
+    assert titles[0] == "Writing a draft" and len(titles) < len(PLAN)
+    assert len(evaluations(thread)) == 2
+    assert sum(REVISED_ANSWER in m.all_text for m in thread) == 1
+
+
+def test_a_stream_slack_refuses_leaves_the_run_posting_its_messages(s):
+    s.slack.error_next("chat.startStream", "not_allowed_token_type")
+    root = ask(s, "C3")
+    s.wait_finals("C3", root, 1)
+
+    thread = s.thread("C3", root)
+    assert streamed(thread) == []
+    assert [m.event_type for m in thread[1:]] == ["rubric_evaluation", "rubric_evaluation", "rubric_final"]
+    assert len(finals(thread)) == 1
