@@ -44,3 +44,14 @@ def test_a_distributed_manifest_needs_an_https_url_and_says_so_in_one_line(args,
     printed = capsys.readouterr()
     errors = printed.err.strip().splitlines()
     assert printed.out == "" and len(errors) == 1 and ("https" in errors[0] or "--url" in errors[0])
+
+
+@pytest.mark.parametrize("args", [[], ["--distributed", "--url", HOST]], ids=["shipped", "distributed"])
+def test_both_manifests_declare_the_assistant_pane_with_its_scope_and_events(args, capsys):
+    assert main(["manifest", *args]) == 0
+    manifest = yaml.safe_load(capsys.readouterr().out)
+
+    assert manifest["features"]["assistant_view"]["assistant_description"].strip()
+    assert "assistant:write" in manifest["oauth_config"]["scopes"]["bot"]
+    events = manifest["settings"]["event_subscriptions"]["bot_events"]
+    assert {"assistant_thread_started", "assistant_thread_context_changed", "message.im"} <= set(events)
