@@ -10,6 +10,7 @@ module's `register` attaches them all.
 - ``command_text``: the text typed after `/rubric`: which subcommand and its argument (pure).
 - ``actions``: the review buttons: Agree records a review, Disagree… opens the form.
 - ``views``: modal submissions: the channel-rubric editor and the review form.
+- ``assistant``: the assistant pane: it opened, its channel changed, a suggested question asked in it.
 - ``context``: how listeners reach the bot's services through the Bolt context.
 """
 
@@ -17,12 +18,13 @@ from __future__ import annotations
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.listeners import actions, events, rubric_command, views
+from bot.listeners import actions, assistant, events, rubric_command, views
 from bot.listeners.context import Services
 
 
 def register(app: AsyncApp, services: Services) -> None:
     """Attach the services and every listener to `app`."""
     app.use(services.attach)
-    for module in (events, rubric_command, actions, views):
+    # The assistant's first: Bolt gives an event to the first listener that matches it.
+    for module in (assistant, events, rubric_command, actions, views):
         module.register(app)

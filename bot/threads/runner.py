@@ -32,6 +32,7 @@ from bot.agent import (
     turn_evaluations,
     turn_so_far,
 )
+from bot.assistant.pane import in_pane, pane_channel, set_title
 from bot.config import DEFAULT_DELIVERY_RETRY, DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
 from bot.db.database import UNAVAILABLE_ERRORS, describe_database_error, unavailable_error
 from bot.db.spend import QuotaExceeded
@@ -511,7 +512,8 @@ class ThreadRunner:
         state = await self._agent.aget_state(agent_config(message.thread_id))
         scope, text = "thread", state.values.get("rubric")
         if not text:
-            scope, text = "channel", await self._store.get_channel_rubric(message.workspace, message.channel)
+            channel = await pane_channel(client, message) or message.channel
+            scope, text = "channel", await self._store.get_channel_rubric(message.workspace, channel)
         try:
             rubric = parse_rubric(text) if text else None
         except RubricError as exc:  # stored before a change to the rubric format
@@ -723,8 +725,13 @@ class ThreadRunner:
         if not start.holds_run:
             raise RunTakenOver(f"run {delivery.run_id} in thread {message.thread_id} was taken over")
         await progress.run_started()
-        if inputs is not None and start.channel_rubric:
-            rubric_text = inputs["rubric"] = start.channel_rubric
+        channel_rubric = start.channel_rubric
+        if inputs is not None and in_pane(message):
+            await set_title(client, message)
+            if not rubric_text and not channel_rubric:
+                channel_rubric = await self._pane_rubric(client, message)
+        if inputs is not None and channel_rubric:
+            rubric_text = inputs["rubric"] = channel_rubric
         unread = start.unread
         await self._tell_interrupted_runs(client, start.interrupted, progress)
         post_evaluation = partial(self._post_evaluation, message, rubric_text or "", progress, delivery)
@@ -756,6 +763,11 @@ class ThreadRunner:
         if self._workspaces is not None:
             outcome = outcome.priced(self._workspaces.in_force(start.settings).models)
         return outcome, unread
+
+    async def _pane_rubric(self, client: AsyncWebClient, message: UserMessage) -> str | None:
+        """The default rubric of the channel beside the assistant pane `message` is in, if any."""
+        beside = await pane_channel(client, message)
+        return await self._store.get_channel_rubric(message.workspace, beside) if beside else None
 
     def _agent_for(self, stored: WorkspaceSettingsRow | None) -> ConversationAgent:
         """The agent with the models of a workspace whose admins set `stored` (the deployment's

@@ -131,6 +131,23 @@ def app_mention(
     return event
 
 
+def assistant_thread(
+    kind: str, channel: str, thread_ts: str, beside: str, user: str = DEFAULT_USER, *, team: str = TEAM_ID
+) -> Json:
+    """An ``assistant_thread_started`` or ``assistant_thread_context_changed`` event (`kind`): the
+    assistant pane's thread `thread_ts` in the DM `channel`, opened beside the channel `beside`."""
+    return {
+        "type": kind,
+        "assistant_thread": {
+            "user_id": user,
+            "context": {"channel_id": beside, "team_id": team, "enterprise_id": None},
+            "channel_id": channel,
+            "thread_ts": thread_ts,
+        },
+        "event_ts": new_ts(),
+    }
+
+
 def message(
     text: str,
     channel: str,
