@@ -66,6 +66,9 @@ STREAMING_SWITCH = "E2E_STREAMING"
 """Set to ``off`` to run a suite with the bots' streaming off (``RUBRIC_BOT_STREAMING``); on by default,
 as in the product: ``E2E_STREAMING=off python -m pytest tests/e2e/…`` runs a suite the other way."""
 
+STREAMING = os.environ.get(STREAMING_SWITCH, "on") != "off"
+"""Whether this suite's bots stream their runs."""
+
 EnvOverrides = Mapping[str, str | None]
 
 
@@ -442,6 +445,13 @@ def shared_service(workdir: Path, env: Mapping[str, str] | None = None) -> Itera
 
 def finals(messages: list[SlackMessage]) -> list[SlackMessage]:
     return [m for m in messages if m.event_type == "rubric_final"]
+
+
+def run_messages(iterations: int) -> list[str]:
+    """The event types of a run's messages as its thread shows them, for a run of `iterations`:
+    streamed, the answer ends the run's first message (the plan), above the iterations' own."""
+    graded = ["rubric_evaluation"] * iterations
+    return ["rubric_final", *graded] if STREAMING else [*graded, "rubric_final"]
 
 
 def evaluations(messages: list[SlackMessage]) -> list[SlackMessage]:
