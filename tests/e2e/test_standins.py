@@ -44,7 +44,7 @@ from tests.standins.model_api import (
     fixed_grader,
     scripted_revision,
 )
-from tests.standins.slack_api import MAX_BLOCKS, SlackApiStandin
+from tests.standins.slack_api import KNOWN_METHODS, MAX_BLOCKS, SlackApiStandin
 from tests.standins.slack_requests import (
     SlackSender,
     app_mention,
@@ -134,6 +134,20 @@ def test_a_wrong_bot_token_is_refused(slack_api):
 
     assert raised.value.response["error"] == "invalid_auth"
     assert slack_api.messages() == []
+
+
+@pytest.mark.parametrize("method", ["chat.postMesage", "chat.scheduleMessage", "no.such.method"])
+def test_a_method_slack_does_not_have_here_is_refused_as_unknown_method(slack_api, web, method):
+    with pytest.raises(SlackApiError) as raised:
+        web.api_call(method, json={"channel": "C1", "text": "hi"})
+
+    assert raised.value.response["error"] == "unknown_method"
+    assert [call.ok for call in slack_api.calls(method)] == [False]
+    assert slack_api.messages() == []
+
+
+def test_every_method_the_stand_in_answers_is_a_known_one(slack_api):
+    assert set(slack_api._answers) <= KNOWN_METHODS
 
 
 def test_thread_messages_come_back_in_order_with_updates_applied(slack_api, web):

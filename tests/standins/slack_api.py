@@ -87,6 +87,36 @@ TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 """Largest request body accepted (file uploads); aiohttp's 1 MiB default is too small for files."""
 
+KNOWN_METHODS = frozenset(
+    {
+        "apps.connections.open",
+        "assistant.threads.setStatus",
+        "auth.test",
+        "chat.delete",
+        "chat.postEphemeral",
+        "chat.postMessage",
+        "chat.update",
+        "conversations.history",
+        "conversations.list",
+        "conversations.replies",
+        "files.completeUploadExternal",
+        "files.getUploadURLExternal",
+        "oauth.v2.access",
+        "reactions.add",
+        "reactions.remove",
+        "usergroups.list",
+        "usergroups.users.list",
+        "users.conversations",
+        "users.info",
+        "views.open",
+        "views.publish",
+        "views.push",
+        "views.update",
+    }
+)
+"""Every Web API method the stand-in serves (each named Slack method; one without an answer of its
+own gets a plain ``ok``). Any other name is answered ``unknown_method``, as Slack answers it: a
+misspelt or invented method fails in the tests as it would in Slack."""
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
 """Methods Slack accepts only with the app-level (``xapp-``) token; every other one takes the bot token."""
 FILES_PATH = "/files-pri/"
@@ -714,6 +744,8 @@ class SlackApiStandin(BackgroundServer):
             headers = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
             return fault.status, {"ok": False, "error": fault.error}, headers
         try:
+            if method not in KNOWN_METHODS:
+                raise SlackError("unknown_method")
             self._check_token(method, token)
             answer = self._answers.get(method, _plain_ok)(args)
         except SlackError as error:
