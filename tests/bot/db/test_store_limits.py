@@ -19,7 +19,11 @@ from bot.workspaces.workspace import Workspace
 T1 = Workspace("T1")
 """The workspace the tests' rows are filed under."""
 
-TODAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+def midnight() -> datetime:
+    """The start of today (UTC), read when a test asks, as the bot reads it for each admission: read
+    once at import, a run of the suite across midnight would count today's runs under yesterday."""
+    return datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 @pytest.fixture
@@ -31,7 +35,7 @@ async def store(database_url):
 
 def quota(estimate=0, day=None, **caps):
     """Today's quota reserving `estimate` tokens per run, with a `Cap` per level named."""
-    return RunQuota(day=day or TODAY.date(), estimate=estimate, caps=caps)
+    return RunQuota(day=day or midnight().date(), estimate=estimate, caps=caps)
 
 
 async def start(store, channel="C1", requester="U1", quota=None, ts="1.0", team="T1"):
@@ -48,7 +52,7 @@ async def test_a_requester_past_the_daily_request_limit_is_refused_and_others_ar
     assert (refused.value.quota, refused.value.limit) == ("requests", 2)
     await start(store, requester="U2", quota=two)
     # Runs of an earlier day do not count.
-    assert await start(store, quota=quota(day=TODAY.date() + timedelta(days=1), person=Cap(requests=2)))
+    assert await start(store, quota=quota(day=midnight().date() + timedelta(days=1), person=Cap(requests=2)))
 
 
 async def test_concurrent_admissions_cannot_both_take_the_last_place(store):
@@ -91,7 +95,7 @@ async def test_a_burst_against_a_budget_of_one_run_starts_at_most_one_run_more(s
 
 async def test_a_run_settles_its_reservation_at_the_tokens_it_used_and_a_deleted_one_gives_all_back(store):
     budget = quota(estimate=1_000)
-    spender = Spender(TODAY.date(), T1, "C1", "U1")
+    spender = Spender(midnight().date(), T1, "C1", "U1")
     finished, deleted = await start(store, quota=budget), await start(store, quota=budget, ts="2.0")
     assert (await store.spent_today(spender))["channel"].tokens == 2_000
 
@@ -119,14 +123,14 @@ async def test_a_workspace_and_the_deployment_cap_every_channel_of_theirs(store)
         await start(store, team="T3", quota=caps)
     assert (deployment.value.quota, deployment.value.limit) == ("deployment_tokens", 250)
     # Refusals gave back what they counted: T1 has its two runs, the deployment three.
-    spent = await store.spent_today(Spender(TODAY.date(), T1, "C3", "U2"))
+    spent = await store.spent_today(Spender(midnight().date(), T1, "C3", "U2"))
     assert (spent["workspace"].requests, spent["deployment"].requests) == (2, 3)
     assert "person" not in spent or spent["person"].requests == 0
 
 
 async def test_replay_tokens_count_toward_the_channel_workspace_and_deployment(store):
     await store.charge_replay(T1, "C1", 700)
-    spent = await store.spent_today(Spender(TODAY.date(), T1, "C1", "U1"))
+    spent = await store.spent_today(Spender(midnight().date(), T1, "C1", "U1"))
     assert {level: (s.requests, s.tokens) for level, s in spent.items()} == {
         "channel": (0, 700),
         "workspace": (0, 700),
@@ -144,13 +148,13 @@ async def test_usage_per_day_channel_and_requester(store):
     await start(store, requester="U2")
     await start(store, channel="C2")
 
-    rows = await store.usage(T1, "C1", TODAY)
+    rows = await store.usage(T1, "C1", midnight())
     day = datetime.now(UTC).date()
     assert [(r.day, r.channel, r.requester, r.requests, r.tokens) for r in rows] == [
         (day, "C1", "U1", 2, 42),
         (day, "C1", "U2", 1, 0),
     ]
-    assert {r.channel for r in await store.usage(None, None, TODAY)} == {"C1", "C2"}
+    assert {r.channel for r in await store.usage(None, None, midnight())} == {"C1", "C2"}
     assert await store.usage(T1, "C1", datetime.now(UTC) + timedelta(seconds=1)) == []
     assert isinstance(rows[0].day, date)
 
