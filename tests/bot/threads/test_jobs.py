@@ -495,6 +495,13 @@ async def test_a_process_stopping_while_the_database_is_unreachable_still_stops(
             recorder.gates["ending"].set()
             await recorder.wait_for("end ending")
             await asyncio.wait_for(queue.drain(grace=0.5), EVENT_TIMEOUT)
+    # The end the database never took is not recorded: the job is still the stopped worker's, to
+    # run again elsewhere as a dead worker's, rather than done or lost.
+    async with await psycopg.AsyncConnection.connect(postgres_url) as connection:
+        cursor = await connection.execute(
+            "SELECT status::text FROM procrastinate_jobs WHERE args->>'name' = 'ending'"
+        )
+        assert await cursor.fetchall() == [("doing",)]
 
 
 async def test_a_worker_that_stops_on_its_own_is_started_again(
