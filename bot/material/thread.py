@@ -1,8 +1,9 @@
 """A thread's earlier messages, for a bot called into a discussion it has not seen.
 
-`earlier_messages` asks Slack (``conversations.replies``, every page) and names each author
-(``users.info``, remembered by `AuthorNames`); `bound_thread` keeps the most recent messages that fit
-the character budget, as lines with time and author, and says how many earlier ones were left out.
+`earlier_messages` asks Slack (``conversations.replies``, up to `MAX_REPLY_PAGES` pages) and names
+each author (``users.info``, remembered by `AuthorNames`, up to `MAX_NAME_LOOKUPS` calls a read);
+`bound_thread` keeps the most recent messages that fit the character budget, as lines with time and
+author, and says how many earlier ones were left out.
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ from bot.threads.conversation import slack_unescape
 
 REPLIES_PAGE = 200
 """Messages asked of ``conversations.replies`` per page (Slack's recommended most is 200)."""
+
+MAX_REPLY_PAGES = 25
+"""Pages of ``conversations.replies`` one read asks for at most (5,000 messages at 200 a page): a
+longer thread is read from its start that far, and the rest is not read."""
+
+MAX_NAME_LOOKUPS = 50
+"""``users.info`` calls one read makes at most; authors past them are shown by their id."""
 
 NAMES_REMEMBERED = 5_000
 """People whose display names a process remembers (the least recently asked are forgotten first)."""
@@ -103,6 +111,10 @@ class AuthorNames:
         self._names: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._remembered = remembered
 
+    def knows(self, team: str, user: str) -> bool:
+        """Whether `user`'s name is remembered (asking for it makes no call)."""
+        return (team, user) in self._names
+
     async def name(self, client: AsyncWebClient, team: str, user: str) -> str:
         """`user`'s display name; their id when Slack cannot say (then asked again next time)."""
         key = (team, user)
@@ -135,24 +147,46 @@ async def earlier_messages(
     before_ts: str,
     bot_user_id: str,
     page_size: int = REPLIES_PAGE,
+    max_pages: int = MAX_REPLY_PAGES,
+    max_lookups: int = MAX_NAME_LOOKUPS,
 ) -> list[ThreadMessage]:
-    """The thread's messages before `before_ts`, oldest first, the bot's own left out (`page_size` a page).
+    """The thread's messages before `before_ts`, oldest first, the bot's own left out (`page_size` a
+    page, at most `max_pages` pages; at most `max_lookups` authors' names asked of Slack, the others
+    shown by id): bounded before `bound_thread` trims it, however long the thread.
 
     Raises what the client raises (`bot.slack.client.SLACK_ERRORS`) when Slack refuses.
     """
     found: list[ThreadMessage] = []
+    lookups = _Lookups(names, max_lookups)
     cursor: str | None = None
-    while True:
+    for _ in range(max_pages):
         page = await client.conversations_replies(
             channel=channel, ts=thread_ts, limit=page_size, cursor=cursor
         )
         for raw in page.get("messages") or []:
             if _wanted(raw, before_ts, bot_user_id):
-                author = await _author(client, names, team, raw)
+                author = await _author(client, lookups, team, raw)
                 found.append(ThreadMessage(author, raw["ts"], _message_text(raw)))
         cursor = (page.get("response_metadata") or {}).get("next_cursor")
         if not cursor:
-            return found
+            break
+    return found
+
+
+@dataclass
+class _Lookups:
+    """The names one read may ask Slack for: those remembered, and `left` more."""
+
+    names: AuthorNames
+    left: int
+
+    async def name(self, client: AsyncWebClient, team: str, user: str) -> str:
+        if self.names.knows(team, user):
+            return await self.names.name(client, team, user)
+        if self.left <= 0:
+            return user
+        self.left -= 1
+        return await self.names.name(client, team, user)
 
 
 def _wanted(raw: dict[str, Any], before_ts: str, bot_user_id: str) -> bool:
@@ -164,7 +198,7 @@ def _wanted(raw: dict[str, Any], before_ts: str, bot_user_id: str) -> bool:
     )
 
 
-async def _author(client: AsyncWebClient, names: AuthorNames, team: str, raw: dict[str, Any]) -> str:
+async def _author(client: AsyncWebClient, names: _Lookups, team: str, raw: dict[str, Any]) -> str:
     if raw.get("user") and not raw.get("bot_id"):
         return await names.name(client, team, raw["user"])
     return (raw.get("bot_profile") or {}).get("name") or raw.get("username") or "an app"

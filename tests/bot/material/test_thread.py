@@ -93,3 +93,32 @@ async def test_fetching_reads_every_page_names_authors_once_each_and_leaves_out_
         ]
         assert len(slack.calls("conversations.replies")) == 4  # 11 messages, 3 a page
         assert [c.args["user"] for c in slack.calls("users.info")] == ["UANA", "UGONE"]
+
+
+async def test_fetching_is_bounded_in_pages_and_name_lookups_however_long_the_thread():
+    with SlackApiStandin(token=TOKEN) as slack:
+        for n in range(6):
+            slack.add_user(f"U{n}", f"Person {n}")
+        slack.add_thread_messages(
+            "C1",
+            "1700000000.000100",
+            *[{"user": f"U{n % 6}", "text": f"point {n}", "ts": f"1700000{n:03d}.000100"} for n in range(30)],
+        )
+        client = build_client(Settings(slack_bot_token=TOKEN, slack_api_url=slack.api_url))
+
+        found = await earlier_messages(
+            client,
+            AuthorNames(),
+            team="T1",
+            channel="C1",
+            thread_ts="1700000000.000100",
+            before_ts="1700000999.000100",
+            bot_user_id=BOT_USER_ID,
+            page_size=5,
+            max_pages=3,
+            max_lookups=2,
+        )
+
+        assert len(slack.calls("conversations.replies")) == 3 and len(found) == 15  # of 30
+        assert len(slack.calls("users.info")) == 2
+        assert [m.author for m in found[:6]] == ["Person 0", "Person 1", "U2", "U3", "U4", "U5"]
