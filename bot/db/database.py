@@ -32,6 +32,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from bot.lifecycle.files import make_private
 
@@ -247,16 +248,22 @@ class Database:
             return str(self.sqlite_path)
         return self.url.set(drivername="postgresql").render_as_string(hide_password=True)
 
-    def create_engine(self, *, read_only: bool = False, pool_size: int = STORE_POOL_SIZE) -> AsyncEngine:
+    def create_engine(
+        self, *, read_only: bool = False, pool_size: int | None = STORE_POOL_SIZE
+    ) -> AsyncEngine:
         """An async SQLAlchemy engine; ``read_only`` opens SQLite with ``mode=ro`` and makes every
-        PostgreSQL transaction read-only, so nothing (not even a schema upgrade) can write."""
+        PostgreSQL transaction read-only, so nothing (not even a schema upgrade) can write. On
+        PostgreSQL it keeps `pool_size` connections; None: no pool (each connection is opened for its
+        user and closed when it is done)."""
         if self.is_postgres:
+            pooling: dict[str, Any] = (
+                {"poolclass": NullPool} if pool_size is None else {"pool_size": pool_size, "max_overflow": 0}
+            )
             return create_async_engine(
                 self.url,
                 connect_args=self._connection_name,
                 execution_options={"postgresql_readonly": read_only},
-                pool_size=pool_size,
-                max_overflow=0,
+                **pooling,
             )
         url = self.url
         if not read_only:

@@ -524,6 +524,9 @@ class Store:
         self._turns: AbstractAsyncContextManager[Any] = nullcontext() if self._postgres else asyncio.Lock()
         self._refreshes: WeakValueDictionary[tuple[str, int], asyncio.Lock] = WeakValueDictionary()
         self._replays: dict[tuple[Workspace, str], asyncio.Lock] = {}
+        self._replay_locks: AsyncEngine | None = None
+        """PostgreSQL: where a replay's lock connection comes from, opened when first needed: no
+        pool, so replays running for minutes never hold the connections other queries wait for."""
         self._counters: AsyncEngine | None = None
         """PostgreSQL: the spend counters' own autocommit engine, opened when first needed (see
         `_spending`)."""
@@ -560,8 +563,9 @@ class Store:
 
     async def close(self) -> None:
         """Close every connection; the Store cannot be used afterwards."""
-        if self._counters is not None:
-            await self._counters.dispose()
+        for extra in (self._counters, self._replay_locks):
+            if extra is not None:
+                await extra.dispose()
         await self._engine.dispose()
 
     async def ping(self) -> None:
@@ -763,7 +767,9 @@ class Store:
         self, workspace: Workspace, channel: str, user: str, cooldown: timedelta
     ) -> ReplayLease | ReplayRefused:
         key = {"key": f"replay:{_lock_scope(workspace)}:{channel}"}
-        connection = await self._engine.connect()
+        if self._replay_locks is None:  # a connection of its own, not the pool's, for the whole replay
+            self._replay_locks = self.database.create_engine(pool_size=None)
+        connection = await self._replay_locks.connect()
         try:
             locked = await connection.scalar(
                 text("SELECT pg_try_advisory_lock(hashtextextended(:key, 0))"), key

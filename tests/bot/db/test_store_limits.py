@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
+from bot.db.database import STORE_POOL_SIZE
 from bot.db.spend import Cap, QuotaExceeded, RunQuota, Spender
 from bot.db.store import ReplayLease, ReplayRefused, Store
 from bot.threads.conversation import ThreadKey
@@ -213,6 +214,25 @@ async def test_a_replay_lock_is_held_across_stores_and_freed_when_its_holder_goe
     finally:
         await first.close()
         await second.close()
+
+
+@pytest.mark.postgres
+async def test_replays_running_at_once_leave_the_stores_connections_to_everyone_else(postgres_url):
+    """More replays than the store keeps connections, all holding their channel's lock: the store
+    still answers other queries (a replay's lock is on a connection of its own, not the pool's)."""
+    store = await Store.open(postgres_url)
+    try:
+        leases = [
+            await store.start_replay(T1, f"CR{n}", "U1", timedelta(0)) for n in range(STORE_POOL_SIZE + 2)
+        ]
+        assert all(isinstance(lease, ReplayLease) for lease in leases)
+        await store.ping()
+        assert await start(store, channel="COTHER")  # a request elsewhere is admitted and recorded
+        for lease in leases:
+            assert isinstance(lease, ReplayLease)
+            await lease.release()
+    finally:
+        await store.close()
 
 
 async def _drop_advisory_lock_holders(store: Store) -> None:
