@@ -302,6 +302,9 @@ class Settings(BaseSettings):
         0, validation_alias="RUBRIC_BOT_WORKSPACE_DAILY_TOKENS"
     )
     daily_tokens: NonNegativeInt = Field(0, validation_alias="RUBRIC_BOT_DAILY_TOKENS")
+    daily_usd_per_channel: NonNegativeFloat = Field(0, validation_alias="RUBRIC_BOT_CHANNEL_DAILY_USD")
+    daily_usd_per_workspace: NonNegativeFloat = Field(0, validation_alias="RUBRIC_BOT_WORKSPACE_DAILY_USD")
+    daily_usd: NonNegativeFloat = Field(0, validation_alias="RUBRIC_BOT_DAILY_USD")
     run_token_estimate: NonNegativeInt = Field(
         DEFAULT_RUN_TOKEN_ESTIMATE, validation_alias="RUBRIC_BOT_RUN_TOKEN_ESTIMATE"
     )

@@ -179,6 +179,9 @@ def test_limits_and_permissions_names_every_guardrail_setting_and_command():
     for needed in (
         "`RUBRIC_BOT_DAILY_REQUESTS_PER_USER`",
         "`RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL`",
+        "`RUBRIC_BOT_CHANNEL_DAILY_USD`",
+        "`RUBRIC_BOT_WORKSPACE_DAILY_USD`",
+        "`RUBRIC_BOT_DAILY_USD`",
         "`RUBRIC_BOT_RUBRIC_EDITORS`",
         "`RUBRIC_BOT_REPLAY_COOLDOWN`",
         "`RUBRIC_BOT_ALLOWED_MODELS`",

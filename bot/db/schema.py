@@ -354,13 +354,15 @@ daily_spend = Table(
     Column("subject", Text, nullable=False, server_default=""),
     Column("requests", Integer, nullable=False, server_default="0"),
     Column("tokens", BigInteger, nullable=False, server_default="0"),
+    Column("usd", Float, nullable=False, server_default="0"),
     PrimaryKeyConstraint("day", "level", "enterprise", "team", "subject"),
 )
 """What each budget level spent on one UTC ``day`` (``YYYY-MM-DD``), counted as runs are admitted
 and settled (`bot.db.spend`): ``level`` is ``person`` (``subject`` the user), ``channel``
 (``subject`` the channel), ``workspace`` or ``deployment`` (no enterprise or team). ``requests`` are
 the runs admitted, ``tokens`` their worker and grader tokens, reserved estimates of the runs still
-going included, and the replays' grader tokens."""
+going included, and the replays' grader tokens; ``usd`` what the finished runs cost at list prices
+(added as each run ends; see `bot.limits.prices`)."""
 
 # -- OAuth mode: Bolt's installation and state stores --------------------------------------------
 # Their tables are the slack_sdk stores' own definitions, built into this metadata so that the

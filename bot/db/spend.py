@@ -34,15 +34,29 @@ deployment's."""
 LEVELS: tuple[SpendLevel, ...] = ("person", "channel", "workspace", "deployment")
 """Every level, narrowest first: the order a statement writes their rows in."""
 
-QuotaName = Literal["requests", "tokens", "workspace_tokens", "deployment_tokens"]
+QuotaName = Literal[
+    "requests",
+    "tokens",
+    "workspace_tokens",
+    "deployment_tokens",
+    "channel_usd",
+    "workspace_usd",
+    "deployment_usd",
+]
 """Which daily limit a refused run met: its requester's requests, or its channel's, workspace's or
-the deployment's tokens."""
+the deployment's tokens or money."""
+
+Amount = Literal["requests", "tokens", "usd"]
+"""What a counter counts: requests, model tokens, or the US dollars those tokens cost."""
 
 _QUOTA_OF: dict[tuple[SpendLevel, str], QuotaName] = {
     ("person", "requests"): "requests",
     ("channel", "tokens"): "tokens",
     ("workspace", "tokens"): "workspace_tokens",
     ("deployment", "tokens"): "deployment_tokens",
+    ("channel", "usd"): "channel_usd",
+    ("workspace", "usd"): "workspace_usd",
+    ("deployment", "usd"): "deployment_usd",
 }
 """The caps there are, by level and amount, and the limit each is as a refusal names it."""
 
@@ -54,6 +68,8 @@ class Cap:
 
     requests: int | None = None
     tokens: int | None = None
+    usd: float | None = None
+    """US dollars: counted when a run ends (a run reserves tokens, not money)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +89,7 @@ class RunQuota:
 class QuotaExceeded(Exception):
     """A run was not started: one of its levels met the day's limit (``quota``)."""
 
-    def __init__(self, quota: QuotaName, limit: int) -> None:
+    def __init__(self, quota: QuotaName, limit: float) -> None:
         super().__init__(f"daily {quota} limit of {limit} reached")
         self.quota: QuotaName = quota
         self.limit = limit
@@ -90,8 +106,9 @@ class Spender:
     """The person whose requests count; None (a replay, or a run from before requesters were
     kept): no person's counter is charged."""
 
-    def rows(self, requests: int, tokens: int) -> list[dict[str, object]]:
-        """The counter rows of every level, in `LEVELS` order, each adding `requests` and `tokens`."""
+    def rows(self, requests: int, tokens: int, usd: float = 0.0) -> list[dict[str, object]]:
+        """The counter rows of every level, in `LEVELS` order, each adding `requests`, `tokens` and
+        `usd`."""
         ws = self.workspace
         subjects: dict[SpendLevel, tuple[str, str, str]] = {
             "channel": (ws.enterprise, ws.team, self.channel),
@@ -109,6 +126,7 @@ class Spender:
                 "subject": subjects[level][2],
                 "requests": requests,
                 "tokens": tokens,
+                "usd": usd,
             }
             for level in LEVELS
             if level in subjects
@@ -122,24 +140,26 @@ class LevelSpend:
     level: SpendLevel
     requests: int
     tokens: int
+    usd: float = 0.0
 
 
 async def charge(
-    connection: AsyncConnection, spender: Spender, requests: int, tokens: int
+    connection: AsyncConnection, spender: Spender, requests: int, tokens: int, usd: float = 0.0
 ) -> list[LevelSpend]:
-    """Add `requests` and `tokens` (either may be negative: a give-back) to each of the spender's
-    levels in one statement; each level's counters after it."""
+    """Add `requests`, `tokens` and `usd` (any may be negative: a give-back) to each of the
+    spender's levels in one statement; each level's counters after it."""
     upsert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
-    adding = upsert(daily_spend).values(spender.rows(requests, tokens))
+    adding = upsert(daily_spend).values(spender.rows(requests, tokens, usd))
     statement = adding.on_conflict_do_update(
         index_elements=list(_KEY),
         set_={
             "requests": daily_spend.c.requests + adding.excluded.requests,
             "tokens": daily_spend.c.tokens + adding.excluded.tokens,
+            "usd": daily_spend.c.usd + adding.excluded.usd,
         },
-    ).returning(daily_spend.c.level, daily_spend.c.requests, daily_spend.c.tokens)
+    ).returning(daily_spend.c.level, daily_spend.c.requests, daily_spend.c.tokens, daily_spend.c.usd)
     result = await connection.execute(statement)
-    return [LevelSpend(row.level, int(row.requests), int(row.tokens)) for row in result]
+    return [LevelSpend(row.level, int(row.requests), int(row.tokens), float(row.usd)) for row in result]
 
 
 async def admit(connection: AsyncConnection, spender: Spender, quota: RunQuota) -> None:
@@ -156,8 +176,17 @@ def _refusal(after: list[LevelSpend], quota: RunQuota) -> QuotaExceeded | None:
     """The first cap, narrowest level first, that the counters before this run had reached."""
     for spent in sorted(after, key=lambda s: LEVELS.index(s.level)):
         cap = quota.cap(spent.level)
-        before = {"requests": spent.requests - 1, "tokens": spent.tokens - quota.estimate}
-        for amount, limit in (("requests", cap.requests), ("tokens", cap.tokens)):
+        before: dict[Amount, float] = {
+            "requests": spent.requests - 1,
+            "tokens": spent.tokens - quota.estimate,
+            "usd": spent.usd,
+        }
+        limits: tuple[tuple[Amount, float | None], ...] = (
+            ("requests", cap.requests),
+            ("tokens", cap.tokens),
+            ("usd", cap.usd),
+        )
+        for amount, limit in limits:
             if limit is not None and before[amount] >= limit:
                 return QuotaExceeded(_QUOTA_OF[spent.level, amount], limit)
     return None
@@ -166,11 +195,13 @@ def _refusal(after: list[LevelSpend], quota: RunQuota) -> QuotaExceeded | None:
 async def spent(connection: AsyncConnection, spender: Spender) -> dict[SpendLevel, LevelSpend]:
     """What each of the spender's levels spent on its day (a level with nothing spent is absent)."""
     keys = [tuple(row[k] for k in _KEY) for row in spender.rows(0, 0)]
-    query = select(daily_spend.c.level, daily_spend.c.requests, daily_spend.c.tokens).where(
-        tuple_(*(daily_spend.c[k] for k in _KEY)).in_(keys)
-    )
+    query = select(
+        daily_spend.c.level, daily_spend.c.requests, daily_spend.c.tokens, daily_spend.c.usd
+    ).where(tuple_(*(daily_spend.c[k] for k in _KEY)).in_(keys))
     result = await connection.execute(query)
-    return {row.level: LevelSpend(row.level, int(row.requests), int(row.tokens)) for row in result}
+    return {
+        row.level: LevelSpend(row.level, int(row.requests), int(row.tokens), float(row.usd)) for row in result
+    }
 
 
 @dataclass(frozen=True)
@@ -184,12 +215,13 @@ class SpendCounter:
     """The person or channel id; "" for a workspace and the deployment."""
     requests: int
     tokens: int
+    usd: float
 
 
 async def counters_of(connection: AsyncConnection, day: date) -> list[SpendCounter]:
     """Every counter of `day`, widest level first, then by workspace and subject."""
     query = (
-        select(*(daily_spend.c[k] for k in (*_KEY[1:], "requests", "tokens")))
+        select(*(daily_spend.c[k] for k in (*_KEY[1:], "requests", "tokens", "usd")))
         .where(daily_spend.c.day == day.isoformat())
         .order_by(daily_spend.c.enterprise, daily_spend.c.team, daily_spend.c.subject)
     )

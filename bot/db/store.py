@@ -871,14 +871,23 @@ class Store:
                     self._ledger, _ledger_row(run_id, part.step, part.part, part.message_ts)
                 )
             if tokens is not None:  # the reservation gives way to what the run used
-                await self._recharge(connection, run_id, requests=0, tokens=tokens)
+                usd = cost.usd if cost is not None else None
+                await self._recharge(connection, run_id, requests=0, tokens=tokens, usd=usd)
             await connection.execute(_RUN_UPDATE, {"of_run": run_id, **values})
 
     async def _recharge(
-        self, connection: AsyncConnection, run_id: int, *, requests: int, tokens: int
+        self,
+        connection: AsyncConnection,
+        run_id: int,
+        *,
+        requests: int,
+        tokens: int,
+        usd: float | None = None,
     ) -> None:
-        """Change what the run added to its day's spend counters to `tokens` (and `requests` more
-        requests), in the transaction of `connection` where the counters are in it."""
+        """Change what the run added to its day's spend counters to `tokens` and, when given, `usd`
+        (and `requests` more requests), in the transaction of `connection` where the counters are
+        in it. Money is what the run's recorded cost says it added, so recording it again adds
+        nothing."""
         row = (await connection.execute(_RUN_SPENDER, {"of_run": run_id})).first()
         if row is None:
             return
@@ -889,7 +898,8 @@ class Store:
             requester=row.requester,
         )
         async with self._spending(connection) as counters:
-            await charge(counters, spender, requests, tokens - row.charged_tokens)
+            money = 0.0 if usd is None else usd - (row.cost_usd or 0.0)
+            await charge(counters, spender, requests, tokens - row.charged_tokens, money)
 
     async def spent_today(self, spender: Spender) -> dict[SpendLevel, LevelSpend]:
         """What the spender's levels spent on its day, reservations of unfinished runs included."""
@@ -1832,9 +1842,15 @@ _WORKSPACE_SETTINGS = select(workspace_settings).where(*_bound(workspace_setting
 _CHANNEL_RUBRIC = select(channel_rubrics.c.rubric_text).where(*_bound(channel_rubrics, *_CHANNEL_KEYS))
 # Updates name their parameters apart from the columns they set (SQLAlchemy reserves those names).
 _RUN_SPENDER = select(
-    runs.c.enterprise, runs.c.team, runs.c.channel, runs.c.requester, runs.c.started_at, runs.c.charged_tokens
+    runs.c.enterprise,
+    runs.c.team,
+    runs.c.channel,
+    runs.c.requester,
+    runs.c.started_at,
+    runs.c.charged_tokens,
+    runs.c.cost_usd,
 ).where(runs.c.run_id == bindparam("of_run"))
-"""Whose spend counters a run charged, on which day, and how many tokens it charged them."""
+"""Whose spend counters a run charged, on which day, and how many tokens and dollars it charged them."""
 _RUN_UPDATE = update(runs).where(runs.c.run_id == bindparam("of_run"))
 """Set the run's columns given as parameters (with ``of_run``, the run's id)."""
 _CLAIM_INTERRUPTED_IN_THREAD = _claiming_interrupted(

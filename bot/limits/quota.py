@@ -1,6 +1,8 @@
 """The daily limits: requests per person (`RUBRIC_BOT_DAILY_REQUESTS_PER_USER`) and tokens per channel
 (`RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL`), per workspace (`RUBRIC_BOT_WORKSPACE_DAILY_TOKENS`) and for
-the whole deployment (`RUBRIC_BOT_DAILY_TOKENS`), per UTC day.
+the whole deployment (`RUBRIC_BOT_DAILY_TOKENS`), per UTC day; and the same three levels' budgets in
+money (`RUBRIC_BOT_CHANNEL_DAILY_USD`, `RUBRIC_BOT_WORKSPACE_DAILY_USD`, `RUBRIC_BOT_DAILY_USD`):
+whichever of a level's budgets is reached first refuses.
 
 The store admits a run against every level in one statement (`bot.db.spend.admit`), reserving
 `RUBRIC_BOT_RUN_TOKEN_ESTIMATE` tokens until the run ends, so requests arriving together cannot all
@@ -10,17 +12,39 @@ and when the day resets; no model is called for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
+from typing import TypeVar
 
 from bot.config import DEFAULT_RUN_TOKEN_ESTIMATE, Settings
 from bot.db.spend import Cap, QuotaName, RunQuota
+from bot.limits.prices import dollars
 from bot.slack.blocks import block_dicts, context_block, section_block
 from bot.slack.messages import SlackMessage
 from bot.slack.mrkdwn import slack_date
 
 NO_LIMIT = 0
 """The value of any limit setting that switches its limit off."""
+
+
+@dataclass(frozen=True)
+class MoneyLimits:
+    """The daily money budgets in US dollars (`RUBRIC_BOT_CHANNEL_DAILY_USD`,
+    `RUBRIC_BOT_WORKSPACE_DAILY_USD`, `RUBRIC_BOT_DAILY_USD`); None: no budget of that kind. A run's
+    money counts when it ends, priced from its tokens (`bot.limits.prices`)."""
+
+    per_channel: float | None = None
+    per_workspace: float | None = None
+    per_deployment: float | None = None
+
+    @classmethod
+    def of(cls, per_channel: float, per_workspace: float, per_deployment: float) -> MoneyLimits:
+        """The budgets of the settings' values, where `NO_LIMIT` switches one off."""
+        return cls(_limit(per_channel), _limit(per_workspace), _limit(per_deployment))
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> MoneyLimits:
+        return cls.of(settings.daily_usd_per_channel, settings.daily_usd_per_workspace, settings.daily_usd)
 
 
 @dataclass(frozen=True)
@@ -33,6 +57,8 @@ class DailyLimits:
     tokens_per_deployment: int | None = None
     run_estimate: int = DEFAULT_RUN_TOKEN_ESTIMATE
     """Tokens each run reserves from the token budgets until it ends."""
+    money: MoneyLimits = field(default_factory=MoneyLimits)
+    """The budgets in money; whichever of a level's budgets is reached first refuses."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DailyLimits:
@@ -42,6 +68,7 @@ class DailyLimits:
             settings.daily_tokens_per_workspace,
             settings.daily_tokens,
             run_estimate=settings.run_token_estimate,
+            money=MoneyLimits.from_settings(settings),
         )
 
     @classmethod
@@ -53,6 +80,7 @@ class DailyLimits:
         tokens_per_deployment: int = NO_LIMIT,
         *,
         run_estimate: int = DEFAULT_RUN_TOKEN_ESTIMATE,
+        money: MoneyLimits = MoneyLimits(),
     ) -> DailyLimits:
         """The limits of the settings' values, where `NO_LIMIT` switches one off."""
         return cls(
@@ -61,6 +89,7 @@ class DailyLimits:
             tokens_per_workspace=_limit(tokens_per_workspace),
             tokens_per_deployment=_limit(tokens_per_deployment),
             run_estimate=run_estimate,
+            money=money,
         )
 
     def quota(self, now: datetime) -> RunQuota:
@@ -71,14 +100,18 @@ class DailyLimits:
             estimate=self.run_estimate,
             caps={
                 "person": Cap(requests=self.requests_per_user),
-                "channel": Cap(tokens=self.tokens_per_channel),
-                "workspace": Cap(tokens=self.tokens_per_workspace),
-                "deployment": Cap(tokens=self.tokens_per_deployment),
+                "channel": Cap(tokens=self.tokens_per_channel, usd=self.money.per_channel),
+                "workspace": Cap(tokens=self.tokens_per_workspace, usd=self.money.per_workspace),
+                "deployment": Cap(tokens=self.tokens_per_deployment, usd=self.money.per_deployment),
             },
         )
 
 
-def _limit(value: int) -> int | None:
+Amount = TypeVar("Amount", int, float)
+"""A limit's value: a count (requests, tokens) or money."""
+
+
+def _limit(value: Amount) -> Amount | None:
     return None if value == NO_LIMIT else value
 
 
@@ -93,6 +126,19 @@ def next_reset(now: datetime) -> datetime:
 
 
 _REFUSALS: dict[QuotaName, tuple[str, str]] = {
+    "channel_usd": (
+        "This channel has used its budget of {limit} for today",
+        "Each channel's requests may cost that much per day (UTC) at list prices, worker and grader "
+        "together.",
+    ),
+    "workspace_usd": (
+        "This workspace has used its budget of {limit} for today",
+        "All the workspace's requests together may cost that much per day (UTC) at list prices.",
+    ),
+    "deployment_usd": (
+        "The bot has used its budget of {limit} for today",
+        "Every workspace's requests together may cost that much per day (UTC) at list prices.",
+    ),
     "requests": (
         "You have reached your limit of {limit:,} requests today",
         "Each person may ask the bot for that many answers per day (UTC) in this workspace.",
@@ -113,10 +159,10 @@ _REFUSALS: dict[QuotaName, tuple[str, str]] = {
 """Each limit's refusal: what was reached (with ``{limit}``), and what the limit is."""
 
 
-def refusal_message(quota: QuotaName, limit: int, now: datetime) -> SlackMessage:
+def refusal_message(quota: QuotaName, limit: float, now: datetime) -> SlackMessage:
     """The thread reply to a request refused at `now` by a daily limit: which, and when it resets."""
     summary, why = _REFUSALS[quota]
-    summary = summary.format(limit=limit)
+    summary = summary.format(limit=dollars(limit) if quota.endswith("_usd") else limit)
     resets = f"The limit resets at midnight UTC, {slack_date(next_reset(now))}; send the request again then."
     return {
         "text": f"{summary}, so I did not run this request.",

@@ -171,9 +171,13 @@ def budget_lines(budgets: dict[SpendLevel, LevelSpend], limits: DailyLimits) -> 
     def of(level: SpendLevel) -> LevelSpend:
         return budgets.get(level, LevelSpend(level, 0, 0))
 
-    def tokens(level: SpendLevel, limit: int | None) -> str:
-        spent = f"{of(level).tokens:,}"
-        return f"{spent} of {limit:,} tokens" if limit is not None else f"{spent} tokens (no budget)"
+    def level(name: SpendLevel, tokens: int | None, usd: float | None) -> str:
+        spent = f"{of(name).tokens:,}"
+        amount = f"{spent} of {tokens:,} tokens" if tokens is not None else f"{spent} tokens (no budget)"
+        cost = dollars(of(name).usd)
+        return f"{amount} · " + (f"{cost} of {dollars(usd)}" if usd is not None else f"{cost} (no budget)")
+
+    money = limits.money
 
     you = f"{of('person').requests:,}" + (
         f" of {limits.requests_per_user:,} requests" if limits.requests_per_user is not None else " requests"
@@ -182,9 +186,9 @@ def budget_lines(budgets: dict[SpendLevel, LevelSpend], limits: DailyLimits) -> 
         [
             "*Today's budgets (UTC), runs still going counted at their reservation:*",
             f"• You: {you}",
-            f"• This channel: {tokens('channel', limits.tokens_per_channel)}",
-            f"• This workspace: {tokens('workspace', limits.tokens_per_workspace)}",
-            f"• The whole bot: {tokens('deployment', limits.tokens_per_deployment)}",
+            f"• This channel: {level('channel', limits.tokens_per_channel, money.per_channel)}",
+            f"• This workspace: {level('workspace', limits.tokens_per_workspace, money.per_workspace)}",
+            f"• The whole bot: {level('deployment', limits.tokens_per_deployment, money.per_deployment)}",
         ]
     )
 
@@ -207,7 +211,17 @@ def limits_words(limits: DailyLimits) -> str:
             budget(limits.tokens_per_deployment, "day for the whole bot"),
         ]
     )
-    return f"Daily limits (reset at midnight UTC): {person}, {budgets} (worker and grader tokens)."
+    money = [
+        f"{dollars(limit)} per {per}"
+        for limit, per in (
+            (limits.money.per_channel, "channel"),
+            (limits.money.per_workspace, "workspace"),
+            (limits.money.per_deployment, "day for the whole bot"),
+        )
+        if limit is not None
+    ]
+    in_money = f"; in money: {', '.join(money)} at list prices" if money else ""
+    return f"Daily limits (reset at midnight UTC): {person}, {budgets} (worker and grader tokens){in_money}."
 
 
 def counters_table(counters: Sequence[SpendCounter]) -> str:
@@ -221,7 +235,7 @@ def counters_table(counters: Sequence[SpendCounter]) -> str:
         "channel": lambda c: f"channel {c.subject} ({_workspace(c)})",
         "person": lambda c: f"person {c.subject} ({_workspace(c)})",
     }
-    rows = [([names[c.level](c)], Totals(c.requests, c.tokens)) for c in counters]
+    rows = [([names[c.level](c)], Totals(c.requests, c.tokens, c.usd)) for c in counters]
     return _table("Today's budgets (UTC), runs still going at their reservation", ["Level"], rows)
 
 

@@ -126,7 +126,8 @@ class LimitJob(_MessageJob):
 
     quota: QuotaName
     """The limit it met: the person's requests or the channel's tokens."""
-    limit: int
+    limit: int | float
+    """The limit's value: requests or tokens, or US dollars for a money budget."""
     refused_at: datetime
     """When it was refused (the limit resets at the next midnight UTC)."""
 

@@ -11,14 +11,14 @@ deployment's value, and says so, rather than being used.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, Literal, TypeVar
 
 from bot.agent import ModelPair
 from bot.config import DEFAULT_RUN_TOKEN_ESTIMATE, EDITOR_ID, Settings
 from bot.db.store import Store, WorkspaceSettingsRow
-from bot.limits.quota import NO_LIMIT, DailyLimits
+from bot.limits.quota import NO_LIMIT, DailyLimits, MoneyLimits
 from bot.workspaces.workspace import Workspace
 
 T = TypeVar("T")
@@ -84,6 +84,8 @@ class Deployment:
     """The whole deployment's token budget (no workspace changes it); `NO_LIMIT` (0): none."""
     run_token_estimate: int = DEFAULT_RUN_TOKEN_ESTIMATE
     """Tokens a run reserves from the budgets until it ends."""
+    money: MoneyLimits = field(default_factory=MoneyLimits)
+    """The daily money budgets (no workspace changes them)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Deployment:
@@ -96,6 +98,7 @@ class Deployment:
             daily_tokens_per_workspace=settings.daily_tokens_per_workspace,
             daily_tokens=settings.daily_tokens,
             run_token_estimate=settings.run_token_estimate,
+            money=MoneyLimits.from_settings(settings),
             rubric_editors=settings.rubric_editors,
         )
 
@@ -130,6 +133,7 @@ class EffectiveSettings:
             self.daily_tokens_per_workspace.value,
             self.deployment.daily_tokens,
             run_estimate=self.deployment.run_token_estimate,
+            money=self.deployment.money,
         )
 
 

@@ -5,6 +5,7 @@ model the table does not know is "unpriced", never free."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing
@@ -14,8 +15,9 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from bot.limits.prices import dollars
-from tests.e2e.conftest import CRITERIA, BotProcess, Service
+from tests.e2e.conftest import CRITERIA, RUN_TIMEOUT, BotProcess, Service
 from tests.standins import slack_requests as sr
+from tests.standins import wait_for
 from tests.standins.model_api import ModelApiStandin, scripted_revision
 from tests.standins.slack_api import SlackApiStandin
 
@@ -39,11 +41,18 @@ def usage_answer(s: Service, channel: str) -> str:
 
 
 def stored_run(s: Service, channel: str) -> tuple[float, bool, dict[str, Any]]:
-    """The run's recorded cost, whether it is partly unpriced, and the tokens it was priced from."""
-    with closing(sqlite3.connect(s.db_path)) as db:
-        usd, unpriced, usage = db.execute(
-            "SELECT cost_usd, cost_unpriced, token_usage FROM runs WHERE channel = ?", (channel,)
-        ).fetchone()
+    """The run's recorded cost, whether it is partly unpriced, and the tokens it was priced from,
+    once the run's end is recorded (just after its final message is posted)."""
+
+    def recorded() -> tuple[Any, ...] | None:
+        with closing(sqlite3.connect(s.db_path)) as db:
+            return db.execute(
+                "SELECT cost_usd, cost_unpriced, token_usage FROM runs "
+                "WHERE channel = ? AND token_usage IS NOT NULL",
+                (channel,),
+            ).fetchone()
+
+    usd, unpriced, usage = wait_for(recorded, RUN_TIMEOUT, message=f"the cost of the run in {channel}")
     return usd, bool(unpriced), json.loads(usage)
 
 
@@ -87,3 +96,30 @@ def test_a_model_the_price_table_does_not_know_is_shown_as_unpriced_not_free(lau
     assert "$" not in final.all_text.split("Tokens this run:")[1]  # no made-up price
     assert stored_run(s, "C1")[1]
     assert "1 unpriced: a model not in the price table" in usage_answer(s, "C1")
+
+
+def test_a_channel_over_its_money_budget_refuses_the_next_request_and_another_channel_does_not(
+    start_bot, slack_api, model_api, database_url
+):
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    s = Service(
+        slack_api,
+        model_api,
+        start_bot(env={"RUBRIC_BOT_DB": database_url, "RUBRIC_BOT_CHANNEL_DAILY_USD": "0.0001"}),
+    )
+    s.set_channel_rubric("C1")
+    s.set_channel_rubric("C2")
+    root = s.mention("Spend the money", "C1")
+    (final,) = s.wait_finals("C1", root, 1)
+    spent = re.search(r"\$(\d+\.\d+)", final.all_text.split("Tokens this run:")[1])
+    assert spent is not None and float(spent.group(1)) > 0.0001  # this run alone passes the budget
+
+    s.say("One more here", "C1", thread_ts=root, user="U2")
+    refusal = s.wait_text("C1", root, "budget of $0.0001")
+    other = s.mention("Another channel's question", "C2")
+    s.wait_finals("C2", other, 1)
+
+    assert "This channel has used its budget of $0.0001 for today" in refusal.all_text
+    assert "midnight UTC" in refusal.all_text
+    assert s.worker_requests_for("One more here") == []
+    assert "$0.0001 per channel" in usage_answer(s, "C1")

@@ -14,6 +14,7 @@ from sqlalchemy.exc import DBAPIError
 from bot.db.database import STORE_POOL_SIZE
 from bot.db.spend import Cap, QuotaExceeded, RunQuota, Spender
 from bot.db.store import ReplayLease, ReplayRefused, Store
+from bot.limits.prices import run_cost
 from bot.threads.conversation import ThreadKey
 from bot.workspaces.workspace import Workspace
 
@@ -245,3 +246,20 @@ async def _drop_advisory_lock_holders(store: Store) -> None:
                 "AND pid <> pg_backend_pid()"
             )
         )
+
+
+async def test_a_channel_at_its_money_budget_refuses_new_runs_whichever_budget_is_reached_first(store):
+    spent = {"input_tokens": 100_000, "output_tokens": 10_000, "total_tokens": 110_000}
+    cost = run_cost({"worker": ("openai:gpt-4o-mini", spent)})  # $0.021 at list prices
+    budget = quota(channel=Cap(tokens=1_000_000, usd=0.02), workspace=Cap(usd=1.0))
+    run = await start(store, quota=budget)
+    await start(store, quota=budget)  # nothing spent yet: money counts when a run ends
+    await store.finish_run(run, "answered", tokens=110_000, cost=cost)
+    await store.finish_run(run, "answered", tokens=110_000, cost=cost)  # recorded twice, counted once
+
+    with pytest.raises(QuotaExceeded) as refused:
+        await start(store, requester="U2", quota=budget)
+    assert (refused.value.quota, refused.value.limit) == ("channel_usd", 0.02)
+    await start(store, channel="C2", quota=budget)  # the workspace's $1 has room
+    spender = Spender(midnight().date(), T1, "C1")
+    assert (await store.spent_today(spender))["channel"].usd == pytest.approx(cost.usd)
