@@ -14,6 +14,8 @@ One folder per feature; each folder's ``__init__`` docstring is its map, one lin
   files, delimited as material for the worker and the grader.
 - ``review/``: team review of the grader: verdicts, the tally and buttons, the form, calibration.
 - ``agreement/``: how far the grader agrees with the team: the report, replay, comparison and charts.
+- ``audit/``: the audit grader: a share of finished runs' final answers graded again on their own,
+  and the audit disagreement by iterations (is the worker learning the grader?).
 - ``limits/``: daily limits (requests per person, tokens per channel) and the usage they count.
 - ``governance/``: who may change grading (editors, admins), and rubric changes: versions, history,
   revert, announcements.

@@ -132,6 +132,14 @@ def init_summary_model(settings: Settings, worker: BaseChatModel) -> BaseChatMod
     return _load_models([("RUBRIC_BOT_SUMMARY_MODEL", spec)], settings.model_timeout)[spec]
 
 
+def init_audit_model(settings: Settings) -> BaseChatModel | None:
+    """The audit grader's model, `RUBRIC_BOT_AUDIT_MODEL`; None when it is not set (no audit)."""
+    spec = settings.audit_model
+    if not spec:
+        return None
+    return _load_models([("RUBRIC_BOT_AUDIT_MODEL", spec)], settings.model_timeout)[spec]
+
+
 def _load_models(specs: Sequence[tuple[str, str | None]], timeout: float) -> dict[str, BaseChatModel]:
     """The chat model of each (setting, model string) in `specs`, by model string (each loaded
     once); every problem together as one `ConfigError`."""

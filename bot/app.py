@@ -25,8 +25,9 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.logger import get_bolt_logger
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 
-from bot.agent import configured_agents
+from bot.agent import configured_agents, init_audit_model
 from bot.agreement.channel_replay import open_replays
+from bot.audit.auditor import Auditor
 from bot.config import DEFAULT_CONCURRENCY, Settings
 from bot.db.database import Checkpointer, open_checkpointer
 from bot.db.store import Store
@@ -224,6 +225,7 @@ async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Pro
             workspaces=WorkspaceOverrides(Deployment.from_settings(settings), store),
             agents=agents,
             streaming=settings.streaming,
+            auditor=_auditor(settings, store),
         )
         if settings.retention_days is not None:
             schedule_retention(queue, store, checkpointer, settings.retention_days)
@@ -236,6 +238,14 @@ async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Pro
             if abandoned := await runner.report_abandoned_runs(started):
                 logger.info("telling %d thread(s) that a restart interrupted their request", abandoned)
         yield Process(store, clients, runner, checkpointer)
+
+
+def _auditor(settings: Settings, store: Store) -> Auditor | None:
+    """The audit grader of `RUBRIC_BOT_AUDIT_MODEL`, if set (see `bot.audit`)."""
+    model = init_audit_model(settings)
+    if model is None or settings.audit_model is None:
+        return None
+    return Auditor(store, model, settings.audit_model, settings.audit_share)
 
 
 def _stop_event() -> asyncio.Event:

@@ -87,6 +87,11 @@ DEFAULT_RUN_TOKEN_ESTIMATE = 20_000
 used replaces them (`RUBRIC_BOT_RUN_TOKEN_ESTIMATE`): about a run of three grader iterations, so a
 burst of requests cannot start far more runs than a budget holds."""
 
+DEFAULT_AUDIT_SHARE = 0.1
+"""Share of finished runs the audit grader grades again when `RUBRIC_BOT_AUDIT_MODEL` is set and
+`RUBRIC_BOT_AUDIT_SHARE` is not: enough audits to see a trend over a few weeks, a tenth of a grader
+call per run in cost."""
+
 DEFAULT_REPLAY_COOLDOWN = 3600.0
 """Seconds between the starts of two `/rubric replay`s in one channel: each costs two grader calls
 per reviewed answer, and a second within the hour rarely tells anything new."""
@@ -232,6 +237,13 @@ HINTS: dict[str, str] = {
     "RUBRIC_BOT_SUMMARY_MODEL": (
         'set it to a langchain "provider:model" string, or unset it to summarize with the worker model'
     ),
+    "RUBRIC_BOT_AUDIT_MODEL": (
+        'set it to a langchain "provider:model" string for the audit grader, or unset it for no audit'
+    ),
+    "RUBRIC_BOT_AUDIT_SHARE": (
+        "set it to the share of finished runs the audit grader grades again, a number from 0 to 1 "
+        f"(default {DEFAULT_AUDIT_SHARE:g} when RUBRIC_BOT_AUDIT_MODEL is set)"
+    ),
 }
 """How to fix each setting, shown next to any problem with it."""
 
@@ -322,6 +334,10 @@ class Settings(BaseSettings):
     summary_model_override: str | None = Field(None, validation_alias="RUBRIC_BOT_SUMMARY_MODEL")
     streaming: bool = Field(True, validation_alias="RUBRIC_BOT_STREAMING")
     """Whether runs stream their progress as a plan where Slack takes it (`bot.streaming`)."""
+    audit_model: str | None = Field(None, validation_alias="RUBRIC_BOT_AUDIT_MODEL")
+    audit_share_override: Annotated[float, Field(ge=0, le=1)] | None = Field(
+        None, validation_alias="RUBRIC_BOT_AUDIT_SHARE"
+    )
 
     @field_validator("slack_bot_token")
     @classmethod
@@ -430,6 +446,14 @@ class Settings(BaseSettings):
         """Whether the bot is offered to many workspaces: installed with OAuth, one token per
         installation, rather than serving the one workspace of `SLACK_BOT_TOKEN`."""
         return self.slack_bot_token is None and self.slack_client_id is not None
+
+    @property
+    def audit_share(self) -> float:
+        """Share of finished runs the audit grader grades again: none without `RUBRIC_BOT_AUDIT_MODEL`,
+        else `RUBRIC_BOT_AUDIT_SHARE` or `DEFAULT_AUDIT_SHARE`."""
+        if not self.audit_model:
+            return 0.0
+        return DEFAULT_AUDIT_SHARE if self.audit_share_override is None else self.audit_share_override
 
     @property
     def grader_model(self) -> str | None:

@@ -19,6 +19,8 @@ Public API:
 - `CalibrationExample`, `CalibrationSource` — team verdicts shown to the grader as worked examples,
   and the (plain or async) function that supplies them.
 - `TranscriptGrader` — grade a transcript you already have once, as the middleware would.
+- `answer_only`, `agrade_answer`, `grade_answer` — grade a final answer on its own, once: the
+  request and the answer, none of the loop's drafts, feedback or calibration (an audit grader).
 - `MATERIAL_SOURCE` — marks a user message as material shared for the work (kept in the grader's
   transcript with the request) rather than a request.
 - `ANTHROPIC_LLM_TYPE` — the `_llm_type` of Anthropic chat models, whose prompts need cache
@@ -40,6 +42,7 @@ from grading.agreement import (
     majority_baseline,
     percent_agreement,
 )
+from grading.answer import agrade_answer, answer_only, grade_answer
 from grading.caching import ANTHROPIC_LLM_TYPE
 from grading.grader import MATERIAL_SOURCE, CalibrationExample
 from grading.middleware import (
@@ -94,7 +97,9 @@ __all__ = [
     "TranscriptGrader",
     "abstained",
     "aggregate",
+    "agrade_answer",
     "agreement_report",
+    "answer_only",
     "correlated_dimensions",
     "count_characters",
     "count_lines",
@@ -102,6 +107,7 @@ __all__ = [
     "count_syllables",
     "count_words",
     "difference_intervals",
+    "grade_answer",
     "kappa",
     "majority_baseline",
     "parse_rubric",

@@ -15,6 +15,7 @@ from slack_sdk.errors import SlackApiError
 from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
 from bot.agreement.report import Report, load_report, period_start, render_chart, report_table
+from bot.audit.report import AuditFigures, audit_lines, load_audit
 from bot.cli.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from bot.cli.subcommand import (
     SETTINGS_SOURCE,
@@ -65,6 +66,9 @@ def _run_report(args: argparse.Namespace) -> int:
     print(undelivered_table(runs.undelivered))
     print(material_line(runs.material))
     print(cost_line(runs.cost))
+    if runs.audit is not None and (lines := audit_lines(runs.audit)):
+        print()
+        print("\n".join(lines))
     if args.chart:
         try:
             render_chart(report, args.chart)
@@ -86,6 +90,8 @@ class RunFacts:
     """How much of what the requests shared was read."""
     cost: CostTally | None
     """What the runs cost."""
+    audit: AuditFigures | None
+    """The audit disagreement (see `bot.audit.report`)."""
 
 
 async def _report(
@@ -117,6 +123,7 @@ async def _run_facts(store: Store, channel: str | None, days: int | None) -> Run
         undelivered=await _recorded(store.undelivered_runs(None, channel, since)),
         material=await _recorded(store.material_tally(None, channel, since)),
         cost=await _recorded(store.cost_tally(None, channel, since)),
+        audit=await _recorded(load_audit(store, workspace=None, channel=channel, days=days)),
     )
 
 

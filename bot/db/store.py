@@ -59,11 +59,13 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from bot.db import audits as audits_db
 from bot.db import calibration, migrations
 from bot.db.database import SPEND_POOL_SIZE, WRITE_LOCK_OPTION, Database, DatabaseError, schema_lock
 from bot.db.schema import (
     FINAL_STEP,
     STREAM_STEP,
+    audits,
     calibration_drops,
     channel_replays,
     channel_rubric_versions,
@@ -883,11 +885,12 @@ class Store:
         requests: int,
         tokens: int,
         usd: float | None = None,
+        more: bool = False,
     ) -> None:
-        """Change what the run added to its day's spend counters to `tokens` and, when given, `usd`
-        (and `requests` more requests), in the transaction of `connection` where the counters are
-        in it. Money is what the run's recorded cost says it added, so recording it again adds
-        nothing."""
+        """Change what the run added to its day's spend counters to `tokens` (`more`: by `tokens`
+        more: an audit's) and, when given, `usd` (and `requests` more requests), in the transaction
+        of `connection` where the counters are in it. Money is what the run's recorded cost says it
+        added, so recording it again adds nothing."""
         row = (await connection.execute(_RUN_SPENDER, {"of_run": run_id})).first()
         if row is None:
             return
@@ -899,7 +902,8 @@ class Store:
         )
         async with self._spending(connection) as counters:
             money = 0.0 if usd is None else usd - (row.cost_usd or 0.0)
-            await charge(counters, spender, requests, tokens - row.charged_tokens, money)
+            added = tokens if more else tokens - row.charged_tokens
+            await charge(counters, spender, requests, added, money)
 
     async def spent_today(self, spender: Spender) -> dict[SpendLevel, LevelSpend]:
         """What the spender's levels spent on its day, reservations of unfinished runs included."""
@@ -1341,6 +1345,36 @@ class Store:
         """The channel's latest drops from calibration, newest first."""
         query = calibration.drops_query(_in_channel(calibration_drops, workspace, channel), limit)
         return [calibration.CalibrationDrop(**row) for row in await self._rows(query)]
+
+    # -- audits (see bot.db.audits) ---------------------------------------------------------------
+
+    async def start_audit(self, start: audits_db.AuditStart) -> bool:
+        """Record that the run's audit starts; False if it was started before (a run is audited once)."""
+        values = {**asdict(start), "created_at": _now()}
+        async with self._write() as connection:
+            started = await connection.execute(
+                self._upsert(audits).values(values).on_conflict_do_nothing().returning(audits.c.run_id)
+            )
+            return started.first() is not None
+
+    async def finish_audit(self, run_id: int, result: audits_db.AuditResult) -> None:
+        """Record the audit's result, and count its tokens with its run's."""
+        async with self._write() as connection:
+            await connection.execute(
+                audits_db.FINISH_AUDIT, {"of_run": run_id, **audits_db.result_values(result)}
+            )
+            if result.tokens:
+                await self._recharge(connection, run_id, requests=0, tokens=result.tokens, more=True)
+                await connection.execute(
+                    audits_db.ADD_RUN_TOKENS, {"of_run": run_id, "audit_tokens": result.tokens}
+                )
+
+    async def audits_in_channel(
+        self, workspace: Tenant | None, channel: str | None, since: datetime | None = None
+    ) -> list[audits_db.AuditRow]:
+        """The finished audits of a channel (None: of every one), oldest first; from ``since`` on if given."""
+        query = audits_db.finished_audits(_scope(audits, workspace, channel, since))
+        return [audits_db.AuditRow(**row) for row in await self._rows(query)]
 
     @staticmethod
     async def _reviews_of_iteration(
@@ -1815,6 +1849,7 @@ async def _erase_batch(
     ).rowcount
     erased["runs"] += (await connection.execute(delete(runs).where(runs.c.run_id.in_(run_ids)))).rowcount
     erased["evaluations"] += (await connection.execute(delete(evaluations).where(of(evaluations)))).rowcount
+    erased["audits"] += (await connection.execute(delete(audits).where(of(audits)))).rowcount
     if keep_verdicts:
         blanked = update(reviews).where(of(reviews), reviews.c.comment != "").values(comment="")
         erased["review comments"] += (await connection.execute(blanked)).rowcount

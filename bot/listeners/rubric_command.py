@@ -27,6 +27,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agreement.channel_replay import ReplayRequest, refusal_words
 from bot.agreement.report import Report, chart_upload, load_report, report_blocks
+from bot.audit.report import AuditFigures, audit_blocks, load_audit
 from bot.db.store import Store
 from bot.governance.calibration_drops import DROPS_IN_HISTORY, drop_example, drops_history, examples_message
 from bot.governance.changes import HISTORY_LENGTH, change_rubric, change_words, history_message
@@ -220,11 +221,12 @@ async def _report(call: Invocation) -> None:
     await _answer(call.ack, "Working out how far the grader agrees with this channel's reviews…")
     channel = call.channel
     report = await load_report(call.store, workspace=call.workspace, channel=channel, days=days)
+    audit = await load_audit(call.store, workspace=call.workspace, channel=channel, days=days)
     if report.reviews == 0:
-        await _respond(call.context, **report_blocks(report, channel=channel))
+        await _respond(call.context, **_with_audit(report_blocks(report, channel=channel), audit))
         return
     try:
-        await _post_report(call.client, report, channel)
+        await _post_report(call.client, report, audit, channel)
     except SLACK_ERRORS as exc:
         logger.warning("could not post the agreement report in %s: %s", channel, describe_error(exc))
         await _respond(
@@ -234,8 +236,15 @@ async def _report(call: Invocation) -> None:
         )
 
 
-async def _post_report(client: AsyncWebClient, report: Report, channel: str) -> None:
-    await client.chat_postMessage(channel=channel, **report_blocks(report, channel=channel), **NO_UNFURLS)
+def _with_audit(message: SlackMessage, audit: AuditFigures) -> SlackMessage:
+    """The report's message with the audit disagreement after it (when any run was audited)."""
+    return {**message, "blocks": [*message.get("blocks", []), *audit_blocks(audit)]}
+
+
+async def _post_report(client: AsyncWebClient, report: Report, audit: AuditFigures, channel: str) -> None:
+    await client.chat_postMessage(
+        channel=channel, **_with_audit(report_blocks(report, channel=channel), audit), **NO_UNFURLS
+    )
     chart = await asyncio.to_thread(chart_upload, report)
     await client.files_upload_v2(channel=channel, initial_comment=CHART_COMMENT, **chart)
 

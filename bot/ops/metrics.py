@@ -1,10 +1,11 @@
 """The bot's Prometheus metrics, and `/metrics`.
 
-The runner and the Slack client move the counters through `run_finished` and `slack_error`. Each
-`serve` or `worker` process keeps its own (Prometheus scrapes every process and adds them up):
-processes are started side by side, never forked behind one port, so prometheus_client's
-multiprocess mode is not needed. `rubric_bot_queue_jobs` is read from the job queue when scraped; on
-PostgreSQL every process reports the same shared queue, so take one process's value, not the sum.
+The runner, the Slack client and the auditor move the counters through `run_finished`, `slack_error`
+and `audit_finished`. Each `serve` or `worker` process keeps its own (Prometheus scrapes every
+process and adds them up): processes are started side by side, never forked behind one port, so
+prometheus_client's multiprocess mode is not needed. `rubric_bot_queue_jobs` is read from the job
+queue when scraped; on PostgreSQL every process reports the same shared queue, so take one
+process's value, not the sum.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
 
+from bot.db.audits import ITERATION_BUCKETS, AuditVerdict, iteration_bucket
 from bot.db.database import DATABASE_ERRORS, describe_database_error
 from bot.db.store import RunStatus
 from bot.limits.prices import ROLES
@@ -61,9 +63,18 @@ RUN_SECONDS = Histogram(
 )
 QUEUE_JOBS = Gauge("rubric_bot_queue_jobs", "Jobs in the job queue, by state", ["state"])
 SLACK_ERRORS = Counter("rubric_bot_slack_errors", "Slack Web API calls that failed after their retries")
+AUDITS = Counter(
+    "rubric_bot_audit",
+    "Finished runs the audit grader graded again: whether it agreed with the loop's grader (agree, "
+    "disagree, or error when it failed), how the loop ended (passed or failed) and the run's iterations",
+    ["agreement", "loop", "iterations"],
+)
 
 for _status in RUN_STATUSES:
     RUNS.labels(_status)
+for _agreement in ("agree", "disagree"):
+    for _bucket in ITERATION_BUCKETS:
+        AUDITS.labels(_agreement, "passed", _bucket)
 for _role in ROLES:
     TOKENS.labels(_role)
     COST.labels(_role)
@@ -85,6 +96,17 @@ def run_finished(status: RunStatus, seconds: float, outcome: TurnOutcome | None 
             COST.labels(role).inc(outcome.cost.role_usd(role))
         if outcome.cost.unpriced:
             UNPRICED_RUNS.inc()
+
+
+def audit_finished(verdict: AuditVerdict, *, loop_passed: bool, iterations: int, tokens: int | None) -> None:
+    """Count an audit that found `verdict` of a run the loop's grader passed (or not) in `iterations`,
+    and its tokens as the grader's."""
+    agreement = (
+        "error" if verdict == "error" else "agree" if (verdict == "pass") == loop_passed else "disagree"
+    )
+    AUDITS.labels(agreement, "passed" if loop_passed else "failed", iteration_bucket(iterations)).inc()
+    if tokens:
+        TOKENS.labels("grader").inc(tokens)
 
 
 def slack_error() -> None:

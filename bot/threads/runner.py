@@ -33,6 +33,7 @@ from bot.agent import (
     turn_so_far,
 )
 from bot.assistant.pane import in_pane, pane_channel, set_title
+from bot.audit.auditor import Auditor, FinishedRun
 from bot.config import DEFAULT_DELIVERY_RETRY, DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
 from bot.db.database import UNAVAILABLE_ERRORS, describe_database_error, unavailable_error
 from bot.db.spend import QuotaExceeded
@@ -166,6 +167,7 @@ class ThreadRunner:
         workspaces: WorkspaceOverrides | None = None,
         agents: AgentPool | None = None,
         streaming: bool = False,
+        auditor: Auditor | None = None,
     ) -> None:
         """`model_timeout` is what the models were built with (for the notice); `run_timeout` and
         the daily `limits` are enforced; `delivery_retry` is how long a run retries messages Slack
@@ -179,7 +181,8 @@ class ThreadRunner:
         `reader` reads what requests share (the thread the bot is called into, attached files);
         without one, requests are their text alone. `checkpointer` is the agent's: deleted and
         edited messages need it to drop older checkpoints. Each job talks to Slack with its own
-        workspace's client from `clients`.
+        workspace's client from `clients`. With an `auditor`, the runs it chooses are audited once
+        they are finished (see `bot.audit`).
         """
         self._agent = agent
         self._limits = limits
@@ -194,6 +197,7 @@ class ThreadRunner:
         self._run_timeout = run_timeout
         self._delivery_retry = delivery_retry
         self._streaming = streaming
+        self._auditor = auditor
         kinds: tuple[JobKind[Any], ...] = (
             JobKind(
                 RequestJob,
@@ -555,6 +559,8 @@ class ThreadRunner:
                     posted=ended.posted,
                     cost=outcome.cost if outcome else None,
                 )
+                if outcome is not None:
+                    await self._audit(message, run_id, outcome)
                 return
             except RunTakenOver:
                 logger.warning(
@@ -655,6 +661,25 @@ class ThreadRunner:
             await finish()
         if not delivered:
             await self._record_undelivered(message, run_id, status)
+
+    async def _audit(self, message: UserMessage, run_id: int, outcome: TurnOutcome) -> None:
+        """Audit the finished run if the auditor chooses it; a failure is logged, never the run's."""
+        if self._auditor is None or not self._auditor.wants(run_id, outcome.status):
+            return
+        try:
+            state = (await self._agent.aget_state(agent_config(message.thread_id))).values
+            finished = FinishedRun(
+                run_id=run_id,
+                thread=message.thread,
+                status=outcome.status or ANSWERED,
+                evaluations=outcome.evaluations,
+                rubric=state.get("rubric") or "",
+                messages=state.get("messages") or [],
+                answer=outcome.answer,
+            )
+            await self._auditor.audit(finished)
+        except Exception as exc:
+            log_failure(logger, f"auditing run {run_id} in thread {message.thread_id}", exc)
 
     async def _tell_database_failed(
         self, client: AsyncWebClient, message: UserMessage, run_id: int, failure: BaseException

@@ -40,6 +40,8 @@ ALL_SETTINGS = (
     "RUBRIC_BOT_THREAD_CONTEXT_CHARS",
     "RUBRIC_BOT_MAX_FILE_BYTES",
     "RUBRIC_BOT_METRICS_PORT",
+    "RUBRIC_BOT_AUDIT_MODEL",
+    "RUBRIC_BOT_AUDIT_SHARE",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
 )
@@ -88,6 +90,22 @@ def test_grader_model_and_socket_mode_follow_their_settings(monkeypatch):
 
     assert settings.grader_model_override == "anthropic:claude-sonnet-4-5"
     assert settings.socket_mode
+
+
+def test_the_audit_share_is_none_without_an_audit_model_a_tenth_with_one_and_between_0_and_1(monkeypatch):
+    monkeypatch.setenv("RUBRIC_BOT_AUDIT_SHARE", "0.5")
+    assert load_settings().audit_share == 0  # no audit model, no audit
+    monkeypatch.delenv("RUBRIC_BOT_AUDIT_SHARE")
+    monkeypatch.setenv("RUBRIC_BOT_AUDIT_MODEL", "openai:gpt-4o")
+    assert load_settings().audit_share == 0.1
+    monkeypatch.setenv("RUBRIC_BOT_AUDIT_SHARE", "1")
+    assert load_settings().audit_share == 1
+
+    monkeypatch.setenv("RUBRIC_BOT_AUDIT_SHARE", "1.5")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert "RUBRIC_BOT_AUDIT_SHARE is invalid" in str(caught.value)
+    assert "a number from 0 to 1" in str(caught.value)
 
 
 def test_the_run_timeout_follows_the_model_timeout_unless_set(monkeypatch):

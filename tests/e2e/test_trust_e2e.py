@@ -7,15 +7,27 @@ it is checked on a later grade the test waits for, never a clock window.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.conftest import CRITERIA, RUN_TIMEOUT, BotProcess, Service
+from bot.cli.main import main
+from tests.e2e.conftest import CRITERIA, RUBRIC, RUN_TIMEOUT, BotProcess, Service, get, responses
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
-from tests.standins.model_api import ModelApiStandin, scripted_revision
+from tests.standins.model_api import (
+    DEFAULT_GAP,
+    DRAFT_ANSWER,
+    REVISED_ANSWER,
+    ChatRequest,
+    ModelApiStandin,
+    grade,
+    scripted_revision,
+)
 from tests.standins.slack_api import SlackApiStandin, SlackMessage
 
 EDITOR = "UEDITOR"
@@ -99,3 +111,68 @@ def test_only_an_editors_or_a_seconded_disagreement_reaches_the_grader_and_an_ed
     )
     shown = ask_again(s, "C1", root, "Is milk healthy?")
     assert all("EDITOR-VOICE" not in text and "SECOND-VOICE" in text for text in shown)
+
+
+# -- the audit grader --------------------------------------------------------------------------------
+
+AUDIT_MODEL = "audit-model"
+"""The audit grader's model, as the model stand-in is asked for it."""
+
+
+def audit_samples(s: Service) -> dict[tuple[str, ...], float]:
+    """`rubric_bot_audit_total` on /metrics: its value by (agreement, loop, iterations)."""
+    status, text = get(f"http://127.0.0.1:{s.bot.port}/metrics")
+    assert status == 200
+    return {
+        (sample.labels["agreement"], sample.labels["loop"], sample.labels["iterations"]): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "rubric_bot_audit_total"
+    }
+
+
+def test_with_a_share_of_1_each_finished_run_gets_one_audit_call_never_shown_and_reported_by_iterations(
+    launch, database_url, capsys
+):
+    s = launch(RUBRIC_BOT_AUDIT_MODEL=f"openai:{AUDIT_MODEL}", RUBRIC_BOT_AUDIT_SHARE="1")
+    loop_grader = s.model.grader
+
+    def grader(request: ChatRequest) -> Any:
+        if request.model == AUDIT_MODEL:  # fails the answer that took a revision
+            return grade(CRITERIA, failing=("Is polite",) if "HARD" in request.all_text else ())
+        return grade(CRITERIA) if "EASY" in request.all_text else loop_grader(request)
+
+    s.model.grader = grader
+    assert "Channel default rubric set" in command(s, f"set {RUBRIC}", "C2", EDITOR)
+    easy = s.mention("An EASY question", "C2")
+    hard = s.mention("A HARD question", "C2")
+    s.wait_finals("C2", easy, 1)
+    s.wait_finals("C2", hard, 1)
+
+    def audits() -> list[ChatRequest]:
+        return [r for r in s.model.requests("grader") if r.model == AUDIT_MODEL]
+
+    wait_for(lambda: sum(audit_samples(s).values()) >= 2, RUN_TIMEOUT, message="both runs' audits counted")
+    assert len(audits()) == 2  # one each
+    hard_audit = next(r for r in audits() if "HARD" in r.all_text)
+    assert REVISED_ANSWER in hard_audit.all_text
+    assert DRAFT_ANSWER not in hard_audit.all_text and DEFAULT_GAP not in hard_audit.all_text  # no history
+    for root, iterations in ((easy, 1), (hard, 2)):
+        thread = s.thread("C2", root)
+        assert len([m for m in thread if m.event_type == "rubric_evaluation"]) == iterations
+        assert not any(AUDIT_MODEL in m.all_text or "audit" in m.all_text.lower() for m in thread)
+        assert len(s.finals("C2", root)) == 1
+
+    samples = audit_samples(s)
+    assert samples[("agree", "passed", "1")] == 1 and samples[("disagree", "passed", "2")] == 1
+    assert samples[("disagree", "passed", "1")] == 0 and samples[("agree", "passed", "2")] == 0
+
+    s.send(sr.slash_command("report", "C2", "UNOBODY", response_url=s.slack.response_url("C2")))
+    (told,) = wait_for(lambda: responses(s.slack, "C2"), RUN_TIMEOUT, message="the report's answer")
+    shown = json.dumps(told.args["blocks"], ensure_ascii=False)
+    assert "the audit grader failed 1 of 2 (50%)" in shown
+    assert "1 iteration: 0 of 1 (0%) · 2 iterations: 1 of 1 (100%) · 3+ iterations: none audited" in shown
+
+    assert main(["report", "--db", database_url, "--channel", "C2"]) == 0
+    printed = capsys.readouterr().out
+    assert "the audit grader failed 1 of 2 (50%)" in printed and "2 iterations: 1 of 1 (100%)" in printed

@@ -1,0 +1,47 @@
+"""The audit grader's pieces: which runs it audits, and how its disagreement is reported."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bot.audit.report import audit_figures, audit_lines
+from bot.audit.selection import is_audited
+from bot.db.audits import AuditRow, AuditVerdict
+
+
+def test_the_share_audited_is_about_the_share_asked_and_the_same_every_time_for_a_run():
+    chosen = [run for run in range(10_000) if is_audited(run, 0.1)]
+    assert 900 < len(chosen) < 1100
+    assert chosen == [run for run in range(10_000) if is_audited(run, 0.1)]  # reproducible
+    assert all(is_audited(run, 1) for run in range(1000))
+    assert not any(is_audited(run, 0) for run in range(1000))
+    assert set(chosen) <= {run for run in range(10_000) if is_audited(run, 0.5)}  # a larger share adds runs
+
+
+def audit(iterations: int, loop_passed: bool, verdict: AuditVerdict) -> AuditRow:
+    return AuditRow(1, "T1", "C1", "1.0", "g", iterations, loop_passed, "m", verdict, "", datetime.now(UTC))
+
+
+def test_the_disagreement_is_among_runs_the_loop_passed_overall_and_by_iterations():
+    rows = [
+        audit(1, True, "pass"),
+        audit(1, True, "pass"),
+        audit(2, True, "fail"),
+        audit(2, True, "pass"),
+        audit(4, True, "fail"),
+        audit(3, False, "fail"),  # the loop did not pass it: not in the shares
+        audit(1, True, "error"),  # the audit grader failed: left out and said so
+    ]
+
+    figures = audit_figures(rows)
+
+    assert (figures.overall.passed, figures.overall.failed_by_audit) == (5, 2)
+    assert [(s.passed, s.failed_by_audit) for s in figures.by_iterations.values()] == [(2, 0), (2, 1), (1, 1)]
+    assert audit_lines(figures) == [
+        "Audit disagreement: of the runs the loop's grader passed, the audit grader failed 2 of 5 (40%).",
+        "By iterations the run took — 1 iteration: 0 of 2 (0%) · 2 iterations: 1 of 2 (50%) · "
+        "3+ iterations: 1 of 1 (100%). A share that rises with iterations means the worker is learning "
+        "the grader rather than the rubric.",
+        "1 audit(s) failed to grade and are left out.",
+    ]
+    assert audit_lines(audit_figures([])) == []
