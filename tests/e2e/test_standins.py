@@ -11,7 +11,7 @@ import json
 import sys
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal
+from typing import Any, Literal
 
 import aiohttp
 import openai
@@ -321,6 +321,61 @@ def test_views_get_an_id_that_updates_keep(web):
 
     assert opened["view"]["callback_id"] == "rubric_edit"
     assert updated["view"]["id"] == opened["view"]["id"]
+
+
+def plain(text: str) -> dict[str, str]:
+    return {"type": "plain_text", "text": text}
+
+
+def input_block(block_id: str, action_id: str = "value") -> dict[str, Any]:
+    return {
+        "type": "input",
+        "block_id": block_id,
+        "label": plain("A"),
+        "element": {"type": "plain_text_input", "action_id": action_id},
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"title": plain("A title of twenty-five ch")}, "/view/title/text"),
+        ({"submit": plain("A submit button's long label")}, "/view/submit/text"),
+        ({"blocks": [input_block(f"b{n}") for n in range(101)]}, "no more than 100 items"),
+        ({"blocks": [input_block("same"), input_block("same")]}, "duplicate block_id 'same'"),
+        ({"blocks": [{"type": "input", "block_id": "b1", "label": plain("A")}]}, "/view/blocks/0/element"),
+        (
+            {
+                "blocks": [
+                    {
+                        "type": "actions",
+                        "elements": [
+                            {"type": "button", "text": plain("A"), "action_id": "go"},
+                            {"type": "button", "text": plain("B"), "action_id": "go"},
+                        ],
+                    }
+                ]
+            },
+            "duplicate action_id 'go'",
+        ),
+        ({"type": "home"}, "/view/type"),
+    ],
+)
+@pytest.mark.parametrize("method", ["views.open", "views.push", "views.update"])
+def test_a_modal_slack_would_refuse_is_invalid_arguments(slack_api, web, method, change, problem):
+    view = {"type": "modal", "title": plain("Rubric"), "blocks": [input_block("b1")]} | change
+    ids = {"view_id": "V1"} if method == "views.update" else {"trigger_id": "1.2.3"}
+
+    with pytest.raises(SlackApiError) as raised:
+        web.api_call(method, json={**ids, "view": view})
+
+    assert raised.value.response["error"] == "invalid_arguments"
+    assert any(problem in error for error in raised.value.response["errors"])
+    web.api_call(method, json={**ids, "view": {**view, **VALID_MODAL}})  # the same, fixed, is taken
+
+
+VALID_MODAL = {"type": "modal", "title": plain("Rubric"), "submit": plain("Save"), "blocks": []}
+"""What the refused modals become once fixed."""
 
 
 async def test_get_methods_and_unknown_methods_are_answered_and_recorded(slack_api):

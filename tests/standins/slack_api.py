@@ -61,6 +61,8 @@ MAX_BLOCKS = 50
 """Slack rejects a message with more blocks than this (``invalid_blocks``)."""
 MAX_VIEW_BLOCKS = 100
 """Slack rejects a modal or Home tab with more blocks than this."""
+MAX_MODAL_TITLE_CHARS = 24
+"""Slack rejects a modal whose title (or submit or close button) is longer than this."""
 MAX_TEXT_CHARS = 40_000
 """Slack rejects message ``text`` longer than this (``msg_too_long``)."""
 BLOCK_TEXT_LIMITS = {"section": 3_000, "header": 150}
@@ -994,11 +996,13 @@ class SlackApiStandin(BackgroundServer):
         return message
 
     def _open_view(self, args: Args) -> Answer:
+        _check_modal(args.get("view"))
         return {"view": self._view(args, f"V{self._next_ts().replace('.', '')}")}
 
     def _update_view(self, args: Args) -> Answer:
         if not args.get("view_id") and not args.get("external_id"):
             raise SlackError("not_found")
+        _check_modal(args.get("view"))
         return {"view": self._view(args, args.get("view_id") or args["external_id"])}
 
     def _publish_view(self, args: Args) -> Answer:
@@ -1205,6 +1209,49 @@ def _validated_message(args: Args) -> str:
     if sum(len(text) for text in block_texts(blocks)) > MAX_BLOCKS_TEXT_CHARS:
         raise SlackError("msg_blocks_too_long")
     return str(channel)
+
+
+def _check_modal(view: Any) -> None:
+    """Refuse a modal Slack would refuse (``views.open``, ``views.push``, ``views.update``)."""
+    if not isinstance(view, dict) or view.get("type") != "modal":
+        raise SlackError("invalid_arguments", errors=["a modal view is required [json-pointer:/view/type]"])
+    if problems := modal_problems(view):
+        raise SlackError("invalid_arguments", errors=problems)
+
+
+def modal_problems(view: dict[str, Any]) -> list[str]:
+    """Slack's complaints about a modal (empty when Slack would take it): its title and buttons'
+    lengths, its blocks' count, and its block and element ids (an input without an element, ids
+    used twice)."""
+    problems = []
+    for name in ("title", "submit", "close"):
+        text = (view.get(name) or {}).get("text")
+        if name == "title" and not text:
+            problems.append("a title is required [json-pointer:/view/title]")
+        if text is not None and len(text) > MAX_MODAL_TITLE_CHARS:
+            problems.append(
+                f"must be less than {MAX_MODAL_TITLE_CHARS + 1} characters [json-pointer:/view/{name}/text]"
+            )
+    blocks = view.get("blocks") or []
+    problems += [
+        p.replace("json-pointer:/", "json-pointer:/view/") for p in block_problems(blocks, MAX_VIEW_BLOCKS)
+    ]
+    block_ids = [block["block_id"] for block in blocks if "block_id" in block]
+    problems += [f"duplicate block_id {id_!r} [json-pointer:/view/blocks]" for id_ in _twice(block_ids)]
+    for index, block in enumerate(blocks):
+        elements = [block["element"]] if "element" in block else list(block.get("elements") or [])
+        if block.get("type") == "input" and "element" not in block:
+            problems.append(f"an input needs an element [json-pointer:/view/blocks/{index}/element]")
+        action_ids = [e["action_id"] for e in elements if isinstance(e, dict) and "action_id" in e]
+        problems += [
+            f"duplicate action_id {id_!r} [json-pointer:/view/blocks/{index}]" for id_ in _twice(action_ids)
+        ]
+    return problems
+
+
+def _twice(ids: list[str]) -> list[str]:
+    """The ids that occur more than once, each once."""
+    return sorted({id_ for id_ in ids if ids.count(id_) > 1})
 
 
 def block_problems(blocks: list[dict[str, Any]], max_blocks: int = MAX_BLOCKS) -> list[str]:
