@@ -38,6 +38,7 @@ from grading import (
     RubricEvaluation,
     RubricMiddleware,
     Status,
+    abstained,
 )
 
 WORKER_SYSTEM_PROMPT = (
@@ -344,6 +345,11 @@ class TurnOutcome:
     def usage(self) -> UsageMetadata | None:
         """Worker plus grader tokens of this turn, when the models reported them."""
         return sum_usage([self.worker_usage, self.grader_usage])
+
+    @property
+    def open_criteria(self) -> list[str]:
+        """The criteria the grader could not tell in the turn's last iteration: a person's to judge."""
+        return abstained(self.evaluations[-1]) if self.evaluations else []
 
 
 async def run_turn(

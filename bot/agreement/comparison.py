@@ -22,7 +22,7 @@ from bot.agreement import charts
 from bot.agreement import presentation as kit
 from bot.agreement.replay import Case, Regrade, Skipped, describe
 from bot.agreement.report import rows_by_criterion
-from bot.review.verdicts import verdict_label
+from bot.review.verdicts import is_judged, verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
 from bot.slack.messages import SlackMessage
 from bot.slack.mrkdwn import escape
@@ -188,7 +188,7 @@ def compare(
         for row in criterion_rows:
             key = (row.grading_run_id, row.iteration)
             was, now = _verdict(before[key], row.criterion), _verdict(after[key], row.criterion)
-            if was is None or now is None:
+            if was is None or now is None or not (is_judged(was) and is_judged(now)):
                 continue
             labels_of = (verdict_label(row.reviewer_verdict), verdict_label(was), verdict_label(now))
             triples.setdefault(name, []).append((key, labels_of))

@@ -15,7 +15,7 @@ import asyncio
 import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from os import PathLike
 from typing import IO, TYPE_CHECKING, Any
@@ -44,7 +44,8 @@ from bot.agreement.presentation import (
     slack_name,
 )
 from bot.db.store import ReviewRow, Store
-from bot.review.verdicts import grader_verdicts, verdict_label
+from bot.provenance.grouping import Coverage, Waiting, by_provenance, coverage, waiting_for_people
+from bot.review.verdicts import grader_verdicts, is_judged, verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
 from bot.slack.messages import SlackMessage
 from bot.workspaces.workspace import Workspace
@@ -121,6 +122,13 @@ class Report:
     reviewers: int
     days: int | None
     min_reviews: int
+    coverage: Coverage | None = None
+    """How many criteria the grader judged of all it graded in the period (None: not worked out)."""
+    waiting: tuple[Waiting, ...] = ()
+    """Iterations whose criteria the grader could not tell still wait for a person's verdict."""
+    parts: tuple[tuple[str, Report], ...] = ()
+    """Set when the period's reviewed verdicts come from more than one rubric version or grader
+    model: the report of each (label, report), since one κ over mixed versions would mean nothing."""
 
     @property
     def flagged(self) -> list[CriterionAgreement]:
@@ -172,8 +180,24 @@ async def load_report(
     """
     since = period_start(days)
     reviews = await store.reviews_in_channel(workspace, channel, since)
-    evaluations = await store.evaluations_in_channel(workspace, channel, since)
-    return await asyncio.to_thread(build_report, reviews, evaluations, days=days)
+    records = [record async for record in store.evaluation_records(workspace, channel, since)]
+
+    def build() -> Report:
+        report = build_report(reviews, [r.evaluation for r in records], days=days)
+        groups = by_provenance(reviews, records)
+        parts = (
+            tuple((g.label, build_report(g.reviews, g.evaluations, days=days)) for g in groups)
+            if len(groups) > 1
+            else ()
+        )
+        return replace(
+            report,
+            coverage=coverage(r.evaluation for r in records),
+            waiting=tuple(waiting_for_people(records, reviews)),
+            parts=parts,
+        )
+
+    return await asyncio.to_thread(build)
 
 
 def period_start(days: int | None) -> datetime | None:
@@ -186,10 +210,12 @@ def rows_by_criterion(reviews: Iterable[ReviewRow]) -> dict[str, list[ReviewRow]
 
     A criterion is identified by its name (ignoring case and trailing punctuation) and the kind of
     its verdicts; a name used for both a pass/fail criterion and a scored dimension gets its kind
-    added.
+    added. Reviews of criteria the grader could not tell are left out: agreement is over judged ones.
     """
     rows: dict[tuple[str, str], list[ReviewRow]] = {}
     for row in reviews:
+        if not is_judged(row.grader_verdict):
+            continue  # the grader left it to the reviewer: their verdict, nothing to agree with
         judge = verdict_label(row.grader_verdict)
         key = (normalize_name(row.criterion), LIST_KIND if isinstance(judge, bool) else SCORED_KIND)
         rows.setdefault(key, []).append(row)
@@ -256,8 +282,14 @@ def report_blocks(report: Report, *, channel: str) -> SlackMessage:
                 f"{report.min_reviews} reviews; {KAPPA_TARGET} is the bar"
             )
         )
-        lines = "\n".join(_slack_line(c) for c in report.criteria)
-        blocks += sections(lines)
+        if report.parts:
+            blocks.append(section_block(f"⚠️ {_mixed_words(report)}"))
+            for label, part in report.parts:
+                lines = "\n".join(_slack_line(c) for c in part.criteria)
+                blocks += sections(f"*{slack_name(label)}* — {part.summary()}\n{lines}")
+        else:
+            lines = "\n".join(_slack_line(c) for c in report.criteria)
+            blocks += sections(lines)
     else:
         blocks.append(
             section_block(
@@ -269,6 +301,10 @@ def report_blocks(report: Report, *, channel: str) -> SlackMessage:
         blocks.append(section_block(f"⚠️ {ANCHOR_ADVICE}"))
     if report.correlated:
         blocks.append(section_block(_slack_pairs(report.correlated)))
+    if report.coverage is not None and report.coverage.total:
+        blocks.append(context_block(_coverage_words(report.coverage)))
+    if report.waiting:
+        blocks.append(section_block(_slack_waiting(report.waiting)))
     if report.criteria:
         blocks.append(
             context_block(
@@ -306,6 +342,46 @@ def _slack_line(criterion: CriterionAgreement) -> str:
     return f"{mark} *{name}* ({criterion_kind(criterion)}) — {' · '.join(facts)}"
 
 
+def _mixed_words(report: Report) -> str:
+    """The one line saying the period's verdicts come from several versions, so κ is given per each."""
+    return (
+        f"These verdicts come from {len(report.parts)} rubric versions or grader models: agreement "
+        "is given for each, never pooled."
+    )
+
+
+def _coverage_words(found: Coverage) -> str:
+    """E.g. ``Coverage: the grader judged 18 of 20 criteria (90%); 2 left to a person.``"""
+    share = percent_words(found.share) if found.share is not None else "–"
+    left = found.total - found.judged
+    total = plural(found.total, "criterion", "criteria")
+    text = f"Coverage: the grader judged {found.judged} of {total} ({share})"
+    return text + (
+        f"; {left} left to a person (can't tell). Agreement is over the judged ones." if left else "."
+    )
+
+
+WAITING_SHOWN = 10
+"""Most iterations waiting for a person's verdict listed in Slack (oldest first); the rest are counted."""
+
+
+def _slack_waiting(waiting: Sequence[Waiting]) -> str:
+    lines = ["❔ *Waiting for a person's verdict* (the grader could not tell):"]
+    for item in waiting[:WAITING_SHOWN]:
+        names = "; ".join(slack_name(name) for name in item.criteria)
+        link = _message_link(item)
+        lines.append(f"• <{link}|iteration {item.iteration + 1}> in <#{item.thread.channel}>: {names}")
+    if len(waiting) > WAITING_SHOWN:
+        lines.append(f"…and {plural(len(waiting) - WAITING_SHOWN, 'more iteration')}")
+    return "\n".join(lines)
+
+
+def _message_link(item: Waiting) -> str:
+    """A link to the evaluation message in its thread (Slack redirects it to the workspace)."""
+    ts = item.message_ts.replace(".", "")
+    return f"https://slack.com/archives/{item.thread.channel}/p{ts}?thread_ts={item.thread.thread_ts}"
+
+
 def _slack_pairs(pairs: Sequence[CorrelatedPair]) -> str:
     lines = [
         f"🔗 *{MERGE_ADVICE.capitalize()}* — their grader scores correlate above {CORRELATION_THRESHOLD}:"
@@ -325,7 +401,21 @@ def _slack_pairs(pairs: Sequence[CorrelatedPair]) -> str:
 def report_table(report: Report) -> str:
     """The report as plain text for a terminal: a table, then the advice and correlated pairs."""
     lines = [f"Grader agreement, {report.period}: {report.summary()}"]
-    lines += _table(report) if report.criteria else ["No reviews yet."]
+    if report.parts:
+        lines.append(_mixed_words(report))
+        for label, part in report.parts:
+            lines += ["", f"{label}: {part.summary()}", *_table(part)]
+    else:
+        lines += _table(report) if report.criteria else ["No reviews yet."]
+    if report.coverage is not None and report.coverage.total:
+        lines += ["", _coverage_words(report.coverage)]
+    if report.waiting:
+        lines += ["", "Waiting for a person's verdict (the grader could not tell):"]
+        lines += [
+            f"  {w.thread.channel} thread {w.thread.thread_ts}, iteration {w.iteration + 1}: "
+            + "; ".join(w.criteria)
+            for w in report.waiting
+        ]
     if report.flagged:
         names = ", ".join(c.criterion for c in report.flagged)
         lines += ["", f"Flagged: {names}", ANCHOR_ADVICE]

@@ -220,10 +220,12 @@ evaluations = Table(
     Column("evaluation", Document, nullable=False),
     Column("rubric_text", Text, nullable=False),
     Column("created_at", UtcTimestamp, nullable=False),
+    Column("provenance", Document),
     PrimaryKeyConstraint("grading_run_id", "iteration"),
     Index("evaluations_by_channel", "team", "channel", "created_at"),
 )
-"""Evaluation messages the bot posted, with the rubric they graded against."""
+"""Evaluation messages the bot posted, with the rubric they graded against and ``provenance``, what
+produced them (`bot.provenance.record.EvaluationProvenance`; NULL on rows stored before it was kept)."""
 
 reviews = Table(
     "reviews",

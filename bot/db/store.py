@@ -92,6 +92,7 @@ from bot.db.spend import (
     spent,
 )
 from bot.material.files import Unread
+from bot.provenance.record import EvaluationProvenance, read_provenance
 from bot.threads.conversation import MessageChange, ThreadKey
 from bot.workspaces.workspace import NO_ENTERPRISE, Organization, Tenant, Workspace
 from grading import RubricEvaluation, Status
@@ -114,9 +115,10 @@ TIMED_OUT: Final = "timed_out"
 FAILED: Final = "error"
 """Run status of a run ended by any other failure of the models or the agent."""
 
-Verdict = Literal["pass", "fail", "1", "2", "3", "4", "5"]
+Verdict = Literal["pass", "fail", "cannot_tell", "1", "2", "3", "4", "5"]
 """A verdict on one criterion, the grader's or a reviewer's: pass/fail for a criterion of a list
-rubric, the score (as text) for a dimension of a scored rubric."""
+rubric, the score (as text) for a dimension of a scored rubric; the grader's may be cannot_tell
+(it abstained), a reviewer's never is."""
 
 Step = int | Literal["final", "stream"]
 """What a posted message belongs to: a grader iteration's number, the run's final messages, or
@@ -302,6 +304,9 @@ class EvaluationRecord:
     rubric_text: str
     created_at: datetime
     enterprise: str = NO_ENTERPRISE
+    provenance: EvaluationProvenance | None = None
+    """What produced the evaluation (see `bot.provenance.record`); every field UNKNOWN when stored
+    before provenance was kept."""
 
     @property
     def thread(self) -> ThreadKey:
@@ -372,6 +377,8 @@ class PostedEvaluation:
     evaluation: RubricEvaluation
     rubric_text: str
     """The rubric the evaluation graded against."""
+    provenance: EvaluationProvenance | None = None
+    """What produced the evaluation, stored with it."""
 
 
 @dataclass(frozen=True)
@@ -393,6 +400,9 @@ class PostedMessage:
     message_ts: str
     posted_at: datetime
 
+
+EXPORT_BATCH = 500
+"""Rows fetched at a time when evaluations are streamed (`Store.evaluation_records`)."""
 
 ERASE_BATCH = 200
 """Threads deleted per transaction: bounds the statement size (SQLite caps bound parameters) and how
@@ -1185,9 +1195,23 @@ class Store:
             *_in_workspace(evaluations, workspace), _iteration_of(evaluations, grading_run_id, iteration)
         )
         rows = await self._rows(query)
-        if not rows:
-            return None
-        return EvaluationRecord(**{**rows[0], "evaluation": _stored_evaluation(rows[0]["evaluation"])})
+        return _evaluation_record(rows[0]) if rows else None
+
+    async def evaluation_records(
+        self, workspace: Tenant | None, channel: str | None, since: datetime | None = None
+    ) -> AsyncIterator[EvaluationRecord]:
+        """The evaluations posted in a channel (None: any) from ``since`` on, with their provenance,
+        oldest first; streamed from the database, so a long history never sits in memory whole."""
+        table = evaluations
+        query = (
+            select(*_EVALUATION_COLUMNS)
+            .where(*_scope(table, workspace, channel, since))
+            .order_by(table.c.created_at, table.c.grading_run_id, table.c.iteration)
+        )
+        async with self._turns, self._reader.connect() as connection:
+            result = await connection.stream(query.execution_options(yield_per=EXPORT_BATCH))
+            async for row in result.mappings():
+                yield _evaluation_record(row)
 
     async def evaluations_in_channel(
         self, workspace: Workspace | None, channel: str | None, since: datetime | None = None
@@ -1628,6 +1652,7 @@ def _evaluation_row(message_ts: str, shown: PostedEvaluation) -> dict[str, Any]:
         "message_ts": message_ts,
         "evaluation": evaluation,
         "rubric_text": shown.rubric_text,
+        "provenance": shown.provenance,
     }
 
 
@@ -1810,6 +1835,17 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _evaluation_record(row: Any) -> EvaluationRecord:
+    """An evaluations row as its record: the document typed, the provenance read (UNKNOWN where missing)."""
+    return EvaluationRecord(
+        **{
+            **row,
+            "evaluation": _stored_evaluation(row["evaluation"]),
+            "provenance": read_provenance(row["provenance"]),
+        }
+    )
+
+
 def _stored_evaluation(document: dict[str, Any]) -> RubricEvaluation:
     """A stored evaluation as the typed RubricEvaluation, keys added since it was stored filled in."""
     return cast(RubricEvaluation, {**EVALUATION_DEFAULTS, **document})
@@ -1905,5 +1941,6 @@ _EVALUATION_REPLACED = (
     "message_ts",
     "evaluation",
     "rubric_text",
+    "provenance",
 )
 """What a repeated evaluation message replaces of the one recorded before."""

@@ -163,7 +163,8 @@ def _criterion_inputs(
             element=StaticSelectElement(
                 action_id=_VERDICT_ACTION,
                 options=list(options.values()),
-                initial_option=options[initial],
+                # A criterion the grader could not tell starts unset: the reviewer must choose.
+                initial_option=options.get(initial),
             ),
         ),
         InputBlock(

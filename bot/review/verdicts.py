@@ -18,10 +18,19 @@ PASS: Final = "pass"
 FAIL: Final = "fail"
 """The verdict on a list rubric's criterion that the answer misses."""
 
+CANNOT_TELL: Final = "cannot_tell"
+"""The grader's verdict on a criterion it could not tell: a person's to judge, outside agreement."""
+
 SCORES: tuple[Verdict, ...] = ("1", "2", "3", "4", "5")
 """Verdict strings of a scored rubric's dimensions, worst first."""
 
-VERDICT_WORDS: Mapping[str, str] = {PASS: "✅ Pass", FAIL: "❌ Fail", "1": "1 (worst)", "5": "5 (best)"}
+VERDICT_WORDS: Mapping[str, str] = {
+    PASS: "✅ Pass",
+    FAIL: "❌ Fail",
+    CANNOT_TELL: "❔ Can't tell",
+    "1": "1 (worst)",
+    "5": "5 (best)",
+}
 """How a verdict reads in the modal's menus; scores 2–4 read as themselves."""
 
 
@@ -40,6 +49,8 @@ def grader_verdicts(evaluation: RubricEvaluation) -> dict[str, Verdict]:
         if scored:
             score = criterion["score"]
             verdict = SCORES[score - 1] if score is not None else None
+        elif criterion.get("cannot_tell"):
+            verdict = CANNOT_TELL
         else:
             verdict = PASS if criterion["passed"] else FAIL
         if name and verdict is not None:
@@ -48,8 +59,18 @@ def grader_verdicts(evaluation: RubricEvaluation) -> dict[str, Verdict]:
 
 
 def agree_verdicts(evaluation: RubricEvaluation) -> list[ReviewVerdict]:
-    """The review recorded by Agree: the reviewer accepts every verdict of the iteration."""
-    return [ReviewVerdict(name, verdict, verdict) for name, verdict in grader_verdicts(evaluation).items()]
+    """The review recorded by Agree: the reviewer accepts every verdict of the iteration (a criterion
+    the grader could not tell has none to accept: it waits for a Disagree… form's verdict)."""
+    return [
+        ReviewVerdict(name, verdict, verdict)
+        for name, verdict in grader_verdicts(evaluation).items()
+        if verdict != CANNOT_TELL
+    ]
+
+
+def is_judged(verdict: str) -> bool:
+    """Whether the grader gave this verdict (rather than leaving the criterion to a person)."""
+    return verdict != CANNOT_TELL
 
 
 def verdict_label(verdict: str) -> bool | int:

@@ -204,7 +204,13 @@ def _criterion_entries(criteria: Sequence[CriterionResult], scored: bool, room: 
     return entries
 
 
+CANNOT_TELL_MARK = "❔ can't tell:"
+"""How a criterion the grader could not tell is marked: it waits for a person's verdict."""
+
+
 def _criterion_head(criterion: CriterionResult, name: str, scored: bool) -> str:
+    if criterion.get("cannot_tell"):
+        return f"{CANNOT_TELL_MARK} {name}"
     mark = "✅" if criterion["passed"] else "❌"
     if not scored:
         return f"{mark} {name}"
@@ -259,7 +265,9 @@ def _outcome_words(evaluation: RubricEvaluation, criteria: Sequence[CriterionRes
         verdict = evaluation["verdict"]
         return f"score {_number(evaluation['score'])}/5" + (f" ({verdict})" if verdict else "")
     passed = sum(1 for c in criteria if c["passed"])
-    return f"{passed} of {len(criteria)} criteria passed"
+    words = f"{passed} of {len(criteria)} criteria passed"
+    open_ = sum(1 for c in criteria if c.get("cannot_tell"))
+    return f"{words}, {open_} can't tell (a person's call)" if open_ else words
 
 
 def flagged_words(evaluation: RubricEvaluation) -> str | None:
@@ -282,6 +290,7 @@ def final_messages(
     best_iteration: int | None = None,
     usage: UsageMetadata | None = None,
     cost: RunCost | None = None,
+    open_criteria: Sequence[str] = (),
 ) -> list[SlackMessage]:
     """The run's outcome and the full answer, split over as many messages as Slack needs.
 
@@ -290,8 +299,12 @@ def final_messages(
     evaluation's ``iteration``. The answer goes into ``markdown`` blocks as the worker wrote it,
     mentions made inert; nothing of it is cut: each message holds one markdown block and at most
     MARKDOWN_MESSAGE_BUDGET characters in all, and the answer goes on in as many as it needs.
+    ``open_criteria`` are those the grader could not tell in the last iteration: named as waiting
+    for a person.
     """
     lead = _status_lines(status, iterations, max_iterations, best_iteration)
+    if open_criteria:
+        lead += "\n" + _open_line(open_criteria)
     closing = context_block(run_words(usage, iterations, cost)) if usage else None
     room = MARKDOWN_MESSAGE_BUDGET - len(lead) - (text_length(closing.to_dict()) if closing else 0)
     pieces = split_markdown(inert_mentions(answer_markdown), room) or [EMPTY_ANSWER]
@@ -341,6 +354,13 @@ def _status_lines(
         where = f"iteration {best_iteration + 1}" + (f" of {of}" if of is not None else "")
         lines.append(f"_Showing the best answer ({where})_")
     return "\n".join(lines)
+
+
+def _open_line(names: Sequence[str]) -> str:
+    """The criteria left to a person, named (each bounded) so the thread knows what to review."""
+    listed = "; ".join(escape(truncate(name, CRITERION_NAME_MAX)) for name in names)
+    count = plural(len(names), "criterion", "criteria")
+    return f"❔ _The grader could not tell {count}; a person's verdict is needed:_ {listed}"
 
 
 # --- Rubric messages ----------------------------------------------------------------------------

@@ -1,0 +1,98 @@
+"""Reviews and evaluations kept apart by what produced them, and what the grader left to people.
+
+Agreement over verdicts from different rubric versions or grader models means nothing, so the
+reports split their figures by (rubric version, grader model) when a window holds several. They also
+say how much the grader judged (coverage) and which criteria it could not tell still wait for a
+person's verdict; once someone reviews such a criterion, it is theirs and waits no more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from bot.db.store import EvaluationRecord, ReviewRow
+from bot.provenance.record import UNKNOWN, EvaluationProvenance
+from bot.threads.conversation import ThreadKey
+from grading import RubricEvaluation, abstained
+
+
+def provenance_label(provenance: EvaluationProvenance | None) -> str:
+    """E.g. ``rubric v3 · grader gpt-4o-mini-2024-07-18``: what a group of verdicts came from."""
+    version = provenance["rubric_version"] if provenance else UNKNOWN
+    model = provenance["grader_model"] if provenance else UNKNOWN
+    return f"rubric {version} · grader {model}"
+
+
+@dataclass(frozen=True)
+class ProvenanceGroup:
+    """The reviews and evaluations of one (rubric version, grader model)."""
+
+    label: str
+    reviews: list[ReviewRow]
+    evaluations: list[RubricEvaluation]
+
+
+def by_provenance(reviews: Iterable[ReviewRow], records: Iterable[EvaluationRecord]) -> list[ProvenanceGroup]:
+    """The reviews and evaluations grouped by what produced the reviewed verdicts, in order of first
+    review; a review of an evaluation outside `records` counts as of unknown provenance."""
+    labels: dict[tuple[str, int], str] = {}
+    groups: dict[str, ProvenanceGroup] = {}
+    for record in records:
+        label = provenance_label(record.provenance)
+        labels[(record.grading_run_id, record.iteration)] = label
+        groups.setdefault(label, ProvenanceGroup(label, [], [])).evaluations.append(record.evaluation)
+    reviewed: dict[str, ProvenanceGroup] = {}
+    for row in reviews:
+        label = labels.get((row.grading_run_id, row.iteration), provenance_label(None))
+        group = groups.setdefault(label, ProvenanceGroup(label, [], []))
+        group.reviews.append(row)
+        reviewed.setdefault(label, group)
+    return list(reviewed.values())
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How many criteria the grader judged of all it was asked to grade."""
+
+    judged: int
+    total: int
+
+    @property
+    def share(self) -> float | None:
+        """judged ÷ total; None when nothing was graded."""
+        return self.judged / self.total if self.total else None
+
+
+def coverage(evaluations: Iterable[RubricEvaluation]) -> Coverage:
+    """The grader's coverage over `evaluations`: criteria judged (not "can't tell") of all."""
+    judged = total = 0
+    for evaluation in evaluations:
+        total += len(evaluation["criteria"])
+        judged += len(evaluation["criteria"]) - len(abstained(evaluation))
+    return Coverage(judged, total)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """An iteration with criteria the grader could not tell that nobody has reviewed yet."""
+
+    thread: ThreadKey
+    message_ts: str
+    iteration: int
+    criteria: list[str]
+
+
+def waiting_for_people(records: Iterable[EvaluationRecord], reviews: Sequence[ReviewRow]) -> list[Waiting]:
+    """The iterations, oldest first, whose abstained criteria nobody has given a verdict on."""
+    reviewed = {(r.grading_run_id, r.iteration, r.criterion) for r in reviews}
+    found = []
+    for record in records:
+        open_ = [
+            name
+            for name in abstained(record.evaluation)
+            if (record.grading_run_id, record.iteration, name) not in reviewed
+        ]
+        if open_:
+            found.append(Waiting(record.thread, record.message_ts, record.iteration, open_))
+    return found

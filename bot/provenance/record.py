@@ -1,0 +1,64 @@
+"""An evaluation's provenance as the bot stores it: the engine's (`grading.Provenance`) plus what only
+the bot knows, the rubric's version in the channel's history and the bot's own version."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Final, TypedDict
+
+from grading import RubricEvaluation
+
+UNKNOWN: Final = "unknown"
+"""What a provenance field reads where it was not recorded (evaluations stored before provenance was)."""
+
+DISTRIBUTION = "rubric-bot"
+"""The installed distribution whose version is the bot's."""
+
+
+def bot_version() -> str:
+    """The installed rubric-bot's version; UNKNOWN when run from an uninstalled checkout."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return UNKNOWN
+
+
+class EvaluationProvenance(TypedDict):
+    """What produced a stored evaluation (see `grading.Provenance` for the engine's fields)."""
+
+    rubric_version: str
+    """``v3`` for version 3 of the channel's default rubric, ``#`` and its text hash for a thread's own."""
+    rubric_hash: str
+    grader_model: str
+    grader_prompt_hash: str
+    calibration_examples: list[str]
+    worker_model: str
+    bot_version: str
+
+
+def stored_provenance(evaluation: RubricEvaluation, rubric_version: str) -> EvaluationProvenance:
+    """The provenance to store with `evaluation`, graded against the rubric `rubric_version` names."""
+    engine = evaluation.get("provenance")
+    return EvaluationProvenance(
+        rubric_version=rubric_version,
+        rubric_hash=engine["rubric_hash"] if engine else UNKNOWN,
+        grader_model=engine["grader_model"] if engine else UNKNOWN,
+        grader_prompt_hash=engine["grader_prompt_hash"] if engine else UNKNOWN,
+        calibration_examples=list(engine["calibration_examples"]) if engine else [],
+        worker_model=(engine["worker_model"] if engine else None) or UNKNOWN,
+        bot_version=bot_version(),
+    )
+
+
+def read_provenance(stored: dict[str, Any] | None) -> EvaluationProvenance:
+    """A stored provenance, every field recorded before it was kept reading UNKNOWN."""
+    found = stored or {}
+    return EvaluationProvenance(
+        rubric_version=str(found.get("rubric_version") or UNKNOWN),
+        rubric_hash=str(found.get("rubric_hash") or UNKNOWN),
+        grader_model=str(found.get("grader_model") or UNKNOWN),
+        grader_prompt_hash=str(found.get("grader_prompt_hash") or UNKNOWN),
+        calibration_examples=[str(i) for i in found.get("calibration_examples") or []],
+        worker_model=str(found.get("worker_model") or UNKNOWN),
+        bot_version=str(found.get("bot_version") or UNKNOWN),
+    )
