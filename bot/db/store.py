@@ -34,7 +34,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from functools import cache, partial
@@ -92,7 +92,7 @@ from bot.db.spend import (
     spent,
 )
 from bot.material.files import Unread
-from bot.provenance.record import EvaluationProvenance, read_provenance
+from bot.provenance.record import EvaluationProvenance, read_provenance, rubric_version
 from bot.threads.conversation import MessageChange, ThreadKey
 from bot.workspaces.workspace import NO_ENTERPRISE, Organization, Tenant, Workspace
 from grading import RubricEvaluation, Status
@@ -402,7 +402,7 @@ class PostedMessage:
 
 
 EXPORT_BATCH = 500
-"""Rows fetched at a time when evaluations are streamed (`Store.evaluation_records`)."""
+"""Evaluations read per query when they are walked in order (`Store.evaluation_records`)."""
 
 ERASE_BATCH = 200
 """Threads deleted per transaction: bounds the statement size (SQLite caps bound parameters) and how
@@ -1159,6 +1159,7 @@ class Store:
                 await connection.execute(self._ledger, _ledger_row(run_id, step, part, message_ts))
             ).first()
             if inserted is not None and evaluation is not None:
+                evaluation = await _versioned(connection, evaluation)
                 await connection.execute(self._evaluation_upsert, _evaluation_row(message_ts, evaluation))
         return inserted is not None
 
@@ -1201,17 +1202,27 @@ class Store:
         self, workspace: Tenant | None, channel: str | None, since: datetime | None = None
     ) -> AsyncIterator[EvaluationRecord]:
         """The evaluations posted in a channel (None: any) from ``since`` on, with their provenance,
-        oldest first; streamed from the database, so a long history never sits in memory whole."""
+        oldest first; read EXPORT_BATCH at a time, so a long history never sits in memory whole and
+        the caller may use the store between batches."""
         table = evaluations
-        query = (
-            select(*_EVALUATION_COLUMNS)
-            .where(*_scope(table, workspace, channel, since))
-            .order_by(table.c.created_at, table.c.grading_run_id, table.c.iteration)
-        )
-        async with self._turns, self._reader.connect() as connection:
-            result = await connection.stream(query.execution_options(yield_per=EXPORT_BATCH))
-            async for row in result.mappings():
+        order = (table.c.created_at, table.c.grading_run_id, table.c.iteration)
+        query = select(*_EVALUATION_COLUMNS).where(*_scope(table, workspace, channel, since))
+        after: tuple[Any, ...] | None = None
+        while True:
+            batch = query
+            if after is not None:
+                typed = (
+                    bindparam(None, value, type_=column.type)
+                    for column, value in zip(order, after, strict=True)
+                )
+                batch = query.where(tuple_(*order) > tuple_(*typed))
+            rows = await self._rows(batch.order_by(*order).limit(EXPORT_BATCH))
+            for row in rows:
                 yield _evaluation_record(row)
+            if len(rows) < EXPORT_BATCH:
+                return
+            last = rows[-1]
+            after = (last["created_at"], last["grading_run_id"], last["iteration"])
 
     async def evaluations_in_channel(
         self, workspace: Workspace | None, channel: str | None, since: datetime | None = None
@@ -1833,6 +1844,22 @@ def _unlocked(connection: AsyncConnection, key: dict[str, str]) -> Callable[[], 
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+async def _versioned(connection: AsyncConnection, shown: PostedEvaluation) -> PostedEvaluation:
+    """`shown` with its provenance's rubric version: the latest channel version with its rubric's
+    text (read in the transaction that saves it), else the text's hash."""
+    if shown.provenance is None:
+        return shown
+    table = channel_rubric_versions
+    number = await connection.scalar(
+        select(func.max(table.c.version)).where(
+            *_in_channel(table, shown.thread.workspace, shown.thread.channel),
+            table.c.rubric_text == shown.rubric_text,
+        )
+    )
+    found = rubric_version(number, shown.rubric_text)
+    return replace(shown, provenance={**shown.provenance, "rubric_version": found})
 
 
 def _evaluation_record(row: Any) -> EvaluationRecord:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final, TypedDict
 
-from grading import RubricEvaluation
+from grading import RubricEvaluation, text_hash
 
 UNKNOWN: Final = "unknown"
 """What a provenance field reads where it was not recorded (evaluations stored before provenance was)."""
@@ -36,11 +36,12 @@ class EvaluationProvenance(TypedDict):
     bot_version: str
 
 
-def stored_provenance(evaluation: RubricEvaluation, rubric_version: str) -> EvaluationProvenance:
-    """The provenance to store with `evaluation`, graded against the rubric `rubric_version` names."""
+def stored_provenance(evaluation: RubricEvaluation) -> EvaluationProvenance:
+    """The provenance to store with `evaluation`; the store fills in its rubric version as it saves
+    it (see `rubric_version`)."""
     engine = evaluation.get("provenance")
     return EvaluationProvenance(
-        rubric_version=rubric_version,
+        rubric_version=UNKNOWN,
         rubric_hash=engine["rubric_hash"] if engine else UNKNOWN,
         grader_model=engine["grader_model"] if engine else UNKNOWN,
         grader_prompt_hash=engine["grader_prompt_hash"] if engine else UNKNOWN,
@@ -48,6 +49,12 @@ def stored_provenance(evaluation: RubricEvaluation, rubric_version: str) -> Eval
         worker_model=(engine["worker_model"] if engine else None) or UNKNOWN,
         bot_version=bot_version(),
     )
+
+
+def rubric_version(channel_version: int | None, rubric_text: str) -> str:
+    """``v3`` for version 3 of the channel's default rubric, else ``#`` and the text's hash: a
+    thread's own rubric has no number."""
+    return f"v{channel_version}" if channel_version is not None else f"#{text_hash(rubric_text)}"
 
 
 def read_provenance(stored: dict[str, Any] | None) -> EvaluationProvenance:

@@ -63,8 +63,7 @@ from bot.material.files import Unread
 from bot.material.reader import NOTHING, Material, MaterialReader, conversation_messages
 from bot.material.sources import Sources
 from bot.ops import metrics
-from bot.provenance.record import UNKNOWN, stored_provenance
-from bot.provenance.version import rubric_version
+from bot.provenance.record import stored_provenance
 from bot.review.controls import review_controls
 from bot.slack.blocks import MAX_BLOCKS, context_block
 from bot.slack.client import attempt, describe_error
@@ -761,10 +760,7 @@ class ThreadRunner:
             rubric_text = inputs["rubric"] = channel_rubric
         unread = start.unread
         await self._tell_interrupted_runs(client, start.interrupted, progress)
-        version = await rubric_version(self._store, message.thread, rubric_text) if rubric_text else UNKNOWN
-        post_evaluation = partial(
-            self._post_evaluation, message, rubric_text or "", version, progress, delivery
-        )
+        post_evaluation = partial(self._post_evaluation, message, rubric_text or "", progress, delivery)
         if earlier is not None:
             # Iterations the cut-short attempt checkpointed but may not have posted, in order.
             for evaluation in turn_evaluations(state, state["messages"][len(earlier) :]):
@@ -837,15 +833,12 @@ class ThreadRunner:
         self,
         message: UserMessage,
         rubric_text: str,
-        version: str,
         progress: WorkingIndicator,
         delivery: Delivery,
         evaluation: RubricEvaluation,
     ) -> None:
         payload = render.evaluation_message(evaluation, review=review_controls(evaluation))
-        shown = PostedEvaluation(
-            message.thread, evaluation, rubric_text, stored_provenance(evaluation, version)
-        )
+        shown = PostedEvaluation(message.thread, evaluation, rubric_text, stored_provenance(evaluation))
         await progress.graded(evaluation)
         await delivery.post(evaluation["iteration"], 0, payload, shown)
         if (

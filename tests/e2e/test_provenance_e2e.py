@@ -34,11 +34,21 @@ def provenance_rows(s: Service, channel: str) -> list[dict[str, Any]]:
 
 
 def report_text(s: Service, channel: str) -> str:
+    """The text of the report `/rubric report` posts in the channel now (not of an earlier one)."""
+
+    def reports() -> list[str]:
+        return [
+            m.all_text
+            for m in s.slack.messages(channel)
+            if m.thread_ts is None and "Grader agreement" in m.text
+        ]
+
+    before = len(reports())
     s.send(sr.slash_command("report", channel, response_url=s.slack.response_url(channel)))
 
     def posted() -> str | None:
-        found = [m for m in s.slack.messages(channel) if m.thread_ts is None and "Grader agreement" in m.text]
-        return found[-1].all_text if found else None
+        found = reports()
+        return found[-1] if len(found) > before else None
 
     return wait_for(posted, RUN_TIMEOUT, message=lambda: f"the report in {channel}")
 
