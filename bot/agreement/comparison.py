@@ -150,6 +150,9 @@ class Comparison:
     """Cases the replayed grader gave no verdicts on (grader errors), left out of the numbers."""
     usage: UsageMetadata | None = None
     interrupted: bool = False
+    provenance: tuple[str, str] = ("", "")
+    """What produced each side's verdicts (before, after): rubric versions and grader models, with
+    how many cases each (see `bot.provenance.grouping.provenance_counts`); '' when not known."""
 
     def summary(self) -> str:
         """E.g. ``12 cases compared · 1 skipped · 2 failed``."""
@@ -174,6 +177,7 @@ def compare(
     failed: Sequence[Regrade] = (),
     usage: UsageMetadata | None = None,
     interrupted: bool = False,
+    provenance: tuple[str, str] = ("", ""),
 ) -> Comparison:
     """Compare two graders' verdicts (per case key, criterion name → verdict) with the team's.
 
@@ -206,6 +210,7 @@ def compare(
         failed=list(failed),
         usage=usage,
         interrupted=interrupted,
+        provenance=provenance,
     )
 
 
@@ -312,6 +317,13 @@ def comparison_table(comparison: Comparison) -> str:
     lines = [
         f"Replay: {comparison.after_label} vs {comparison.before_label}",
         comparison.summary(),
+        *(
+            f"{label} verdicts from: {found}"
+            for label, found in zip(
+                (comparison.before_label, comparison.after_label), comparison.provenance, strict=True
+            )
+            if found
+        ),
         "",
     ]
     rows = [*comparison.criteria, *comparison.overall]
@@ -372,6 +384,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
             "failed": [{**_case_json(*r.case.key), "reason": r.error} for r in comparison.failed],
         },
         "interrupted": comparison.interrupted,
+        "provenance": {"before": comparison.provenance[0], "after": comparison.provenance[1]},
         "criteria": [_row_json(row) for row in comparison.criteria],
         "overall": [_row_json(row) for row in comparison.overall],
         "flipped": [

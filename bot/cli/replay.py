@@ -47,6 +47,8 @@ from bot.cli.subcommand import (
 from bot.config import Settings, load_settings
 from bot.db.database import Database, open_checkpointer
 from bot.db.store import Store
+from bot.provenance.grouping import provenance_counts, provenance_label
+from bot.provenance.record import UNKNOWN
 from grading import EVIDENCE_TOOLS, TranscriptGrader
 
 DEFAULT_CONCURRENCY = 4
@@ -231,6 +233,12 @@ async def _replay(
         failed=[r for r in done if r.error is not None],
         usage=total_usage(done),
         interrupted=interrupted,
+        provenance=(
+            provenance_counts(provenance_label(case.record.provenance) for case in cases),
+            provenance_counts(
+                f"grader {r.evaluation.get('provenance', {}).get('grader_model', UNKNOWN)}" for r in graded
+            ),
+        ),
     )
 
 

@@ -8,11 +8,13 @@ person's verdict; once someone reviews such a criterion, it is theirs and waits 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bot.db.store import EvaluationRecord, ReviewRow
 from bot.provenance.record import UNKNOWN, EvaluationProvenance
+from bot.slack.blocks import plural
 from bot.threads.conversation import ThreadKey
 from grading import RubricEvaluation, abstained
 
@@ -22,6 +24,12 @@ def provenance_label(provenance: EvaluationProvenance | None) -> str:
     version = provenance["rubric_version"] if provenance else UNKNOWN
     model = provenance["grader_model"] if provenance else UNKNOWN
     return f"rubric {version} · grader {model}"
+
+
+def provenance_counts(labels: Iterable[str]) -> str:
+    """E.g. ``rubric v1 · grader gpt-4o-mini-2024-07-18 (3 cases); rubric v2 · … (1 case)``."""
+    counted = Counter(labels)
+    return "; ".join(f"{label} ({plural(count, 'case')})" for label, count in counted.items())
 
 
 @dataclass(frozen=True)
