@@ -9,24 +9,23 @@ from __future__ import annotations
 import sqlite3
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic.script import ScriptDirectory
 from langchain_core.messages import HumanMessage
 from sqlalchemy.engine import make_url
 
 from bot.agent import agent_config, build_agent, run_turn
 from bot.cli.main import main
 from bot.db import admin as dbadmin
-from bot.db import migrations
 from bot.db.database import Database, open_checkpointer
+from bot.db.migrations import alembic_config
 from bot.db.store import ReviewVerdict, Store
 from bot.threads.conversation import ThreadKey
 from bot.workspaces.workspace import Workspace
 from tests.grading.scripted import ScriptedChatModel, grader_wanting
 
-MIGRATIONS = Path(migrations.__file__).parent / "versions"
 """The bot's migration scripts, one per revision."""
 
 T1 = Workspace("T1")
@@ -162,7 +161,9 @@ def test_db_upgrade_command_makes_a_database_ready_and_says_what_it_applied(tmp_
         assert main(["db", "upgrade", "--db", database]) == 0
         assert main(["db", "upgrade", "--db", database]) == 0  # again: nothing to do
     sqlite_first, sqlite_again, postgres_first, postgres_again = capsys.readouterr().out.splitlines()
-    revisions = ", ".join(path.name[:4] for path in sorted(MIGRATIONS.glob("[0-9]*.py")))
+    # In the order they apply, which is the chain's, not the files' (numbers were handed out ahead).
+    chain = ScriptDirectory.from_config(alembic_config()).walk_revisions()
+    revisions = ", ".join(reversed([script.revision for script in chain]))
     assert sqlite_first.endswith(f": applied the bot's migrations {revisions}; 1 checkpoint migration(s)")
     assert postgres_first.endswith("checkpoint migration(s); the job queue's schema")
     assert f": applied the bot's migrations {revisions}; " in postgres_first
