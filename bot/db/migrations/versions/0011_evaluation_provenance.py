@@ -4,7 +4,7 @@ answered, grader instructions hash, calibration examples shown, worker model, bo
 Evaluations stored before have none; they read as "unknown".
 
 Revision ID: 0011
-Revises: 0013
+Revises: 0014b
 """
 
 from collections.abc import Sequence
@@ -15,7 +15,7 @@ from alembic import op
 from bot.db.schema import Document
 
 revision: str = "0011"
-down_revision: str | None = "0013"
+down_revision: str | None = "0014b"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
