@@ -17,6 +17,7 @@ One folder per feature; each folder's ``__init__`` docstring is its map, one lin
 - ``audit/``: the audit grader: a share of finished runs' final answers graded again on their own,
   and the audit disagreement by iterations (is the worker learning the grader?).
 - ``provenance/``: where each verdict came from (rubric version, grader model, instructions, examples).
+- ``export/``: the reviewed cases as a JSON Lines dataset (`rubric-bot export`).
 - ``limits/``: daily limits (requests per person, tokens per channel) and the usage they count.
 - ``governance/``: who may change grading (editors, admins), and rubric changes: versions, history,
   revert, announcements.

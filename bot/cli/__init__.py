@@ -7,6 +7,7 @@
 - ``manifest``: `manifest`: print the Slack app manifest.
 - ``grade``: `grade`: answer and grade one request in the terminal.
 - ``report``: `report`: the agreement report from the database, read-only.
+- ``export``: `export`: the reviewed cases as a JSON Lines dataset, read-only.
 - ``usage``: `usage`: requests, tokens and cost per workspace, channel, person and day, read-only.
 - ``db``: `db upgrade`, `db copy`, `db prune` and `db purge`.
 - ``purge``: what `db prune` and `db purge` do: delete threads' data now and print what went, per kind.

@@ -20,6 +20,7 @@ from dotenv import load_dotenv
 
 from bot.cli.db import DB
 from bot.cli.exits import EXIT_BROKEN_PIPE, EXIT_CONFIG
+from bot.cli.export import EXPORT
 from bot.cli.grade import GRADE
 from bot.cli.manifest import MANIFEST
 from bot.cli.replay import REPLAY
@@ -29,7 +30,17 @@ from bot.cli.subcommand import CliSubcommand
 from bot.cli.usage import USAGE
 from bot.config import ENV_FILE, ConfigError
 
-CLI_SUBCOMMANDS: tuple[CliSubcommand, ...] = (SERVE, WORKER, MANIFEST, GRADE, REPORT, USAGE, DB, REPLAY)
+CLI_SUBCOMMANDS: tuple[CliSubcommand, ...] = (
+    SERVE,
+    WORKER,
+    MANIFEST,
+    GRADE,
+    REPORT,
+    USAGE,
+    EXPORT,
+    DB,
+    REPLAY,
+)
 """Every `rubric-bot` subcommand, in `--help`'s order; a new one is one more module and one more entry."""
 
 HELP_WIDTH = 100

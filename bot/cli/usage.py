@@ -34,12 +34,15 @@ def _configure_usage(parser: argparse.ArgumentParser) -> None:
         default=CHANNEL_USAGE_DAYS,
         help=f"the last N UTC days, today included (default {CHANNEL_USAGE_DAYS})",
     )
-    parser.add_argument("--channel", type=_channel_id, help="only this channel, by id, e.g. C0123ABCD")
+    parser.add_argument(
+        "--channel", type=channel_id_argument, help="only this channel, by id, e.g. C0123ABCD"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON (every day's rows and the total)")
     add_database_option(parser)
 
 
-def _channel_id(text: str) -> str:
+def channel_id_argument(text: str) -> str:
+    """An argparse type: a Slack channel id such as C0123ABCD."""
     if not CHANNEL_ID.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a channel id such as C0123ABCD")
     return text

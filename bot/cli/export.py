@@ -1,0 +1,111 @@
+"""`rubric-bot export`: the reviewed cases as a JSON Lines dataset, from the database (read-only)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from bot.agreement.report import period_start
+from bot.cli.exits import EXIT_CONFIG, EXIT_OK, exit_status_help
+from bot.cli.subcommand import (
+    SETTINGS_SOURCE,
+    CliSubcommand,
+    add_database_option,
+    database_exists,
+    fail,
+    positive_int,
+)
+from bot.cli.usage import channel_id_argument
+from bot.config import load_settings
+from bot.db.database import Database, open_checkpointer
+from bot.db.store import Store
+from bot.export.dataset import dataset_rows, jsonl
+from bot.workspaces.workspace import Workspace
+
+
+def _configure_export(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--channel", type=channel_id_argument, help="only this channel, by id, e.g. C0123ABCD"
+    )
+    parser.add_argument("--team", help="only this workspace, by team id, e.g. T0123ABCD")
+    parser.add_argument(
+        "--days", type=positive_int, help="only evaluations of the last N days (default: all)"
+    )
+    parser.add_argument(
+        "--reviewed-only", action="store_true", help="only criteria a person reviewed (default: every one)"
+    )
+    parser.add_argument("--output", type=Path, metavar="FILE", help="write to FILE (default: stdout)")
+    add_database_option(parser)
+
+
+class NothingToExport(Exception):
+    """The export cannot be read from that database; `str()` says why, in one line."""
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    database = args.db or load_settings().database
+    try:
+        if args.output is None:
+            count = asyncio.run(_export(database, args, sys.stdout))
+        else:
+            with args.output.open("w", encoding="utf-8") as out:
+                count = asyncio.run(_export(database, args, out))
+    except NothingToExport as exc:
+        fail(str(exc))
+        return EXIT_CONFIG
+    print(f"exported {count} row(s)", file=sys.stderr)
+    return EXIT_OK
+
+
+async def _export(database: Database, args: argparse.Namespace, out: TextIO) -> int:
+    if not database_exists(database):
+        raise NothingToExport(f"no database at {database} (set RUBRIC_BOT_DB or pass --db)")
+    count = 0
+    try:
+        store = await Store.open(database, read_only=True)
+        try:
+            async with open_checkpointer(database) as checkpointer:
+                rows = dataset_rows(
+                    store,
+                    checkpointer,
+                    workspace=Workspace(args.team) if args.team else None,
+                    channel=args.channel,
+                    since=period_start(args.days),
+                    reviewed_only=args.reviewed_only,
+                )
+                async for row in rows:
+                    out.write(jsonl(row))
+                    count += 1
+        finally:
+            await store.close()
+    except SQLAlchemyError as exc:
+        reason = getattr(exc, "orig", None) or exc
+        raise NothingToExport(
+            f"cannot read {database} ({reason}); if the bot has not run on it since an upgrade, "
+            "run rubric-bot db upgrade first"
+        ) from None
+    return count
+
+
+EXPORT = CliSubcommand(
+    "export",
+    "the reviewed cases as a JSON Lines dataset (reads the database only)",
+    _configure_export,
+    _run_export,
+    description=(
+        "Write one JSON object per line for each graded criterion of each iteration: the request, "
+        "the answer graded, the grader's verdict and reason with where it came from (rubric version, "
+        "grader model, instructions hash, calibration examples, worker model) and the team's reviews. "
+        "Deleted or purged data is never exported. It only reads the database (--db, else "
+        f"RUBRIC_BOT_DB {SETTINGS_SOURCE}) and needs no Slack or model keys."
+    ),
+    epilog=exit_status_help(
+        [(EXIT_OK, "rows written"), (EXIT_CONFIG, "no such database, or one it cannot read; bad arguments")]
+    ),
+)
+"""`rubric-bot export`."""

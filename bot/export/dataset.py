@@ -1,0 +1,181 @@
+"""The reviewed cases as JSON Lines rows, one per (iteration, criterion), streamed.
+
+Evaluations are read from the store in batches and each thread's conversation from its latest
+checkpoint (a few threads kept at a time), so memory stays bounded however much is exported. What
+people deleted is gone from the conversation: an iteration whose request or answer is no longer
+there is left out, and purged threads have no evaluations left to export.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+from typing import Literal, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from bot.db.store import EvaluationRecord, ReviewRow, Store
+from bot.provenance.record import UNKNOWN
+from bot.review.verdicts import CANNOT_TELL, grader_verdicts
+from bot.workspaces.workspace import Tenant
+from grading.grader import is_request_message
+
+GraderVerdict = Literal["pass", "fail", "cannot_tell"]
+"""The grader's verdict on a criterion as exported (a scored dimension passes at the rubric's pass score)."""
+
+THREADS_KEPT = 8
+"""Conversations kept read at a time: an export walks evaluations in time order, so a thread's
+iterations come close together."""
+
+
+class ReviewEntry(TypedDict):
+    """One person's review of the criterion."""
+
+    reviewer: str
+    verdict: str
+    """``pass`` or ``fail`` (a scored dimension's 1–5 score, as text)."""
+    comment: str
+    at: str
+    """When, ISO 8601 in UTC."""
+
+
+class AuditEntry(TypedDict):
+    """The audit grader's verdict on the run's final answer for the criterion."""
+
+    model: str
+    verdict: GraderVerdict
+    reason: str
+
+
+class DatasetRow(TypedDict):
+    """One exported (iteration, criterion); the README lists what each key means."""
+
+    workspace: str
+    channel: str
+    thread_ts: str
+    run_id: str
+    iteration: int
+    criterion: str
+    request: str
+    answer: str
+    grader_verdict: GraderVerdict
+    grader_reason: str
+    rubric_version: str
+    grader_model: str
+    grader_prompt_hash: str
+    worker_model: str
+    calibration_examples: list[str]
+    reviews: list[ReviewEntry]
+    audit: AuditEntry | None
+
+
+def audit_verdict(record: EvaluationRecord, criterion: str) -> AuditEntry | None:
+    """The audit grader's verdict on this criterion of the record's run, once audits are stored.
+
+    None until then: the audit grader (issue 26, item 4) keeps its verdicts in a table of its own;
+    this is the one place that reads them for the export.
+    """
+    return None
+
+
+async def dataset_rows(
+    store: Store,
+    checkpointer: BaseCheckpointSaver,
+    *,
+    workspace: Tenant | None,
+    channel: str | None,
+    since: datetime | None,
+    reviewed_only: bool,
+) -> AsyncIterator[DatasetRow]:
+    """The rows of the evaluations in scope, oldest first."""
+    conversations: OrderedDict[str, list[AnyMessage]] = OrderedDict()
+    async for record in store.evaluation_records(workspace, channel, since):
+        reviews = await store.reviews_for_iteration(
+            record.thread.workspace, record.grading_run_id, record.iteration
+        )
+        if reviewed_only and not reviews:
+            continue
+        messages = await _conversation(checkpointer, record.thread.thread_id, conversations)
+        case = _request_and_answer(messages, record.evaluation["answer_message_id"])
+        if case is None:
+            continue  # deleted since: what was deleted is never exported
+        for row in _rows(record, case, reviews):
+            if not reviewed_only or row["reviews"]:
+                yield row
+
+
+def jsonl(row: DatasetRow) -> str:
+    """One row as a JSON Lines line (UTF-8 kept as written)."""
+    return json.dumps(row, ensure_ascii=False) + "\n"
+
+
+async def _conversation(
+    checkpointer: BaseCheckpointSaver, thread_id: str, kept: OrderedDict[str, list[AnyMessage]]
+) -> list[AnyMessage]:
+    if thread_id in kept:
+        kept.move_to_end(thread_id)
+        return kept[thread_id]
+    saved = await checkpointer.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    messages = list(saved.checkpoint["channel_values"].get("messages", [])) if saved else []
+    kept[thread_id] = messages
+    if len(kept) > THREADS_KEPT:
+        kept.popitem(last=False)
+    return messages
+
+
+def _request_and_answer(messages: Sequence[AnyMessage], answer_id: str | None) -> tuple[str, str] | None:
+    """The graded answer's text and the request it answered, or None when either is gone."""
+    index = next((i for i, m in enumerate(messages) if m.id == answer_id and isinstance(m, AIMessage)), None)
+    if index is None:
+        return None
+    request = next((m for m in reversed(messages[:index]) if is_request_message(m)), None)
+    if request is None:
+        return None
+    return request.text, messages[index].text
+
+
+def _rows(record: EvaluationRecord, case: tuple[str, str], reviews: Sequence[ReviewRow]) -> list[DatasetRow]:
+    request, answer = case
+    provenance = record.provenance
+    verdicts = grader_verdicts(record.evaluation)
+    reasons = {c["name"]: c["gap"] for c in record.evaluation["criteria"]}
+    passed = {c["name"]: c["passed"] for c in record.evaluation["criteria"]}
+    rows = []
+    for name, verdict in verdicts.items():
+        grader: GraderVerdict = (
+            "cannot_tell" if verdict == CANNOT_TELL else "pass" if passed[name] else "fail"
+        )
+        rows.append(
+            DatasetRow(
+                workspace=record.team,
+                channel=record.channel,
+                thread_ts=record.thread_ts,
+                run_id=record.grading_run_id,
+                iteration=record.iteration,
+                criterion=name,
+                request=request,
+                answer=answer,
+                grader_verdict=grader,
+                grader_reason=reasons.get(name, ""),
+                rubric_version=provenance["rubric_version"] if provenance else UNKNOWN,
+                grader_model=provenance["grader_model"] if provenance else UNKNOWN,
+                grader_prompt_hash=provenance["grader_prompt_hash"] if provenance else UNKNOWN,
+                worker_model=provenance["worker_model"] if provenance else UNKNOWN,
+                calibration_examples=provenance["calibration_examples"] if provenance else [],
+                reviews=[
+                    ReviewEntry(
+                        reviewer=r.reviewer,
+                        verdict=r.reviewer_verdict,
+                        comment=r.comment,
+                        at=r.created_at.isoformat(),
+                    )
+                    for r in reviews
+                    if r.criterion == name
+                ],
+                audit=audit_verdict(record, name),
+            )
+        )
+    return rows

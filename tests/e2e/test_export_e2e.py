@@ -1,0 +1,124 @@
+"""`rubric-bot export` end to end: a run and a review through the real bot and the Slack and model
+stand-ins, then the dataset the terminal command writes from the bot's database."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.conftest import CRITERIA, RUBRIC, Service, evaluations, shared_service
+from tests.standins import slack_requests as sr
+from tests.standins import wait_for
+from tests.standins.model_api import CANNOT_TELL_REASON, answering_model, grade
+
+CITES, POLITE = CRITERIA
+EXPORT_TIMEOUT = 120.0
+"""Bound for the export command (a fresh Python process importing langchain, on a loaded machine)."""
+
+EXPORT_KEYS = {
+    "workspace",
+    "channel",
+    "thread_ts",
+    "run_id",
+    "iteration",
+    "criterion",
+    "request",
+    "answer",
+    "grader_verdict",
+    "grader_reason",
+    "rubric_version",
+    "grader_model",
+    "grader_prompt_hash",
+    "worker_model",
+    "calibration_examples",
+    "reviews",
+    "audit",
+}
+"""The keys every exported row has (the issue's list)."""
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory) -> Iterator[Service]:
+    with shared_service(tmp_path_factory.mktemp("export-bot")) as service:
+        yield service
+
+
+def export(s: Service, *args: str) -> list[dict]:
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "export", "--db", str(s.db_path), *args],
+        capture_output=True,
+        text=True,
+        timeout=EXPORT_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def answered_thread(s: Service, channel: str, request: str) -> tuple[str, object]:
+    root = s.mention(f"rubric:\n{RUBRIC}", channel)
+    s.wait_text(channel, root, "Rubric set")
+    s.mention(request, channel, thread_ts=root)
+    s.wait_finals(channel, root, 1)
+    [evaluation] = evaluations(s.thread(channel, root))
+    return root, evaluation
+
+
+def test_export_writes_the_reviewed_cases_with_every_key_and_their_provenance(service, tmp_path):
+    s = service
+    s.model.worker = lambda request: "Tea is fine ☕."
+    s.model.grader = lambda request: grade(CRITERIA, cannot_tell=[CITES], scored=request.is_scored)
+    root, evaluation = answered_thread(s, "CEXP1", "Is tea healthy?")
+    s.disagree(evaluation, root, "U3", {CITES: ("fail", "Cite a study — «bitte».")})
+    s.wait_message(evaluation, "1 review")
+    answered_thread(s, "CEXP1", "Is water wet?")  # graded, never reviewed
+
+    everything = export(s, "--channel", "CEXP1")
+    out = tmp_path / "cases.jsonl"
+    rows = export(s, "--channel", "CEXP1", "--reviewed-only", "--output", str(out))
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+    assert len(everything) == 4 and {row["request"].splitlines()[-1] for row in everything} == {
+        "Is tea healthy?",
+        "Is water wet?",
+    }
+    assert all(set(row) == EXPORT_KEYS for row in everything)
+    assert {row["criterion"] for row in rows} == set(CRITERIA)  # the form reviews every criterion
+    [cites] = [row for row in rows if row["criterion"] == CITES]
+    assert cites["criterion"] == CITES and cites["channel"] == "CEXP1" and cites["thread_ts"] == root
+    assert cites["grader_verdict"] == "cannot_tell" and cites["grader_reason"] == CANNOT_TELL_REASON
+    assert cites["request"].endswith("Is tea healthy?") and cites["answer"] == "Tea is fine ☕."
+    assert cites["grader_model"] == answering_model("gpt-4o-mini")
+    assert cites["worker_model"] == answering_model("gpt-4o-mini")
+    assert cites["rubric_version"].startswith("#") and cites["grader_prompt_hash"]
+    assert cites["audit"] is None and cites["calibration_examples"] == []
+    [review] = cites["reviews"]
+    assert (review["reviewer"], review["verdict"], review["comment"]) == (
+        "U3",
+        "fail",
+        "Cite a study — «bitte».",
+    )
+
+
+def test_a_deleted_request_is_never_exported(service):
+    s = service
+    s.model.worker = lambda request: "Secret plans."
+    s.model.grader = lambda request: grade(CRITERIA, scored=request.is_scored)
+    root = s.mention(f"rubric:\n{RUBRIC}", "CEXP2")
+    s.wait_text("CEXP2", root, "Rubric set")
+    asked = "Share the secret plans"
+    request = s.mention(asked, "CEXP2", thread_ts=root)
+    s.wait_finals("CEXP2", root, 1)
+    assert {row["request"].splitlines()[-1] for row in export(s, "--channel", "CEXP2")} == {asked}
+
+    s.send(sr.event_callback(sr.message_deleted("CEXP2", request, root, previous_text=asked)))
+
+    wait_for(
+        lambda: export(s, "--channel", "CEXP2") == [],
+        2 * EXPORT_TIMEOUT,
+        message="the export to leave the deleted request out",
+    )
