@@ -1,7 +1,8 @@
 """The audits as `rubric-bot export` writes them: each exported row's ``audit`` key.
 
 The export (one object per iteration and criterion) looks its run's audit up here by the engine's
-run id (``grading_run_id``); a run without a finished audit exports ``null``.
+run id (``grading_run_id``); the rows of the run's last iteration (the final answer the audit graded)
+carry it, every other row and a run without a finished audit export ``null``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TypedDict
 
-from bot.db.audits import AuditVerdict
+from bot.db.audits import AuditRow, AuditVerdict
 from bot.db.store import Store
 from bot.workspaces.workspace import Tenant
 
@@ -24,10 +25,16 @@ class ExportedAudit(TypedDict):
 
 async def audits_by_run(
     store: Store, workspace: Tenant | None, channel: str | None, since: datetime | None = None
-) -> dict[str, ExportedAudit]:
+) -> dict[str, AuditRow]:
     """The finished audits of a workspace (None: every one) and channel (None: every one) made from
-    ``since`` on, by ``grading_run_id``."""
-    return {
-        row.grading_run_id: ExportedAudit(model=row.model, verdict=row.verdict, reason=row.reason)
-        for row in await store.audits_in_channel(workspace, channel, since)
-    }
+    ``since`` on, by ``grading_run_id``: one per audited run, so few beside the rows exported."""
+    return {row.grading_run_id: row for row in await store.audits_in_channel(workspace, channel, since)}
+
+
+def exported_audit(audits: dict[str, AuditRow], grading_run_id: str, iteration: int) -> ExportedAudit | None:
+    """The ``audit`` key of a row of this run and iteration: the audit graded the run's final answer,
+    so only the rows of the run's last iteration carry it (None elsewhere and for unaudited runs)."""
+    audit = audits.get(grading_run_id)
+    if audit is None or audit.iterations != iteration:
+        return None
+    return ExportedAudit(model=audit.model, verdict=audit.verdict, reason=audit.reason)

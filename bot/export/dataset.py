@@ -17,6 +17,8 @@ from typing import Literal, TypedDict
 from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from bot.audit.export import ExportedAudit, audits_by_run, exported_audit
+from bot.db.audits import AuditRow
 from bot.db.store import EvaluationRecord, ReviewRow, Store
 from bot.provenance.record import UNKNOWN
 from bot.review.verdicts import CANNOT_TELL, grader_verdicts
@@ -42,14 +44,6 @@ class ReviewEntry(TypedDict):
     """When, ISO 8601 in UTC."""
 
 
-class AuditEntry(TypedDict):
-    """The audit grader's verdict on the run's final answer for the criterion."""
-
-    model: str
-    verdict: GraderVerdict
-    reason: str
-
-
 class DatasetRow(TypedDict):
     """One exported (iteration, criterion); the README lists what each key means."""
 
@@ -69,16 +63,7 @@ class DatasetRow(TypedDict):
     worker_model: str
     calibration_examples: list[str]
     reviews: list[ReviewEntry]
-    audit: AuditEntry | None
-
-
-def audit_verdict(record: EvaluationRecord, criterion: str) -> AuditEntry | None:
-    """The audit grader's verdict on this criterion of the record's run, once audits are stored.
-
-    None until then: the audit grader (issue 26, item 4) keeps its verdicts in a table of its own;
-    this is the one place that reads them for the export.
-    """
-    return None
+    audit: ExportedAudit | None
 
 
 async def dataset_rows(
@@ -92,6 +77,7 @@ async def dataset_rows(
 ) -> AsyncIterator[DatasetRow]:
     """The rows of the evaluations in scope, oldest first."""
     conversations: OrderedDict[str, list[AnyMessage]] = OrderedDict()
+    audits = await audits_by_run(store, workspace, channel, since)
     async for record in store.evaluation_records(workspace, channel, since):
         reviews = await store.reviews_for_iteration(
             record.thread.workspace, record.grading_run_id, record.iteration
@@ -102,7 +88,7 @@ async def dataset_rows(
         case = _request_and_answer(messages, record.evaluation["answer_message_id"])
         if case is None:
             continue  # deleted since: what was deleted is never exported
-        for row in _rows(record, case, reviews):
+        for row in _rows(record, case, reviews, audits):
             if not reviewed_only or row["reviews"]:
                 yield row
 
@@ -137,7 +123,12 @@ def _request_and_answer(messages: Sequence[AnyMessage], answer_id: str | None) -
     return request.text, messages[index].text
 
 
-def _rows(record: EvaluationRecord, case: tuple[str, str], reviews: Sequence[ReviewRow]) -> list[DatasetRow]:
+def _rows(
+    record: EvaluationRecord,
+    case: tuple[str, str],
+    reviews: Sequence[ReviewRow],
+    audits: dict[str, AuditRow],
+) -> list[DatasetRow]:
     request, answer = case
     provenance = record.provenance
     verdicts = grader_verdicts(record.evaluation)
@@ -175,7 +166,7 @@ def _rows(record: EvaluationRecord, case: tuple[str, str], reviews: Sequence[Rev
                     for r in reviews
                     if r.criterion == name
                 ],
-                audit=audit_verdict(record, name),
+                audit=exported_audit(audits, record.grading_run_id, record.iteration),
             )
         )
     return rows

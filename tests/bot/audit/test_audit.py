@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from bot.audit.export import exported_audit
 from bot.audit.report import audit_figures, audit_lines
 from bot.audit.selection import is_audited
 from bot.db.audits import AuditRow, AuditVerdict
@@ -45,3 +46,11 @@ def test_the_disagreement_is_among_runs_the_loop_passed_overall_and_by_iteration
         "1 audit(s) failed to grade and are left out.",
     ]
     assert audit_lines(audit_figures([])) == []
+
+
+def test_an_exported_row_carries_the_audit_only_on_the_iteration_the_audit_graded():
+    audits = {"g": audit(2, True, "fail")}
+
+    assert exported_audit(audits, "g", 2) == {"model": "m", "verdict": "fail", "reason": ""}
+    assert exported_audit(audits, "g", 1) is None  # an earlier draft: the audit never saw it
+    assert exported_audit(audits, "other", 2) is None  # a run nobody audited

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.audit.export import audits_by_run
+from bot.audit.export import audits_by_run, exported_audit
 from bot.audit.report import load_audit
 from bot.db.audits import AuditResult, AuditStart
 from bot.db.spend import Spender
@@ -52,8 +52,12 @@ async def test_a_run_is_audited_once_its_tokens_count_with_the_runs_and_it_goes_
     assert spent["channel"].tokens == 140  # and towards the channel's daily budget
     figures = await load_audit(store, workspace=T1, channel="C1", days=None)
     assert (figures.overall.passed, figures.overall.failed_by_audit) == (1, 1)
-    assert await audits_by_run(store, T1, "C1") == {
-        "grading-1": {"model": "audit-2026-01-01", "verdict": "fail", "reason": "Not polite."}
+    audits = await audits_by_run(store, T1, "C1")
+    assert list(audits) == ["grading-1"]
+    assert exported_audit(audits, "grading-1", 2) == {
+        "model": "audit-2026-01-01",
+        "verdict": "fail",
+        "reason": "Not polite.",
     }
     assert await store.audits_in_channel(Workspace("T2"), "C1") == []
 

@@ -46,6 +46,7 @@ def test_manifest_is_the_repos_manifest_and_a_complete_socket_mode_app(capsys):
         "users:read",
         "channels:read",
         "groups:read",
+        "assistant:write",
     }
     assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {
         "app_mention",
@@ -55,6 +56,8 @@ def test_manifest_is_the_repos_manifest_and_a_complete_socket_mode_app(capsys):
         "app_home_opened",
         "app_uninstalled",
         "tokens_revoked",
+        "assistant_thread_started",
+        "assistant_thread_context_changed",
     }
     assert manifest["features"]["app_home"]["home_tab_enabled"] is True
     assert manifest["settings"]["interactivity"]["is_enabled"] is True
@@ -407,6 +410,7 @@ HELP_MUST_NAME = {
     "worker": ("SLACK_BOT_TOKEN", "RUBRIC_BOT_MODEL", "RUBRIC_BOT_DB", "postgresql://", ".env"),
     "usage": ("RUBRIC_BOT_DB", ".env", "per channel, per person and per UTC day", "DAILY_TOKENS_PER_CHANNEL"),
     "replay": ("RUBRIC_BOT_DB", "RUBRIC_BOT_GRADER_MODEL", "RUBRIC_BOT_MODEL", ".env", "Ctrl-C", "130"),
+    "export": ("RUBRIC_BOT_DB", ".env", "never exported", "needs no Slack or model keys", "--reviewed-only"),
 }
 
 
