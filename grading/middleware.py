@@ -629,7 +629,17 @@ def _grader_failure(exc: Exception) -> str:
         return f"The grader failed: {exc}"
     reference = secrets.token_hex(FAILURE_REFERENCE_BYTES)
     logger.warning("RubricMiddleware grader failed (ref %s): %s", reference, _describe(exc))
-    return f"The grader failed ({type(exc).__name__}). The full error is in the bot's log as ref {reference}."
+    what = "timed out" if _is_timeout(exc) else "failed"
+    return f"The grader {what} ({type(exc).__name__}). The full error is in the bot's log as ref {reference}."
+
+
+def _is_timeout(exc: Exception) -> bool:
+    """Whether the grader gave up waiting: safe to say in the thread, and what its reader needs to know.
+
+    Providers' clients raise timeouts of their own (``openai.APITimeoutError`` is no TimeoutError), so
+    the type's name is what they share.
+    """
+    return isinstance(exc, TimeoutError) or any("Timeout" in cls.__name__ for cls in type(exc).__mro__)
 
 
 def _describe(exc: Exception) -> str:
