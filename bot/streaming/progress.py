@@ -35,9 +35,19 @@ class StreamedProgress(WorkingIndicator):
         if self._delivery.stream_ts is not None or not self._request.user:
             return
         ts = await self._stream.start(self._plan.start())
-        if ts is not None:
-            await self._delivery.stream_started(ts, self._finish)
-            await self.drafting()  # Slack took the status off with the streamed message
+        if ts is None:
+            return
+        try:
+            adopted = await self._delivery.stream_started(ts, self._finish)
+        except Exception:
+            # Not in the ledger, so the attempt that resumes the run starts a stream of its own:
+            # an empty message left behind would be a second one in the thread.
+            await self._stream.withdraw()
+            raise
+        if not adopted:
+            await self._stream.withdraw()
+            return
+        await self.drafting()  # Slack took the status off with the streamed message
 
     async def stop(self, *, posted_last: bool = False) -> None:
         """As the thread status's `stop`, once: the answer put into the streamed message stopped it

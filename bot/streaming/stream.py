@@ -56,6 +56,21 @@ class PlanStream:
         self.ts, self._live = str(response["ts"]), True
         return self.ts
 
+    async def withdraw(self) -> None:
+        """Delete the streamed message this run will not use (best effort: what Slack refuses is
+        logged) and stream no more."""
+        if self.ts is None:
+            return
+        self._live = False
+        try:
+            await self._client.chat_delete(channel=self._request.channel, ts=self.ts)
+        except SLACK_ERRORS as exc:
+            logger.warning(
+                "could not delete an unused streamed message in thread %s (%s)",
+                self._request.thread_id,
+                describe_error(exc),
+            )
+
     async def append(self, chunks: Sequence[Chunk]) -> None:
         """Add `chunks` to the stream while Slack takes them; once it refuses, the stream is over
         for this run (logged), and its answer goes in with `finish_stream`."""

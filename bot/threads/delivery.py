@@ -167,12 +167,21 @@ class Delivery:
             return self.post_message
         return partial(finish, stream_ts)
 
-    async def stream_started(self, ts: str, finish: StreamFinisher) -> None:
+    async def stream_started(self, ts: str, finish: StreamFinisher) -> bool:
         """The run streams in message `ts` (recorded at once: a resumed run answers there), and
-        `finish` puts the answer into it."""
+        `finish` puts the answer into it; False when the ledger holds another attempt's stream (a run
+        taken over while its first process lived), which this attempt leaves to it."""
+        recorded: list[bool] = []
+
+        async def write() -> None:
+            recorded.append(await self.store.record_posted(self.run_id, STREAM_STEP, 0, ts))
+
+        await record_retrying(write, self.thread)
+        if not recorded[-1]:
+            return False
         self.posted[(STREAM_STEP, 0)] = ts
         self.finish_stream = finish
-        await self._record(PostedPart(STREAM_STEP, 0, ts))
+        return True
 
     async def post(
         self, step: Step, part: int, payload: SlackMessage, evaluation: PostedEvaluation | None = None

@@ -168,7 +168,10 @@ def assert_answered_once_each(pair: Service, channel: str, roots: list[str]) -> 
     """Each thread: two evaluations and one closing message with the revised answer, each once."""
     for root in roots:
         thread = pair.thread(channel, root)
-        assert [m.event_type for m in thread] == run_messages(2), [m.all_text for m in thread]
+        # Once each, in either layout: a stream Slack refused in the outage falls back to messages.
+        assert sorted(str(m.event_type) for m in thread) == sorted(run_messages(2)), [
+            m.all_text for m in thread
+        ]
         assert "failed" not in finals(thread)[0].all_text
 
 
