@@ -7,7 +7,7 @@ echoing a value (tokens are secrets; a mistyped token is still mostly a token).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -360,9 +360,8 @@ class Settings(BaseSettings):
         if not isinstance(value, str):
             return value
         ids = comma_list(value)
-        wrong = [str(n) for n, id_ in enumerate(ids, start=1) if not EDITOR_ID.fullmatch(id_)]
-        if wrong:
-            raise ValueError(f"entry {', '.join(wrong)} is not a user id or user-group id")
+        if wrong := _unmatched_entries(ids, EDITOR_ID):
+            raise ValueError(f"entry {wrong} is not a user id or user-group id")
         return ids
 
     @field_validator("debug_loggers", mode="before")
@@ -371,9 +370,8 @@ class Settings(BaseSettings):
         if not isinstance(value, str):
             return value
         names = comma_list(value)
-        wrong = [str(n) for n, name in enumerate(names, start=1) if not LOGGER_NAME.fullmatch(name)]
-        if wrong:
-            raise ValueError(f"entry {', '.join(wrong)} is not a logger name")
+        if wrong := _unmatched_entries(names, LOGGER_NAME):
+            raise ValueError(f"entry {wrong} is not a logger name")
         return names
 
     @field_validator("allowed_models_override", mode="before")
@@ -382,9 +380,8 @@ class Settings(BaseSettings):
         if not isinstance(value, str):
             return value
         ids = tuple(dict.fromkeys(comma_list(value)))
-        wrong = [str(n) for n, id_ in enumerate(ids, start=1) if not MODEL_ID.fullmatch(id_)]
-        if wrong:
-            raise ValueError(f'entry {", ".join(wrong)} is not a "provider:model" id')
+        if wrong := _unmatched_entries(ids, MODEL_ID):
+            raise ValueError(f'entry {wrong} is not a "provider:model" id')
         long = [str(n) for n, id_ in enumerate(ids, start=1) if len(id_) > MODEL_ID_MAX]
         if long:
             raise ValueError(f"entry {', '.join(long)} is longer than {MODEL_ID_MAX} characters")
@@ -484,6 +481,12 @@ def comma_list(value: str) -> tuple[str, ...]:
     """The entries of a comma-separated setting, as Slack and operators write lists: trimmed, with
     empty entries (a trailing comma, doubled commas) left out."""
     return tuple(entry for part in value.split(",") if (entry := part.strip()))
+
+
+def _unmatched_entries(entries: Sequence[str], pattern: re.Pattern[str]) -> str:
+    """The numbers (from 1, comma-separated) of the `entries` that `pattern` does not match whole;
+    '' when every one does."""
+    return ", ".join(str(n) for n, entry in enumerate(entries, start=1) if not pattern.fullmatch(entry))
 
 
 class ConfigError(Exception):

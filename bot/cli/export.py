@@ -8,22 +8,20 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from bot.agreement.report import period_start
 from bot.cli.exits import EXIT_CONFIG, EXIT_OK, exit_status_help
 from bot.cli.subcommand import (
     SETTINGS_SOURCE,
     CliSubcommand,
+    UnreadableDatabase,
     add_database_option,
-    database_exists,
     fail,
     positive_int,
+    read_only_store,
 )
 from bot.cli.usage import channel_id_argument
 from bot.config import load_settings
 from bot.db.database import Database, open_checkpointer
-from bot.db.store import Store
 from bot.export.dataset import dataset_rows, jsonl
 from bot.workspaces.workspace import Workspace
 
@@ -43,10 +41,6 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
     add_database_option(parser)
 
 
-class NothingToExport(Exception):
-    """The export cannot be read from that database; `str()` says why, in one line."""
-
-
 def _run_export(args: argparse.Namespace) -> int:
     database = args.db or load_settings().database
     try:
@@ -55,7 +49,7 @@ def _run_export(args: argparse.Namespace) -> int:
         else:
             with args.output.open("w", encoding="utf-8") as out:
                 count = asyncio.run(_export(database, args, out))
-    except NothingToExport as exc:
+    except UnreadableDatabase as exc:
         fail(str(exc))
         return EXIT_CONFIG
     print(f"exported {count} row(s)", file=sys.stderr)
@@ -63,32 +57,19 @@ def _run_export(args: argparse.Namespace) -> int:
 
 
 async def _export(database: Database, args: argparse.Namespace, out: TextIO) -> int:
-    if not database_exists(database):
-        raise NothingToExport(f"no database at {database} (set RUBRIC_BOT_DB or pass --db)")
     count = 0
-    try:
-        store = await Store.open(database, read_only=True)
-        try:
-            async with open_checkpointer(database) as checkpointer:
-                rows = dataset_rows(
-                    store,
-                    checkpointer,
-                    workspace=Workspace(args.team) if args.team else None,
-                    channel=args.channel,
-                    since=period_start(args.days),
-                    reviewed_only=args.reviewed_only,
-                )
-                async for row in rows:
-                    out.write(jsonl(row))
-                    count += 1
-        finally:
-            await store.close()
-    except SQLAlchemyError as exc:
-        reason = getattr(exc, "orig", None) or exc
-        raise NothingToExport(
-            f"cannot read {database} ({reason}); if the bot has not run on it since an upgrade, "
-            "run rubric-bot db upgrade first"
-        ) from None
+    async with read_only_store(database) as store, open_checkpointer(database) as checkpointer:
+        rows = dataset_rows(
+            store,
+            checkpointer,
+            workspace=Workspace(args.team) if args.team else None,
+            channel=args.channel,
+            since=period_start(args.days),
+            reviewed_only=args.reviewed_only,
+        )
+        async for row in rows:
+            out.write(jsonl(row))
+            count += 1
     return count
 
 

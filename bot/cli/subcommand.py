@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from bot.config import Settings
 from bot.db.database import Database, DatabaseError, without_password
+from bot.db.store import Store
 from bot.listeners.command_text import CommandError, report_days
 from bot.ops import logs
 
@@ -81,6 +85,30 @@ def database_argument(text: str) -> Database:
 def database_exists(database: Database) -> bool:
     """False for a SQLite file that is not there (opening it would create an empty one)."""
     return database.is_postgres or database.sqlite_path.is_file()
+
+
+class UnreadableDatabase(Exception):
+    """A subcommand that only reads cannot read the database it was given; `str()` says why, in one line."""
+
+
+@asynccontextmanager
+async def read_only_store(database: Database) -> AsyncIterator[Store]:
+    """The bot's store on `database`, read-only (a subcommand that reads must never create or change
+    tables); UnreadableDatabase when there is none, or its tables are not this version's."""
+    if not database_exists(database):
+        raise UnreadableDatabase(f"no database at {database} (set RUBRIC_BOT_DB or pass --db)")
+    try:
+        store = await Store.open(database, read_only=True)
+        try:
+            yield store
+        finally:
+            await store.close()
+    except SQLAlchemyError as exc:
+        reason = getattr(exc, "orig", None) or exc
+        raise UnreadableDatabase(
+            f"cannot read {database} ({reason}); if the bot has not run on it since an upgrade, "
+            "run rubric-bot db upgrade first"
+        ) from None
 
 
 def add_database_option(

@@ -7,22 +7,21 @@ import argparse
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from bot.cli.exits import EXIT_CONFIG, EXIT_OK, exit_status_help
 from bot.cli.report import CHANNEL_ID
 from bot.cli.subcommand import (
     SETTINGS_SOURCE,
     CliSubcommand,
+    UnreadableDatabase,
     add_database_option,
-    database_exists,
     fail,
     positive_int,
+    read_only_store,
 )
 from bot.config import load_settings
 from bot.db.database import Database
 from bot.db.spend import SpendCounter
-from bot.db.store import Store, UsageRow
+from bot.db.store import UsageRow
 from bot.limits.quota import day_start
 from bot.limits.usage import CHANNEL_USAGE_DAYS, counters_table, usage_json, usage_table
 
@@ -48,16 +47,12 @@ def channel_id_argument(text: str) -> str:
     return text
 
 
-class NoUsage(Exception):
-    """The usage cannot be read from that database; `str()` says why, in one line."""
-
-
 def _run_usage(args: argparse.Namespace) -> int:
     database = args.db or load_settings().database
     since = day_start(datetime.now(UTC)) - timedelta(days=args.days - 1)
     try:
         rows, counters = asyncio.run(_usage(database, since, args.channel))
-    except NoUsage as exc:
+    except UnreadableDatabase as exc:
         fail(str(exc))
         return EXIT_CONFIG
     if args.channel:  # a channel's budget, and the wider ones it spends from
@@ -75,21 +70,9 @@ def _run_usage(args: argparse.Namespace) -> int:
 async def _usage(
     database: Database, since: datetime, channel: str | None
 ) -> tuple[list[UsageRow], list[SpendCounter]]:
-    if not database_exists(database):
-        raise NoUsage(f"no database at {database} (set RUBRIC_BOT_DB or pass --db)")
-    try:
-        store = await Store.open(database, read_only=True)
-        try:
-            today = day_start(datetime.now(UTC)).date()
-            return await store.usage(None, channel, since), await store.counters_of(today)
-        finally:
-            await store.close()
-    except SQLAlchemyError as exc:
-        reason = getattr(exc, "orig", None) or exc
-        raise NoUsage(
-            f"cannot read usage from {database} ({reason}); if the bot has not run on it since an "
-            "upgrade, run rubric-bot db upgrade first"
-        ) from None
+    async with read_only_store(database) as store:
+        today = day_start(datetime.now(UTC)).date()
+        return await store.usage(None, channel, since), await store.counters_of(today)
 
 
 USAGE = CliSubcommand(

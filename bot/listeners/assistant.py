@@ -19,8 +19,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.assistant.pane import answer_question, open_pane
 from bot.assistant.prompts import PaneQuestion, pane_question
-from bot.listeners.context import services_of, workspace_of
-from bot.threads.conversation import is_direct_message, is_from_person, user_message
+from bot.listeners.context import event_message, services_of, workspace_of
+from bot.threads.conversation import is_direct_message, is_from_person
 
 
 def register(app: AsyncApp) -> None:
@@ -68,12 +68,7 @@ async def asks_pane_question(event: dict[str, Any], context: AsyncBoltContext) -
 async def on_pane_question(
     body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
 ) -> None:
-    message = user_message(
-        event,
-        workspace=workspace_of(context),
-        bot_user_id=context.bot_user_id or "",
-        event_id=body.get("event_id"),
-    )
+    message = event_message(body, event, context)
     question = pane_question(message.text)
     services = services_of(context)
     if question is PaneQuestion.RUBRIC:

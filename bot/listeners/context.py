@@ -13,6 +13,7 @@ from bot.agreement.channel_replay import ChannelReplays
 from bot.config import Settings
 from bot.db.store import Store
 from bot.governance.editors import RubricEditors
+from bot.threads.conversation import UserMessage, user_message
 from bot.threads.runner import ThreadRunner
 from bot.workspaces.installations import Installations
 from bot.workspaces.settings import WorkspaceOverrides
@@ -67,6 +68,16 @@ def tenant_of(context: AsyncBoltContext) -> Tenant:
     if context.is_enterprise_install and context.enterprise_id:
         return Organization(context.enterprise_id)
     return workspace_of(context)
+
+
+def event_message(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> UserMessage:
+    """The person's message an Events API `event` (delivered in `body`) carries, in its workspace."""
+    return user_message(
+        event,
+        workspace=workspace_of(context),
+        bot_user_id=context.bot_user_id or "",
+        event_id=body.get("event_id"),
+    )
 
 
 def request_workspace(settings: Settings, context: AsyncBoltContext, body: dict[str, Any]) -> Workspace:

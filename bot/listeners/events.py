@@ -17,7 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.home import publish_home
 from bot.lifecycle.erase import purge_tenant
-from bot.listeners.context import Services, services_of, tenant_of, workspace_of
+from bot.listeners.context import Services, event_message, services_of, tenant_of, workspace_of
 from bot.material.files import shared_files
 from bot.material.sources import Sources
 from bot.threads.conversation import (
@@ -30,7 +30,6 @@ from bot.threads.conversation import (
     mentions_bot,
     message_change,
     rubric_directive,
-    user_message,
 )
 
 EventWork = Callable[[dict[str, Any], dict[str, Any], AsyncBoltContext], Awaitable[None]]
@@ -169,12 +168,7 @@ async def on_message(body: dict[str, Any], event: dict[str, Any], context: Async
 async def _accept(
     services: Services, body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext
 ) -> None:
-    message = user_message(
-        event,
-        workspace=workspace_of(context),
-        bot_user_id=context.bot_user_id or "",
-        event_id=body.get("event_id"),
-    )
+    message = event_message(body, event, context)
     sources = Sources(files=shared_files(event), bot_user_id=context.bot_user_id or "")
     runner = services.runner
     if len(message.text) > MAX_INPUT_CHARS:

@@ -435,6 +435,23 @@ class Service:
         return [json.loads(row[0]) for row in rows]
 
 
+@pytest.fixture
+def launch(
+    start_bot: Callable[..., BotProcess],
+    slack_api: SlackApiStandin,
+    model_api: ModelApiStandin,
+    database_url: str,
+) -> Callable[..., Service]:
+    """Start a bot on the test's database (SQLite or PostgreSQL, one test each) with extra settings,
+    its models scripted to revise once (`scripted_revision` of `CRITERIA`)."""
+
+    def start(**env: str) -> Service:
+        model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+        return Service(slack_api, model_api, start_bot(env={"RUBRIC_BOT_DB": database_url, **env}))
+
+    return start
+
+
 @contextmanager
 def shared_service(workdir: Path, env: Mapping[str, str] | None = None) -> Iterator[Service]:
     """`shared_bot` as a Service, with the default scripts: each first answer needs one revision."""

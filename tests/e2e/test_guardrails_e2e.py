@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 
 import pytest
 
-from tests.e2e.conftest import CRITERIA, RUBRIC, RUN_TIMEOUT, BotProcess, Service
+from tests.e2e.conftest import CRITERIA, RUBRIC, RUN_TIMEOUT, Service
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import ErrorReply, ModelApiStandin, scripted_revision
@@ -22,22 +21,6 @@ from tests.standins.slack_api import SlackApiStandin, SlackMessage
 
 SECRET = "sk-proj-Zx9SECRETkeyTAIL"
 """What a provider's error text may carry: an API key's tail. It must never reach Slack."""
-
-
-@pytest.fixture
-def launch(
-    start_bot: Callable[..., BotProcess],
-    slack_api: SlackApiStandin,
-    model_api: ModelApiStandin,
-    database_url: str,
-) -> Callable[..., Service]:
-    """Start a bot on the test's database (SQLite or PostgreSQL) with extra settings."""
-
-    def start(**env: str) -> Service:
-        model_api.worker, model_api.grader = scripted_revision(CRITERIA)
-        return Service(slack_api, model_api, start_bot(env={"RUBRIC_BOT_DB": database_url, **env}))
-
-    return start
 
 
 def command(s: Service, text: str, channel: str, user: str, *, via: int = 0) -> str:
@@ -177,16 +160,14 @@ def test_two_replays_in_one_channel_across_two_serve_processes_one_runs(
 # -- notices without secrets -----------------------------------------------------------------------
 
 
-def test_a_provider_error_carrying_a_key_leaves_no_trace_in_slack_and_its_reference_is_in_the_log(launch):
-    s = launch()
-    s.model.worker = lambda request: ErrorReply(401, f"Incorrect API key provided: {SECRET}")
-    root = s.mention("Anything at all", "C9")
-    notice = s.wait_text("C9", root, "The model failed")
-
-    reference = re.search(r"ref ([0-9a-f]{6})", notice.all_text)
-    assert reference is not None, notice.all_text
+def assert_only_the_log_holds_the_error(s: Service, shown: SlackMessage, *provider_text: str) -> None:
+    """`shown` gives a reference to the log, no Slack call carries any of `provider_text`, and the log
+    line with that reference holds the provider's full error."""
+    reference = re.search(r"ref ([0-9a-f]{6})", shown.all_text)
+    assert reference is not None, shown.all_text
     for call in s.slack.calls():
-        assert "sk-proj" not in json.dumps(call.args), call.method
+        sent = json.dumps(call.args)
+        assert not any(text in sent for text in provider_text), call.method
     logged = wait_for(
         lambda: next(
             (line for line in s.bot.stderr_text().splitlines() if f"ref {reference.group(1)}" in line), None
@@ -195,6 +176,15 @@ def test_a_provider_error_carrying_a_key_leaves_no_trace_in_slack_and_its_refere
         message="the log line with the reference",
     )
     assert SECRET in logged  # the operator's log holds the full error
+
+
+def test_a_provider_error_carrying_a_key_leaves_no_trace_in_slack_and_its_reference_is_in_the_log(launch):
+    s = launch()
+    s.model.worker = lambda request: ErrorReply(401, f"Incorrect API key provided: {SECRET}")
+    root = s.mention("Anything at all", "C9")
+    notice = s.wait_text("C9", root, "The model failed")
+
+    assert_only_the_log_holds_the_error(s, notice, "sk-proj")
 
 
 def test_a_grader_refusing_its_key_leaves_no_provider_text_in_slack_and_its_reference_is_in_the_log(launch):
@@ -205,18 +195,7 @@ def test_a_grader_refusing_its_key_leaves_no_provider_text_in_slack_and_its_refe
     s.mention("Anything at all", "C10", thread_ts=root)
     evaluation = s.wait_text("C10", root, "The grader failed")
 
-    reference = re.search(r"ref ([0-9a-f]{6})", evaluation.all_text)
-    assert reference is not None, evaluation.all_text
-    for call in s.slack.calls():
-        assert "sk-proj" not in json.dumps(call.args) and "Incorrect API key" not in json.dumps(call.args)
-    logged = wait_for(
-        lambda: next(
-            (line for line in s.bot.stderr_text().splitlines() if f"ref {reference.group(1)}" in line), None
-        ),
-        RUN_TIMEOUT,
-        message="the log line with the reference",
-    )
-    assert SECRET in logged  # the operator's log holds the full error
+    assert_only_the_log_holds_the_error(s, evaluation, "sk-proj", "Incorrect API key")
 
 
 def test_a_workspaces_own_limits_hold_at_admission_and_a_burst_starts_at_most_one_run_past_its_budget(

@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.cli.main import main
-from tests.e2e.conftest import CRITERIA, RUBRIC, RUN_TIMEOUT, BotProcess, Service, get, responses
+from tests.e2e.conftest import CRITERIA, RUBRIC, RUN_TIMEOUT, Service, get, responses
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import (
@@ -24,9 +24,7 @@ from tests.standins.model_api import (
     DRAFT_ANSWER,
     REVISED_ANSWER,
     ChatRequest,
-    ModelApiStandin,
     grade,
-    scripted_revision,
 )
 from tests.standins.slack_api import SlackApiStandin, SlackMessage
 
@@ -35,20 +33,13 @@ EDITOR = "UEDITOR"
 
 
 @pytest.fixture
-def launch(
-    start_bot: Callable[..., BotProcess],
-    slack_api: SlackApiStandin,
-    model_api: ModelApiStandin,
-    database_url: str,
-) -> Callable[..., Service]:
-    """Start a bot on the test's database (SQLite or PostgreSQL) with extra settings."""
+def launch(launch: Callable[..., Service], slack_api: SlackApiStandin) -> Callable[..., Service]:
+    """The e2e `launch`, with `EDITOR` the channel's one rubric editor and two other people Slack knows."""
 
     def start(**env: str) -> Service:
-        model_api.worker, model_api.grader = scripted_revision(CRITERIA)
         for user in ("UNOBODY", "USECOND"):
             slack_api.add_user(user, user.title())
-        env = {"RUBRIC_BOT_DB": database_url, "RUBRIC_BOT_RUBRIC_EDITORS": EDITOR, **env}
-        return Service(slack_api, model_api, start_bot(env=env))
+        return launch(**{"RUBRIC_BOT_RUBRIC_EDITORS": EDITOR, **env})
 
     return start
 
