@@ -44,12 +44,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot_load import agent_loop_alone, fresh_schema
 
-from bot.db.store import PostedEvaluation, PostedPart, RunLease, RunMaterial, Store, new_lease
+from bot.db.evaluations import PostedEvaluation
+from bot.db.ledger import PostedPart
+from bot.db.material import RunMaterial
+from bot.db.runs import RunLease, new_lease
+from bot.db.store import Store
 from bot.limits.quota import DailyLimits
 from bot.review.controls import review_controls
 from bot.threads import render
-from bot.threads.conversation import ThreadKey
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.workspace import Workspace
 from grading import RubricEvaluation
 from tests.standins.slack_api import SlackApiStandin
 

@@ -1,6 +1,12 @@
 """rubric-bot: the Slack adapter that runs the grading engine in Slack threads.
 
-One folder per feature; each folder's ``__init__`` docstring is its map, one line per module.
+One folder per feature; each folder's ``__init__`` docstring is its map, one line per module. The
+floors (checked by ``tests/bot/test_layout.py``): ``vocabulary/`` imports nothing of the bot's;
+``db/`` only the vocabulary; the features (and ``config``, ``agent``) the floors below and each
+other without a cycle; ``home`` and ``listeners`` above them; then ``app``; then ``cli``.
+
+- ``vocabulary/``: the words every floor shares: the workspace and thread keys, message changes, run
+  statuses, verdicts, what was not read.
 
 - ``slack/``: Slack plumbing: the client and its errors, the signed-request HTTP app, Socket Mode,
   Block Kit limits and builders, mrkdwn and Markdown, inbound payload models.
@@ -21,11 +27,11 @@ One folder per feature; each folder's ``__init__`` docstring is its map, one lin
 - ``limits/``: daily limits (requests per person, tokens per channel) and the usage they count.
 - ``governance/``: who may change grading (editors, admins), and rubric changes: versions, history,
   revert, announcements.
-- ``workspaces/``: many workspaces from one deployment: the workspace key of every row and job,
-  OAuth installation, each workspace's token, the manifest of a distributed app.
-- ``lifecycle/``: the data's life: deleted and edited messages, retention, purge and uninstall, private
-  database files.
-- ``db/``: the database (SQLite or PostgreSQL), its schema, the store, admin and migrations.
+- ``workspaces/``: many workspaces from one deployment: OAuth installation, each workspace's token,
+  the manifest of a distributed app.
+- ``lifecycle/``: the data's life: deleted and edited messages, retention, purge and uninstall, an
+  emptied write-ahead log.
+- ``db/``: the database (SQLite or PostgreSQL), its schema, the store by aggregate, admin and migrations.
 - ``ops/``: what an operator asks a running process: start-up, `/healthz`, `/readyz`, `/metrics`.
 - ``cli/``: `rubric-bot` in the terminal: one module per subcommand.
 - ``app``: the Slack app: Bolt wiring and the `serve` and `worker` process lifecycles.

@@ -27,7 +27,7 @@ from bot.config import ConfigError, Settings, problem
 from bot.limits.prices import Role, RunCost, run_cost
 from bot.material.fence import MATERIAL_NOTE
 from bot.threads.summary import ThreadSummary, summary_usage
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.workspace import Workspace
 from grading import (
     ANTHROPIC_LLM_TYPE,
     DEFAULT_MAX_GRADER_CALLS,

@@ -43,7 +43,7 @@ from bot.review.calibration import calibration_source
 from bot.slack.client import build_client, log_listener_failure
 from bot.slack.http import EVENTS_PATH, slack_web_app
 from bot.slack.socket_mode import check_tokens, retry_until_stopped, serve_socket_mode
-from bot.threads.jobs import open_queue
+from bot.threads.durable_queue import open_queue
 from bot.threads.runner import ThreadRunner
 from bot.workspaces.clients import WorkspaceClients
 from bot.workspaces.installations import Installations, open_installations

@@ -29,7 +29,9 @@ from slack_sdk.models.views import View
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agreement.report import Report, chart_title, chart_upload, load_report, report_blocks
-from bot.db.store import FAILED, INTERRUPTED, TIMED_OUT, CostTally, RunRecord, RunStatus, Store
+from bot.db.runs import RunRecord
+from bot.db.store import Store
+from bot.db.usage import CostTally
 from bot.limits.quota import day_start
 from bot.limits.usage import CHANNEL_USAGE_DAYS, spend_words
 from bot.slack.blocks import MAX_VIEW_BLOCKS, block_dicts, code, context_block, header_block, section_block
@@ -37,7 +39,8 @@ from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.messages import BlockJson
 from bot.slack.notices import slack_failure_words
 from bot.threads.render import status_words
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.statuses import FAILED, INTERRUPTED, TIMED_OUT, RunStatus
+from bot.vocabulary.workspace import Workspace
 
 __all__ = ["ChannelHome", "home_view", "load_home", "publish_home"]
 

@@ -34,13 +34,15 @@ from bot.agreement.replay import (
 )
 from bot.config import DEFAULT_REPLAY_COOLDOWN, Settings
 from bot.db.database import open_checkpointer
-from bot.db.store import ReplayLease, ReplayRefused, Store, Verdict
+from bot.db.replays import ReplayLease, ReplayRefused
+from bot.db.store import Store
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.messages import NO_UNFURLS
 from bot.slack.mrkdwn import slack_date
 from bot.slack.notices import log_failure, reference_words, slack_failure_words
+from bot.vocabulary.verdicts import Verdict
+from bot.vocabulary.workspace import Workspace
 from bot.workspaces.settings import Deployment, WorkspaceOverrides
-from bot.workspaces.workspace import Workspace
 from grading import EVIDENCE_TOOLS, TranscriptGrader
 
 logger = logging.getLogger(__name__)

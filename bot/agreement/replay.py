@@ -27,11 +27,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.agent import sum_usage
 from bot.agreement.report import period_start
-from bot.db.store import EvaluationRecord, ReviewRow, Store, Verdict
+from bot.db.evaluations import EvaluationRecord
+from bot.db.reviews import ReviewRow
+from bot.db.store import Store
 from bot.material.fence import holds_material
 from bot.review.calibration import CALIBRATION_EXAMPLES, ROWS_PER_EXAMPLE, team_examples
 from bot.review.verdicts import grader_verdicts
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.verdicts import Verdict
+from bot.vocabulary.workspace import Workspace
 from grading import EVIDENCE_TOOLS, CalibrationExample, RubricEvaluation
 from grading.grader import GRADER_SYSTEM_PROMPT, build_payload
 from grading.once import TranscriptGrader

@@ -43,12 +43,13 @@ from bot.agreement.presentation import (
     shown_kappa,
     slack_name,
 )
-from bot.db.store import ReviewRow, Store
+from bot.db.reviews import ReviewRow
+from bot.db.store import Store
 from bot.provenance.grouping import Coverage, Waiting, by_provenance, coverage, waiting_for_people
 from bot.review.verdicts import grader_verdicts, is_judged, verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
 from bot.slack.messages import SlackMessage
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.workspace import Workspace
 from grading import RubricEvaluation
 from grading.agreement import (
     CORRELATION_THRESHOLD,

@@ -26,8 +26,9 @@ from bot.db.store import Store
 from bot.slack.client import attempt
 from bot.slack.messages import SlackMessage
 from bot.slack.mrkdwn import truncate
-from bot.threads.conversation import ThreadKey, UserMessage
-from bot.workspaces.workspace import Workspace
+from bot.threads.conversation import UserMessage
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.workspace import Workspace
 
 logger = logging.getLogger(__name__)
 

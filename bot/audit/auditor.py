@@ -22,7 +22,7 @@ from bot.audit.selection import is_audited
 from bot.db.audits import AuditResult, AuditStart, AuditVerdict
 from bot.db.store import Store
 from bot.ops import metrics
-from bot.threads.conversation import ThreadKey
+from bot.vocabulary.thread import ThreadKey
 from grading import RubricEvaluation, TranscriptGrader, agrade_answer
 
 logger = logging.getLogger(__name__)

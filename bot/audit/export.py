@@ -12,7 +12,7 @@ from typing import TypedDict
 
 from bot.db.audits import AuditRow, AuditVerdict
 from bot.db.store import Store
-from bot.workspaces.workspace import Tenant
+from bot.vocabulary.workspace import Tenant
 
 
 class ExportedAudit(TypedDict):

@@ -16,7 +16,7 @@ from bot.db.audits import ITERATION_BUCKETS, AuditRow, iteration_bucket
 from bot.db.store import Store
 from bot.slack.blocks import block_dicts, section_block
 from bot.slack.messages import BlockJson
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.workspace import Workspace
 
 
 @dataclass

@@ -25,7 +25,7 @@ from bot.config import load_settings
 from bot.db import admin as dbadmin
 from bot.db.database import DATABASE_ERRORS, Database, describe_database_error
 from bot.lifecycle.erase import Erased, Scope
-from bot.workspaces.workspace import NO_ENTERPRISE, Workspace
+from bot.vocabulary.workspace import NO_ENTERPRISE, Workspace
 
 
 def _configure_db(parser: argparse.ArgumentParser) -> None:

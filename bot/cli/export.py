@@ -23,7 +23,7 @@ from bot.cli.usage import channel_id_argument
 from bot.config import load_settings
 from bot.db.database import Database, open_checkpointer
 from bot.export.dataset import dataset_rows, jsonl
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.workspace import Workspace
 
 
 def _configure_export(parser: argparse.ArgumentParser) -> None:

@@ -48,7 +48,7 @@ from bot.config import Settings, load_settings
 from bot.db.database import Database, open_checkpointer
 from bot.db.store import Store
 from bot.provenance.grouping import provenance_counts, provenance_label
-from bot.provenance.record import UNKNOWN
+from bot.vocabulary.provenance import UNKNOWN
 from grading import EVIDENCE_TOOLS, TranscriptGrader
 
 DEFAULT_CONCURRENCY = 4

@@ -27,7 +27,10 @@ from bot.cli.subcommand import (
 )
 from bot.config import Settings, load_settings
 from bot.db.database import Database
-from bot.db.store import CostTally, MaterialTally, RunRecord, Store
+from bot.db.material import MaterialTally
+from bot.db.runs import RunRecord
+from bot.db.store import Store
+from bot.db.usage import CostTally
 from bot.limits.usage import spend_words
 from bot.slack.blocks import plural
 

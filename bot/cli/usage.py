@@ -21,7 +21,7 @@ from bot.cli.subcommand import (
 from bot.config import load_settings
 from bot.db.database import Database
 from bot.db.spend import SpendCounter
-from bot.db.store import UsageRow
+from bot.db.usage import UsageRow
 from bot.limits.quota import day_start
 from bot.limits.usage import CHANNEL_USAGE_DAYS, counters_table, usage_json, usage_table
 

@@ -21,9 +21,9 @@ from sqlalchemy import func, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.db.database import Checkpointer, Database, open_checkpointer, schema_lock
+from bot.db.queue_schema import apply_schema as apply_queue_schema
 from bot.db.schema import metadata
 from bot.db.store import migrate
-from bot.threads.jobs import apply_schema as apply_queue_schema
 
 COPY_BATCH_ROWS = 500
 """Rows read and written at a time when copying a table, bounding memory on large histories."""

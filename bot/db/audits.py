@@ -12,7 +12,7 @@ from typing import Any, Literal
 from sqlalchemy import Select, Update, bindparam, func, select, update
 
 from bot.db.schema import audits, runs
-from bot.workspaces.workspace import NO_ENTERPRISE
+from bot.vocabulary.workspace import NO_ENTERPRISE
 
 AuditVerdict = Literal["pass", "fail", "error"]
 """What the audit grader said of a final answer: every judged criterion passes, some fails, or the

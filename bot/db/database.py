@@ -34,7 +34,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from bot.lifecycle.files import make_private
+from bot.db.private_file import make_private
 
 logger = logging.getLogger(__name__)
 
@@ -345,7 +345,7 @@ async def open_checkpointer(database: Database) -> AsyncIterator[Checkpointer]:
     """langgraph's checkpointer on the database, open for as long as the context is.
 
     SQLite gets an `AsyncSqliteSaver` on its own connection (the file private, see
-    `bot.lifecycle.files`); PostgreSQL an `AsyncPostgresSaver` on a
+    `bot.db.private_file`); PostgreSQL an `AsyncPostgresSaver` on a
     psycopg pool. Neither creates its tables here: `rubric-bot db upgrade` does (the SQLite saver
     also creates them on first use).
     """

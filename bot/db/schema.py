@@ -37,7 +37,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from bot.workspaces.workspace import NO_ENTERPRISE
+from bot.vocabulary.workspace import NO_ENTERPRISE
 
 FINAL_STEP: Final = "final"
 """The `posted.iteration` of a run's closing messages (its other rows hold iteration numbers)."""
@@ -225,7 +225,7 @@ evaluations = Table(
     Index("evaluations_by_channel", "team", "channel", "created_at"),
 )
 """Evaluation messages the bot posted, with the rubric they graded against and ``provenance``, what
-produced them (`bot.provenance.record.EvaluationProvenance`; NULL on rows stored before it was kept)."""
+produced them (`bot.vocabulary.provenance.EvaluationProvenance`; NULL on rows stored before it was kept)."""
 
 reviews = Table(
     "reviews",

@@ -25,7 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.db.schema import daily_spend
-from bot.workspaces.workspace import NO_ENTERPRISE, Workspace
+from bot.vocabulary.workspace import NO_ENTERPRISE, Workspace
 
 SpendLevel = Literal["person", "channel", "workspace", "deployment"]
 """Whose budget a counter is: a person's (in a workspace), a channel's, a workspace's, or the whole

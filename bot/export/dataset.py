@@ -19,10 +19,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.audit.export import ExportedAudit, audits_by_run, exported_audit
 from bot.db.audits import AuditRow
-from bot.db.store import EvaluationRecord, ReviewRow, Store
-from bot.provenance.record import UNKNOWN
+from bot.db.evaluations import EvaluationRecord
+from bot.db.reviews import ReviewRow
+from bot.db.store import Store
 from bot.review.verdicts import CANNOT_TELL, grader_verdicts
-from bot.workspaces.workspace import Tenant
+from bot.vocabulary.provenance import UNKNOWN
+from bot.vocabulary.workspace import Tenant
 from grading.grader import is_request_message
 
 GraderVerdict = Literal["pass", "fail", "cannot_tell"]

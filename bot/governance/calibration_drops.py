@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.db.calibration import CalibrationDrop
-from bot.db.store import ReviewRow, Store
+from bot.db.reviews import ReviewRow
+from bot.db.store import Store
 from bot.governance.changes import CRITERION_WORDS_MAX, NOT_ANNOUNCED
 from bot.review.calibration import CALIBRATION_EXAMPLES, TeamExample
 from bot.review.verdicts import verdict_words
@@ -20,7 +21,7 @@ from bot.slack.blocks import block_dicts, context_block, section_block
 from bot.slack.client import attempt
 from bot.slack.messages import SlackMessage
 from bot.slack.mrkdwn import SECTION_TEXT_MAX, escape, slack_date, truncate
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.workspace import Workspace
 
 DROPS_IN_HISTORY = 10
 """Drops `/rubric history` lists, newest first."""

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.db.store import RubricVersion, Store
+from bot.db.rubrics import RubricVersion
+from bot.db.store import Store
 from bot.slack.blocks import block_dicts, context_block, header_block, section_block
 from bot.slack.client import attempt
 from bot.slack.messages import NO_UNFURLS, SlackMessage
 from bot.slack.mrkdwn import SECTION_TEXT_MAX, escape, slack_date, truncate
 from bot.threads import render
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.workspace import Workspace
 from grading import RubricError, parse_rubric
 
 HISTORY_LENGTH = 10

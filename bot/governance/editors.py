@@ -19,7 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.client import SLACK_ERRORS
 from bot.slack.notices import log_failure, reference_words, slack_failure_words
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.workspace import Workspace
 
 logger = logging.getLogger(__name__)
 

@@ -5,5 +5,5 @@
 - ``erase``: deleting whole threads' data (a team's, a channel's, a thread's, or idle ones), shared
   by `rubric-bot db purge`, uninstall and retention.
 - ``retention``: the daily sweep of threads idle longer than `RUBRIC_BOT_RETENTION_DAYS`.
-- ``files``: the SQLite file and its -wal/-shm private to the bot's account.
+- ``files``: the SQLite file's write-ahead log emptied after a deletion, so it keeps nothing deleted.
 """

@@ -18,9 +18,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.db.store import Store
 from bot.lifecycle.files import empty_write_ahead_log
-from bot.threads.conversation import ThreadKey
-from bot.threads.jobs import erase_jobs
-from bot.workspaces.workspace import Tenant, tenant_words
+from bot.threads.durable_queue import erase_jobs
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.workspace import Tenant, tenant_words
 
 logger = logging.getLogger(__name__)
 

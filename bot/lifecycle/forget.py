@@ -30,11 +30,13 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from bot.agent import ConversationAgent, agent_config
-from bot.db.store import Store, redacted_evaluation
+from bot.db.evaluations import redacted_evaluation
+from bot.db.store import Store
 from bot.lifecycle.files import empty_write_ahead_log
 from bot.material.fence import defuse
 from bot.material.thread import message_stamp, minute_stamp
-from bot.threads.conversation import MessageChange, rubric_directive, stored_message_id
+from bot.threads.conversation import rubric_directive, stored_message_id
+from bot.vocabulary.thread import MessageChange
 from grading import RubricEvaluation
 from grading.grader import is_material, is_summary_message, starts_turn, turn_start
 

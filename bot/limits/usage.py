@@ -11,12 +11,13 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime, timedelta
 
 from bot.db.spend import LevelSpend, SpendCounter, Spender, SpendLevel
-from bot.db.store import CostTally, Store, UsageRow
+from bot.db.store import Store
+from bot.db.usage import CostTally, UsageRow
 from bot.limits.prices import dollars
 from bot.limits.quota import DailyLimits, day_start
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block
 from bot.slack.messages import SlackMessage
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.workspace import Workspace
 
 CHANNEL_USAGE_DAYS = 30
 """The period `/rubric usage` sums besides today: the last 30 UTC days, today included."""

@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.db.store import EvaluationRecord, Store
+from bot.db.evaluations import EvaluationRecord
+from bot.db.store import Store
 from bot.listeners.context import services_of, workspace_of
 from bot.review.controls import AGREE_ACTION_ID, DISAGREE_ACTION_ID, parse_review_value
 from bot.review.form import review_modal
@@ -22,7 +23,7 @@ from bot.review.saving import UNKNOWN_EVALUATION, refresh_tally, save_review
 from bot.review.verdicts import agree_verdicts
 from bot.slack.client import attempt
 from bot.slack.payloads import Click, problems
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.workspace import Workspace
 
 logger = logging.getLogger(__name__)
 

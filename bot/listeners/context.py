@@ -15,9 +15,9 @@ from bot.db.store import Store
 from bot.governance.editors import RubricEditors
 from bot.threads.conversation import UserMessage, user_message
 from bot.threads.runner import ThreadRunner
+from bot.vocabulary.workspace import NO_ENTERPRISE, Organization, Tenant, Workspace
 from bot.workspaces.installations import Installations
 from bot.workspaces.settings import WorkspaceOverrides
-from bot.workspaces.workspace import NO_ENTERPRISE, Organization, Tenant, Workspace
 
 SERVICES_KEY = "rubric_bot_services"
 """Where `Services` lives in each request's Bolt context."""

@@ -24,13 +24,13 @@ from bot.threads.conversation import (
     CHANGED,
     DELETED,
     MAX_INPUT_CHARS,
-    ThreadKey,
     is_direct_message,
     is_from_person,
     mentions_bot,
     message_change,
     rubric_directive,
 )
+from bot.vocabulary.thread import ThreadKey
 
 EventWork = Callable[[dict[str, Any], dict[str, Any], AsyncBoltContext], Awaitable[None]]
 """What the bot does with an event (its body, the event, Bolt's context) before it is acked."""

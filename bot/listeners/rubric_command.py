@@ -50,8 +50,8 @@ from bot.slack.mrkdwn import FENCE, code_body
 from bot.slack.notices import slack_failure_words
 from bot.threads import render
 from bot.threads.conversation import slack_unescape
+from bot.vocabulary.workspace import Workspace
 from bot.workspaces.admin import open_settings
-from bot.workspaces.workspace import Workspace
 from grading import RubricError, parse_rubric
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -108,14 +107,6 @@ class SharedFile(BaseModel):
         """The name's extension, lower case, without the dot ('' without one; a Dockerfile's name)."""
         path = PurePosixPath(self.name.lower())
         return path.suffix.removeprefix(".") or path.name
-
-
-@dataclass(frozen=True)
-class Unread:
-    """Something shared with a request that the bot did not read, and why (a line in the thread)."""
-
-    name: str
-    reason: str
 
 
 class UnreadableFile(Exception):

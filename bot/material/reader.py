@@ -21,7 +21,6 @@ from bot.material.fence import fenced, new_nonce
 from bot.material.files import (
     FileKind,
     SharedFile,
-    Unread,
     UnreadableFile,
     decoded_text,
     download,
@@ -33,6 +32,7 @@ from bot.material.sources import Sources
 from bot.material.thread import AuthorNames, EarlierThread, bound_thread, earlier_messages
 from bot.slack.client import SLACK_ERRORS, describe_error
 from bot.threads.conversation import UserMessage
+from bot.vocabulary.unread import Unread
 from grading import MATERIAL_SOURCE
 
 MAX_FILES_CHARS = 60_000

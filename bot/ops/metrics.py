@@ -19,8 +19,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, His
 
 from bot.db.audits import ITERATION_BUCKETS, AuditVerdict, iteration_bucket
 from bot.db.database import DATABASE_ERRORS, describe_database_error
-from bot.db.store import RunStatus
 from bot.limits.prices import ROLES
+from bot.vocabulary.statuses import RunStatus
 
 if TYPE_CHECKING:
     from bot.agent import TurnOutcome

@@ -1,5 +1,5 @@
-"""Where each verdict came from, as stored beside its evaluation, and agreement kept apart by it.
+"""Where each verdict came from, and agreement kept apart by it. What is stored beside each
+evaluation (`EvaluationProvenance`) is vocabulary every floor shares: `bot.vocabulary.provenance`.
 
-- ``record``: an evaluation's stored provenance (the engine's, plus rubric version and bot version).
 - ``grouping``: reviews and evaluations split by rubric version and grader model, for the reports.
 """

@@ -12,10 +12,11 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bot.db.store import EvaluationRecord, ReviewRow
-from bot.provenance.record import UNKNOWN, EvaluationProvenance
+from bot.db.evaluations import EvaluationRecord
+from bot.db.reviews import ReviewRow
 from bot.slack.blocks import plural
-from bot.threads.conversation import ThreadKey
+from bot.vocabulary.provenance import UNKNOWN, EvaluationProvenance
+from bot.vocabulary.thread import ThreadKey
 from grading import RubricEvaluation, abstained
 
 

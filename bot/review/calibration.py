@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from langgraph.runtime import Runtime
 
 from bot.agent import ThreadContext
-from bot.db.store import ReviewRow, Store
+from bot.db.reviews import ReviewRow
+from bot.db.store import Store
 from bot.review.verdicts import verdict_words
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.workspace import Workspace
 from grading import CalibrationExample, Rubric
 
 CALIBRATION_EXAMPLES = 5

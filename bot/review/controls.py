@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict, ValidationError
 from slack_sdk.models.blocks import ActionsBlock, Block, ButtonElement
 
-from bot.db.store import ReviewRow
+from bot.db.reviews import ReviewRow
 from bot.slack.blocks import BUTTON_VALUE_MAX, context_block, plural
 from bot.slack.mrkdwn import escape, truncate
 from bot.slack.payloads import Iteration, Text, problems

@@ -24,7 +24,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from bot.db.store import ReviewRow, ReviewVerdict
+from bot.db.reviews import ReviewRow, ReviewVerdict
 from bot.review.verdicts import SCORES, VERDICT_WORDS, grader_verdicts, verdict_choices
 from bot.slack.blocks import MAX_VIEW_BLOCKS, SECTION_TEXT_MAX, section_block
 from bot.slack.mrkdwn import escape, truncate

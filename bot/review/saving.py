@@ -10,7 +10,9 @@ from collections.abc import Sequence
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.db.store import EvaluationRecord, ReviewVerdict, Store
+from bot.db.evaluations import EvaluationRecord
+from bot.db.reviews import ReviewVerdict
+from bot.db.store import Store
 from bot.review.controls import ReviewTally, review_controls
 from bot.slack.client import attempt
 from bot.threads import render

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from bot.db.store import ReviewVerdict, Verdict
+from bot.db.reviews import ReviewVerdict
+from bot.vocabulary.verdicts import Verdict
 from grading import RubricEvaluation
 
 PASS: Final = "pass"

@@ -25,7 +25,10 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from bot.db.database import describe_database_error, unavailable_error
-from bot.db.store import FINAL_STEP, STREAM_STEP, PostedEvaluation, PostedPart, Step, Store
+from bot.db.evaluations import PostedEvaluation
+from bot.db.ledger import PostedPart, Step
+from bot.db.schema import FINAL_STEP, STREAM_STEP
+from bot.db.store import Store
 from bot.ops import metrics
 from bot.slack.client import SLACK_ERRORS, describe_error, refused_for_now
 from bot.slack.messages import SlackMessage

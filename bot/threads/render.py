@@ -17,15 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import UsageMetadata
-from slack_sdk.models.blocks import (
-    Block,
-    InputBlock,
-    PlainTextInputElement,
-)
+from slack_sdk.models.blocks import Block, InputBlock, PlainTextInputElement
 from slack_sdk.models.views import View
 
 from bot.limits.prices import RunCost, cost_words
-from bot.material.files import Unread
 from bot.slack.blocks import (
     MARKDOWN_MESSAGE_BUDGET,
     MESSAGE_TEXT_BUDGET,
@@ -43,6 +38,7 @@ from bot.slack.blocks import (
 from bot.slack.markdown import inert_mentions, split_markdown, truncate_markdown
 from bot.slack.messages import SlackMessage
 from bot.slack.mrkdwn import SECTION_TEXT_MAX, escape, truncate
+from bot.vocabulary.unread import Unread
 from grading import CriterionResult, RubricEvaluation, Status
 from grading.rubric import MAX_RUBRIC_CHARS, Dimension, Rubric
 

@@ -1,7 +1,6 @@
-"""Many workspaces from one deployment: which workspace each piece of work belongs to, OAuth
+"""Many workspaces from one deployment (the workspace key itself is `bot.vocabulary.workspace`): OAuth
 installation, the token each workspace's work runs with, and each workspace's own settings.
 
-- ``workspace``: `Workspace`, the (enterprise, team) key every row, query and job carries.
 - ``installations``: OAuth mode: Bolt's OAuth flow settings and SQLAlchemy installation and state
   stores on the bot's database, and the authorization that finds (and refreshes) a workspace's token.
 - ``clients``: `WorkspaceClients`: the Web API client of a workspace, for jobs run after the request.

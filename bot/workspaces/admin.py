@@ -22,6 +22,7 @@ from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.messages import SlackMessage
 from bot.slack.notices import log_failure, reference_words, slack_failure_words
 from bot.slack.payloads import Submission, problems
+from bot.vocabulary.workspace import Workspace, tenant_words
 from bot.workspaces.admin_view import (
     UserGroup,
     admin_choices,
@@ -35,7 +36,6 @@ from bot.workspaces.admin_view import (
     user_groups_of,
 )
 from bot.workspaces.settings import SettingsInputError, WorkspaceOverrides, checked_settings
-from bot.workspaces.workspace import Workspace, tenant_words
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.vocabulary.workspace import Workspace
 from bot.workspaces.installations import Installations
-from bot.workspaces.workspace import Workspace
 
 
 @dataclass(frozen=True)

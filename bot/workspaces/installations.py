@@ -26,8 +26,8 @@ from bot.config import Settings
 from bot.db.database import WRITE_LOCK_OPTION
 from bot.db.schema import INSTALLATIONS_TABLE, INSTALLED_BOTS_TABLE, OAUTH_STATES_TABLE
 from bot.slack.http import INSTALL_PATH, OAUTH_REDIRECT_PATH
+from bot.vocabulary.workspace import Workspace
 from bot.workspaces.manifest import bot_scopes
-from bot.workspaces.workspace import Workspace
 
 logger = logging.getLogger(__name__)
 

@@ -17,9 +17,10 @@ from typing import Generic, Literal, TypeVar
 
 from bot.agent import ModelPair
 from bot.config import DEFAULT_RUN_TOKEN_ESTIMATE, EDITOR_ID, Settings
-from bot.db.store import Store, WorkspaceSettingsRow
+from bot.db.store import Store
+from bot.db.workspace_settings import WorkspaceSettingsRow
 from bot.limits.quota import NO_LIMIT, DailyLimits, MoneyLimits
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.workspace import Workspace
 
 T = TypeVar("T")
 

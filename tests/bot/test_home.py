@@ -8,12 +8,13 @@ from genai_prices import Usage, calc_price
 
 from bot.agreement.report import build_report
 from bot.config import Settings
-from bot.db.store import RunRecord, Store
+from bot.db.runs import RunRecord
+from bot.db.store import Store
 from bot.home import ChannelHome, home_view, load_home, publish_home
 from bot.limits.prices import dollars, run_cost
 from bot.slack.client import build_client
-from bot.threads.conversation import ThreadKey
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.workspace import Workspace
 from tests.standins.slack_api import BOT_USER_ID, SlackApiStandin
 from tests.standins.slack_api import block_problems as slack_problems
 

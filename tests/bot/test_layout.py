@@ -37,3 +37,118 @@ def test_each_feature_folders_map_has_one_line_per_module(folder: Path):
     lines = [line for line in map_of(folder).splitlines() if line.startswith("- ``")]
 
     assert sorted(line.split("``")[1] for line in lines) == modules
+
+
+MAX_MODULE_LINES = 600
+"""No module of `bot/` is longer (migrations aside): a longer one holds more than one idea."""
+
+FLOORS: tuple[frozenset[str], ...] = (
+    frozenset({"vocabulary"}),
+    frozenset({"db"}),
+    frozenset(
+        {
+            "config",
+            "agent",
+            "slack",
+            "ops",
+            "material",
+            "threads",
+            "review",
+            "agreement",
+            "limits",
+            "governance",
+            "workspaces",
+            "lifecycle",
+            "streaming",
+            "assistant",
+            "audit",
+            "provenance",
+            "export",
+        }
+    ),
+    frozenset({"home", "listeners"}),
+    frozenset({"app"}),
+    frozenset({"cli", "__main__"}),
+)
+"""The floors of `bot/`, lowest first: the words every floor shares, the database, the features (and
+the settings and the agent they share), the Slack surfaces that delegate to them, the app that wires
+them, the terminal. A module imports from its own floor or below, never above."""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(BOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(BOT.rglob("*.py"))}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The modules of `bot` that `path` imports (the package where a name is not a module of its own)."""
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names if alias.name in MODULES}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "bot":
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                imported.add(submodule if submodule in MODULES else node.module)
+    return imported - {"bot"}
+
+
+IMPORTS = {name: imported_modules(path) for name, path in MODULES.items()}
+
+
+def floor_of(module: str) -> int:
+    part = module.split(".")[1]
+    return next(number for number, parts in enumerate(FLOORS) if part in parts)
+
+
+def test_every_folder_and_top_module_of_bot_is_on_one_floor():
+    parts = {name.split(".")[1] for name in MODULES if name != "bot"}
+    placed = [part for floor in FLOORS for part in floor]
+
+    assert sorted(placed) == sorted(parts)
+
+
+def test_no_import_runs_back_up_a_floor():
+    upward = [
+        f"{module} -> {target}"
+        for module, targets in IMPORTS.items()
+        if module != "bot"
+        for target in sorted(targets)
+        if floor_of(target) > floor_of(module)
+    ]
+
+    assert upward == []
+
+
+def test_the_modules_of_bot_import_each_other_without_a_cycle():
+    done: set[str] = set()
+    path: list[str] = []
+
+    def cycle_from(module: str) -> list[str]:
+        if module in path:
+            return [*path[path.index(module) :], module]
+        if module in done:
+            return []
+        path.append(module)
+        for target in sorted(IMPORTS[module]):
+            if found := cycle_from(target):
+                return found
+        path.pop()
+        done.add(module)
+        return []
+
+    assert [found for module in sorted(IMPORTS) if (found := cycle_from(module))] == []
+
+
+def test_no_module_of_bot_is_over_600_lines_migrations_aside():
+    long = {
+        name: lines
+        for name, path in MODULES.items()
+        if "migrations" not in path.relative_to(BOT).parts
+        and (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+
+    assert long == {}

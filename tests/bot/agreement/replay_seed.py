@@ -18,9 +18,10 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from bot.agent import agent_config, build_agent, run_turn
-from bot.db.store import ReviewVerdict, Store
-from bot.threads.conversation import ThreadKey, thread_id
-from bot.workspaces.workspace import Workspace
+from bot.db.reviews import ReviewVerdict
+from bot.db.store import Store
+from bot.vocabulary.thread import ThreadKey, thread_id
+from bot.vocabulary.workspace import Workspace
 from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of
 
 RUBRIC = "- Cites a source\n- Is polite"

@@ -14,8 +14,9 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agreement.channel_replay import ChannelReplays, ReplayRequest
-from bot.db.store import ReplayRefused, Store
-from bot.workspaces.workspace import Workspace
+from bot.db.replays import ReplayRefused
+from bot.db.store import Store
+from bot.vocabulary.workspace import Workspace
 from grading import TranscriptGrader
 from tests.bot.agreement.replay_seed import CHANNEL, TEAM, replayed_grader, seed
 from tests.grading.scripted import ScriptedChatModel

@@ -11,7 +11,8 @@ from sklearn.metrics import cohen_kappa_score
 from bot.agreement.comparison import chart_figure, chart_png, compare, comparison_blocks, comparison_table
 from bot.agreement.presentation import shown_kappa
 from bot.agreement.replay import Case
-from bot.db.store import EvaluationRecord, ReviewRow
+from bot.db.evaluations import EvaluationRecord
+from bot.db.reviews import ReviewRow
 from tests.bot.agreement import chart_reading as chart
 from tests.bot.agreement.chart_reading import PNG_SIGNATURE
 

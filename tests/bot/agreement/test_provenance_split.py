@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 
 from bot.agreement.comparison import compare, comparison_table
 from bot.agreement.replay import Case
-from bot.db.store import EvaluationRecord, ReviewRow
+from bot.db.evaluations import EvaluationRecord
+from bot.db.reviews import ReviewRow
 from bot.provenance.grouping import by_provenance, coverage, provenance_counts, waiting_for_people
-from bot.provenance.record import EvaluationProvenance
+from bot.vocabulary.provenance import EvaluationProvenance
 
 NOW = datetime.now(UTC)
 

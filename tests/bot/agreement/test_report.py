@@ -20,7 +20,7 @@ from bot.agreement.report import (
     report_blocks,
     report_table,
 )
-from bot.db.store import ReviewRow
+from bot.db.reviews import ReviewRow
 from grading.rubric import MAX_CRITERIA
 from tests.bot.agreement import chart_reading as chart
 from tests.bot.agreement.chart_reading import PNG_SIGNATURE

@@ -10,8 +10,8 @@ from bot.audit.report import load_audit
 from bot.db.audits import AuditResult, AuditStart
 from bot.db.spend import Spender
 from bot.db.store import Store
-from bot.threads.conversation import ThreadKey
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.workspace import Workspace
 
 T1 = Workspace("T1")
 THREAD = ThreadKey("T1", "C1", "1.0")

@@ -20,10 +20,11 @@ from PIL import Image
 from sklearn.metrics import cohen_kappa_score
 
 from bot.cli.main import main
-from bot.db.store import ReviewVerdict, Store
+from bot.db.reviews import ReviewVerdict
+from bot.db.store import Store
 from bot.limits.prices import dollars, run_cost
-from bot.material.files import Unread
-from bot.threads.conversation import ThreadKey
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.unread import Unread
 from tests.bot.agreement.chart_reading import PNG_SIGNATURE
 from tests.e2e.conftest import BOT_TOKEN, SCRUBBED_ENV_PREFIXES
 from tests.standins.slack_api import SlackApiStandin

@@ -13,7 +13,7 @@ from bot.cli.main import main
 from bot.db.store import Store
 from bot.limits.prices import run_cost
 from bot.limits.usage import usage_table
-from bot.threads.conversation import ThreadKey
+from bot.vocabulary.thread import ThreadKey
 
 
 async def seed(database: str) -> None:

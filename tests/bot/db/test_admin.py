@@ -21,12 +21,11 @@ from bot.cli.main import main
 from bot.db import admin as dbadmin
 from bot.db.database import Database, open_checkpointer
 from bot.db.migrations import alembic_config
-from bot.db.store import ReviewVerdict, Store
-from bot.threads.conversation import ThreadKey
-from bot.workspaces.workspace import Workspace
+from bot.db.reviews import ReviewVerdict
+from bot.db.store import Store
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.workspace import Workspace
 from tests.grading.scripted import ScriptedChatModel, grader_wanting
-
-"""The bot's migration scripts, one per revision."""
 
 T1 = Workspace("T1")
 

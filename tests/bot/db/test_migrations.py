@@ -16,11 +16,12 @@ from alembic.script import ScriptDirectory
 
 from bot.db.admin import upgrade
 from bot.db.database import Database
+from bot.db.evaluations import EVALUATION_DEFAULTS
 from bot.db.migrations import alembic_config
 from bot.db.schema import metadata
-from bot.db.store import EVALUATION_DEFAULTS, Store
-from bot.threads.conversation import ThreadKey
-from bot.workspaces.workspace import Workspace
+from bot.db.store import Store
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.workspace import Workspace
 
 T1 = Workspace("T1")
 

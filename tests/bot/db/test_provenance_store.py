@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from bot.db.store import PostedEvaluation, Store
-from bot.provenance.record import UNKNOWN, stored_provenance
-from bot.threads.conversation import ThreadKey
-from bot.workspaces.workspace import Workspace
+from bot.db.evaluations import PostedEvaluation
+from bot.db.store import Store
+from bot.vocabulary.provenance import UNKNOWN, stored_provenance
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.workspace import Workspace
 from grading import text_hash
 
 T1 = Workspace("T1")
@@ -70,7 +71,7 @@ async def test_an_evaluation_is_stored_with_its_channel_rubric_version_or_its_ha
 
 
 async def test_evaluations_are_walked_in_order_across_batches(store, monkeypatch):
-    monkeypatch.setattr("bot.db.store.EXPORT_BATCH", 2)
+    monkeypatch.setattr("bot.db.evaluations.EXPORT_BATCH", 2)
     for number in range(5):
         await post(store, f"run-{number}", RUBRIC, f"{number + 2}.0")
 

@@ -11,19 +11,16 @@ import pytest
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from bot.db.database import DatabaseError
-from bot.db.store import (
-    AttemptStart,
-    MaterialTally,
-    PostedPart,
-    ReviewVerdict,
-    RunLease,
-    RunMaterial,
-    Store,
-    WorkspaceSettingsRow,
-)
-from bot.material.files import Unread
-from bot.threads.conversation import ThreadKey
-from bot.workspaces.workspace import Workspace
+from bot.db.ledger import PostedPart
+from bot.db.material import MaterialTally, RunMaterial
+from bot.db.reviews import ReviewVerdict
+from bot.db.runs import RunLease
+from bot.db.store import Store
+from bot.db.transactions import AttemptStart
+from bot.db.workspace_settings import WorkspaceSettingsRow
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.unread import Unread
+from bot.vocabulary.workspace import Workspace
 
 T1 = Workspace("T1")
 T2 = Workspace("T2")

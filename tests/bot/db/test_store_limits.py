@@ -12,11 +12,12 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from bot.db.database import STORE_POOL_SIZE
+from bot.db.replays import ReplayLease, ReplayRefused
 from bot.db.spend import Cap, QuotaExceeded, RunQuota, Spender
-from bot.db.store import ReplayLease, ReplayRefused, Store
+from bot.db.store import Store
 from bot.limits.prices import run_cost
-from bot.threads.conversation import ThreadKey
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.workspace import Workspace
 
 T1 = Workspace("T1")
 """The workspace the tests' rows are filed under."""

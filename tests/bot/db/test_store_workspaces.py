@@ -8,10 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.db.replays import ReplayRefused
+from bot.db.reviews import ReviewVerdict
 from bot.db.spend import Cap, QuotaExceeded, RunQuota
-from bot.db.store import ReplayRefused, ReviewVerdict, Store
-from bot.threads.conversation import ThreadKey
-from bot.workspaces.workspace import Organization, Workspace
+from bot.db.store import Store
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.workspace import Organization, Workspace
 
 ACME = Workspace("T1")
 GLOBEX = Workspace("T2")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bot.db.store import RubricVersion
+from bot.db.rubrics import RubricVersion
 from bot.governance.changes import Change, announcement, change_words, first_criteria, history_message
 
 WHEN = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)

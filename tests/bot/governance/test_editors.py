@@ -9,7 +9,7 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.governance.editors import RubricEditors, is_workspace_admin
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.workspace import Workspace
 from tests.standins.slack_api import SlackApiStandin
 
 TOKEN = "xoxb-editors"

@@ -10,10 +10,11 @@ from langgraph.graph import START, MessagesState, StateGraph
 from bot.agent import agent_config
 from bot.db.admin import upgrade
 from bot.db.database import Database, open_checkpointer
-from bot.db.store import ReviewVerdict, Store
+from bot.db.reviews import ReviewVerdict
+from bot.db.store import Store
 from bot.lifecycle.erase import Scope, prune, purge
-from bot.threads.conversation import ThreadKey
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.workspace import Workspace
 from tests.e2e.stored_rows import tables_containing
 
 T1 = Workspace("T1")

@@ -20,8 +20,9 @@ from langchain_core.messages import BaseMessage
 from bot.agent import agent_config
 from bot.lifecycle.erase import purge_tenant
 from bot.lifecycle.forget import DROPPED_SUMMARY
-from bot.threads.conversation import MessageChange, UserMessage
-from bot.workspaces.workspace import Workspace
+from bot.threads.conversation import UserMessage
+from bot.vocabulary.thread import MessageChange
+from bot.vocabulary.workspace import Workspace
 from tests.bot.threads.runner_harness import Harness, open_harness
 from tests.e2e.stored_rows import tables_containing
 from tests.grading.scripted import answers, grader_wanting

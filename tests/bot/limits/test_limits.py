@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import UTC, date, datetime
 
 from bot.db.spend import Cap, LevelSpend
-from bot.db.store import UsageRow
+from bot.db.usage import UsageRow
 from bot.limits.quota import DailyLimits, day_start, next_reset, refusal_message
 from bot.limits.usage import summarize, usage_message
 

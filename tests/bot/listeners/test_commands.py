@@ -15,7 +15,7 @@ from bot.threads.conversation import (
     rubric_directive,
     user_message,
 )
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.workspace import Workspace
 
 TABLE = {subcommand.name: subcommand for subcommand in RUBRIC_SUBCOMMANDS}
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from slack_sdk.models.views import View
 
-from bot.db.store import ReviewRow, ReviewVerdict
+from bot.db.reviews import ReviewRow, ReviewVerdict
 from bot.review.controls import ReviewTally, parse_review_value, review_controls, review_value
 from bot.review.form import (
     COMMENT_MAX,

@@ -19,7 +19,8 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from bot.agent import ThreadContext, agent_config, build_agent, run_turn
-from bot.db.store import ReviewRow, ReviewVerdict, Store
+from bot.db.reviews import ReviewRow, ReviewVerdict
+from bot.db.store import Store
 from bot.listeners.command_text import (
     MAX_REPORT_DAYS,
     CommandError,
@@ -32,8 +33,8 @@ from bot.listeners.command_text import (
 from bot.listeners.rubric_command import RUBRIC_SUBCOMMANDS
 from bot.review.calibration import CALIBRATION_EXAMPLES, TeamExample, calibration_source, team_examples
 from bot.threads import render
-from bot.threads.conversation import ThreadKey
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.workspace import Workspace
 from grading import CalibrationExample, RubricEvaluation
 from tests.bot.threads.runner_harness import Harness, open_harness
 from tests.grading.scripted import ScriptedChatModel, grade_call, payload_of

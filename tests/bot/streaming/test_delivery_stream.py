@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from bot.db.store import FINAL_STEP, Store
+from bot.db.schema import FINAL_STEP
+from bot.db.store import Store
 from bot.slack.messages import SlackMessage
-from bot.threads.conversation import ThreadKey
 from bot.threads.delivery import open_delivery
+from bot.vocabulary.thread import ThreadKey
 
 THREAD = ThreadKey("T1", "C1", "1700000000.000100")
 STREAM_TS = "1700000001.000001"

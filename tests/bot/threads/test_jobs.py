@@ -21,20 +21,20 @@ from procrastinate.periodic import PeriodicDeferrer
 from sqlalchemy import make_url
 
 from bot.db.database import Database, schema_lock
-from bot.threads.conversation import ThreadKey, UserMessage
+from bot.db.queue_schema import apply_schema
+from bot.threads.conversation import UserMessage
+from bot.threads.durable_queue import DurableQueue
 from bot.threads.jobs import (
-    DAY_SECONDS,
     MAX_ATTEMPTS,
     Abandoned,
-    DurableQueue,
     JobKind,
     JobPayload,
     JobQueue,
     MalformedJob,
     RequestJob,
-    ThreadScheduler,
-    apply_schema,
 )
+from bot.threads.scheduler import DAY_SECONDS, ThreadScheduler
+from bot.vocabulary.thread import ThreadKey
 from tests.standins.tcp_link import TcpLink, via_link
 
 EVENT_TIMEOUT = 60.0

@@ -29,13 +29,14 @@ from bot.agent import agent_config
 from bot.material.files import shared_files
 from bot.material.reader import MaterialReader
 from bot.material.sources import Sources
-from bot.threads import runner as runner_module
-from bot.threads.conversation import ThreadKey, UserMessage
+from bot.threads import runner_base
+from bot.threads.conversation import UserMessage
 from bot.threads.jobs import MAX_ATTEMPTS, Abandoned, JobKind, JobPayload
 from bot.threads.progress import WORKING_REACTION
 from bot.threads.runner import ThreadRunner
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.workspace import Workspace
 from bot.workspaces.clients import WorkspaceClients
-from bot.workspaces.workspace import Workspace
 from tests.bot.threads.runner_harness import TOKEN, Harness, open_harness
 from tests.grading.scripted import answers, grade_call, grader_wanting, payload_of
 
@@ -356,7 +357,7 @@ async def test_the_tokens_a_failed_run_spent_count_towards_the_channels_budget(h
 async def test_a_run_the_database_fails_on_every_attempt_is_named_the_databases_failure(
     harness, caplog, monkeypatch
 ):
-    monkeypatch.setattr(runner_module, "DATABASE_RETRY_SECONDS", 0.01)
+    monkeypatch.setattr(runner_base, "DATABASE_RETRY_SECONDS", 0.01)
     runner = harness.use(answers("Paris."), grader_wanting("Paris"))
     request = harness.message("Capital?")
     await runner.submit_request(request)  # claimed and queued; the job has not started yet
@@ -379,7 +380,7 @@ async def test_a_run_the_database_fails_on_every_attempt_is_named_the_databases_
 async def test_a_job_the_database_fails_as_it_starts_is_tried_again_once_it_answers(
     harness, caplog, monkeypatch
 ):
-    monkeypatch.setattr(runner_module, "DATABASE_RETRY_SECONDS", 0.01)
+    monkeypatch.setattr(runner_base, "DATABASE_RETRY_SECONDS", 0.01)
     runner = harness.use(answers("Paris."), grader_wanting("Paris"))
     looked_up = harness.store.has_thread
     failures = [sqlalchemy.exc.OperationalError("SELECT", {}, Exception("server closed the connection"))]

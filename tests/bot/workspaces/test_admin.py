@@ -21,9 +21,9 @@ from bot.config import Settings
 from bot.db.store import Store
 from bot.governance.editors import RubricEditors
 from bot.listeners.context import Services
+from bot.vocabulary.workspace import Workspace
 from bot.workspaces.clients import WorkspaceClients
 from bot.workspaces.settings import Deployment, WorkspaceOverrides
-from bot.workspaces.workspace import Workspace
 from tests.standins import slack_requests as sr
 from tests.standins.slack_api import TEAM_ID, SlackApiStandin
 

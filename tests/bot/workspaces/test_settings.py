@@ -10,7 +10,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from bot.agent import ModelPair, configured_agents
 from bot.config import ConfigError, load_settings
-from bot.db.store import WorkspaceSettingsRow
+from bot.db.workspace_settings import WorkspaceSettingsRow
 from bot.limits.quota import DailyLimits
 from bot.workspaces.settings import (
     AdminChoices,

@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.db.store import Store, WorkspaceSettingsRow
+from bot.db.store import Store
+from bot.db.workspace_settings import WorkspaceSettingsRow
 from bot.lifecycle.erase import Scope, purge
-from bot.workspaces.workspace import Workspace
+from bot.vocabulary.workspace import Workspace
 
 SAVED_AT = datetime(2026, 5, 4, 9, 30, 15, 123456, tzinfo=UTC)
 ROW = WorkspaceSettingsRow(

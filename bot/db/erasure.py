@@ -1,0 +1,134 @@
+"""Erasure: whole threads' data deleted (purge, uninstall, retention), and channels' settings."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, exists, select, tuple_, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from bot.db.base import StoreBase
+from bot.db.runs import RUN_COLUMNS, RunRecord
+from bot.db.schema import (
+    audits,
+    calibration_drops,
+    channel_replays,
+    channel_rubric_versions,
+    channel_rubrics,
+    channel_settings,
+    claims,
+    evaluations,
+    message_changes,
+    posted,
+    reviews,
+    runs,
+    threads,
+    workspace_settings,
+)
+from bot.db.scope import in_scope
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.workspace import Tenant
+
+ERASE_BATCH = 200
+"""Threads deleted per transaction: bounds the statement size (SQLite caps bound parameters) and how
+long the write lock is held, on databases with many threads to delete."""
+
+_THREAD_KEY_COLUMNS = [threads.c[name] for name in ThreadKey.__dataclass_fields__]
+"""The columns read into a ThreadKey (every table of a thread's rows has them by these names)."""
+
+
+class ErasureStore(StoreBase):
+    """Which threads the bot has data of, and deleting it."""
+
+    async def threads_in(
+        self, workspace: Tenant | None, channel: str | None = None, thread_ts: str | None = None
+    ) -> list[ThreadKey]:
+        """The threads of a workspace (or org), a channel or one thread the bot has data of (None
+        matches any)."""
+        conditions = in_scope(threads, workspace, channel, None)
+        if thread_ts is not None:
+            conditions.append(threads.c.thread_ts == thread_ts)
+        query = select(*_THREAD_KEY_COLUMNS).where(*conditions)
+        return [ThreadKey(**row) for row in await self._rows(query)]
+
+    async def idle_threads(self, before: datetime) -> list[ThreadKey]:
+        """Threads last active before ``before`` with no run still going (finished threads)."""
+        running = exists().where(
+            *(runs.c[name] == threads.c[name] for name in ThreadKey.__dataclass_fields__),
+            runs.c.finished_at.is_(None),
+        )
+        query = select(*_THREAD_KEY_COLUMNS).where(threads.c.last_activity < before, ~running)
+        return [ThreadKey(**row) for row in await self._rows(query)]
+
+    async def erase_threads(self, refs: Sequence[ThreadKey], *, keep_verdicts: bool) -> Counter[str]:
+        """Delete the threads' runs, evaluations, posted ledger, dedupe records and thread rows, and
+        their reviews (or, ``keep_verdicts``, only the reviews' comments); rows deleted per kind."""
+        erased: Counter[str] = Counter()
+        for start in range(0, len(refs), ERASE_BATCH):
+            batch = refs[start : start + ERASE_BATCH]
+            async with self._write() as connection:
+                erased += await _erase_batch(connection, batch, keep_verdicts=keep_verdicts)
+        return erased
+
+    async def erase_channel_settings(self, workspace: Tenant | None, channel: str | None) -> Counter[str]:
+        """Delete a channel's (or, with None, every channel of the workspace's) rubric, its versions,
+        settings and replay record; with no channel, the workspace's own settings too."""
+        erased: Counter[str] = Counter()
+        async with self._write() as connection:
+            for kind, table in (
+                ("channel rubrics", channel_rubrics),
+                ("channel rubric versions", channel_rubric_versions),
+                ("channel settings", channel_settings),
+                ("channel replays", channel_replays),
+                ("calibration drops", calibration_drops),
+            ):
+                result = await connection.execute(
+                    delete(table).where(*in_scope(table, workspace, channel, None))
+                )
+                erased[kind] += result.rowcount
+            if channel is None:  # the whole workspace's: its admins' settings go too
+                table = workspace_settings
+                result = await connection.execute(
+                    delete(table).where(*in_scope(table, workspace, None, None))
+                )
+                erased["workspace settings"] += result.rowcount
+        return erased
+
+
+async def _erase_batch(
+    connection: AsyncConnection, refs: Sequence[ThreadKey], *, keep_verdicts: bool
+) -> Counter[str]:
+    """Delete one batch of threads' rows (see `Store.erase_threads`) in the connection's transaction."""
+    erased: Counter[str] = Counter()
+    keys = [tuple(getattr(ref, name) for name in ThreadKey.__dataclass_fields__) for ref in refs]
+
+    def of(table: Any) -> Any:
+        return tuple_(*(table.c[name] for name in ThreadKey.__dataclass_fields__)).in_(keys)
+
+    query = select(*RUN_COLUMNS).where(of(runs))
+    found = [RunRecord(**row) for row in (await connection.execute(query)).mappings()]
+    run_ids = [run.run_id for run in found]
+    messages = {ref.message_key(ref.thread_ts) for ref in refs}
+    messages |= {run.thread.message_key(run.request_ts) for run in found}
+    erased["posted messages"] += (
+        await connection.execute(delete(posted).where(posted.c.run_id.in_(run_ids)))
+    ).rowcount
+    erased["runs"] += (await connection.execute(delete(runs).where(runs.c.run_id.in_(run_ids)))).rowcount
+    erased["evaluations"] += (await connection.execute(delete(evaluations).where(of(evaluations)))).rowcount
+    erased["audits"] += (await connection.execute(delete(audits).where(of(audits)))).rowcount
+    if keep_verdicts:
+        blanked = update(reviews).where(of(reviews), reviews.c.comment != "").values(comment="")
+        erased["review comments"] += (await connection.execute(blanked)).rowcount
+    else:
+        erased["reviews"] += (await connection.execute(delete(reviews).where(of(reviews)))).rowcount
+    erased["dedupe records"] += (
+        await connection.execute(delete(claims).where(claims.c.key.in_(messages)))
+    ).rowcount
+    erased["message changes"] += (
+        await connection.execute(delete(message_changes).where(of(message_changes)))
+    ).rowcount
+    erased["threads"] += (await connection.execute(delete(threads).where(of(threads)))).rowcount
+    return erased

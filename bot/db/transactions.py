@@ -1,0 +1,271 @@
+"""The transactions that span aggregates, composed here from the parts' statements and nowhere else:
+
+- the claim that admits a request (`Claim`: its dedupe keys, its thread, the workspace's limits and
+  settings, its run, and the job queued in the same transaction);
+- a run's start (`RunTransactions.start_run`, `RunTransactions.start_attempt`: the lease, the thread's
+  interrupted runs, the request's material, the channel rubric, the workspace's settings);
+- an iteration's message (`RunTransactions.record_posted`: its ledger entry with its evaluation, whose
+  provenance takes the channel rubric's version read in the same transaction);
+- a run's end (`RunTransactions.finish_run`: its closing messages' ledger entries with its status,
+  its tokens replacing what its admission reserved on the spend counters);
+- an audit's end (`RunTransactions.finish_audit`: its result, its tokens counted with its run's);
+- a queued run forgotten (`RunTransactions.delete_run`: its ledger, its row, its spend given back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from sqlalchemy import delete
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from bot.db import audits as audits_db
+from bot.db.evaluations import PostedEvaluation, evaluation_row, evaluation_upsert
+from bot.db.ledger import PostedPart, Step, ledger_insert, ledger_row
+from bot.db.material import RunMaterial, material_values, unread_of, unread_query
+from bot.db.rubrics import CHANNEL_RUBRIC, version_numbered
+from bot.db.runs import (
+    CLAIM_INTERRUPTED_IN_THREAD,
+    RUN_UPDATE,
+    RunLease,
+    RunRecord,
+    claim_interrupted,
+    hold,
+    insert_run,
+    run_thread,
+)
+from bot.db.schema import audits, posted, runs
+from bot.db.scope import channel_columns, in_scope, utc_now
+from bot.db.spend import RunQuota, Spender, admit
+from bot.db.threads import upsert_thread
+from bot.db.usage import PricedRun, Spending, UsageStore, cost_values
+from bot.db.workspace_settings import WorkspaceSettingsRow, read_workspace_settings
+from bot.vocabulary.provenance import rubric_version
+from bot.vocabulary.statuses import INTERRUPTED, RunStatus
+from bot.vocabulary.thread import ThreadKey
+from bot.vocabulary.unread import Unread
+from bot.vocabulary.workspace import Tenant, Workspace
+
+
+class Claim:
+    """The open transaction of a message just claimed (see `Store.claiming`): what it records
+    commits with the claim."""
+
+    def __init__(self, connection: AsyncConnection, spending: Spending) -> None:
+        self._connection = connection
+        self._spending = spending
+        self.admitted: list[tuple[Spender, int]] = []
+        """The runs admitted in this transaction: who spends, and the tokens reserved (for giving
+        them back where the counters are not in the transaction and it fails)."""
+
+    async def add_thread(self, thread: ThreadKey) -> None:
+        """Remember that the bot takes part in this thread, and that it is active now."""
+        await upsert_thread(self._connection, thread)
+
+    async def start_run(
+        self,
+        thread: ThreadKey,
+        request_ts: str,
+        *,
+        requester: str | None = None,
+        quota: RunQuota | None = None,
+    ) -> int:
+        """Record that the request ``request_ts`` in the thread, from `requester`, started running;
+        its run id.
+
+        With a `quota`, the run is only started within it (see `bot.db.spend.admit`): its
+        requester, channel, workspace and the deployment are charged a request and
+        ``quota.estimate`` tokens, or `QuotaExceeded` is raised (recording nothing) if one of them
+        had already reached a cap.
+        """
+        charged = 0
+        if quota is not None:
+            spender = Spender(quota.day, thread.workspace, thread.channel, requester)
+            async with self._spending() as connection:
+                await admit(connection, spender, quota)
+            charged = quota.estimate
+            self.admitted.append((spender, charged))
+        return await insert_run(self._connection, thread, request_ts, requester, charged)
+
+    async def workspace_settings(self, workspace: Workspace) -> WorkspaceSettingsRow | None:
+        """What the workspace's admins set, read in the claim's transaction."""
+        return await read_workspace_settings(self._connection, workspace)
+
+    async def driver_connection(self) -> Any:
+        """The database driver's own connection in this transaction (psycopg's on PostgreSQL), for a
+        job queue to insert the claimed message's job in the same transaction."""
+        raw = await self._connection.get_raw_connection()
+        return raw.driver_connection
+
+
+@dataclass(frozen=True)
+class AttemptStart:
+    """What an attempt at a run learns as it starts (see `Store.start_attempt`), from one transaction."""
+
+    interrupted: list[RunRecord]
+    """The thread's interrupted runs nobody had reported, now marked reported: the attempt tells them."""
+    unread: tuple[Unread, ...]
+    """What the request shared that was not read."""
+    channel_rubric: str | None
+    """The channel's default rubric (None if it has none, or it was not asked for)."""
+    settings: WorkspaceSettingsRow | None = None
+    """What the workspace's admins set (None if they never did, or it was not asked for)."""
+    holds_run: bool = True
+    """False if the lease the attempt held was taken over by another attempt (nothing recorded)."""
+
+
+class RunTransactions(UsageStore):
+    """A run's start and end, and its iterations' messages."""
+
+    async def start_run(
+        self,
+        thread: ThreadKey,
+        request_ts: str,
+        *,
+        requester: str | None = None,
+        quota: RunQuota | None = None,
+    ) -> int:
+        """Record that the request ``request_ts`` in the thread started running; its run id (see
+        `Claim.start_run` for `requester` and `quota`)."""
+        async with self._write() as connection:
+            claim = Claim(connection, partial(self._spending, connection))
+            return await claim.start_run(thread, request_ts, requester=requester, quota=quota)
+
+    async def start_attempt(
+        self,
+        run_id: int,
+        thread: ThreadKey,
+        material: RunMaterial | None,
+        *,
+        channel_rubric: bool,
+        lease: RunLease | None = None,
+        settings: bool = False,
+    ) -> AttemptStart:
+        """Everything an attempt at a run records and reads as it starts, in one transaction: it
+        takes or checks its `lease` on the run (see `take_run`), claims the thread's unreported
+        interrupted runs (see `claim_interrupted_runs`), records the request's `material` (a first
+        attempt read it) or reads back what an earlier attempt recorded as unread (None), reads the
+        channel's default rubric if `channel_rubric` and the workspace's settings if `settings`.
+
+        An attempt whose lease was taken over records nothing and learns only that
+        (``holds_run`` False); once one started with it, the lease is checked, no longer taken.
+        """
+        async with self._write() as connection:
+            if lease is not None and not await hold(connection, run_id, lease):
+                return AttemptStart([], (), None, holds_run=False)
+            interrupted = await claim_interrupted(connection, CLAIM_INTERRUPTED_IN_THREAD, run_thread(thread))
+            if material is None:
+                unread = unread_of(await connection.scalar(unread_query(run_id)))
+            else:
+                await connection.execute(RUN_UPDATE, material_values(run_id, material))
+                unread = tuple(material.files_unread)
+            rubric = (
+                await connection.scalar(CHANNEL_RUBRIC, channel_columns(thread.workspace, thread.channel))
+                if channel_rubric
+                else None
+            )
+            stored = await read_workspace_settings(connection, thread.workspace) if settings else None
+        if lease is not None:
+            lease.taking = False  # taken for good: later attempts check it
+        return AttemptStart(interrupted, unread, rubric, stored)
+
+    async def record_posted(
+        self, run_id: int, step: Step, part: int, message_ts: str, evaluation: PostedEvaluation | None = None
+    ) -> bool:
+        """Record that part ``part`` of the run's ``step`` is in the thread as ``message_ts`` (with the
+        evaluation it shows, if given: one transaction for an iteration's message).
+
+        False (changing nothing) if that part was recorded before: it is already in the thread.
+        """
+        async with self._write() as connection:
+            inserted = (
+                await connection.execute(
+                    ledger_insert(self._postgres), ledger_row(run_id, step, part, message_ts)
+                )
+            ).first()
+            if inserted is not None and evaluation is not None:
+                evaluation = await _versioned(connection, evaluation)
+                await connection.execute(
+                    evaluation_upsert(self._postgres), evaluation_row(message_ts, evaluation)
+                )
+        return inserted is not None
+
+    async def finish_run(
+        self,
+        run_id: int,
+        status: RunStatus,
+        tokens: int | None = None,
+        posted: Sequence[PostedPart] = (),
+        cost: PricedRun | None = None,
+    ) -> None:
+        """Record that a run ended with ``status``, having used ``tokens`` (worker plus grader) at
+        ``cost`` if known; and, in the same transaction, its closing messages in the thread not
+        recorded yet (`posted`; see `record_posted`)."""
+        values: dict[str, Any] = {"status": status, "finished_at": utc_now()}
+        if tokens is not None:
+            values["tokens"] = values["charged_tokens"] = tokens
+        if cost is not None:
+            values |= cost_values(cost)
+        async with self._write() as connection:
+            for part in posted:
+                await connection.execute(
+                    ledger_insert(self._postgres), ledger_row(run_id, part.step, part.part, part.message_ts)
+                )
+            if tokens is not None:  # the reservation gives way to what the run used
+                usd = cost.usd if cost is not None else None
+                await self._recharge(connection, run_id, requests=0, tokens=tokens, usd=usd)
+            await connection.execute(RUN_UPDATE, {"of_run": run_id, **values})
+
+    async def mark_interrupted(self, run_id: int) -> None:
+        """Record that a run was stopped before finishing; it is reported until acknowledged."""
+        await self.finish_run(run_id, INTERRUPTED)
+
+    async def delete_run(self, run_id: int) -> None:
+        """Forget a run that never started (its request was deleted while queued)."""
+        async with self._write() as connection:
+            await self._recharge(connection, run_id, requests=-1, tokens=0)  # it never spent
+            await connection.execute(delete(posted).where(posted.c.run_id == run_id))
+            await connection.execute(delete(runs).where(runs.c.run_id == run_id))
+
+    async def start_audit(self, start: audits_db.AuditStart) -> bool:
+        """Record that the run's audit starts; False if it was started before (a run is audited once)."""
+        values = {**asdict(start), "created_at": utc_now()}
+        async with self._write() as connection:
+            started = await connection.execute(
+                self._upsert(audits).values(values).on_conflict_do_nothing().returning(audits.c.run_id)
+            )
+            return started.first() is not None
+
+    async def finish_audit(self, run_id: int, result: audits_db.AuditResult) -> None:
+        """Record the audit's result, and count its tokens with its run's."""
+        async with self._write() as connection:
+            await connection.execute(
+                audits_db.FINISH_AUDIT, {"of_run": run_id, **audits_db.result_values(result)}
+            )
+            if result.tokens:
+                await self._recharge(connection, run_id, requests=0, tokens=result.tokens, more=True)
+                await connection.execute(
+                    audits_db.ADD_RUN_TOKENS, {"of_run": run_id, "audit_tokens": result.tokens}
+                )
+
+    async def audits_in_channel(
+        self, workspace: Tenant | None, channel: str | None, since: datetime | None = None
+    ) -> list[audits_db.AuditRow]:
+        """The finished audits of a channel (None: of every one), oldest first; from ``since`` on if given."""
+        query = audits_db.finished_audits(in_scope(audits, workspace, channel, since))
+        return [audits_db.AuditRow(**row) for row in await self._rows(query)]
+
+
+async def _versioned(connection: AsyncConnection, shown: PostedEvaluation) -> PostedEvaluation:
+    """`shown` with its provenance's rubric version: the latest channel version with its rubric's
+    text (read in the transaction that saves it), else the text's hash."""
+    if shown.provenance is None:
+        return shown
+    thread = shown.thread
+    number = await connection.scalar(version_numbered(thread.workspace, thread.channel, shown.rubric_text))
+    found = rubric_version(number, shown.rubric_text)
+    return replace(shown, provenance={**shown.provenance, "rubric_version": found})

@@ -1,0 +1,240 @@
+"""Usage: the runs, tokens and cost of each requester and channel per day, and the daily spend
+counters a run's admission charges (`bot.db.spend`) on a connection of their own on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any, Literal, Protocol
+
+from sqlalchemy import bindparam, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from bot.db.base import StoreBase
+from bot.db.database import SPEND_POOL_SIZE, Database
+from bot.db.schema import runs
+from bot.db.scope import in_scope, utc_now
+from bot.db.spend import LevelSpend, SpendCounter, Spender, SpendLevel, charge, counters_of, spent
+from bot.vocabulary.workspace import Workspace
+
+
+class PricedRun(Protocol):
+    """A run's tokens and money per role, as its end records them (`bot.limits.prices.RunCost`
+    prices them; the store keeps what it says)."""
+
+    @property
+    def usd(self) -> float:
+        """The money of the priced roles."""
+        ...
+
+    @property
+    def unpriced(self) -> list[str]:
+        """Models whose tokens could not be priced (empty: the cost is complete)."""
+        ...
+
+    def role_usd(self, role: Literal["grader"]) -> float:
+        """One role's money."""
+        ...
+
+    def model_dump(self, *, mode: Literal["json"]) -> dict[str, Any]:
+        """The cost as JSON: ``{"roles": {role: {"model", "input_tokens", …, "usd"}}}``."""
+        ...
+
+
+def cost_values(cost: PricedRun) -> dict[str, Any]:
+    """The `runs` columns keeping a run's `cost` (see `bot.db.schema.runs`)."""
+    return {
+        "cost_usd": cost.usd,
+        "grader_cost_usd": cost.role_usd("grader"),
+        "cost_unpriced": bool(cost.unpriced),
+        "token_usage": cost.model_dump(mode="json")["roles"],
+    }
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """Runs one requester started in one channel on one UTC day, and the tokens they used."""
+
+    day: date
+    channel: str
+    requester: str
+    """The Slack user who asked; "" for runs from before requesters were kept."""
+    requests: int
+    tokens: int
+    usd: float = 0.0
+    """What their priced model calls cost, in US dollars."""
+    unpriced: int = 0
+    """Of the runs, how many used a model the price table does not know (their cost is partial)."""
+    workspace: str = ""
+    """The Slack workspace (team id) of the channel."""
+
+
+@dataclass(frozen=True)
+class CostTally:
+    """What the finished runs cost (see `bot.limits.prices`)."""
+
+    runs: int
+    """Finished runs with a recorded cost."""
+    satisfied: int
+    """Of them, those that ended with the rubric satisfied."""
+    usd: float
+    """US dollars of their priced model calls."""
+    grader_usd: float
+    """The grader's part of `usd`."""
+    unpriced: int
+    """Runs that used a model the price table does not know (their cost is partial)."""
+
+
+class UsageStore(StoreBase):
+    """Runs, tokens and cost per day, channel and requester, and the daily spend counters."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        super().__init__(engine)
+        self._counters: AsyncEngine | None = None
+        """PostgreSQL: the spend counters' own autocommit engine, opened when first needed (see
+        `_spending`)."""
+
+    async def usage(
+        self, workspace: Workspace | None, channel: str | None, since: datetime
+    ) -> list[UsageRow]:
+        """Runs started from ``since`` on, their tokens and cost, per UTC day, workspace, channel and
+        requester (oldest day first); ``None`` for ``workspace`` or ``channel`` matches every one."""
+        day = self._utc_day(runs.c.started_at)
+        requester = func.coalesce(runs.c.requester, "")
+        query = (
+            select(
+                day.label("day"),
+                runs.c.team,
+                runs.c.channel,
+                requester.label("requester"),
+                func.count().label("requests"),
+                func.coalesce(func.sum(runs.c.tokens), 0).label("tokens"),
+                func.coalesce(func.sum(runs.c.cost_usd), 0).label("usd"),
+                func.count().filter(runs.c.cost_unpriced).label("unpriced"),
+            )
+            .where(*in_scope(runs, workspace, channel, since, runs.c.started_at))
+            .group_by(day, runs.c.team, runs.c.channel, requester)
+            .order_by(day, runs.c.team, runs.c.channel, requester)
+        )
+        return [
+            UsageRow(
+                day=date.fromisoformat(row["day"]),
+                channel=row["channel"],
+                requester=row["requester"],
+                requests=int(row["requests"]),
+                tokens=int(row["tokens"]),
+                usd=float(row["usd"]),
+                unpriced=int(row["unpriced"]),
+                workspace=row["team"],
+            )
+            for row in await self._rows(query)
+        ]
+
+    def _utc_day(self, moment: Any) -> Any:
+        """The UTC calendar day of a timestamp column, as ``YYYY-MM-DD`` text, in SQL."""
+        if self._postgres:
+            return func.to_char(func.timezone("UTC", moment), "YYYY-MM-DD")
+        return func.substr(moment, 1, 10)  # SQLite keeps ISO-8601 UTC text
+
+    async def cost_tally(
+        self, workspace: Workspace | None, channel: str | None, since: datetime | None = None
+    ) -> CostTally:
+        """What the runs started from ``since`` on cost (None filters match all)."""
+        query = select(
+            func.count().label("runs"),
+            func.count().filter(runs.c.status == "satisfied").label("satisfied"),
+            func.coalesce(func.sum(runs.c.cost_usd), 0).label("usd"),
+            func.coalesce(func.sum(runs.c.grader_cost_usd), 0).label("grader_usd"),
+            func.count().filter(runs.c.cost_unpriced).label("unpriced"),
+        ).where(runs.c.cost_usd.is_not(None), *in_scope(runs, workspace, channel, since, runs.c.started_at))
+        (row,) = await self._rows(query)
+        return CostTally(
+            runs=int(row["runs"]),
+            satisfied=int(row["satisfied"]),
+            usd=float(row["usd"]),
+            grader_usd=float(row["grader_usd"]),
+            unpriced=int(row["unpriced"]),
+        )
+
+    async def spent_today(self, spender: Spender) -> dict[SpendLevel, LevelSpend]:
+        """What the spender's levels spent on its day, reservations of unfinished runs included."""
+        async with self._turns, self._reader.connect() as connection:
+            return await spent(connection, spender)
+
+    async def counters_of(self, day: date) -> list[SpendCounter]:
+        """Every spend counter of a UTC day, of every workspace (for the terminal's usage)."""
+        async with self._turns, self._reader.connect() as connection:
+            return await counters_of(connection, day)
+
+    async def charge_replay(self, workspace: Workspace, channel: str, tokens: int) -> None:
+        """Count a replay's grader `tokens` against today's budgets of its channel, its workspace and
+        the deployment (no person's: a replay is not a request)."""
+        spender = Spender(utc_now().date(), workspace, channel)
+        async with self._write() as connection, self._spending(connection) as counters:
+            await charge(counters, spender, 0, tokens)
+
+    async def _recharge(
+        self,
+        connection: AsyncConnection,
+        run_id: int,
+        *,
+        requests: int,
+        tokens: int,
+        usd: float | None = None,
+        more: bool = False,
+    ) -> None:
+        """Change what the run added to its day's spend counters to `tokens` (`more`: by `tokens`
+        more: an audit's) and, when given, `usd` (and `requests` more requests), in the transaction
+        of `connection` where the counters are in it. Money is what the run's recorded cost says it
+        added, so recording it again adds nothing."""
+        row = (await connection.execute(_RUN_SPENDER, {"of_run": run_id})).first()
+        if row is None:
+            return
+        spender = Spender(
+            day=row.started_at.astimezone(UTC).date(),
+            workspace=Workspace(row.team, row.enterprise),
+            channel=row.channel,
+            requester=row.requester,
+        )
+        async with self._spending(connection) as counters:
+            money = 0.0 if usd is None else usd - (row.cost_usd or 0.0)
+            added = tokens if more else tokens - row.charged_tokens
+            await charge(counters, spender, requests, added, money)
+
+    @asynccontextmanager
+    async def _spending(self, transaction: AsyncConnection) -> AsyncIterator[AsyncConnection]:
+        """A connection to update the spend counters on: SQLite's in `transaction` (one writer at a
+        time anyway); on PostgreSQL one of their own pool in autocommit, so that a counter row is
+        locked for its statement only, not until a claim's transaction (which waits on this
+        process's event loop) commits: a burst from one person would queue behind it."""
+        if not self._postgres:
+            yield transaction
+            return
+        if self._counters is None:
+            engine = Database(self._engine.url).create_engine(pool_size=SPEND_POOL_SIZE)
+            self._counters = engine.execution_options(isolation_level="AUTOCOMMIT")
+        async with self._counters.connect() as connection:
+            yield connection
+
+    async def _close_counters(self) -> None:
+        """Close the spend counters' own connections, if any were opened."""
+        if self._counters is not None:
+            await self._counters.dispose()
+
+
+Spending = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
+"""Opens the connection a claim updates the spend counters on (see `UsageStore._spending`)."""
+
+_RUN_SPENDER = select(
+    runs.c.enterprise,
+    runs.c.team,
+    runs.c.channel,
+    runs.c.requester,
+    runs.c.started_at,
+    runs.c.charged_tokens,
+    runs.c.cost_usd,
+).where(runs.c.run_id == bindparam("of_run"))
+"""Whose spend counters a run charged, on which day, and how many tokens and dollars it charged them."""

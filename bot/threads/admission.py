@@ -1,0 +1,132 @@
+"""Admission: what the listeners hand the runner (requests, rubric changes, notices, deletions and
+edits), each claimed and queued in its thread in one transaction with what it records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from functools import partial
+
+from bot.db.message_changes import ChangeKind
+from bot.db.spend import QuotaExceeded
+from bot.db.transactions import Claim
+from bot.material.sources import Sources
+from bot.threads.conversation import UserMessage
+from bot.threads.jobs import (
+    ForgetJob,
+    JobPayload,
+    LimitJob,
+    PromptJob,
+    ReplyJob,
+    RequestJob,
+    ReviseJob,
+    RubricJob,
+)
+from bot.threads.runner_base import RunnerBase, logger
+from bot.vocabulary.thread import MessageChange
+
+
+class Admission(RunnerBase):
+    """Claims and queues the work of messages in their threads."""
+
+    async def submit_request(self, message: UserMessage, sources: Sources | None = None) -> None:
+        """Queue a request for the agent in its thread (its run recorded first, so a crash is noticed);
+        `sources` says what it shares besides its text. Past a daily limit its thread is told so
+        instead, and no model is called."""
+
+        async def request(claim: Claim) -> JobPayload:
+            now = datetime.now(UTC)
+            limits = self._limits
+            if self._workspaces is not None:
+                limits = self._workspaces.in_force(await claim.workspace_settings(message.workspace)).limits
+            try:
+                run_id = await claim.start_run(
+                    message.thread, message.ts, requester=message.user, quota=limits.quota(now)
+                )
+            except QuotaExceeded as refused:
+                logger.info("refused a request in thread %s: %s", message.thread_id, refused)
+                return LimitJob(message=message, quota=refused.quota, limit=refused.limit, refused_at=now)
+            return RequestJob(message=message, run_id=run_id, sources=sources or Sources())
+
+        await self._accept(message, request)
+
+    async def submit_rubric(self, message: UserMessage, rubric_text: str) -> None:
+        """Queue a `rubric:` message: it replaces the thread's rubric after any earlier runs."""
+        await self._accept(message, RubricJob(message=message, rubric=rubric_text))
+
+    async def ask_for_request(self, message: UserMessage) -> None:
+        """Queue the answer to a mention with nothing to do: the rubric in force, and "what should I do?"."""
+        await self._accept(message, PromptJob(message=message))
+
+    async def submit_notice(self, message: UserMessage, title: str, detail: str) -> None:
+        """Queue an error notice to a message the bot will not act on otherwise (e.g. one too long)."""
+        await self._accept(message, ReplyJob(message=replace(message, text=""), title=title, detail=detail))
+
+    async def _accept(
+        self, message: UserMessage, job: JobPayload | Callable[[Claim], Awaitable[JobPayload]]
+    ) -> None:
+        """Claim `message`, remember its thread and queue its job (built in the claim's transaction,
+        if `job` is a function), all in one transaction.
+
+        A retried delivery of the message, or the other twin of a mention, finds it claimed and
+        does nothing. If the database fails, nothing is recorded and the caller raises, so Slack
+        delivers the message again. The in-process queue, whose jobs live in memory, takes the job
+        once the claim has committed.
+        """
+        async with self._store.claiming(*message.dedupe_keys) as claim:
+            if claim is None:
+                return
+            await claim.add_thread(message.thread)
+            payload = job if isinstance(job, JobPayload) else await job(claim)
+            if self._queue.durable:
+                connection = await claim.driver_connection()
+                await self._queue.submit(message.thread, payload, connection=connection)
+                return
+        await self._submit(message.thread, payload)
+
+    async def forget(self, deleted: MessageChange) -> None:
+        """A person deleted a message: if it is in a thread the bot takes part in, take back its queued
+        jobs (with their runs) and queue its removal from the thread's conversation."""
+        if not await self._store.has_thread(deleted.thread):
+            return
+        for job in await self._queue.withdraw(deleted.thread, deleted.ts):
+            if isinstance(job, RequestJob):
+                await self._store.delete_run(job.run_id)
+            elif isinstance(job, ForgetJob | ReviseJob) and job.kept is not None:
+                await self._store.change_applied(job.kept)  # superseded by this deletion
+        await self._submit_change("forget", deleted)
+
+    async def revise(self, edited: MessageChange) -> None:
+        """A person edited a message: if it is in a thread the bot takes part in, a queued request
+        takes the new text (its run answers that) and the change of its stored copy is queued."""
+        if not await self._store.has_thread(edited.thread):
+            return
+        await self._queue.revise_queued(edited.thread, edited.ts, partial(_with_new_text, edited))
+        await self._submit_change("revise", edited)
+
+    async def resume_changes(self) -> int:
+        """Queue the deletions and edits an earlier process kept but did not apply; how many."""
+        pending = await self._store.pending_changes()
+        for kept in pending:
+            job = CHANGE_JOBS[kept.kind](message=kept.change, kept=kept.change_id)
+            await self._submit(kept.change.thread, job)
+        return len(pending)
+
+    async def _submit_change(self, kind: ChangeKind, change: MessageChange) -> None:
+        """Queue a deletion or edit; where jobs live in memory, kept in the database first, so that it
+        is applied even if this process stops before it gets there."""
+        kept = None if self._queue.durable else await self._store.record_change(kind, change)
+        await self._submit(change.thread, CHANGE_JOBS[kind](message=change, kept=kept))
+
+
+CHANGE_JOBS: dict[ChangeKind, type[ForgetJob] | type[ReviseJob]] = {"forget": ForgetJob, "revise": ReviseJob}
+"""The job applying each kind of message change."""
+
+
+def _with_new_text(edited: MessageChange, job: JobPayload) -> JobPayload:
+    """A queued request `job` asking what `edited` says now (other kinds of job unchanged)."""
+    if not isinstance(job, RequestJob):
+        return job
+    return job.model_copy(update={"message": replace(job.message, text=edited.text)})
