@@ -173,7 +173,8 @@ class Delivery:
     async def stream_started(self, ts: str, finish: StreamFinisher) -> bool:
         """The run streams in message `ts` (recorded at once: a resumed run answers there), and
         `finish` puts the answer into it; False when the ledger holds another attempt's stream (a run
-        taken over while its first process lived), which this attempt leaves to it."""
+        taken over while its first process lived): this attempt adopts that one, so its answer
+        closes it and no empty streamed message stays in the thread."""
         recorded: list[bool] = []
 
         async def write() -> None:
@@ -181,10 +182,17 @@ class Delivery:
 
         await record_retrying(write, self.thread)
         if not recorded[-1]:
+            await self._adopt_recorded_stream()
             return False
         self.posted[(STREAM_STEP, 0)] = ts
         self.finish_stream = finish
         return True
+
+    async def _adopt_recorded_stream(self) -> None:
+        """Take the streamed message the ledger holds for the run as this attempt's."""
+        for message in await self.store.posted_messages(self.run_id):
+            if (message.step, message.part) == (STREAM_STEP, 0):
+                self.posted[(STREAM_STEP, 0)] = message.message_ts
 
     async def post(
         self, step: Step, part: int, payload: SlackMessage, evaluation: PostedEvaluation | None = None

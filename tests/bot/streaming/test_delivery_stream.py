@@ -46,3 +46,34 @@ async def test_a_resumed_attempt_puts_the_answer_into_the_stream_an_earlier_one_
     assert posted == ["iteration 1", "the answer, continued"]
     assert streamed == [(STREAM_TS, "the answer")]
     assert ledger[("stream", 0)] == ledger[(FINAL_STEP, 0)] == STREAM_TS
+
+
+async def test_an_attempt_that_finds_another_attempts_stream_recorded_answers_into_that_one(database_url):
+    """A run taken over while its first process lived: the first attempt's stream reached the ledger
+    after the second opened its delivery. The second answers into the recorded stream, so the thread
+    holds no streamed message left empty."""
+    store = await Store.open(database_url)
+    streamed: list[tuple[str, str]] = []
+
+    async def post(payload: SlackMessage) -> str:
+        raise AssertionError(f"posted as a message of its own: {payload['text']}")
+
+    async def into_stream(ts: str, payload: SlackMessage) -> str:
+        streamed.append((ts, payload["text"]))
+        return ts
+
+    try:
+        run_id = await store.start_run(THREAD, THREAD.thread_ts)
+        first = await open_delivery(post, store, run_id, THREAD.thread_id, retry_for=1, resumed=False)
+        second = await open_delivery(
+            post, store, run_id, THREAD.thread_id, retry_for=1, resumed=True, finish_stream=into_stream
+        )
+        assert await first.stream_started(STREAM_TS, into_stream)
+        adopted = await second.stream_started("1700000003.000001", into_stream)
+        await second.post(FINAL_STEP, 0, {"text": "the answer"})
+    finally:
+        await store.close()
+
+    assert not adopted  # the second attempt's own stream is withdrawn by its caller
+    assert second.stream_ts == STREAM_TS
+    assert streamed == [(STREAM_TS, "the answer")]
