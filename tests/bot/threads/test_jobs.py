@@ -462,6 +462,11 @@ async def test_a_heartbeat_cut_off_by_a_database_restart_is_written_once_it_answ
     async with AsyncExitStack() as stack:
         _, name = await named_queue(stack, postgres_url, Recorder())
         workers_row = "SELECT id FROM procrastinate_workers FOR UPDATE"
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+            # The worker writes its row once it runs: held before that, no heartbeat would wait on it.
+            await asyncio.wait_for(
+                eventually(admin, "SELECT 1 FROM procrastinate_workers", ()), EVENT_TIMEOUT
+            )
         # The heartbeat comes on its own, every STALLED_AFTER / 3 seconds.
         await cut_off_writing(postgres_url, name, workers_row, lambda: None)
         async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
