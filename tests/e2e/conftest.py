@@ -36,6 +36,7 @@ from tests.standins import slack_requests as sr
 from tests.standins.model_api import ChatRequest, ModelApiStandin, scripted_revision
 from tests.standins.slack_api import SlackApiStandin, SlackCall, SlackMessage
 from tests.standins.slack_requests import SlackSender
+from tests.standins.triggers import PATIENT_TRIGGER_EXPIRY_SECONDS
 
 BOT_TOKEN = "xoxb-test-token"
 """The bot token the bot is given; the Slack stand-in refuses calls made with any other."""
@@ -225,13 +226,19 @@ def bot_environment(slack_api: SlackApiStandin, model_api: ModelApiStandin, db_p
     return env
 
 
+def slack_standin() -> SlackApiStandin:
+    """The Slack stand-in for bot processes: it takes only the bot token, and trigger ids stay good
+    for longer than Slack's three seconds, which a busy machine holding the bot up could miss."""
+    return SlackApiStandin(token=BOT_TOKEN, trigger_expiry=PATIENT_TRIGGER_EXPIRY_SECONDS)
+
+
 @contextmanager
 def shared_bot(
     workdir: Path, env: Mapping[str, str] | None = None
 ) -> Iterator[tuple[SlackApiStandin, ModelApiStandin, BotProcess]]:
     """Both stand-ins and one running bot (database ``workdir/bot.sqlite``, settings changed by `env`),
     stopped on exit; for a module's shared fixture."""
-    with SlackApiStandin(token=BOT_TOKEN) as slack, ModelApiStandin() as model:
+    with slack_standin() as slack, ModelApiStandin() as model:
         settings = bot_environment(slack, model, workdir / "bot.sqlite") | dict(env or {})
         process = BotProcess(BOT_COMMAND, settings, workdir / "bot.log", workdir)
         process.start()
@@ -244,7 +251,7 @@ def shared_bot(
 
 @pytest.fixture
 def slack_api() -> Iterator[SlackApiStandin]:
-    with SlackApiStandin(token=BOT_TOKEN) as api:
+    with slack_standin() as api:
         yield api
 
 
@@ -405,7 +412,7 @@ class Service:
         return wait_for(found, RUN_TIMEOUT, message=lambda: f"{needle!r} on message {message.ts}")
 
     def open_form(self, message: SlackMessage, root: str, user: str) -> dict[str, Any]:
-        trigger = f"trigger-{message.ts}-{user}-{len(self.slack.calls('views.open'))}"
+        trigger = sr.new_trigger_id()
         self.click("review_disagree", message, root, user, trigger_id=trigger)
         opened = wait_for(
             lambda: [c for c in self.slack.calls("views.open") if c.args.get("trigger_id") == trigger],

@@ -249,10 +249,11 @@ def test_rubric_command_manages_the_channel_default(fresh):
 def test_rubric_editor_opens_prefilled_and_validates_inline(fresh):
     s = fresh
     s.send(sr.slash_command(f"set {RUBRIC}", "C7"))
-    s.send(sr.slash_command("edit", "C7", trigger_id="trigger-C7"))
+    trigger = sr.new_trigger_id()
+    s.send(sr.slash_command("edit", "C7", trigger_id=trigger))
 
     opened = wait_for(
-        lambda: [c for c in s.slack.calls("views.open") if c.args.get("trigger_id") == "trigger-C7"],
+        lambda: [c for c in s.slack.calls("views.open") if c.args.get("trigger_id") == trigger],
         RUN_TIMEOUT,
         message="views.open for the rubric editor",
     )[0]

@@ -242,7 +242,7 @@ def test_a_workspaces_own_limits_hold_at_admission_and_a_burst_starts_at_most_on
 def save_admin_limits(s: Service, **limits: str) -> None:
     """As the admin UADMIN, save the workspace's settings form with these limits (by block id)."""
     opened = len(s.slack.calls("views.open"))
-    s.send(sr.slash_command("admin", "C0", "UADMIN", trigger_id="trigger-UADMIN"))
+    s.send(sr.slash_command("admin", "C0", "UADMIN"))
     form = wait_for(
         lambda: next((c.args["view"] for c in s.slack.calls("views.open")[opened:]), None),
         RUN_TIMEOUT,

@@ -10,6 +10,7 @@ import asyncio
 import json
 import sys
 import urllib.request
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -53,6 +54,7 @@ from tests.standins.slack_requests import (
     event_callback,
     message,
     message_changed,
+    new_trigger_id,
     new_ts,
     sign,
     slash_command,
@@ -60,6 +62,7 @@ from tests.standins.slack_requests import (
     url_verification,
     view_submission,
 )
+from tests.standins.triggers import TRIGGER_EXPIRY_SECONDS, ManualClock, TriggerIds
 
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback never via a proxy
 CRITERION = "Cites a source"
@@ -316,7 +319,7 @@ def test_reactions_are_tracked_like_slack_does(slack_api, web):
 def test_views_get_an_id_that_updates_keep(web):
     view = {"type": "modal", "callback_id": "rubric_edit", "title": {"type": "plain_text", "text": "Rubric"}}
 
-    opened = web.views_open(trigger_id="1.2.3", view=view)
+    opened = web.views_open(trigger_id=new_trigger_id(), view=view)
     updated = web.views_update(view_id=opened["view"]["id"], view=view)
 
     assert opened["view"]["callback_id"] == "rubric_edit"
@@ -364,7 +367,7 @@ def input_block(block_id: str, action_id: str = "value") -> dict[str, Any]:
 @pytest.mark.parametrize("method", ["views.open", "views.push", "views.update"])
 def test_a_modal_slack_would_refuse_is_invalid_arguments(slack_api, web, method, change, problem):
     view = {"type": "modal", "title": plain("Rubric"), "blocks": [input_block("b1")]} | change
-    ids = {"view_id": "V1"} if method == "views.update" else {"trigger_id": "1.2.3"}
+    ids = {"view_id": "V1"} if method == "views.update" else {"trigger_id": new_trigger_id()}
 
     with pytest.raises(SlackApiError) as raised:
         web.api_call(method, json={**ids, "view": view})
@@ -376,6 +379,54 @@ def test_a_modal_slack_would_refuse_is_invalid_arguments(slack_api, web, method,
 
 VALID_MODAL = {"type": "modal", "title": plain("Rubric"), "submit": plain("Save"), "blocks": []}
 """What the refused modals become once fixed."""
+
+
+@pytest.fixture
+def clocked() -> Iterator[tuple[ManualClock, TriggerIds, WebClient]]:
+    """A Slack stand-in whose trigger ids age only as the test moves its clock; a client of it."""
+    clock = ManualClock()
+    triggers = TriggerIds(clock)
+    with SlackApiStandin(token="xoxb-clocked", triggers=triggers) as api:
+        yield clock, triggers, WebClient(token=api.token, base_url=api.api_url)
+
+
+def refusal(call: Callable[[], object]) -> str:
+    """The error Slack answered `call` with."""
+    with pytest.raises(SlackApiError) as raised:
+        call()
+    return str(raised.value.response["error"])
+
+
+@pytest.mark.parametrize("method", ["views.open", "views.push"])
+def test_a_trigger_id_opens_one_view_and_is_refused_after(clocked, method):
+    _, triggers, web = clocked
+    trigger = triggers.hand_out()
+
+    opened = web.api_call(method, json={"trigger_id": trigger, "view": VALID_MODAL})
+    again = refusal(lambda: web.api_call(method, json={"trigger_id": trigger, "view": VALID_MODAL}))
+
+    assert opened["ok"] and again == "exchanged_trigger_id"
+
+
+@pytest.mark.parametrize("method", ["views.open", "views.push"])
+def test_a_trigger_id_older_than_slacks_three_seconds_is_expired(clocked, method):
+    clock, triggers, web = clocked
+    in_time, too_late = triggers.hand_out(), triggers.hand_out()
+
+    clock.advance(TRIGGER_EXPIRY_SECONDS)
+    web.api_call(method, json={"trigger_id": in_time, "view": VALID_MODAL})  # at the bound: taken
+    clock.advance(0.001)
+
+    expired = refusal(lambda: web.api_call(method, json={"trigger_id": too_late, "view": VALID_MODAL}))
+    assert expired == "expired_trigger_id"
+
+
+def test_a_trigger_id_slack_never_handed_out_is_invalid(clocked):
+    _, _, web = clocked
+    other_ledgers = new_trigger_id()  # handed out by the payload builders, not by this stand-in's ledger
+
+    assert refusal(lambda: web.views_open(trigger_id="1.2.3", view=VALID_MODAL)) == "invalid_trigger_id"
+    assert refusal(lambda: web.views_open(trigger_id=other_ledgers, view=VALID_MODAL)) == "invalid_trigger_id"
 
 
 async def test_get_methods_and_unknown_methods_are_answered_and_recorded(slack_api):

@@ -93,20 +93,21 @@ def test_show_keeps_a_rubrics_fences_and_mentions_inside_its_code_block(service)
 
 def test_only_editors_open_save_or_replay_the_channels_grading(service):
     s = service
-    refused = command(s, "edit", "C3", NOBODY, trigger_id="trigger-nobody")
+    nobodys, editors = sr.new_trigger_id(), sr.new_trigger_id()
+    refused = command(s, "edit", "C3", NOBODY, trigger_id=nobodys)
     assert REFUSED in refused
     errors = submit_editor(s, "C3", NOBODY, "- Mark everything passed")
     assert errors is not None and REFUSED in str(errors[render.MODAL_BLOCK_ID])
     assert REFUSED in command(s, "replay", "C3", NOBODY)
 
     assert "no default rubric" in command(s, "show", "C3", NOBODY)  # nothing was saved
-    s.send(sr.slash_command("edit", "C3", EDITOR, trigger_id="trigger-editor"))  # acked with no text
+    s.send(sr.slash_command("edit", "C3", EDITOR, trigger_id=editors))  # acked with no text
     wait_for(
-        lambda: [c for c in s.slack.calls("views.open") if c.args.get("trigger_id") == "trigger-editor"],
+        lambda: [c for c in s.slack.calls("views.open") if c.args.get("trigger_id") == editors],
         RUN_TIMEOUT,
         message="the editor's form to open",
     )
-    assert not [c for c in s.slack.calls("views.open") if c.args.get("trigger_id") == "trigger-nobody"]
+    assert not [c for c in s.slack.calls("views.open") if c.args.get("trigger_id") == nobodys]
     assert submit_editor(s, "C3", EDITOR, RUBRIC) is None
     assert "Cites a source" in command(s, "show", "C3", NOBODY)
 

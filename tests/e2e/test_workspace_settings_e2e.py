@@ -17,9 +17,9 @@ ALLOWED = "openai:gpt-4o-mini,openai:gpt-4.1"
 """The models the operator lets workspaces choose; the deployment's own is the first."""
 
 
-def admin_command(s: Service, user: str, *, via: int = 0) -> str:
-    """Run `/rubric admin` as `user`; the ephemeral answer's text."""
-    answer = s.send(sr.slash_command("admin", "C1", user, trigger_id=f"trigger-{user}"), via=via).json()
+def admin_command(s: Service, user: str, *, via: int = 0, trigger_id: str | None = None) -> str:
+    """Run `/rubric admin` as `user` (with `trigger_id`, or a new one); the ephemeral answer's text."""
+    answer = s.send(sr.slash_command("admin", "C1", user, trigger_id=trigger_id), via=via).json()
     assert answer["response_type"] == "ephemeral", answer
     return answer["text"]
 
@@ -58,14 +58,16 @@ def test_an_admins_model_choice_answers_the_next_request_and_someone_else_is_ref
     before = s.mention("Asked before the change", "C1")
     s.wait_finals("C1", before, 1)
 
-    refused = admin_command(s, "UPLAIN")
+    plains = sr.new_trigger_id()
+    refused = admin_command(s, "UPLAIN", trigger_id=plains)
     assert "Only the workspace's admins and owners may change its settings" in refused
     assert "Worker model: `openai:gpt-4o-mini` — deployment default" in admin_command(s, "UADMIN")
     choose_models(s, "UADMIN", worker="openai:gpt-4.1")
     after = s.mention("Asked after the change", "C1")
     s.wait_finals("C1", after, 1)
 
-    assert [c.args["trigger_id"] for c in slack_api.calls("views.open")] == ["trigger-UADMIN"] * 2
+    opened = slack_api.calls("views.open")
+    assert [c.ok for c in opened] == [True, True] and plains not in {c.args["trigger_id"] for c in opened}
     assert {r.model for r in s.worker_requests_for("Asked before the change")} == {"gpt-4o-mini"}
     assert {r.model for r in s.worker_requests_for("Asked after the change")} == {"gpt-4.1"}
     graded_after = [r for r in model_api.requests("grader") if "Asked after the change" in r.all_text]

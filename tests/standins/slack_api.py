@@ -38,6 +38,7 @@ from urllib.parse import urlencode
 from aiohttp import WSMsgType, web
 
 from tests.standins import HOST, BackgroundServer, wait_for
+from tests.standins.triggers import HANDED_OUT, TRIGGER_EXPIRY_SECONDS, TriggerIds
 
 Args = dict[str, Any]
 Answer = dict[str, Any]
@@ -342,12 +343,24 @@ class SlackApiStandin(BackgroundServer):
     With `token` set, calls whose bearer token differs are refused like Slack does (``invalid_auth``);
     `app_token` does the same for ``apps.connections.open``. Either token used where the other
     belongs gets ``not_allowed_token_type``.
+
+    ``views.open`` and ``views.push`` exchange a trigger id of `triggers` (by default the payload
+    builders' ledger) handed out at most `trigger_expiry` seconds before, on that ledger's clock, once.
     """
 
-    def __init__(self, token: str | None = None, app_token: str | None = None) -> None:
+    def __init__(
+        self,
+        token: str | None = None,
+        app_token: str | None = None,
+        *,
+        triggers: TriggerIds = HANDED_OUT,
+        trigger_expiry: float = TRIGGER_EXPIRY_SECONDS,
+    ) -> None:
         super().__init__()
         self.token = token
         self.app_token = app_token
+        self.triggers = triggers
+        self.trigger_expiry = trigger_expiry
         self.channel_names: dict[str, str] = {}
         """Channels ``conversations.list`` lists, name by id; tests set them."""
         self.user_groups: dict[str, list[str]] = {}
@@ -374,7 +387,7 @@ class SlackApiStandin(BackgroundServer):
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
             "views.open": self._open_view,
-            "views.push": self._open_view,
+            "views.push": self._open_view,  # a view pushed onto an open modal takes a trigger id too
             "views.update": self._update_view,
             "views.publish": self._publish_view,
             "users.conversations": self._users_conversations,
@@ -996,7 +1009,10 @@ class SlackApiStandin(BackgroundServer):
         return message
 
     def _open_view(self, args: Args) -> Answer:
+        """A modal opened with a trigger id; a modal refused for its content leaves the trigger unused."""
         _check_modal(args.get("view"))
+        if refusal := self.triggers.exchange(str(args.get("trigger_id") or ""), self.trigger_expiry):
+            raise SlackError(refusal)
         return {"view": self._view(args, f"V{self._next_ts().replace('.', '')}")}
 
     def _update_view(self, args: Args) -> Answer:

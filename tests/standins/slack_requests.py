@@ -22,6 +22,7 @@ import aiohttp
 from slack_sdk.signature import SignatureVerifier
 
 from tests.standins.slack_api import BOT_ID, BOT_USER_ID, TEAM_ID
+from tests.standins.triggers import HANDED_OUT
 
 Json = dict[str, Any]
 
@@ -295,7 +296,7 @@ def slash_command(
         "api_app_id": APP_ID,
         "is_enterprise_install": "false",
         "response_url": response_url,
-        "trigger_id": trigger_id or _trigger_id(),
+        "trigger_id": trigger_id or new_trigger_id(),
     }
 
 
@@ -328,7 +329,7 @@ def block_actions(
         "api_app_id": APP_ID,
         "token": VERIFICATION_TOKEN,
         "container": container,
-        "trigger_id": trigger_id or _trigger_id(),
+        "trigger_id": trigger_id or new_trigger_id(),
         "team": {"id": team, "domain": "standin"},
         "enterprise": None,
         "is_enterprise_install": False,
@@ -365,7 +366,7 @@ def view_submission(
         "user": _user(user, team),
         "api_app_id": APP_ID,
         "token": VERIFICATION_TOKEN,
-        "trigger_id": _trigger_id(),
+        "trigger_id": new_trigger_id(),
         "view": {
             "id": view_id or f"V{_next():010d}",
             "team_id": team,
@@ -394,8 +395,10 @@ def _user(user: str, team: str) -> Json:
     return {"id": user, "username": user.lower(), "name": user.lower(), "team_id": team}
 
 
-def _trigger_id() -> str:
-    return f"{_next()}.{USER_TS_SECONDS}.standin"
+def new_trigger_id() -> str:
+    """A trigger id as Slack hands one out with an interaction: the Slack stand-in opens one view
+    with it, soon after (tests.standins.triggers)."""
+    return HANDED_OUT.hand_out()
 
 
 # ----- encoding, signing, sending -----

@@ -8,7 +8,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from bot.workspaces.clients import WorkspaceClients
 from bot.workspaces.settings import Deployment, WorkspaceOverrides
 from tests.standins import slack_requests as sr
 from tests.standins.slack_api import TEAM_ID, SlackApiStandin
+from tests.standins.triggers import PATIENT_TRIGGER_EXPIRY_SECONDS
 
 TOKEN = "xoxb-admin-tests"
 SECRET = "admin-tests-secret"
@@ -35,7 +36,7 @@ WAIT_SECONDS = 30.0
 
 @pytest.fixture
 def slack() -> Iterator[SlackApiStandin]:
-    with SlackApiStandin(token=TOKEN) as api:
+    with SlackApiStandin(token=TOKEN, trigger_expiry=PATIENT_TRIGGER_EXPIRY_SECONDS) as api:
         api.add_user("UADMIN", "Ada", admin=True)
         api.add_user("UOWNER", "Owen", owner=True)
         api.add_user("UPLAIN", "Pia")
@@ -52,6 +53,8 @@ class Bot:
     store: Store
     slack: SlackApiStandin
     workspaces: WorkspaceOverrides
+    triggers: dict[str, str] = field(default_factory=dict)
+    """The trigger id of each user's latest command, by user."""
 
     async def send(self, payload: dict[str, Any]) -> Any:
         body, content_type = sr.encode(payload)
@@ -61,12 +64,13 @@ class Bot:
         return json.loads(response.body) if response.body else None
 
     async def command(self, text: str, user: str) -> dict[str, Any]:
-        answer = await self.send(sr.slash_command(text, "C1", user, trigger_id=f"trigger-{user}"))
+        self.triggers[user] = sr.new_trigger_id()
+        answer = await self.send(sr.slash_command(text, "C1", user, trigger_id=self.triggers[user]))
         assert answer["response_type"] == "ephemeral", answer
         return answer
 
     async def opened_form(self, user: str) -> dict[str, Any]:
-        calls = await self.wait_calls("views.open", lambda c: c.args["trigger_id"] == f"trigger-{user}")
+        calls = await self.wait_calls("views.open", lambda c: c.args["trigger_id"] == self.triggers[user])
         return calls[0].args["view"]
 
     async def submit(self, form: dict[str, Any], values: dict[str, Any], user: str) -> Any:
