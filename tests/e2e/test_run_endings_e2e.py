@@ -40,10 +40,11 @@ from tests.standins.model_api import (
 from tests.standins.slack_api import SlackMessage
 
 MODEL_TIMEOUT = 2
-"""Seconds per model call for the shared bot: the stand-ins answer in milliseconds, a hung call is
-given up after this (and the OpenAI client's two retries)."""
+"""Seconds per model call for the bot of the tests of that timeout (`impatient`): a hung call is given
+up after this (and the OpenAI client's two retries). Every other test's bot keeps the default, so a
+call expected to succeed never races it on a busy machine."""
 SHUTDOWN_GRACE = "0.5"
-"""Seconds the shared bot lets runs finish on SIGTERM."""
+"""Seconds the module's bots let runs finish on SIGTERM."""
 DOOMED = "Doomed question"
 """The request whose revision the tests make end early."""
 PASSING_ATTEMPT = 3
@@ -54,17 +55,36 @@ NOTICE_TIMEOUT = 40.0
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """One bot for the module with short model timeouts; tests that restart it leave it running."""
-    env = {"RUBRIC_BOT_MODEL_TIMEOUT": str(MODEL_TIMEOUT), "RUBRIC_BOT_SHUTDOWN_GRACE": SHUTDOWN_GRACE}
+    """One bot for the module's tests whose model calls end some other way than by the model timeout;
+    tests that restart it leave it running."""
+    env = {"RUBRIC_BOT_SHUTDOWN_GRACE": SHUTDOWN_GRACE}
     with shared_service(tmp_path_factory.mktemp("run-endings"), env) as service:
         yield service
 
 
-@pytest.fixture
-def fresh(service: Service) -> Service:
+@pytest.fixture(scope="module")
+def impatient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """One bot for the tests of the model timeout, which it sets to MODEL_TIMEOUT."""
+    env = {"RUBRIC_BOT_MODEL_TIMEOUT": str(MODEL_TIMEOUT), "RUBRIC_BOT_SHUTDOWN_GRACE": SHUTDOWN_GRACE}
+    with shared_service(tmp_path_factory.mktemp("model-timeout"), env) as service:
+        yield service
+
+
+def reset(service: Service) -> Service:
+    """`service` with the models answering at once, scripted by `numbered_attempts`."""
     service.model.latency = 0.0
     service.model.worker, service.model.grader = numbered_attempts(NO_ANSWER)
     return service
+
+
+@pytest.fixture
+def fresh(service: Service) -> Service:
+    return reset(service)
+
+
+@pytest.fixture
+def fresh_impatient(impatient: Service) -> Service:
+    return reset(impatient)
 
 
 def numbered_attempts(ending: ErrorReply | Silence) -> Script:
@@ -133,8 +153,8 @@ def wait_text(s: Service, channel: str, root: str, needle: str) -> None:
 # -- timeouts ------------------------------------------------------------------------------------
 
 
-def test_a_model_that_never_answers_ends_the_run_in_words_and_the_next_request_runs(fresh):
-    s = fresh
+def test_a_model_that_never_answers_ends_the_run_in_words_and_the_next_request_runs(fresh_impatient):
+    s = fresh_impatient
     s.model.worker = lambda request: NO_ANSWER if "Hung" in request.last_user_text else "Prompt answer."
     hung = s.mention("Hung question", "T1")
     wait_until_working(s.slack, "T1", hung)
@@ -148,8 +168,8 @@ def test_a_model_that_never_answers_ends_the_run_in_words_and_the_next_request_r
     assert (hung, "timed_out") in run_statuses(s.bot)
 
 
-def test_a_grader_that_never_answers_leaves_the_answer_ungraded_and_says_so(fresh):
-    s = fresh
+def test_a_grader_that_never_answers_leaves_the_answer_ungraded_and_says_so(fresh_impatient):
+    s = fresh_impatient
     s.model.worker = lambda request: "An answer nobody graded."
     s.model.grader = lambda request: NO_ANSWER
     root = s.mention(f"rubric:\n{RUBRIC}", "T2")
@@ -197,8 +217,8 @@ meanwhile (then it is started again), and what the thread is told."""
 
 
 @pytest.mark.parametrize("ending", ENDINGS)
-def test_after_a_run_ends_early_the_next_request_gets_a_fresh_grading_run(fresh, ending):
-    s = fresh
+def test_after_a_run_ends_early_the_next_request_gets_a_fresh_grading_run(request, ending):
+    s = request.getfixturevalue("fresh_impatient" if ending == "model timeout" else "fresh")
     reply, stop_signal, notice = ENDINGS[ending]
     s.model.worker, s.model.grader = numbered_attempts(reply)
     channel = f"F{list(ENDINGS).index(ending)}"
