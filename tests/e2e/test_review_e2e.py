@@ -124,11 +124,13 @@ def test_disagree_opens_the_form_preset_validates_it_and_saves_the_reviewers_ver
 
 def test_a_slack_call_failing_in_a_listener_is_logged_with_slacks_error_code(s):
     root, first = s.graded_thread("R9")
-    s.slack.error_next("views.open", "expired_trigger_id")
+    trigger = sr.new_trigger_id()
 
-    s.click("review_disagree", first, root, "U1", trigger_id="trigger-too-late")
+    # The same click twice (a replayed payload): its trigger opens one form, Slack refuses the other.
+    s.click("review_disagree", first, root, "U1", trigger_id=trigger)
+    s.click("review_disagree", first, root, "U1", trigger_id=trigger)
 
-    logged = "could not open the review form: expired_trigger_id"
+    logged = "could not open the review form: exchanged_trigger_id"
     wait_for(lambda: logged in s.bot.stderr_text(), RUN_TIMEOUT, message="the failure in the bot's log")
     assert "Traceback" not in s.bot.stderr_text()
     assert "didn't call ack()" not in s.bot.stderr_text()  # the click was answered at once
