@@ -187,16 +187,17 @@ def test_a_grader_that_never_answers_leaves_the_answer_ungraded_and_says_so(fres
 def test_a_run_longer_than_the_run_timeout_is_ended_and_the_next_request_runs(
     start_bot, slack_api, model_api
 ):
-    # The next request must fit in the run timeout too, on a loaded machine and as a new process's
-    # first run (the clients' first calls are slow): 5 s leaves room, and the hung call needs 60.
-    bot = start_bot(env={"RUBRIC_BOT_MODEL_TIMEOUT": "60", "RUBRIC_BOT_RUN_TIMEOUT": "5"})
+    # The next request must fit in the run timeout too, on a loaded machine: a first request pays the
+    # new process's slow first calls outside it, and 10 s leaves the rest room (the hung call needs 60).
+    bot = start_bot(env={"RUBRIC_BOT_MODEL_TIMEOUT": "60", "RUBRIC_BOT_RUN_TIMEOUT": "10"})
     s = Service(slack_api, model_api, bot)
     model_api.worker = lambda request: NO_ANSWER if "Slow" in request.last_user_text else "Prompt answer."
+    s.wait_finals("T4", s.mention("First question", "T4"), 1)
     slow = s.mention("Slow question", "T3")
     wait_until_working(s.slack, "T3", slow)
     s.mention("Next question", "T3", thread_ts=slow)
 
-    wait_text(s, "T3", slow, "The model did not finish this request within 5 s")
+    wait_text(s, "T3", slow, "The model did not finish this request within 10 s")
     (final,) = s.wait_finals("T3", slow, 1)
 
     assert "Prompt answer." in final.all_text
