@@ -15,6 +15,9 @@ by ``conversations.replies`` page by page), people's profiles (`add_user`, for `
 files (`add_file`, downloaded from ``url_private_download`` only with the bot token, or refused with
 403 like a file the bot may not see).
 
+Modals open as on Slack: ``views.open`` and ``views.push`` exchange a trigger id the payload builders
+handed out (tests.standins.triggers) once, within its expiry, and refuse any other.
+
 Socket Mode is served too: ``apps.connections.open`` hands out a ``ws://`` URL on this server (real
 Slack's is ``wss://``), the websocket greets the client with ``hello``, and the test pushes envelopes
 with `send_envelope` and reads the client's acks with `wait_for_ack`.

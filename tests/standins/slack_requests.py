@@ -52,6 +52,12 @@ def new_ts() -> str:
     return f"{USER_TS_SECONDS + _next()}.000000"
 
 
+def new_trigger_id() -> str:
+    """A trigger id as Slack hands one out with an interaction: the Slack stand-in opens one view
+    with it, soon after (tests.standins.triggers)."""
+    return HANDED_OUT.hand_out()
+
+
 # ----- Events API -----
 
 
@@ -393,12 +399,6 @@ def text_input(block_id: str, action_id: str, value: str | None) -> Json:
 
 def _user(user: str, team: str) -> Json:
     return {"id": user, "username": user.lower(), "name": user.lower(), "team_id": team}
-
-
-def new_trigger_id() -> str:
-    """A trigger id as Slack hands one out with an interaction: the Slack stand-in opens one view
-    with it, soon after (tests.standins.triggers)."""
-    return HANDED_OUT.hand_out()
 
 
 # ----- encoding, signing, sending -----
