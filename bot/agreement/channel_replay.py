@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -35,7 +35,9 @@ from bot.agreement.replay import (
 from bot.config import DEFAULT_REPLAY_COOLDOWN, Settings
 from bot.db.database import open_checkpointer
 from bot.db.replays import ReplayLease, ReplayRefused
+from bot.db.spend import QuotaExceeded
 from bot.db.store import Store
+from bot.limits.quota import DailyLimits
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.messages import NO_UNFURLS
 from bot.slack.mrkdwn import slack_date
@@ -65,6 +67,9 @@ Tell = Callable[..., Awaitable[None]]
 GraderOf = Callable[[Workspace], Awaitable[TranscriptGrader]]
 """The grader a workspace's runs are graded by, which its replays measure."""
 
+LimitsOf = Callable[[Workspace], Awaitable[DailyLimits]]
+"""The daily limits in force in a workspace, whose budgets its replays spend from."""
+
 
 @dataclass(frozen=True)
 class ReplayRequest:
@@ -89,19 +94,30 @@ class ChannelReplays:
         store: Store,
         checkpointer: BaseCheckpointSaver,
         graders: GraderOf,
+        limits: LimitsOf | None = None,
         cooldown: float = DEFAULT_REPLAY_COOLDOWN,
     ) -> None:
-        """`graders` gives a workspace's grader; `cooldown`: seconds from one replay's start in a
-        channel to the next's."""
+        """`graders` gives a workspace's grader; `limits` its daily limits (None: no budget refuses a
+        replay); `cooldown`: seconds from one replay's start in a channel to the next's."""
         self._store = store
         self._checkpointer = checkpointer
         self._graders = graders
+        self._limits = limits
         self._cooldown = timedelta(seconds=cooldown)
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def start(self, request: ReplayRequest, tell: Tell, client: AsyncWebClient) -> ReplayRefused | None:
+    async def start(
+        self, request: ReplayRequest, tell: Tell, client: AsyncWebClient
+    ) -> ReplayRefused | QuotaExceeded | None:
         """Start replaying the channel, posting with `client` (its workspace's); why not (starting
-        nothing) while one runs in any process or the cooldown since the latest start lasts."""
+        nothing and charging nothing) while a budget it spends from (the channel's, its workspace's,
+        the deployment's) is spent for the day, one runs in any process, or the cooldown since the
+        latest start lasts."""
+        if self._limits is not None:
+            quota = (await self._limits(request.workspace)).quota(datetime.now(UTC))
+            spent = await self._store.replay_refusal(request.workspace, request.channel, quota)
+            if spent is not None:
+                return spent
         lease = await self._store.start_replay(
             request.workspace, request.channel, request.user, self._cooldown
         )
@@ -260,6 +276,7 @@ async def open_replays(settings: Settings, store: Store) -> AsyncIterator[Channe
             store=store,
             checkpointer=checkpointer,
             graders=grader_of,
+            limits=workspaces.limits,
             cooldown=settings.replay_cooldown,
         )
         try:

@@ -16,6 +16,7 @@ lock the rows they share in the same order and cannot deadlock.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 from typing import Literal
@@ -174,20 +175,22 @@ async def admit(connection: AsyncConnection, spender: Spender, quota: RunQuota) 
 
 def _refusal(after: list[LevelSpend], quota: RunQuota) -> QuotaExceeded | None:
     """The first cap, narrowest level first, that the counters before this run had reached."""
-    for spent in sorted(after, key=lambda s: LEVELS.index(s.level)):
+    before = [LevelSpend(s.level, s.requests - 1, s.tokens - quota.estimate, s.usd) for s in after]
+    return reached(before, quota)
+
+
+def reached(spends: Iterable[LevelSpend], quota: RunQuota) -> QuotaExceeded | None:
+    """The first of `quota`'s caps, narrowest level first, that a level's counters in `spends` have
+    reached (what refuses a run, or a replay before it starts)."""
+    for spent in sorted(spends, key=lambda s: LEVELS.index(s.level)):
         cap = quota.cap(spent.level)
-        before: dict[Amount, float] = {
-            "requests": spent.requests - 1,
-            "tokens": spent.tokens - quota.estimate,
-            "usd": spent.usd,
-        }
-        limits: tuple[tuple[Amount, float | None], ...] = (
-            ("requests", cap.requests),
-            ("tokens", cap.tokens),
-            ("usd", cap.usd),
+        limits: tuple[tuple[Amount, float | None, float], ...] = (
+            ("requests", cap.requests, spent.requests),
+            ("tokens", cap.tokens, spent.tokens),
+            ("usd", cap.usd, spent.usd),
         )
-        for amount, limit in limits:
-            if limit is not None and before[amount] >= limit:
+        for amount, limit, value in limits:
+            if limit is not None and value >= limit:
                 return QuotaExceeded(_QUOTA_OF[spent.level, amount], limit)
     return None
 

@@ -17,7 +17,18 @@ from bot.db.base import StoreBase
 from bot.db.database import SPEND_POOL_SIZE, Database
 from bot.db.schema import runs
 from bot.db.scope import in_scope, utc_now
-from bot.db.spend import LevelSpend, SpendCounter, Spender, SpendLevel, charge, counters_of, spent
+from bot.db.spend import (
+    LevelSpend,
+    QuotaExceeded,
+    RunQuota,
+    SpendCounter,
+    Spender,
+    SpendLevel,
+    charge,
+    counters_of,
+    reached,
+    spent,
+)
 from bot.vocabulary.workspace import Workspace
 
 
@@ -168,6 +179,13 @@ class UsageStore(StoreBase):
         """Every spend counter of a UTC day, of every workspace (for the terminal's usage)."""
         async with self._turns, self._reader.connect() as connection:
             return await counters_of(connection, day)
+
+    async def replay_refusal(
+        self, workspace: Workspace, channel: str, quota: RunQuota
+    ) -> QuotaExceeded | None:
+        """The first of `quota`'s caps that the channel, its workspace or the deployment (the levels a
+        replay spends from) has already reached on the quota's day; None: a replay may start."""
+        return reached((await self.spent_today(Spender(quota.day, workspace, channel))).values(), quota)
 
     async def charge_replay(self, workspace: Workspace, channel: str, tokens: int) -> None:
         """Count a replay's grader `tokens` against today's budgets of its channel, its workspace and

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from bot.config import DEFAULT_RUN_TOKEN_ESTIMATE, Settings
 from bot.db.spend import Cap, QuotaName, RunQuota
@@ -145,7 +145,8 @@ _REFUSALS: dict[QuotaName, tuple[str, str]] = {
     ),
     "tokens": (
         "This channel has used its budget of {limit:,} model tokens for today",
-        "Each channel's requests may use that many tokens per day (UTC), worker and grader together.",
+        "Each channel's requests and replays may use that many tokens per day (UTC), worker and grader "
+        "together.",
     ),
     "workspace_tokens": (
         "This workspace has used its budget of {limit:,} model tokens for today",
@@ -159,16 +160,30 @@ _REFUSALS: dict[QuotaName, tuple[str, str]] = {
 """Each limit's refusal: what was reached (with ``{limit}``), and what the limit is."""
 
 
-def refusal_message(quota: QuotaName, limit: float, now: datetime) -> SlackMessage:
-    """The thread reply to a request refused at `now` by a daily limit: which, and when it resets."""
+Refused = Literal["request", "replay"]
+"""What a daily limit refused: a request (told in its thread) or a `/rubric replay` (told to who asked)."""
+
+_NOT_DONE: dict[Refused, tuple[str, str]] = {
+    "request": ("so I did not run this request", "send the request again then"),
+    "replay": ("so I did not start the replay", "run `/rubric replay` again then"),
+}
+"""For each refused thing: what was not done, and what to do once the limit resets."""
+
+
+def refusal_message(
+    quota: QuotaName, limit: float, now: datetime, refused: Refused = "request"
+) -> SlackMessage:
+    """The answer to a request (or replay) refused at `now` by a daily limit: which limit, and when
+    it resets."""
     summary, why = _REFUSALS[quota]
     summary = summary.format(limit=dollars(limit) if quota.endswith("_usd") else limit)
-    resets = f"The limit resets at midnight UTC, {slack_date(next_reset(now))}; send the request again then."
+    not_done, again = _NOT_DONE[refused]
+    resets = f"The limit resets at midnight UTC, {slack_date(next_reset(now))}; {again}."
     return {
-        "text": f"{summary}, so I did not run this request.",
+        "text": f"{summary}, {not_done}.",
         "blocks": block_dicts(
             [
-                section_block(f"🛑 *{summary}*, so I did not run this request. {resets}"),
+                section_block(f"🛑 *{summary}*, {not_done}. {resets}"),
                 context_block(f"{why} `/rubric usage` shows this channel's use."),
             ]
         ),

@@ -69,10 +69,20 @@ async def on_message_deleted(body: dict[str, Any], event: dict[str, Any], contex
 
 async def on_message_changed(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
     """An edited request's stored copy takes the new text (see bot.lifecycle.forget); acked once
-    that is queued."""
+    that is queued. An edit over the limit is cut there, and its thread is told so."""
     edited = message_change(event, workspace=workspace_of(context), bot_user_id=context.bot_user_id or "")
-    if edited is not None:
-        await services_of(context).runner.revise(edited)
+    if edited is None:
+        return
+    runner = services_of(context).runner
+    await runner.revise(edited)
+    if edited.cut_from:
+        await runner.submit_edit_notice(
+            edited,
+            str(event.get("ts") or edited.ts),
+            "That edit is too long for me",
+            f"It is {edited.cut_from:,} characters; the limit is {MAX_INPUT_CHARS:,}, so I kept only "
+            "its start. Shorten it or split it into several messages.",
+        )
 
 
 async def on_app_uninstalled(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:

@@ -28,9 +28,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.agreement.channel_replay import ReplayRequest, refusal_words
 from bot.agreement.report import Report, chart_upload, load_report, report_blocks
 from bot.audit.report import AuditFigures, audit_blocks, load_audit
+from bot.db.spend import QuotaExceeded
 from bot.db.store import Store
 from bot.governance.calibration_drops import DROPS_IN_HISTORY, drop_example, drops_history, examples_message
 from bot.governance.changes import HISTORY_LENGTH, change_rubric, change_words, history_message
+from bot.limits.quota import refusal_message
 from bot.limits.usage import load_channel_usage, usage_message
 from bot.listeners.command_text import (
     Argument,
@@ -310,6 +312,10 @@ async def _replay(call: Invocation) -> None:
         return
     request = ReplayRequest(call.workspace, call.channel, call.user, days)
     refused = await call.services.replays.start(request, partial(_respond, call.context), call.client)
+    if isinstance(refused, QuotaExceeded):
+        refusal = refusal_message(refused.quota, refused.limit, datetime.now(UTC), refused="replay")
+        await _answer_with(call.ack, refusal)
+        return
     if refused is not None:
         await _answer(call.ack, refusal_words(refused))
         return

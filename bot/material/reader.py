@@ -211,7 +211,7 @@ class MaterialReader:
             except SLACK_ERRORS as exc:
                 unread.append(Unread(THREAD, f"Slack refused to list them ({describe_error(exc)})"))
             else:
-                earlier = bound_thread(found, self._thread_chars) if found else None
+                earlier = bound_thread(found, self._thread_chars) if found.parent or found.replies else None
         files, unread_files = await self._files(client.token or "", sources.files)
         return Material(thread=earlier, files=files, unread=(*unread, *unread_files))
 

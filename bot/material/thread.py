@@ -1,9 +1,14 @@
 """A thread's earlier messages, for a bot called into a discussion it has not seen.
 
-`earlier_messages` asks Slack (``conversations.replies``, up to `MAX_REPLY_PAGES` pages) and names
-each author (``users.info``, remembered by `AuthorNames`, up to `MAX_NAME_LOOKUPS` calls a read);
-`bound_thread` keeps the most recent messages that fit the character budget, as lines with time and
-author, and says how many earlier ones were left out.
+`earlier_messages` asks Slack (``conversations.replies``, at most `MAX_REPLY_CALLS` calls) for the
+thread's first message (its parent) and its newest messages before the request, and names each
+author (``users.info``, remembered by `AuthorNames`, up to `MAX_NAME_LOOKUPS` calls a read);
+`bound_thread` keeps the parent and the most recent messages that fit the character budget, as lines
+with time and author, and says that earlier ones were left out.
+
+Slack lists a thread oldest first, a page at a time, so the newest messages of a thread longer than
+a page are found by time: the window (oldest, request) is narrowed by bisecting `oldest` between the
+parent's ts and the request's until what is in it fits in one page.
 """
 
 from __future__ import annotations
@@ -24,9 +29,12 @@ from bot.threads.conversation import slack_unescape
 REPLIES_PAGE = 200
 """Messages asked of ``conversations.replies`` per page (Slack's recommended most is 200)."""
 
-MAX_REPLY_PAGES = 25
-"""Pages of ``conversations.replies`` one read asks for at most (5,000 messages at 200 a page): a
-longer thread is read from its start that far, and the rest is not read."""
+MAX_REPLY_CALLS = 25
+"""``conversations.replies`` calls one read makes at most: one for the thread's start, the rest to
+find the window of its newest messages that fits a page (bisecting a thread of any length)."""
+
+MICROS = 1_000_000
+"""Slack's ts are seconds with six decimals: a ts is bisected as a whole number of microseconds."""
 
 MAX_NAME_LOOKUPS = 50
 """``users.info`` calls one read makes at most; authors past them are shown by their id."""
@@ -46,6 +54,18 @@ class ThreadMessage:
     """The author's display name (an app's name for an app's message)."""
     ts: str
     text: str
+
+
+@dataclass(frozen=True)
+class ThreadRead:
+    """What one read of a thread's earlier messages found, oldest first."""
+
+    parent: ThreadMessage | None
+    """The thread's first message (None: it is the bot's own, or nothing worth reading)."""
+    replies: list[ThreadMessage]
+    """The newest messages after the parent, oldest first."""
+    skipped: bool = False
+    """Whether messages between the parent and `replies` were not read (a thread longer than a page)."""
 
 
 @dataclass(frozen=True)
@@ -81,14 +101,36 @@ def minute_stamp(ts: str) -> str:
     return f"{moment:%Y-%m-%d %H:%M} UTC"
 
 
-def bound_thread(messages: Sequence[ThreadMessage], limit: int) -> EarlierThread:
-    """The most recent `messages` whose lines fit in `limit` characters, oldest first.
+def bound_thread(thread: ThreadRead, limit: int) -> EarlierThread:
+    """The thread's parent and its most recent messages whose lines fit in `limit` characters, oldest
+    first.
 
-    The newest message is kept even when it alone is longer than `limit` (its end, marked as cut),
-    so a thread is never reduced to nothing but a count.
+    The parent takes at most half of `limit` (its start, marked as cut); the newest message is kept
+    even when it alone is longer than the room left (its end, marked as cut), so a thread is never
+    reduced to nothing but a count.
     """
-    kept: list[str] = []
+    head: list[str] = []
     room = limit
+    if thread.parent is not None:
+        line = message_line(thread.parent)
+        head.append(line if len(line) <= limit // 2 else line[: limit // 2] + " [… cut]")
+        room -= len(head[0]) + 1
+    kept = _newest_lines(thread.replies, max(room, 0))
+    left_out = len(thread.replies) - len(kept)
+    lines = [*head, *kept]
+    if thread.skipped:
+        lines.insert(
+            0, "(earlier messages left out: only the thread's first message and its newest are read)"
+        )
+    elif left_out:
+        lines.insert(0, f"({plural(left_out, 'earlier message')} left out)")
+    return EarlierThread("\n".join(lines), read=len(head) + len(kept), left_out=left_out)
+
+
+def _newest_lines(messages: Sequence[ThreadMessage], room: int) -> list[str]:
+    """The lines of the most recent `messages` that fit in `room` characters, oldest first; at least
+    the end of the newest."""
+    kept: list[str] = []
     for message in reversed(messages):
         line = message_line(message)
         if len(line) > room:
@@ -97,11 +139,7 @@ def bound_thread(messages: Sequence[ThreadMessage], limit: int) -> EarlierThread
             break
         kept.append(line)
         room -= len(line) + 1
-    left_out = len(messages) - len(kept)
-    lines = kept[::-1]
-    if left_out:
-        lines.insert(0, f"({plural(left_out, 'earlier message')} left out)")
-    return EarlierThread("\n".join(lines), read=len(kept), left_out=left_out)
+    return kept[::-1]
 
 
 class AuthorNames:
@@ -147,30 +185,89 @@ async def earlier_messages(
     before_ts: str,
     bot_user_id: str,
     page_size: int = REPLIES_PAGE,
-    max_pages: int = MAX_REPLY_PAGES,
+    max_calls: int = MAX_REPLY_CALLS,
     max_lookups: int = MAX_NAME_LOOKUPS,
-) -> list[ThreadMessage]:
-    """The thread's messages before `before_ts`, oldest first, the bot's own left out (`page_size` a
-    page, at most `max_pages` pages; at most `max_lookups` authors' names asked of Slack, the others
-    shown by id): bounded before `bound_thread` trims it, however long the thread.
+) -> ThreadRead:
+    """The thread's parent and its newest messages before `before_ts`, the bot's own left out: the
+    whole thread when it fits in one page of `page_size`, else the parent and the newest messages
+    that do (at most `max_calls` calls; at most `max_lookups` authors' names asked of Slack, the
+    others shown by id): bounded before `bound_thread` trims it, however long the thread.
 
     Raises what the client raises (`bot.slack.client.SLACK_ERRORS`) when Slack refuses.
     """
-    found: list[ThreadMessage] = []
+    replies = _Replies(client, channel, thread_ts, before_ts, page_size)
+    first, more = await replies.page()
+    parent = next((raw for raw in first if raw.get("ts") == thread_ts), None)
+    newest = [raw for raw in first if raw is not parent]
+    if more:
+        newest = await replies.newest(max_calls - 1)
     lookups = _Lookups(names, max_lookups)
-    cursor: str | None = None
-    for _ in range(max_pages):
-        page = await client.conversations_replies(
-            channel=channel, ts=thread_ts, limit=page_size, cursor=cursor
+
+    async def read(raws: Sequence[dict[str, Any]]) -> list[ThreadMessage]:
+        wanted = [raw for raw in raws if _wanted(raw, before_ts, bot_user_id)]
+        return [
+            ThreadMessage(await _author(client, lookups, team, raw), raw["ts"], _message_text(raw))
+            for raw in wanted
+        ]
+
+    found_parent = await read([parent] if parent is not None else [])
+    return ThreadRead(found_parent[0] if found_parent else None, await read(newest), skipped=more)
+
+
+@dataclass
+class _Replies:
+    """``conversations.replies`` of one thread before the request, one page at a time."""
+
+    client: AsyncWebClient
+    channel: str
+    thread_ts: str
+    before_ts: str
+    page_size: int
+
+    async def page(self, oldest: int | None = None) -> tuple[list[dict[str, Any]], bool]:
+        """The first page of the thread's messages after `oldest` (microseconds; None: from its
+        start) and before the request, and whether more follow. Slack answers with the parent first
+        whatever the window; it is dropped from a window that starts after it."""
+        answer = await self.client.conversations_replies(
+            channel=self.channel,
+            ts=self.thread_ts,
+            latest=self.before_ts,
+            oldest=None if oldest is None else _ts_of(oldest),
+            limit=self.page_size,
         )
-        for raw in page.get("messages") or []:
-            if _wanted(raw, before_ts, bot_user_id):
-                author = await _author(client, lookups, team, raw)
-                found.append(ThreadMessage(author, raw["ts"], _message_text(raw)))
-        cursor = (page.get("response_metadata") or {}).get("next_cursor")
-        if not cursor:
-            break
-    return found
+        messages: list[dict[str, Any]] = answer.get("messages") or []
+        if oldest is not None:
+            messages = [raw for raw in messages if raw.get("ts") != self.thread_ts]
+        more = bool(answer.get("has_more") or (answer.get("response_metadata") or {}).get("next_cursor"))
+        return messages, more
+
+    async def newest(self, calls: int) -> list[dict[str, Any]]:
+        """The newest messages of a thread longer than a page, in at most `calls` calls: the window
+        (oldest, request) is bisected until it fits in a page holding at least half a page (or no
+        narrower bound is left); the widest window that fit, else the narrowest that did not."""
+        too_wide, fits = _micros(self.thread_ts), _micros(self.before_ts)
+        best: list[dict[str, Any]] = []
+        over: list[dict[str, Any]] = []
+        for _ in range(calls):
+            if fits - too_wide <= 1:
+                break
+            middle = (too_wide + fits) // 2
+            messages, more = await self.page(oldest=middle)
+            if more:
+                too_wide, over = middle, messages
+                continue
+            fits, best = middle, messages
+            if 2 * len(best) >= self.page_size:
+                break
+        return best or over
+
+
+def _micros(ts: str) -> int:
+    return int(Decimal(ts) * MICROS)
+
+
+def _ts_of(micros: int) -> str:
+    return f"{micros // MICROS}.{micros % MICROS:06d}"
 
 
 @dataclass

@@ -24,7 +24,7 @@ from bot.threads.jobs import (
     ReviseJob,
     RubricJob,
 )
-from bot.threads.runner_base import RunnerBase, logger
+from bot.threads.runner_base import RunnerBase, logger, reply_to
 from bot.vocabulary.thread import MessageChange
 
 
@@ -64,18 +64,34 @@ class Admission(RunnerBase):
         """Queue an error notice to a message the bot will not act on otherwise (e.g. one too long)."""
         await self._accept(message, ReplyJob(message=replace(message, text=""), title=title, detail=detail))
 
+    async def submit_edit_notice(self, edited: MessageChange, edit_ts: str, title: str, detail: str) -> None:
+        """Queue a notice to an edited request (one the bot took) in a thread it takes part in, after
+        the edit's own job (e.g. an edit cut to the limit); the edit's `edit_ts` (its event's ts)
+        claimed, so that Slack delivering the edit again does not tell the thread twice."""
+        thread = edited.thread
+        if not await self._store.has_thread(thread):
+            return
+        if await self._store.request_run(thread.workspace, edited.channel, edited.ts) is None:
+            return  # not a request the bot took: the edit changes nothing it keeps
+        notice = ReplyJob(message=reply_to(thread, edited.ts), title=title, detail=detail)
+        await self._accept(notice.message, notice, keys=(f"edit:{thread.message_key(edit_ts)}",))
+
     async def _accept(
-        self, message: UserMessage, job: JobPayload | Callable[[Claim], Awaitable[JobPayload]]
+        self,
+        message: UserMessage,
+        job: JobPayload | Callable[[Claim], Awaitable[JobPayload]],
+        *,
+        keys: tuple[str, ...] | None = None,
     ) -> None:
-        """Claim `message`, remember its thread and queue its job (built in the claim's transaction,
-        if `job` is a function), all in one transaction.
+        """Claim `message` (or `keys`, in place of its own), remember its thread and queue its job
+        (built in the claim's transaction, if `job` is a function), all in one transaction.
 
         A retried delivery of the message, or the other twin of a mention, finds it claimed and
         does nothing. If the database fails, nothing is recorded and the caller raises, so Slack
         delivers the message again. The in-process queue, whose jobs live in memory, takes the job
         once the claim has committed.
         """
-        async with self._store.claiming(*message.dedupe_keys) as claim:
+        async with self._store.claiming(*(keys or message.dedupe_keys)) as claim:
             if claim is None:
                 return
             await claim.add_thread(message.thread)

@@ -143,15 +143,16 @@ def message_change(event: dict[str, Any], *, workspace: Workspace, bot_user_id: 
     def read(text: object) -> str:
         return slack_unescape(strip_mentions(text if isinstance(text, str) else "", bot_user_id))
 
-    ts = str(message["ts"])
+    ts, text = str(message["ts"]), read(message.get("text"))
     return MessageChange(
         team=workspace.team,
         enterprise=workspace.enterprise,
         channel=event["channel"],
         thread_ts=str(message.get("thread_ts") or ts),
         ts=ts,
-        text=_capped(read(message.get("text"))) if edited else read(message.get("text")),
+        text=_capped(text) if edited else text,
         previous_text=read(previous.get("text")) if edited and isinstance(previous, dict) else "",
+        cut_from=len(text) if edited and len(text) > MAX_INPUT_CHARS else 0,
     )
 
 

@@ -88,3 +88,6 @@ class MessageChange(InThread):
     previous_text: str = ""
     """An edited message's text before the edit (as read the same way); empty for a deletion."""
     enterprise: str = NO_ENTERPRISE
+    cut_from: int = 0
+    """An edit longer than a request may be: how many characters it had before `text` was cut to
+    the limit (0: not cut)."""

@@ -113,6 +113,25 @@ def test_an_edited_request_is_stored_with_its_new_text_without_a_new_run(service
     assert len(s.finals("C2", root)) == 2
 
 
+def test_an_edit_over_the_limit_is_cut_there_and_the_thread_is_told_once(service, database_url):
+    s = service
+    root = graded_thread(s, "C11")
+    asked = "Tell me about SHORTWORD"
+    request_ts = ask(s, "C11", root, asked)
+    long_edit = "Tell me about LONGWORD " + "y" * 25_000
+
+    edit = sr.message_changed(long_edit, "C11", request_ts, root, previous_text=asked)
+    s.send(sr.event_callback(edit))
+    s.send(sr.event_callback(edit))  # Slack delivering the same edit again
+    notice = s.wait_text("C11", root, "That edit is too long for me")
+    ask(s, "C11", root, "Next question?")  # queued after anything the edits queued
+
+    assert f"{len(long_edit):,} characters" in notice.all_text and "the limit is 20,000" in notice.all_text
+    assert [m.ts for m in s.thread("C11", root) if "too long" in m.all_text] == [notice.ts]
+    later = worker_inputs(s, "Next question?")
+    assert all("LONGWORD" in r.all_text and "the rest of this edit was cut" in r.all_text for r in later)
+
+
 def test_a_deleted_message_the_bot_read_from_the_thread_is_gone_from_the_next_worker_input(
     service, database_url
 ):

@@ -7,6 +7,7 @@ worker and the grader were sent.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,6 +52,11 @@ def mention_with_files(
     return ts
 
 
+def said(user: str, text: str, ts: str | None = None) -> dict:
+    """A person's message in a thread, as `add_thread_messages` takes it (a new ts unless given)."""
+    return {"type": "message", "user": user, "text": text, "ts": ts or sr.new_ts()}
+
+
 def replies_calls(s: Service, channel: str, thread_ts: str) -> list:
     return [
         call
@@ -62,6 +68,29 @@ def replies_calls(s: Service, channel: str, thread_ts: str) -> list:
 # -- the thread the bot is called into ---------------------------------------------------------
 
 
+def test_called_into_a_thread_longer_than_slack_lists_in_the_calls_it_reads_its_parent_and_newest(graded):
+    s = graded
+    channel = with_rubric(s, "CT9")
+    root = sr.new_ts()
+    s.slack.add_thread_messages(
+        channel,
+        root,
+        said("UANA", "PARENT-TOPIC: the launch plan", root),
+        *[said("UBEN", f"point {n}") for n in range(6_000)],
+        said("UANA", "NEWEST-WORDS before the request"),
+    )
+
+    s.mention("summarize the long thread", channel, thread_ts=root)
+    s.wait_finals(channel, root, 1)
+
+    (worker,) = s.worker_requests_for("summarize the long thread")
+    earlier = worker.messages[-2]["content"]
+    assert "PARENT-TOPIC: the launch plan" in earlier and "NEWEST-WORDS before the request" in earlier
+    assert earlier.index("PARENT-TOPIC") < earlier.index("point 5999") < earlier.index("NEWEST-WORDS")
+    assert "earlier messages left out" in earlier and not re.search(r": point 100$", earlier, re.MULTILINE)
+    assert len(replies_calls(s, channel, root)) <= 25  # 6,001 messages, 200 a page
+
+
 def test_called_into_a_thread_the_worker_and_grader_get_its_earlier_messages_once(graded):
     s = graded
     channel = with_rubric(s, "CT1")
@@ -71,8 +100,8 @@ def test_called_into_a_thread_the_worker_and_grader_get_its_earlier_messages_onc
     s.slack.add_thread_messages(
         channel,
         root,
-        {"type": "message", "user": "UANA", "text": "We ship the beta on Friday", "ts": root},
-        {"type": "message", "user": "UBEN", "text": "Pricing stays at 10 &amp; 20 euros", "ts": sr.new_ts()},
+        said("UANA", "We ship the beta on Friday", root),
+        said("UBEN", "Pricing stays at 10 &amp; 20 euros"),
         {
             "type": "message",
             "user": BOT_USER_ID,
@@ -80,7 +109,7 @@ def test_called_into_a_thread_the_worker_and_grader_get_its_earlier_messages_onc
             "text": "BOT-OWN-WORDS",
             "ts": sr.new_ts(),
         },
-        {"type": "message", "user": "UANA", "text": "Docs are owned by Cy", "ts": sr.new_ts()},
+        said("UANA", "Docs are owned by Cy"),
     )
 
     s.mention("summarize this thread for the customer", channel, thread_ts=root)

@@ -88,3 +88,38 @@ def test_replay_posts_loo_against_off_naming_who_asked_and_runs_once_per_channel
     bad = bot.sender.send(replay_command(slack_api, "replay soon")).json()
     assert "`soon` is not a number of days" in bad["text"] and "/rubric replay [days]" in bad["text"]
     assert json.dumps(bad).count("Replaying") == 0
+
+
+def test_a_replay_is_refused_at_its_start_once_a_budget_it_spends_from_is_spent(
+    start_bot, slack_api: SlackApiStandin, model_api: ModelApiStandin, tmp_path: Path
+):
+    asyncio.run(seed(tmp_path / "bot.sqlite"))
+    model_api.grader = lambda request: replayed_grade(request.last_user_text)
+    budget = {"RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL": "1", "RUBRIC_BOT_REPLAY_COOLDOWN": "0"}
+    bot: BotProcess = start_bot(env=budget)
+
+    def channel_tokens() -> str:
+        usage = json.dumps(bot.sender.send(replay_command(slack_api, "usage")).json())
+        spent = re.search(r"This channel: ([\d,]+) of 1 tokens", usage)
+        assert spent is not None, usage
+        return spent[1]
+
+    first = bot.sender.send(replay_command(slack_api, "replay")).json()
+    assert "Replaying this channel" in first["text"]  # nothing spent yet: under the budget
+    wait_for(
+        lambda: any(u.channel == CHANNEL and u.completed for u in slack_api.uploads()),
+        REPLAY_TIMEOUT,
+        message=lambda: f"the first replay's chart; bot log:\n{bot.stderr_text()[-3000:]}",
+    )  # its grader tokens are charged before it posts
+    graded, spent = len(model_api.requests("grader")), channel_tokens()
+
+    refused = bot.sender.send(replay_command(slack_api, "replay")).json()
+
+    assert refused["response_type"] == "ephemeral"
+    assert "This channel has used its budget of 1 model tokens for today" in refused["text"]
+    assert "so I did not start the replay" in refused["text"]
+    assert "midnight UTC" in json.dumps(refused) and "Replaying" not in json.dumps(refused)
+    assert len(model_api.requests("grader")) == graded  # no replay ran
+    assert channel_tokens() == spent != "0"  # and nothing more was charged
+    assert len([m for m in slack_api.messages(CHANNEL) if "Does calibration help?" in m.text]) == 1
+    assert responses(slack_api, CHANNEL) == []  # nor is anything said later

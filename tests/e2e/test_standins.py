@@ -183,6 +183,26 @@ def test_thread_messages_come_back_in_order_with_updates_applied(slack_api, web)
     assert "*the answer*" in thread[1].all_text
 
 
+def test_replies_keep_to_their_window_and_put_the_parent_first_on_the_first_page(slack_api, web):
+    stamps = [f"1700000{n:03d}.000100" for n in range(10)]
+    slack_api.add_thread_messages(
+        "C1", stamps[0], *[{"user": "U1", "text": f"m{n}", "ts": ts} for n, ts in enumerate(stamps)]
+    )
+
+    def texts(**args):
+        answer = web.conversations_replies(channel="C1", ts=stamps[0], **args)
+        return [m["text"] for m in answer["messages"]], answer["has_more"]
+
+    assert texts(oldest=stamps[5], latest=stamps[8]) == (["m0", "m6", "m7"], False)
+    assert texts(oldest=stamps[5], latest=stamps[8], inclusive=True) == (
+        ["m0", "m5", "m6", "m7", "m8"],
+        False,
+    )
+    assert texts(oldest=stamps[2], limit=3) == (["m0", "m3", "m4", "m5"], True)  # the parent beside the page
+    assert texts(latest=stamps[3], limit=2) == (["m0", "m1"], True)  # the parent in its window counts
+    assert texts(oldest=stamps[2], limit=3, cursor="3") == (["m6", "m7", "m8"], True)  # not again
+
+
 def test_updating_a_message_that_was_never_posted_fails(web):
     with pytest.raises(SlackApiError) as raised:
         web.chat_update(channel="C1", ts="1.000000", text="x")

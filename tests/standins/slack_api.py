@@ -35,6 +35,7 @@ import uuid
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 from urllib.parse import urlencode
 
@@ -1088,7 +1089,9 @@ class SlackApiStandin(BackgroundServer):
         return {"messages": [], "has_more": False, "response_metadata": {"next_cursor": ""}}
 
     def _replies(self, args: Args) -> Answer:
-        """A thread's messages, oldest first, people's and the bot's, a page at a time (cursor: an offset)."""
+        """A thread's messages, oldest first, people's and the bot's, a page at a time (cursor: an
+        offset), as Slack answers: only those between ``oldest`` and ``latest`` (each left out unless
+        ``inclusive``), and the thread's parent first on the first page whatever the window."""
         channel, thread_ts = str(args.get("channel") or ""), str(args.get("ts") or "")
         if not channel or not thread_ts:
             raise SlackError("invalid_arguments")
@@ -1098,16 +1101,21 @@ class SlackApiStandin(BackgroundServer):
             if m.channel == channel and m.thread_ts == thread_ts
         ]
         thread = sorted(
-            [*self._state.thread_messages.get((channel, thread_ts), []), *bots], key=lambda m: float(m["ts"])
+            [*self._state.thread_messages.get((channel, thread_ts), []), *bots],
+            key=lambda m: Decimal(m["ts"]),
         )
         if not thread:
             raise SlackError("thread_not_found")
+        window = [m for m in thread if _in_window(Decimal(m["ts"]), args)]
         start = int(args.get("cursor") or 0)
         end = start + int(args.get("limit") or REPLIES_PAGE_DEFAULT)
-        more = end < len(thread)
-        page = [{**m, "thread_ts": thread_ts} for m in thread[start:end]]
+        more = end < len(window)
+        page = window[start:end]
+        parent = next((m for m in thread if m["ts"] == thread_ts), None)
+        if start == 0 and parent is not None and parent not in page:
+            page = [parent, *page]
         return {
-            "messages": page,
+            "messages": [{**m, "thread_ts": thread_ts} for m in page],
             "has_more": more,
             "response_metadata": {"next_cursor": str(end) if more else ""},
         }
@@ -1311,6 +1319,17 @@ def block_problems(blocks: list[dict[str, Any]], max_blocks: int = MAX_BLOCKS) -
             if len(str(element.get("value", ""))) > MAX_BUTTON_VALUE_CHARS
         ]
     return problems
+
+
+def _in_window(ts: Decimal, args: Args) -> bool:
+    """Whether a message at `ts` is between a history call's ``oldest`` and ``latest`` (Slack's
+    defaults: 0 and now), each bound itself only with ``inclusive``."""
+    inclusive = str(args.get("inclusive") or "").lower() in {"1", "true"}
+    oldest, latest = Decimal(str(args.get("oldest") or 0)), args.get("latest")
+    after = ts >= oldest if inclusive else ts > oldest
+    if latest is None:
+        return after
+    return after and (ts <= Decimal(str(latest)) if inclusive else ts < Decimal(str(latest)))
 
 
 def _message_json(message: SlackMessage) -> dict[str, Any]:

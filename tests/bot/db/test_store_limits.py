@@ -143,6 +143,40 @@ async def test_replay_tokens_count_toward_the_channel_workspace_and_deployment(s
         await start(store, quota=quota(channel=Cap(tokens=700)))
 
 
+async def test_a_replay_is_refused_by_a_spent_budget_of_its_channel_workspace_or_deployment_not_a_persons(
+    store,
+):
+    await start(store, quota=quota(person=Cap(requests=1)))  # U1 at their request limit: not a replay's
+    await store.charge_replay(T1, "C1", 700)
+
+    assert (
+        await store.replay_refusal(T1, "C1", quota(person=Cap(requests=1), channel=Cap(tokens=701))) is None
+    )
+    for caps, refused in [
+        ({"channel": Cap(tokens=700)}, ("tokens", 700)),
+        ({"workspace": Cap(tokens=500)}, ("workspace_tokens", 500)),
+        ({"deployment": Cap(tokens=700)}, ("deployment_tokens", 700)),
+    ]:
+        found = await store.replay_refusal(T1, "C1", quota(**caps))
+        assert found is not None and (found.quota, found.limit) == refused
+    # Another channel of the workspace: its own budget has room, the workspace's does not.
+    assert await store.replay_refusal(T1, "C2", quota(channel=Cap(tokens=700))) is None
+    found = await store.replay_refusal(T1, "C2", quota(workspace=Cap(tokens=700)))
+    assert found is not None and found.quota == "workspace_tokens"
+
+
+async def test_a_replay_is_refused_by_a_spent_money_budget(store):
+    spent = {"input_tokens": 100_000, "output_tokens": 10_000, "total_tokens": 110_000}
+    run = await start(store)
+    await store.finish_run(
+        run, "answered", tokens=110_000, cost=run_cost({"worker": ("openai:gpt-4o-mini", spent)})
+    )
+
+    assert await store.replay_refusal(T1, "C1", quota(channel=Cap(usd=0.05))) is None
+    found = await store.replay_refusal(T1, "C1", quota(channel=Cap(usd=0.02)))
+    assert found is not None and (found.quota, found.limit) == ("channel_usd", 0.02)
+
+
 async def test_usage_per_day_channel_and_requester(store):
     first = await start(store)
     await store.finish_run(first, "answered", tokens=30)

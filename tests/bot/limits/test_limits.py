@@ -38,6 +38,21 @@ def test_a_refusal_names_the_limit_and_when_it_resets_in_the_readers_time_zone()
     assert "The bot has used its budget of 90,000" in deployment["text"]
     reset = int(next_reset(NOW).timestamp())
     assert f"<!date^{reset}^" in str(person["blocks"]) and "2026-12-04 00:00 UTC" in str(person["blocks"])
+    assert "did not run this request" in channel["text"] and "send the request again" in str(
+        channel["blocks"]
+    )
+
+
+def test_a_refused_replay_is_told_in_the_same_words_what_was_not_started():
+    replay = refusal_message("channel_usd", 2.5, NOW, refused="replay")
+
+    assert (
+        replay["text"]
+        == "This channel has used its budget of $2.50 for today, so I did not start the replay."
+    )
+    assert "run `/rubric replay` again then" in str(replay["blocks"]) and "2026-12-04 00:00 UTC" in str(
+        replay["blocks"]
+    )
 
 
 def test_usage_sums_today_and_the_period_and_ranks_requesters_by_tokens():

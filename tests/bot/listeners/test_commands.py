@@ -148,3 +148,4 @@ def test_an_edit_longer_than_a_request_may_be_is_cut_to_the_limit_saying_so():
     assert kept is not None and kept.text == "x" * MAX_INPUT_CHARS
     assert cut is not None and len(cut.text) == MAX_INPUT_CHARS and cut.text.endswith(EDIT_CUT_NOTE)
     assert cut.previous_text == "short"
+    assert (kept.cut_from, cut.cut_from) == (0, MAX_INPUT_CHARS + 1)  # what the thread is told it had
