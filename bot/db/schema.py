@@ -184,6 +184,7 @@ runs = Table(
     Column("cost_unpriced", Boolean, nullable=False, server_default=false()),
     Column("token_usage", Document),
     Column("charged_tokens", Integer, nullable=False, server_default="0"),
+    Column("charged_usd", Float, nullable=False, server_default="0"),
     Index("runs_by_thread", "thread_id", "finished_at"),
     Index("runs_by_channel", "team", "channel", "started_at"),
     Index("runs_by_requester", "team", "requester", "started_at"),
@@ -205,7 +206,8 @@ were kept.
 ``lease`` names the attempt at the run that
 may post in its thread (on PostgreSQL, where another process can take a run over; see
 `bot.db.store.Store.take_run`). ``charged_tokens`` is what the run adds to the day's spend
-counters (`daily_spend`): the estimate reserved at admission until it ends, then its ``tokens``."""
+counters (`daily_spend`): the estimate reserved at admission until it ends, then its ``tokens``;
+``charged_usd`` likewise in money: the estimated cost reserved at admission, then its ``cost_usd``."""
 
 evaluations = Table(
     "evaluations",

@@ -188,8 +188,9 @@ class UsageStore(StoreBase):
     ) -> None:
         """Change what the run added to its day's spend counters to `tokens` (`more`: by `tokens`
         more: an audit's) and, when given, `usd` (and `requests` more requests), in the transaction
-        of `connection` where the counters are in it. Money is what the run's recorded cost says it
-        added, so recording it again adds nothing."""
+        of `connection` where the counters are in it. What it added before is what the run's row
+        says it charged (its reservation, or what an earlier settling set), so settling again adds
+        nothing once the caller records the new amounts on the row."""
         row = (await connection.execute(_RUN_SPENDER, {"of_run": run_id})).first()
         if row is None:
             return
@@ -200,7 +201,7 @@ class UsageStore(StoreBase):
             requester=row.requester,
         )
         async with self._spending(connection) as counters:
-            money = 0.0 if usd is None else usd - (row.cost_usd or 0.0)
+            money = 0.0 if usd is None else usd - row.charged_usd
             added = tokens if more else tokens - row.charged_tokens
             await charge(counters, spender, requests, added, money)
 
@@ -235,6 +236,6 @@ _RUN_SPENDER = select(
     runs.c.requester,
     runs.c.started_at,
     runs.c.charged_tokens,
-    runs.c.cost_usd,
+    runs.c.charged_usd,
 ).where(runs.c.run_id == bindparam("of_run"))
 """Whose spend counters a run charged, on which day, and how many tokens and dollars it charged them."""

@@ -11,7 +11,7 @@ worker's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from genai_prices import Usage, calc_price
@@ -109,6 +109,23 @@ def price(usage: RoleUsage) -> float | None:
     except LookupError:
         return None
     return float(calculation.total_price)
+
+
+ESTIMATE_OUTPUT_SHARE = 0.2
+"""Share of a run's estimated tokens priced as output when its cost is estimated at admission: a
+run's calls mostly send the thread, rubric and draft again (input) and write an answer or a verdict
+(output), so a fifth errs on the dear side of most runs' mix."""
+
+
+def estimated_usd(tokens: int, models: Iterable[str]) -> float:
+    """What a run of `tokens` may cost, reserved at admission: the tokens priced at the dearest of
+    `models` (`ESTIMATE_OUTPUT_SHARE` of them as output, none as cached), so the reservation does not
+    fall short whichever model spends them; a model the price table does not know adds nothing."""
+    output = round(tokens * ESTIMATE_OUTPUT_SHARE)
+    prices = (
+        price(RoleUsage(model=model, input_tokens=tokens - output, output_tokens=output)) for model in models
+    )
+    return max((usd for usd in prices if usd is not None), default=0.0)
 
 
 def run_cost(usage: Mapping[Role, tuple[str, UsageMetadata | None]]) -> RunCost:

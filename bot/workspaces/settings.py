@@ -135,6 +135,7 @@ class EffectiveSettings:
             self.deployment.daily_tokens,
             run_estimate=self.deployment.run_token_estimate,
             money=self.deployment.money,
+            models=(self.worker_model.value, self.grader_model.value),
         )
 
 
