@@ -169,12 +169,12 @@ class UsageStore(StoreBase):
         async with self._turns, self._reader.connect() as connection:
             return await counters_of(connection, day)
 
-    async def charge_replay(self, workspace: Workspace, channel: str, tokens: int) -> None:
-        """Count a replay's grader `tokens` against today's budgets of its channel, its workspace and
-        the deployment (no person's: a replay is not a request)."""
+    async def charge_replay(self, workspace: Workspace, channel: str, tokens: int, usd: float = 0.0) -> None:
+        """Count a replay's grader `tokens` and what they cost (`usd`) against today's budgets of its
+        channel, its workspace and the deployment (no person's: a replay is not a request)."""
         spender = Spender(utc_now().date(), workspace, channel)
         async with self._write() as connection, self._spending(connection) as counters:
-            await charge(counters, spender, 0, tokens)
+            await charge(counters, spender, 0, tokens, usd)
 
     async def _recharge(
         self,

@@ -133,16 +133,19 @@ async def test_a_workspace_and_the_deployment_cap_every_channel_of_theirs(store)
     assert "person" not in spent or spent["person"].requests == 0
 
 
-async def test_replay_tokens_count_toward_the_channel_workspace_and_deployment(store):
-    await store.charge_replay(T1, "C1", 700)
+async def test_replay_tokens_and_cost_count_toward_the_channel_workspace_and_deployment(store):
+    await store.charge_replay(T1, "C1", 700, 0.25)
     spent = await store.spent_today(Spender(midnight().date(), T1, "C1", "U1"))
-    assert {level: (s.requests, s.tokens) for level, s in spent.items()} == {
-        "channel": (0, 700),
-        "workspace": (0, 700),
-        "deployment": (0, 700),
+    assert {level: (s.requests, s.tokens, s.usd) for level, s in spent.items()} == {
+        "channel": (0, 700, 0.25),
+        "workspace": (0, 700, 0.25),
+        "deployment": (0, 700, 0.25),
     }
     with pytest.raises(QuotaExceeded):
         await start(store, quota=quota(channel=Cap(tokens=700)))
+    with pytest.raises(QuotaExceeded) as money:
+        await start(store, quota=quota(workspace=Cap(usd=0.25)))
+    assert money.value.quota == "workspace_usd"
 
 
 async def test_usage_per_day_channel_and_requester(store):
