@@ -200,7 +200,7 @@ they were kept; ``tokens`` also until the run ends). ``cost_usd`` is what the ru
 calls cost in US dollars (``grader_cost_usd`` the grader's share), ``cost_unpriced`` is set when a
 model it used is not in the price table (its tokens are not in ``cost_usd``), and ``token_usage``
 keeps the tokens it was priced from, per role: ``{"worker": {"model", "input_tokens",
-"cached_input_tokens", "cache_write_tokens", "output_tokens", "usd"}, "grader": …}`` (see
+"cached_input_tokens", "cache_write_tokens", "output_tokens", "usd"}, "grader": …, "summary": …}`` (see
 `bot.limits.prices.RunCost`); the three are NULL until the run ends and on runs from before they
 were kept.
 ``lease`` names the attempt at the run that

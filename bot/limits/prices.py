@@ -5,8 +5,8 @@ time); the raw token counts are kept beside the money (`RoleUsage`), so a later 
 run again. A model the table does not know is *unpriced*, never free: its run's cost says so.
 
 Each role's tokens are summed over its calls and priced at its model's rate: one model per role
-per run (a summary of a long thread is priced at the worker's rate, as its tokens count as the
-worker's).
+per run (a summary of a long thread is its own role, priced at the rate of the model that wrote it,
+`RUBRIC_BOT_SUMMARY_MODEL` or the worker's).
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from genai_prices import Usage, calc_price
 from langchain_core.messages import UsageMetadata
 from pydantic import BaseModel
 
-Role = Literal["worker", "grader"]
-"""Who made a model call: the worker answering, or the grader grading."""
+Role = Literal["worker", "grader", "summary"]
+"""Who made a model call: the worker answering, the grader grading, or the summary model summarizing
+a long thread's older turns for the worker."""
 
-ROLES: tuple[Role, ...] = ("worker", "grader")
+ROLES: tuple[Role, ...] = ("worker", "grader", "summary")
 """Every role, in the order they are shown."""
 
 PROVIDER_IDS: Mapping[str, str] = {
