@@ -308,9 +308,11 @@ posted = Table(
     Column("message_ts", Text, nullable=False),
     Column("posted_at", UtcTimestamp, nullable=False),
     PrimaryKeyConstraint("run_id", "iteration", "part"),
+    Index("posted_by_message", "message_ts"),
 )
 """Thread messages a run posted, by iteration number (or 'final') and part of a long message; a
-resumed run posts only what is missing here."""
+resumed run posts only what is missing here. Found by message too: the export reads the run (and its
+cost) of each evaluation message."""
 
 workspace_settings = Table(
     "workspace_settings",
