@@ -327,24 +327,27 @@ class TurnOutcome:
     """The grader's tokens of this turn's evaluations, when the model reported them."""
     grader_calls: int
     """Grader model calls of this turn's evaluations."""
+    summary_usage: UsageMetadata | None = None
+    """The tokens of the thread summaries written in this turn, when the model reported them."""
     evaluations: tuple[RubricEvaluation, ...] = ()
     """This turn's evaluations, oldest first (those graded before a cut-short attempt's end too)."""
     cost: RunCost | None = None
     """What the turn's tokens cost, once priced (see `priced`)."""
 
-    def priced(self, models: ModelPair) -> TurnOutcome:
+    def priced(self, models: ModelPair, summary_model: str) -> TurnOutcome:
         """The outcome with its cost: the worker's tokens at `models.worker`'s rate, the grader's at
-        `models.grader`'s."""
+        `models.grader`'s, the summaries' at `summary_model`'s (the model that wrote them)."""
         usage: dict[Role, tuple[str, UsageMetadata | None]] = {
             "worker": (models.worker, self.worker_usage),
             "grader": (models.grader, self.grader_usage),
+            "summary": (summary_model, self.summary_usage),
         }
         return replace(self, cost=run_cost(usage))
 
     @property
     def usage(self) -> UsageMetadata | None:
-        """Worker plus grader tokens of this turn, when the models reported them."""
-        return sum_usage([self.worker_usage, self.grader_usage])
+        """Worker, grader and summary tokens of this turn, when the models reported them."""
+        return sum_usage([self.worker_usage, self.grader_usage, self.summary_usage])
 
     @property
     def open_criteria(self) -> list[str]:
@@ -430,14 +433,10 @@ def summarize_turn(
         iterations=len(evaluations) if graded else None,
         max_iterations=last["max_iterations"] if last else None,
         best_iteration=best,
-        worker_usage=sum_usage(
-            [
-                *(m.usage_metadata for m in new_messages if isinstance(m, AIMessage)),
-                *summary_usage(new_messages),
-            ]
-        ),
+        worker_usage=sum_usage(m.usage_metadata for m in new_messages if isinstance(m, AIMessage)),
         grader_usage=sum_usage(e["usage"] for e in evaluations),
         grader_calls=sum(e["grader_calls"] for e in evaluations),
+        summary_usage=sum_usage(summary_usage(new_messages)),
         evaluations=tuple(evaluations),
     )
 

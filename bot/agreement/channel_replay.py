@@ -37,6 +37,7 @@ from bot.db.database import open_checkpointer
 from bot.db.replays import ReplayLease, ReplayRefused
 from bot.db.spend import QuotaExceeded
 from bot.db.store import Store
+from bot.limits.prices import role_usage
 from bot.limits.quota import DailyLimits
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.messages import NO_UNFURLS
@@ -64,7 +65,17 @@ CHART_FILENAME = "calibration-replay.png"
 Tell = Callable[..., Awaitable[None]]
 """Answers the person who asked, only for them (Slack's response_url): ``await tell(text=...)``."""
 
-GraderOf = Callable[[Workspace], Awaitable[TranscriptGrader]]
+
+@dataclass(frozen=True)
+class WorkspaceGrader:
+    """The grader a workspace's runs are graded by, and its model (whose rate prices a replay)."""
+
+    model: str
+    """The langchain ``provider:model`` string."""
+    grader: TranscriptGrader
+
+
+GraderOf = Callable[[Workspace], Awaitable[WorkspaceGrader]]
 """The grader a workspace's runs are graded by, which its replays measure."""
 
 LimitsOf = Callable[[Workspace], Awaitable[DailyLimits]]
@@ -203,19 +214,23 @@ class ChannelReplays:
         )
 
     async def _regrade(
-        self, request: ReplayRequest, cases: list[Case], grader: TranscriptGrader, calibration: Calibration
+        self, request: ReplayRequest, cases: list[Case], grader: WorkspaceGrader, calibration: Calibration
     ) -> list[Regrade]:
-        """Regrade the cases; their grader tokens count toward the day's budgets of the channel, its
-        workspace and the deployment, even if the replay stops before the end."""
+        """Regrade the cases; their grader tokens, and their cost at the grader model's rate, count
+        toward the day's budgets of the channel, its workspace and the deployment, even if the replay
+        stops before the end."""
         done: list[Regrade] = []
         try:
             await regrade(
-                cases, grader, calibration, self._store, concurrency=CONCURRENCY, on_graded=done.append
+                cases, grader.grader, calibration, self._store, concurrency=CONCURRENCY, on_graded=done.append
             )
         finally:
-            tokens = total_usage(done)["total_tokens"]
-            if tokens:
-                await asyncio.shield(self._store.charge_replay(request.workspace, request.channel, tokens))
+            spent = role_usage(grader.model, total_usage(done))
+            if spent.total_tokens:
+                charging = self._store.charge_replay(
+                    request.workspace, request.channel, spent.total_tokens, spent.usd or 0.0
+                )
+                await asyncio.shield(charging)
         return done
 
     async def _post(self, request: ReplayRequest, comparison: Comparison, client: AsyncWebClient) -> None:
@@ -269,8 +284,9 @@ async def open_replays(settings: Settings, store: Store) -> AsyncIterator[Channe
         graders = {spec: TranscriptGrader(model, tools=EVIDENCE_TOOLS) for spec, model in models.items()}
         workspaces = WorkspaceOverrides(Deployment.from_settings(settings), store)
 
-        async def grader_of(workspace: Workspace) -> TranscriptGrader:
-            return graders[(await workspaces.models(workspace)).grader]
+        async def grader_of(workspace: Workspace) -> WorkspaceGrader:
+            model = (await workspaces.models(workspace)).grader
+            return WorkspaceGrader(model, graders[model])
 
         replays = ChannelReplays(
             store=store,

@@ -65,7 +65,7 @@ class ClaimStore(UsageStore):
                 # Its admissions were committed on their own: give them back.
                 async with self._spending(connection) as counters:
                     for spender, reserved in claim.admitted:
-                        await charge(counters, spender, -1, -reserved)
+                        await charge(counters, spender, -1, -reserved.estimate, -reserved.estimate_usd)
             raise
 
     async def prune_claims(self, older_than_days: int = 7) -> int:

@@ -14,7 +14,7 @@ from sqlalchemy import and_, bindparam, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.db.base import StoreBase
-from bot.db.schema import evaluations, posted
+from bot.db.schema import evaluations, posted, runs
 from bot.db.scope import in_scope, in_thread, in_workspace, of_iteration, thread_columns, utc_now
 from bot.vocabulary.provenance import EvaluationProvenance, read_provenance
 from bot.vocabulary.thread import ThreadKey
@@ -24,6 +24,18 @@ from grading import RubricEvaluation
 EVALUATION_DEFAULTS: dict[str, Any] = {"unmatched": [], "grader_calls": 0}
 """Values of the evaluation keys that grading added after the bot began storing evaluations:
 an evaluation stored before them reads as if the grader flagged nothing and made no count."""
+
+
+@dataclass(frozen=True)
+class RecordedCost:
+    """What the run that posted an evaluation cost, as its end recorded it (see `bot.db.schema.runs`)."""
+
+    usd: float
+    """US dollars of its priced model calls."""
+    unpriced: bool
+    """Whether a model it used is not in the price table (`usd` leaves its tokens out)."""
+    token_usage: dict[str, Any]
+    """Its tokens per role as stored (``runs.token_usage``; `bot.limits.prices.RunCost` reads it)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,9 @@ class EvaluationRecord:
     provenance: EvaluationProvenance | None = None
     """What produced the evaluation (see `bot.vocabulary.provenance`); every field UNKNOWN when
     stored before provenance was kept."""
+    run_cost: RecordedCost | None = None
+    """What the run that posted it cost, when asked for (see `EvaluationStore.evaluation_records`);
+    None too when its run has not ended or ended before costs were kept."""
 
     @property
     def thread(self) -> ThreadKey:
@@ -65,8 +80,44 @@ class PostedEvaluation:
 EXPORT_BATCH = 500
 """Evaluations read per query when they are walked in order (`EvaluationStore.evaluation_records`)."""
 
-_EVALUATION_COLUMNS = [evaluations.c[name] for name in EvaluationRecord.__dataclass_fields__]
+_EVALUATION_COLUMNS = [
+    evaluations.c[name] for name in EvaluationRecord.__dataclass_fields__ if name in evaluations.c
+]
 """The evaluations columns read into an EvaluationRecord."""
+
+_RUN_OF_MESSAGE = (
+    select(
+        posted.c.message_ts,
+        runs.c.team,
+        runs.c.channel,
+        runs.c.cost_usd,
+        runs.c.cost_unpriced,
+        runs.c.token_usage,
+    )
+    .join_from(posted, runs, posted.c.run_id == runs.c.run_id)
+    .subquery("run_of_message")
+)
+"""The run that posted each message, with its recorded cost."""
+
+_RUN_COST_COLUMNS = (
+    _RUN_OF_MESSAGE.c.cost_usd.label("run_cost_usd"),
+    _RUN_OF_MESSAGE.c.cost_unpriced.label("run_cost_unpriced"),
+    _RUN_OF_MESSAGE.c.token_usage.label("run_token_usage"),
+)
+"""An evaluation's run's cost, as an export reads it beside the evaluation."""
+
+_RUN_COST_NAMES = frozenset(column.name for column in _RUN_COST_COLUMNS)
+"""The names those columns are read under."""
+
+_WITH_RUN = evaluations.outerjoin(
+    _RUN_OF_MESSAGE,
+    and_(
+        _RUN_OF_MESSAGE.c.message_ts == evaluations.c.message_ts,
+        _RUN_OF_MESSAGE.c.team == evaluations.c.team,
+        _RUN_OF_MESSAGE.c.channel == evaluations.c.channel,
+    ),
+)
+"""Each evaluation with the run that posted its message, if the ledger has it."""
 
 
 class EvaluationStore(StoreBase):
@@ -92,14 +143,21 @@ class EvaluationStore(StoreBase):
         return _evaluation_record(rows[0]) if rows else None
 
     async def evaluation_records(
-        self, workspace: Tenant | None, channel: str | None, since: datetime | None = None
+        self,
+        workspace: Tenant | None,
+        channel: str | None,
+        since: datetime | None = None,
+        *,
+        with_cost: bool = False,
     ) -> AsyncIterator[EvaluationRecord]:
-        """The evaluations posted in a channel (None: any) from ``since`` on, with their provenance,
-        oldest first; read EXPORT_BATCH at a time, so a long history never sits in memory whole and
-        the caller may use the store between batches."""
+        """The evaluations posted in a channel (None: any) from ``since`` on, with their provenance
+        (and `with_cost`, their run's recorded cost), oldest first; read EXPORT_BATCH at a time, so a
+        long history never sits in memory whole and the caller may use the store between batches."""
         table = evaluations
         order = (table.c.created_at, table.c.grading_run_id, table.c.iteration)
         query = select(*_EVALUATION_COLUMNS).where(*in_scope(table, workspace, channel, since))
+        if with_cost:
+            query = query.add_columns(*_RUN_COST_COLUMNS).select_from(_WITH_RUN)
         after: tuple[Any, ...] | None = None
         while True:
             batch = query
@@ -187,13 +245,27 @@ def evaluation_upsert(postgres: bool) -> Any:
 
 
 def _evaluation_record(row: Any) -> EvaluationRecord:
-    """An evaluations row as its record: the document typed, the provenance read (UNKNOWN where missing)."""
+    """An evaluations row as its record: the document typed, the provenance read (UNKNOWN where
+    missing), its run's cost if the row has it."""
+    columns = {name: value for name, value in row.items() if name not in _RUN_COST_NAMES}
     return EvaluationRecord(
         **{
-            **row,
+            **columns,
             "evaluation": _stored_evaluation(row["evaluation"]),
             "provenance": read_provenance(row["provenance"]),
+            "run_cost": _recorded_cost(row),
         }
+    )
+
+
+def _recorded_cost(row: Any) -> RecordedCost | None:
+    """The run's cost an evaluation row was read with; None without one."""
+    if row.get("run_cost_usd") is None:
+        return None
+    return RecordedCost(
+        usd=float(row["run_cost_usd"]),
+        unpriced=bool(row["run_cost_unpriced"]),
+        token_usage=row["run_token_usage"] or {},
     )
 
 

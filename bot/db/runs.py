@@ -165,10 +165,15 @@ class RunStore(StoreBase):
 
 
 async def insert_run(
-    connection: AsyncConnection, thread: ThreadKey, request_ts: str, requester: str | None, charged: int
+    connection: AsyncConnection,
+    thread: ThreadKey,
+    request_ts: str,
+    requester: str | None,
+    charged: int = 0,
+    charged_usd: float = 0.0,
 ) -> int:
     """Record that the request ``request_ts`` in the thread, from `requester`, started running (in
-    `connection`'s transaction), `charged` tokens reserved for it; its run id."""
+    `connection`'s transaction), `charged` tokens and `charged_usd` dollars reserved for it; its run id."""
     row = {
         "thread_id": thread.thread_id,
         **thread_columns(thread),
@@ -176,6 +181,7 @@ async def insert_run(
         "requester": requester,
         "started_at": utc_now(),
         "charged_tokens": charged,
+        "charged_usd": charged_usd,
     }
     result = await connection.execute(insert(runs).values(row).returning(runs.c.run_id))
     return int(result.scalar_one())

@@ -184,6 +184,7 @@ runs = Table(
     Column("cost_unpriced", Boolean, nullable=False, server_default=false()),
     Column("token_usage", Document),
     Column("charged_tokens", Integer, nullable=False, server_default="0"),
+    Column("charged_usd", Float, nullable=False, server_default="0"),
     Index("runs_by_thread", "thread_id", "finished_at"),
     Index("runs_by_channel", "team", "channel", "started_at"),
     Index("runs_by_requester", "team", "requester", "started_at"),
@@ -199,13 +200,14 @@ they were kept; ``tokens`` also until the run ends). ``cost_usd`` is what the ru
 calls cost in US dollars (``grader_cost_usd`` the grader's share), ``cost_unpriced`` is set when a
 model it used is not in the price table (its tokens are not in ``cost_usd``), and ``token_usage``
 keeps the tokens it was priced from, per role: ``{"worker": {"model", "input_tokens",
-"cached_input_tokens", "cache_write_tokens", "output_tokens", "usd"}, "grader": …}`` (see
+"cached_input_tokens", "cache_write_tokens", "output_tokens", "usd"}, "grader": …, "summary": …}`` (see
 `bot.limits.prices.RunCost`); the three are NULL until the run ends and on runs from before they
 were kept.
 ``lease`` names the attempt at the run that
 may post in its thread (on PostgreSQL, where another process can take a run over; see
 `bot.db.store.Store.take_run`). ``charged_tokens`` is what the run adds to the day's spend
-counters (`daily_spend`): the estimate reserved at admission until it ends, then its ``tokens``."""
+counters (`daily_spend`): the estimate reserved at admission until it ends, then its ``tokens``;
+``charged_usd`` likewise in money: the estimated cost reserved at admission, then its ``cost_usd``."""
 
 evaluations = Table(
     "evaluations",
@@ -306,9 +308,11 @@ posted = Table(
     Column("message_ts", Text, nullable=False),
     Column("posted_at", UtcTimestamp, nullable=False),
     PrimaryKeyConstraint("run_id", "iteration", "part"),
+    Index("posted_by_message", "message_ts"),
 )
 """Thread messages a run posted, by iteration number (or 'final') and part of a long message; a
-resumed run posts only what is missing here."""
+resumed run posts only what is missing here. Found by message too: the export reads the run (and its
+cost) of each evaluation message."""
 
 workspace_settings = Table(
     "workspace_settings",

@@ -1,14 +1,14 @@
 """Daily spend counters (`bot.db.schema.daily_spend`): what each budget level spent on a UTC day,
 and admission against the levels' caps in one statement.
 
-A run's admission adds one request and a reserved estimate of its tokens to every level it spends
-from (its requester, channel, workspace and the deployment) in one multi-row upsert, and reads the
-counters back from the same statement: no count of the day's runs, no lock held past the
-statement. A level already at its cap before the run refuses it, and the same rows are given back
-(`QuotaExceeded`); so a burst starts at most one run past a token budget (the one that found it
-just under), not every run admitted before the first finished. When the run ends, its counters are
-settled: the reservation is replaced by the tokens it really used. Replays add their grader tokens
-to the levels they spend from the same way.
+A run's admission adds one request and a reserved estimate of its tokens and of their cost to every
+level it spends from (its requester, channel, workspace and the deployment) in one multi-row
+upsert, and reads the counters back from the same statement: no count of the day's runs, no lock
+held past the statement. A level already at its cap before the run refuses it, and the same rows
+are given back (`QuotaExceeded`); so a burst starts at most one run past a token or money budget (the one that
+found it just under), not every run admitted before the first finished. When the run ends, its
+counters are settled: the reservation is replaced by the tokens it really used and what they cost.
+Replays add their grader tokens and cost to the levels they spend from the same way.
 
 The rows of one statement are always written in `LEVELS` order, so two admissions on PostgreSQL
 lock the rows they share in the same order and cannot deadlock.
@@ -70,7 +70,7 @@ class Cap:
     requests: int | None = None
     tokens: int | None = None
     usd: float | None = None
-    """US dollars: counted when a run ends (a run reserves tokens, not money)."""
+    """US dollars: a run reserves its estimated cost at admission, settled to its cost when it ends."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,8 @@ class RunQuota:
     day: date
     estimate: int = 0
     """Tokens reserved for the run until it ends and its real tokens replace them."""
+    estimate_usd: float = 0.0
+    """US dollars reserved for the run until it ends and its real cost replaces them."""
     caps: dict[SpendLevel, Cap] | None = None
     """Each capped level's caps; a level not named is counted but not capped."""
 
@@ -164,18 +166,22 @@ async def charge(
 
 
 async def admit(connection: AsyncConnection, spender: Spender, quota: RunQuota) -> None:
-    """Count a new run against every level and reserve `quota.estimate` tokens; `QuotaExceeded`
-    (the counters given back) if a level had already reached one of its caps."""
-    after = await charge(connection, spender, 1, quota.estimate)
+    """Count a new run against every level and reserve `quota.estimate` tokens and
+    `quota.estimate_usd` dollars; `QuotaExceeded` (the counters given back) if a level had already
+    reached one of its caps."""
+    after = await charge(connection, spender, 1, quota.estimate, quota.estimate_usd)
     refusal = _refusal(after, quota)
     if refusal is not None:
-        await charge(connection, spender, -1, -quota.estimate)
+        await charge(connection, spender, -1, -quota.estimate, -quota.estimate_usd)
         raise refusal
 
 
 def _refusal(after: list[LevelSpend], quota: RunQuota) -> QuotaExceeded | None:
     """The first cap, narrowest level first, that the counters before this run had reached."""
-    before = [LevelSpend(s.level, s.requests - 1, s.tokens - quota.estimate, s.usd) for s in after]
+    before = [
+        LevelSpend(s.level, s.requests - 1, s.tokens - quota.estimate, s.usd - quota.estimate_usd)
+        for s in after
+    ]
     return reached(before, quota)
 
 

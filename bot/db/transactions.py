@@ -7,7 +7,7 @@
 - an iteration's message (`RunTransactions.record_posted`: its ledger entry with its evaluation, whose
   provenance takes the channel rubric's version read in the same transaction);
 - a run's end (`RunTransactions.finish_run`: its closing messages' ledger entries with its status,
-  its tokens replacing what its admission reserved on the spend counters);
+  its tokens and cost replacing what its admission reserved on the spend counters);
 - an audit's end (`RunTransactions.finish_audit`: its result, its tokens counted with its run's);
 - a queued run forgotten (`RunTransactions.delete_run`: its ledger, its row, its spend given back).
 """
@@ -58,9 +58,9 @@ class Claim:
     def __init__(self, connection: AsyncConnection, spending: Spending) -> None:
         self._connection = connection
         self._spending = spending
-        self.admitted: list[tuple[Spender, int]] = []
-        """The runs admitted in this transaction: who spends, and the tokens reserved (for giving
-        them back where the counters are not in the transaction and it fails)."""
+        self.admitted: list[tuple[Spender, RunQuota]] = []
+        """The runs admitted in this transaction: who spends, and what they reserved (for giving it
+        back where the counters are not in the transaction and it fails)."""
 
     async def add_thread(self, thread: ThreadKey) -> None:
         """Remember that the bot takes part in this thread, and that it is active now."""
@@ -78,18 +78,19 @@ class Claim:
         its run id.
 
         With a `quota`, the run is only started within it (see `bot.db.spend.admit`): its
-        requester, channel, workspace and the deployment are charged a request and
-        ``quota.estimate`` tokens, or `QuotaExceeded` is raised (recording nothing) if one of them
-        had already reached a cap.
+        requester, channel, workspace and the deployment are charged a request, ``quota.estimate``
+        tokens and ``quota.estimate_usd`` dollars, or `QuotaExceeded` is raised (recording nothing)
+        if one of them had already reached a cap.
         """
-        charged = 0
-        if quota is not None:
-            spender = Spender(quota.day, thread.workspace, thread.channel, requester)
-            async with self._spending() as connection:
-                await admit(connection, spender, quota)
-            charged = quota.estimate
-            self.admitted.append((spender, charged))
-        return await insert_run(self._connection, thread, request_ts, requester, charged)
+        if quota is None:
+            return await insert_run(self._connection, thread, request_ts, requester)
+        spender = Spender(quota.day, thread.workspace, thread.channel, requester)
+        async with self._spending() as connection:
+            await admit(connection, spender, quota)
+        self.admitted.append((spender, quota))
+        return await insert_run(
+            self._connection, thread, request_ts, requester, quota.estimate, quota.estimate_usd
+        )
 
     async def workspace_settings(self, workspace: Workspace) -> WorkspaceSettingsRow | None:
         """What the workspace's admins set, read in the claim's transaction."""
@@ -206,8 +207,11 @@ class RunTransactions(UsageStore):
         ``cost`` if known; and, in the same transaction, its closing messages in the thread not
         recorded yet (`posted`; see `record_posted`)."""
         values: dict[str, Any] = {"status": status, "finished_at": utc_now()}
+        # A run not priced (no pricing configured) settles its money reservation at nothing.
+        usd = cost.usd if cost is not None else 0.0
         if tokens is not None:
             values["tokens"] = values["charged_tokens"] = tokens
+            values["charged_usd"] = usd
         if cost is not None:
             values |= cost_values(cost)
         async with self._write() as connection:
@@ -216,7 +220,6 @@ class RunTransactions(UsageStore):
                     ledger_insert(self._postgres), ledger_row(run_id, part.step, part.part, part.message_ts)
                 )
             if tokens is not None:  # the reservation gives way to what the run used
-                usd = cost.usd if cost is not None else None
                 await self._recharge(connection, run_id, requests=0, tokens=tokens, usd=usd)
             await connection.execute(RUN_UPDATE, {"of_run": run_id, **values})
 
@@ -227,7 +230,7 @@ class RunTransactions(UsageStore):
     async def delete_run(self, run_id: int) -> None:
         """Forget a run that never started (its request was deleted while queued)."""
         async with self._write() as connection:
-            await self._recharge(connection, run_id, requests=-1, tokens=0)  # it never spent
+            await self._recharge(connection, run_id, requests=-1, tokens=0, usd=0.0)  # it never spent
             await connection.execute(delete(posted).where(posted.c.run_id == run_id))
             await connection.execute(delete(runs).where(runs.c.run_id == run_id))
 

@@ -187,12 +187,12 @@ class UsageStore(StoreBase):
         replay spends from) has already reached on the quota's day; None: a replay may start."""
         return reached((await self.spent_today(Spender(quota.day, workspace, channel))).values(), quota)
 
-    async def charge_replay(self, workspace: Workspace, channel: str, tokens: int) -> None:
-        """Count a replay's grader `tokens` against today's budgets of its channel, its workspace and
-        the deployment (no person's: a replay is not a request)."""
+    async def charge_replay(self, workspace: Workspace, channel: str, tokens: int, usd: float = 0.0) -> None:
+        """Count a replay's grader `tokens` and what they cost (`usd`) against today's budgets of its
+        channel, its workspace and the deployment (no person's: a replay is not a request)."""
         spender = Spender(utc_now().date(), workspace, channel)
         async with self._write() as connection, self._spending(connection) as counters:
-            await charge(counters, spender, 0, tokens)
+            await charge(counters, spender, 0, tokens, usd)
 
     async def _recharge(
         self,
@@ -206,8 +206,9 @@ class UsageStore(StoreBase):
     ) -> None:
         """Change what the run added to its day's spend counters to `tokens` (`more`: by `tokens`
         more: an audit's) and, when given, `usd` (and `requests` more requests), in the transaction
-        of `connection` where the counters are in it. Money is what the run's recorded cost says it
-        added, so recording it again adds nothing."""
+        of `connection` where the counters are in it. What it added before is what the run's row
+        says it charged (its reservation, or what an earlier settling set), so settling again adds
+        nothing once the caller records the new amounts on the row."""
         row = (await connection.execute(_RUN_SPENDER, {"of_run": run_id})).first()
         if row is None:
             return
@@ -218,7 +219,7 @@ class UsageStore(StoreBase):
             requester=row.requester,
         )
         async with self._spending(connection) as counters:
-            money = 0.0 if usd is None else usd - (row.cost_usd or 0.0)
+            money = 0.0 if usd is None else usd - row.charged_usd
             added = tokens if more else tokens - row.charged_tokens
             await charge(counters, spender, requests, added, money)
 
@@ -253,6 +254,6 @@ _RUN_SPENDER = select(
     runs.c.requester,
     runs.c.started_at,
     runs.c.charged_tokens,
-    runs.c.cost_usd,
+    runs.c.charged_usd,
 ).where(runs.c.run_id == bindparam("of_run"))
 """Whose spend counters a run charged, on which day, and how many tokens and dollars it charged them."""

@@ -3,7 +3,9 @@
 Evaluations are read from the store in batches and each thread's conversation from its latest
 checkpoint (a few threads kept at a time), so memory stays bounded however much is exported. What
 people deleted is gone from the conversation: an iteration whose request or answer is no longer
-there is left out, and purged threads have no evaluations left to export.
+there is left out, and purged threads have no evaluations left to export. Each row carries its run's
+recorded cost (`ExportedCost`: money, the models not priced, tokens per role), read with the
+evaluations in the same batches.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.audit.export import ExportedAudit, audits_by_run, exported_audit
 from bot.db.audits import AuditRow
-from bot.db.evaluations import EvaluationRecord
+from bot.db.evaluations import EvaluationRecord, RecordedCost
 from bot.db.reviews import ReviewRow
 from bot.db.store import Store
+from bot.limits.prices import Role, RunCost
 from bot.review.verdicts import CANNOT_TELL, grader_verdicts
 from bot.vocabulary.provenance import UNKNOWN
 from bot.vocabulary.workspace import Tenant
@@ -46,6 +49,28 @@ class ReviewEntry(TypedDict):
     """When, ISO 8601 in UTC."""
 
 
+class RoleTokens(TypedDict):
+    """One role's tokens in the run, as the provider reported them (see `bot.limits.prices.RoleUsage`)."""
+
+    model: str
+    input_tokens: int
+    """All input tokens, cached ones included."""
+    cached_input_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+
+
+class ExportedCost(TypedDict):
+    """What the run the row belongs to cost, at the list prices of the bundled price table."""
+
+    usd: float | None
+    """US dollars; None when a model the run used is not in the price table (see `unpriced`)."""
+    unpriced: list[str]
+    """The models the price table does not know (empty: `usd` is the whole cost)."""
+    tokens: dict[Role, RoleTokens]
+    """Its tokens per role (``worker``, ``grader``, ``summary``), so it can be priced again."""
+
+
 class DatasetRow(TypedDict):
     """One exported (iteration, criterion); the README lists what each key means."""
 
@@ -66,6 +91,8 @@ class DatasetRow(TypedDict):
     calibration_examples: list[str]
     reviews: list[ReviewEntry]
     audit: ExportedAudit | None
+    cost: ExportedCost | None
+    """The whole run's cost (the same on each of its rows); None when it was not recorded."""
 
 
 async def dataset_rows(
@@ -80,7 +107,7 @@ async def dataset_rows(
     """The rows of the evaluations in scope, oldest first."""
     conversations: OrderedDict[str, list[AnyMessage]] = OrderedDict()
     audits = await audits_by_run(store, workspace, channel, since)
-    async for record in store.evaluation_records(workspace, channel, since):
+    async for record in store.evaluation_records(workspace, channel, since, with_cost=True):
         reviews = await store.reviews_for_iteration(
             record.thread.workspace, record.grading_run_id, record.iteration
         )
@@ -136,6 +163,7 @@ def _rows(
     verdicts = grader_verdicts(record.evaluation)
     reasons = {c["name"]: c["gap"] for c in record.evaluation["criteria"]}
     passed = {c["name"]: c["passed"] for c in record.evaluation["criteria"]}
+    cost = exported_cost(record.run_cost)
     rows = []
     for name, verdict in verdicts.items():
         grader: GraderVerdict = (
@@ -169,6 +197,30 @@ def _rows(
                     if r.criterion == name
                 ],
                 audit=exported_audit(audits, record.grading_run_id, record.iteration),
+                cost=cost,
             )
         )
     return rows
+
+
+def exported_cost(recorded: RecordedCost | None) -> ExportedCost | None:
+    """A run's recorded cost as a row carries it: its money (None when partly unpriced: never a
+    made-up total), the models not priced, and its tokens per role; None when it was not recorded."""
+    if recorded is None:
+        return None
+    cost = RunCost.model_validate({"roles": recorded.token_usage})
+    unpriced = cost.unpriced
+    return ExportedCost(
+        usd=None if recorded.unpriced or unpriced else recorded.usd,
+        unpriced=unpriced,
+        tokens={
+            role: RoleTokens(
+                model=usage.model,
+                input_tokens=usage.input_tokens,
+                cached_input_tokens=usage.cached_input_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
+                output_tokens=usage.output_tokens,
+            )
+            for role, usage in cost.roles.items()
+        },
+    )

@@ -5,23 +5,24 @@ time); the raw token counts are kept beside the money (`RoleUsage`), so a later 
 run again. A model the table does not know is *unpriced*, never free: its run's cost says so.
 
 Each role's tokens are summed over its calls and priced at its model's rate: one model per role
-per run (a summary of a long thread is priced at the worker's rate, as its tokens count as the
-worker's).
+per run (a summary of a long thread is its own role, priced at the rate of the model that wrote it,
+`RUBRIC_BOT_SUMMARY_MODEL` or the worker's).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from genai_prices import Usage, calc_price
 from langchain_core.messages import UsageMetadata
 from pydantic import BaseModel
 
-Role = Literal["worker", "grader"]
-"""Who made a model call: the worker answering, or the grader grading."""
+Role = Literal["worker", "grader", "summary"]
+"""Who made a model call: the worker answering, the grader grading, or the summary model summarizing
+a long thread's older turns for the worker."""
 
-ROLES: tuple[Role, ...] = ("worker", "grader")
+ROLES: tuple[Role, ...] = ("worker", "grader", "summary")
 """Every role, in the order they are shown."""
 
 PROVIDER_IDS: Mapping[str, str] = {
@@ -109,6 +110,23 @@ def price(usage: RoleUsage) -> float | None:
     except LookupError:
         return None
     return float(calculation.total_price)
+
+
+ESTIMATE_OUTPUT_SHARE = 0.2
+"""Share of a run's estimated tokens priced as output when its cost is estimated at admission: a
+run's calls mostly send the thread, rubric and draft again (input) and write an answer or a verdict
+(output), so a fifth errs on the dear side of most runs' mix."""
+
+
+def estimated_usd(tokens: int, models: Iterable[str]) -> float:
+    """What a run of `tokens` may cost, reserved at admission: the tokens priced at the dearest of
+    `models` (`ESTIMATE_OUTPUT_SHARE` of them as output, none as cached), so the reservation does not
+    fall short whichever model spends them; a model the price table does not know adds nothing."""
+    output = round(tokens * ESTIMATE_OUTPUT_SHARE)
+    prices = (
+        price(RoleUsage(model=model, input_tokens=tokens - output, output_tokens=output)) for model in models
+    )
+    return max((usd for usd in prices if usd is not None), default=0.0)
 
 
 def run_cost(usage: Mapping[Role, tuple[str, UsageMetadata | None]]) -> RunCost:

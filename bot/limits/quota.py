@@ -5,20 +5,22 @@ money (`RUBRIC_BOT_CHANNEL_DAILY_USD`, `RUBRIC_BOT_WORKSPACE_DAILY_USD`, `RUBRIC
 whichever of a level's budgets is reached first refuses.
 
 The store admits a run against every level in one statement (`bot.db.spend.admit`), reserving
-`RUBRIC_BOT_RUN_TOKEN_ESTIMATE` tokens until the run ends, so requests arriving together cannot all
-squeeze under a budget. A refused request gets one reply in its thread saying which limit it met
-and when the day resets; no model is called for it.
+`RUBRIC_BOT_RUN_TOKEN_ESTIMATE` tokens, and what they would cost at the dearer of the run's worker
+and grader models, until the run ends, so requests arriving together cannot all squeeze under a
+budget. A refused request gets one reply in its thread saying which limit it met and when the day
+resets; no model is called for it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 from typing import Literal, TypeVar
 
 from bot.config import DEFAULT_RUN_TOKEN_ESTIMATE, Settings
 from bot.db.spend import Cap, QuotaName, RunQuota
-from bot.limits.prices import dollars
+from bot.limits.prices import dollars, estimated_usd
 from bot.slack.blocks import block_dicts, context_block, section_block
 from bot.slack.messages import SlackMessage
 from bot.slack.mrkdwn import slack_date
@@ -30,8 +32,9 @@ NO_LIMIT = 0
 @dataclass(frozen=True)
 class MoneyLimits:
     """The daily money budgets in US dollars (`RUBRIC_BOT_CHANNEL_DAILY_USD`,
-    `RUBRIC_BOT_WORKSPACE_DAILY_USD`, `RUBRIC_BOT_DAILY_USD`); None: no budget of that kind. A run's
-    money counts when it ends, priced from its tokens (`bot.limits.prices`)."""
+    `RUBRIC_BOT_WORKSPACE_DAILY_USD`, `RUBRIC_BOT_DAILY_USD`); None: no budget of that kind. A run
+    reserves its estimated cost at admission, replaced by its cost, priced from its tokens
+    (`bot.limits.prices`), when it ends."""
 
     per_channel: float | None = None
     per_workspace: float | None = None
@@ -57,6 +60,8 @@ class DailyLimits:
     tokens_per_deployment: int | None = None
     run_estimate: int = DEFAULT_RUN_TOKEN_ESTIMATE
     """Tokens each run reserves from the token budgets until it ends."""
+    run_estimate_usd: float = 0.0
+    """US dollars each run reserves from the money budgets until it ends (see `estimated_usd`)."""
     money: MoneyLimits = field(default_factory=MoneyLimits)
     """The budgets in money; whichever of a level's budgets is reached first refuses."""
 
@@ -69,6 +74,7 @@ class DailyLimits:
             settings.daily_tokens,
             run_estimate=settings.run_token_estimate,
             money=MoneyLimits.from_settings(settings),
+            models=(settings.worker_model or "", settings.grader_model or ""),
         )
 
     @classmethod
@@ -81,14 +87,17 @@ class DailyLimits:
         *,
         run_estimate: int = DEFAULT_RUN_TOKEN_ESTIMATE,
         money: MoneyLimits = MoneyLimits(),
+        models: Iterable[str] = (),
     ) -> DailyLimits:
-        """The limits of the settings' values, where `NO_LIMIT` switches one off."""
+        """The limits of the settings' values, where `NO_LIMIT` switches one off; a run reserves
+        `run_estimate` tokens priced at the dearest of its `models`."""
         return cls(
             requests_per_user=_limit(requests_per_user),
             tokens_per_channel=_limit(tokens_per_channel),
             tokens_per_workspace=_limit(tokens_per_workspace),
             tokens_per_deployment=_limit(tokens_per_deployment),
             run_estimate=run_estimate,
+            run_estimate_usd=estimated_usd(run_estimate, models),
             money=money,
         )
 
@@ -98,6 +107,7 @@ class DailyLimits:
         return RunQuota(
             day=day_start(now).date(),
             estimate=self.run_estimate,
+            estimate_usd=self.run_estimate_usd,
             caps={
                 "person": Cap(requests=self.requests_per_user),
                 "channel": Cap(tokens=self.tokens_per_channel, usd=self.money.per_channel),

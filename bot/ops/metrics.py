@@ -88,7 +88,12 @@ def run_finished(status: RunStatus, seconds: float, outcome: TurnOutcome | None 
     if outcome is None:
         return
     GRADER_CALLS.inc(outcome.grader_calls)
-    for role, usage in (("worker", outcome.worker_usage), ("grader", outcome.grader_usage)):
+    spent = (
+        ("worker", outcome.worker_usage),
+        ("grader", outcome.grader_usage),
+        ("summary", outcome.summary_usage),
+    )
+    for role, usage in spent:
         if usage:
             TOKENS.labels(role).inc(usage["total_tokens"])
     if outcome.cost is not None:

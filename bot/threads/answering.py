@@ -175,7 +175,8 @@ class Answering(Recovery):
                     self._agent, agent_config(message.thread_id), request_message_id(message)
                 )
                 if outcome is not None and self._workspaces is not None:
-                    outcome = outcome.priced(await self._workspaces.models(message.workspace))
+                    effective = await self._workspaces.effective(message.workspace)
+                    outcome = outcome.priced(effective.models, effective.summary_model)
                 await delivery.post(FINAL_STEP, 0, notice)
             else:
                 status = outcome.status or ANSWERED
@@ -335,7 +336,8 @@ class Answering(Recovery):
             for evaluation in outcome.evaluations:
                 await post_evaluation(evaluation)
         if self._workspaces is not None:
-            outcome = outcome.priced(self._workspaces.in_force(start.settings).models)
+            effective = self._workspaces.in_force(start.settings)
+            outcome = outcome.priced(effective.models, effective.summary_model)
         return outcome, unread
 
     async def _pane_rubric(self, client: AsyncWebClient, message: UserMessage) -> str | None:

@@ -87,6 +87,9 @@ class Deployment:
     """Tokens a run reserves from the budgets until it ends."""
     money: MoneyLimits = field(default_factory=MoneyLimits)
     """The daily money budgets (no workspace changes them)."""
+    summary_model: str | None = None
+    """The model that summarizes long threads (`RUBRIC_BOT_SUMMARY_MODEL`); None: each workspace's
+    worker."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Deployment:
@@ -101,6 +104,7 @@ class Deployment:
             run_token_estimate=settings.run_token_estimate,
             money=MoneyLimits.from_settings(settings),
             rubric_editors=settings.rubric_editors,
+            summary_model=settings.summary_model_override,
         )
 
     def ceiling(self, name: LimitName) -> int:
@@ -127,6 +131,11 @@ class EffectiveSettings:
         return ModelPair(self.worker_model.value, self.grader_model.value)
 
     @property
+    def summary_model(self) -> str:
+        """The model that writes the workspace's thread summaries: the deployment's, else its worker."""
+        return self.deployment.summary_model or self.worker_model.value
+
+    @property
     def limits(self) -> DailyLimits:
         return DailyLimits.of(
             self.daily_requests_per_user.value,
@@ -135,6 +144,7 @@ class EffectiveSettings:
             self.deployment.daily_tokens,
             run_estimate=self.deployment.run_token_estimate,
             money=self.deployment.money,
+            models=(self.worker_model.value, self.grader_model.value),
         )
 
 

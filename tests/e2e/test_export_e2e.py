@@ -4,9 +4,11 @@ stand-ins, then the dataset the terminal command writes from the bot's database.
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 
 import pytest
 
@@ -37,6 +39,7 @@ EXPORT_KEYS = {
     "calibration_examples",
     "reviews",
     "audit",
+    "cost",
 }
 """The keys every exported row has (the issue's list)."""
 
@@ -76,6 +79,7 @@ def test_export_writes_the_reviewed_cases_with_every_key_and_their_provenance(se
     s.disagree(evaluation, root, "U3", {CITES: ("fail", "Cite a study — «bitte».")})
     s.wait_message(evaluation, "1 review")
     answered_thread(s, "CEXP1", "Is water wet?")  # graded, never reviewed
+    usd, token_usage = recorded_cost(s, "CEXP1", root)
 
     everything = export(s, "--channel", "CEXP1")
     out = tmp_path / "cases.jsonl"
@@ -96,12 +100,34 @@ def test_export_writes_the_reviewed_cases_with_every_key_and_their_provenance(se
     assert cites["worker_model"] == answering_model("gpt-4o-mini")
     assert cites["rubric_version"].startswith("#") and cites["grader_prompt_hash"]
     assert cites["audit"] is None and cites["calibration_examples"] == []
+    # The run's cost as its end recorded it, with the tokens per role it was priced from.
+    assert cites["cost"]["usd"] == pytest.approx(usd) and cites["cost"]["usd"] > 0
+    assert cites["cost"]["unpriced"] == []
+    for role, tokens in cites["cost"]["tokens"].items():
+        assert tokens == {key: token_usage[role][key] for key in tokens}
+    assert cites["cost"]["tokens"]["grader"]["input_tokens"] > 0
     [review] = cites["reviews"]
     assert (review["reviewer"], review["verdict"], review["comment"]) == (
         "U3",
         "fail",
         "Cite a study — «bitte».",
     )
+
+
+def recorded_cost(s: Service, channel: str, root: str) -> tuple[float, dict]:
+    """The recorded cost and tokens per role of the run answering in the thread `root`, once its end
+    is recorded (just after its final message is posted)."""
+
+    def recorded() -> tuple[float, str] | None:
+        with closing(sqlite3.connect(s.db_path)) as db:
+            return db.execute(
+                "SELECT cost_usd, token_usage FROM runs "
+                "WHERE channel = ? AND thread_ts = ? AND cost_usd IS NOT NULL",
+                (channel, root),
+            ).fetchone()
+
+    usd, token_usage = wait_for(recorded, EXPORT_TIMEOUT, message=f"the cost of the run in {channel}")
+    return usd, json.loads(token_usage)
 
 
 def test_a_deleted_request_is_never_exported(service):

@@ -8,11 +8,13 @@ tables included) holds the text, whichever column it would be in (see `stored_ro
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import sqlite3
 import stat
 import subprocess
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from bot.lifecycle.forget import DELETED_LINE, DROPPED_SUMMARY
 from tests.e2e.conftest import BOT_COMMAND
 from tests.e2e.stored_rows import files_containing, tables_containing
 from tests.e2e.test_bot_e2e import CRITERIA, RUBRIC, RUN_TIMEOUT, Service
+from tests.e2e.test_cost_e2e import list_price
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import DEFAULT_GAP, NO_ANSWER, ChatRequest, Script, grade, scripted_revision
@@ -464,6 +467,50 @@ def test_a_long_threads_worker_input_stays_under_a_small_limit_with_the_latest_r
     assert sum(int(m[1].replace(",", "")) for m in shown if m) == sum(
         r.prompt_tokens for r in s.model.requests()
     )
+
+
+def test_a_threads_summary_is_priced_at_the_summary_models_rate_not_the_workers(
+    start_bot, slack_api, model_api
+):
+    model_api.worker, model_api.grader = long_answers()
+    env = {"RUBRIC_BOT_CONTEXT_TOKENS": str(SMALL_LIMIT), "RUBRIC_BOT_SUMMARY_MODEL": SUMMARY_MODEL}
+    s = Service(slack_api, model_api, start_bot(env=env))
+    root = graded_thread(s, "C7")
+    asked = 0
+    while not s.model.requests("summary"):
+        assert asked < 8, "the thread was never summarized"
+        ask(s, "C7", root, f"What about topic{asked}?")
+        asked += 1
+
+    roles = recorded_roles(s, "C7", asked)
+    summaries = [run["summary"] for run in roles if "summary" in run]
+    assert summaries and all(summary["model"] == SUMMARY_MODEL for summary in summaries)
+    assert all(run["worker"]["model"] == "openai:gpt-4o-mini" for run in roles)
+    # Each model's tokens are its own role's: the summaries' are not counted as the worker's.
+    assert sum(summary["input_tokens"] for summary in summaries) == sum(
+        r.prompt_tokens for r in s.model.requests("summary")
+    )
+    assert sum(run["worker"]["input_tokens"] for run in roles) == sum(
+        r.prompt_tokens for r in s.model.requests("worker")
+    )
+    assert all(summary["usd"] == pytest.approx(list_price(summary)) for summary in summaries)
+
+
+SUMMARY_MODEL = "openai:gpt-4o"
+"""The summary model of the pricing test: dearer than the worker's (gpt-4o-mini)."""
+
+
+def recorded_roles(s: Service, channel: str, runs: int) -> list[dict]:
+    """The tokens per role of the channel's `runs` runs, once each run's end is recorded."""
+
+    def recorded() -> list[dict] | None:
+        with closing(sqlite3.connect(s.db_path)) as db:
+            rows = db.execute(
+                "SELECT token_usage FROM runs WHERE channel = ? AND token_usage IS NOT NULL", (channel,)
+            ).fetchall()
+        return [json.loads(usage) for (usage,) in rows] if len(rows) == runs else None
+
+    return wait_for(recorded, RUN_TIMEOUT, message=f"the cost of the {runs} runs in {channel}")
 
 
 def marker_summary(request: ChatRequest) -> str:

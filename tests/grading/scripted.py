@@ -30,6 +30,8 @@ class ScriptedChatModel(BaseChatModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     script: Any
     usage: tuple[int, int] | None = (10, 5)
+    cached_input: int = 0
+    """Of each call's input tokens, how many it reports served from the provider's prompt cache."""
     _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _tools: list[Any] = PrivateAttr(default_factory=list)
 
@@ -65,6 +67,8 @@ class ScriptedChatModel(BaseChatModel):
                 "output_tokens": self.usage[1],
                 "total_tokens": sum(self.usage),
             }
+            if self.cached_input:
+                message.usage_metadata["input_token_details"] = {"cache_read": self.cached_input}
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 

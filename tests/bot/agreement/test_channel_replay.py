@@ -9,21 +9,28 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from datetime import UTC, datetime
 
+import pytest
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agreement.channel_replay import ChannelReplays, ReplayRequest
+from bot.agreement.channel_replay import ChannelReplays, ReplayRequest, WorkspaceGrader
 from bot.db.replays import ReplayRefused
+from bot.db.spend import Spender
 from bot.db.store import Store
 from bot.vocabulary.workspace import Workspace
 from grading import TranscriptGrader
 from tests.bot.agreement.replay_seed import CHANNEL, TEAM, replayed_grader, seed
 from tests.grading.scripted import ScriptedChatModel
+from tests.standins import wait_for
 from tests.standins.slack_api import SlackApiStandin
 
 TOKEN = "xoxb-channel-replay"
 WAIT = 30.0  # bound for the replay to reach its first grader call
+GRADER = "openai:gpt-4o"
+"""The workspace's grader model: its list prices are $2.50 per million input tokens, $1.25 cached,
+$10 output."""
 
 
 async def test_stopping_the_bot_stops_a_replay_and_says_so_in_the_channel(tmp_path):
@@ -47,9 +54,9 @@ async def test_stopping_the_bot_stops_a_replay_and_says_so_in_the_channel(tmp_pa
             async with AsyncSqliteSaver.from_conn_string(str(path)) as checkpointer:
                 asked: list[Workspace] = []
 
-                async def graders(workspace: Workspace) -> TranscriptGrader:
+                async def graders(workspace: Workspace) -> WorkspaceGrader:
                     asked.append(workspace)
-                    return TranscriptGrader(ScriptedChatModel(script=hanging_grader))
+                    return WorkspaceGrader(GRADER, TranscriptGrader(ScriptedChatModel(script=hanging_grader)))
 
                 replays = ChannelReplays(store=store, checkpointer=checkpointer, graders=graders)
                 client = AsyncWebClient(token=TOKEN, base_url=slack.api_url)
@@ -72,3 +79,44 @@ async def test_stopping_the_bot_stops_a_replay_and_says_so_in_the_channel(tmp_pa
     (notice,) = slack.messages(CHANNEL)
     assert "The replay <@U7> asked for was stopped because the bot is restarting" in notice.text
     assert told == []
+
+
+async def test_a_replays_grader_tokens_and_their_cost_at_the_graders_rate_count_toward_the_budgets(tmp_path):
+    path = tmp_path / "bot.sqlite"
+    await seed(path)
+    model = ScriptedChatModel(script=replayed_grader, usage=(1_000, 100), cached_input=600)
+
+    async def graders(workspace: Workspace) -> WorkspaceGrader:
+        return WorkspaceGrader(GRADER, TranscriptGrader(model))
+
+    async def tell(**message):
+        raise AssertionError(f"nothing should go wrong: {message}")
+
+    with SlackApiStandin(token=TOKEN) as slack:
+        store = await Store.open(str(path))
+        try:
+            async with AsyncSqliteSaver.from_conn_string(str(path)) as checkpointer:
+                replays = ChannelReplays(store=store, checkpointer=checkpointer, graders=graders)
+                client = AsyncWebClient(token=TOKEN, base_url=slack.api_url)
+                request = ReplayRequest(Workspace(TEAM), CHANNEL, "U7", days=None)
+                assert await replays.start(request, tell, client) is None
+                # The comparison is posted once both passes are graded and charged.
+                await asyncio.to_thread(
+                    wait_for,
+                    lambda: [m for m in slack.messages(CHANNEL) if "Does calibration help?" in m.text],
+                    WAIT,
+                    message="the replay's comparison",
+                )
+                spender = Spender(datetime.now(UTC).date(), Workspace(TEAM), CHANNEL)
+                spent = await store.spent_today(spender)
+                await replays.drain()
+        finally:
+            await store.close()
+
+    calls = len(model.calls)
+    assert calls >= 2  # off and loo
+    # Per call: 400 input tokens at $2.50/M, 600 cached at $1.25/M, 100 output at $10/M.
+    per_call = (400 * 2.50 + 600 * 1.25 + 100 * 10.0) / 1e6
+    for level in ("channel", "workspace", "deployment"):
+        assert spent[level].tokens == calls * 1_100
+        assert spent[level].usd == pytest.approx(calls * per_call)

@@ -8,6 +8,7 @@ import contextlib
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from langchain_core.messages import UsageMetadata
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
@@ -16,6 +17,7 @@ from bot.db.replays import ReplayLease, ReplayRefused
 from bot.db.spend import Cap, QuotaExceeded, RunQuota, Spender
 from bot.db.store import Store
 from bot.limits.prices import run_cost
+from bot.limits.quota import NO_LIMIT, DailyLimits, MoneyLimits
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Workspace
 
@@ -131,16 +133,19 @@ async def test_a_workspace_and_the_deployment_cap_every_channel_of_theirs(store)
     assert "person" not in spent or spent["person"].requests == 0
 
 
-async def test_replay_tokens_count_toward_the_channel_workspace_and_deployment(store):
-    await store.charge_replay(T1, "C1", 700)
+async def test_replay_tokens_and_cost_count_toward_the_channel_workspace_and_deployment(store):
+    await store.charge_replay(T1, "C1", 700, 0.25)
     spent = await store.spent_today(Spender(midnight().date(), T1, "C1", "U1"))
-    assert {level: (s.requests, s.tokens) for level, s in spent.items()} == {
-        "channel": (0, 700),
-        "workspace": (0, 700),
-        "deployment": (0, 700),
+    assert {level: (s.requests, s.tokens, s.usd) for level, s in spent.items()} == {
+        "channel": (0, 700, 0.25),
+        "workspace": (0, 700, 0.25),
+        "deployment": (0, 700, 0.25),
     }
     with pytest.raises(QuotaExceeded):
         await start(store, quota=quota(channel=Cap(tokens=700)))
+    with pytest.raises(QuotaExceeded) as money:
+        await start(store, quota=quota(workspace=Cap(usd=0.25)))
+    assert money.value.quota == "workspace_usd"
 
 
 async def test_a_replay_is_refused_by_a_spent_budget_of_its_channel_workspace_or_deployment_not_a_persons(
@@ -288,7 +293,7 @@ async def test_a_channel_at_its_money_budget_refuses_new_runs_whichever_budget_i
     cost = run_cost({"worker": ("openai:gpt-4o-mini", spent)})  # $0.021 at list prices
     budget = quota(channel=Cap(tokens=1_000_000, usd=0.02), workspace=Cap(usd=1.0))
     run = await start(store, quota=budget)
-    await start(store, quota=budget)  # nothing spent yet: money counts when a run ends
+    await start(store, quota=budget)  # nothing spent yet (it reserves no money): room for another
     await store.finish_run(run, "answered", tokens=110_000, cost=cost)
     await store.finish_run(run, "answered", tokens=110_000, cost=cost)  # recorded twice, counted once
 
@@ -298,3 +303,56 @@ async def test_a_channel_at_its_money_budget_refuses_new_runs_whichever_budget_i
     await start(store, channel="C2", quota=budget)  # the workspace's $1 has room
     spender = Spender(midnight().date(), T1, "C1")
     assert (await store.spent_today(spender))["channel"].usd == pytest.approx(cost.usd)
+
+
+async def test_a_burst_against_a_money_budget_of_one_run_starts_at_most_one_run_more_and_settles(store):
+    """Twenty requests at once against a channel budget of one run's estimated cost: each admitted
+    run's estimated cost is reserved before any has finished, so at most two start; when they end,
+    the day's money is what they really cost, no reservation left behind."""
+    models = ("openai:gpt-4o-mini", "openai:gpt-4o")
+    one_run = DailyLimits.of(NO_LIMIT, NO_LIMIT, run_estimate=20_000, models=models).run_estimate_usd
+    limits = DailyLimits.of(
+        NO_LIMIT, NO_LIMIT, run_estimate=20_000, money=MoneyLimits(per_channel=one_run), models=models
+    )
+    results = await asyncio.gather(
+        *(
+            start(store, requester=f"U{n}", quota=limits.quota(datetime.now(UTC)), ts=f"{n}.0")
+            for n in range(20)
+        ),
+        return_exceptions=True,
+    )
+    started = [r for r in results if isinstance(r, int)]
+    assert 1 <= len(started) <= 2
+    assert all(
+        isinstance(r, QuotaExceeded) and r.quota == "channel_usd" for r in results if not isinstance(r, int)
+    )
+
+    costs = [
+        run_cost(
+            {
+                "worker": ("openai:gpt-4o-mini", _usage(1_000 * (n + 1))),
+                "grader": ("openai:gpt-4o", _usage(500)),
+            }
+        )
+        for n in range(len(started))
+    ]
+    for run, cost in zip(started, costs, strict=True):
+        await store.finish_run(run, "answered", tokens=cost.roles["worker"].total_tokens, cost=cost)
+    spent = await store.spent_today(Spender(midnight().date(), T1, "C1"))
+    assert spent["channel"].usd == pytest.approx(sum(cost.usd for cost in costs))
+    assert spent["deployment"].usd == pytest.approx(sum(cost.usd for cost in costs))
+
+
+async def test_a_run_deleted_before_it_ran_gives_back_the_money_it_reserved(store):
+    budget = RunQuota(day=midnight().date(), estimate=1_000, estimate_usd=0.05)
+    run = await start(store, quota=budget)
+    spender = Spender(midnight().date(), T1, "C1", "U1")
+    assert (await store.spent_today(spender))["channel"].usd == pytest.approx(0.05)
+
+    await store.delete_run(run)
+    assert (await store.spent_today(spender))["channel"].usd == pytest.approx(0.0)
+
+
+def _usage(tokens: int) -> UsageMetadata:
+    """A model's reported usage of `tokens` input tokens and a tenth of them as output."""
+    return {"input_tokens": tokens, "output_tokens": tokens // 10, "total_tokens": tokens + tokens // 10}

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, date, datetime
 
+import pytest
+
 from bot.db.spend import Cap, LevelSpend
 from bot.db.usage import UsageRow
 from bot.limits.quota import DailyLimits, day_start, next_reset, refusal_message
@@ -24,6 +26,23 @@ def test_zero_means_no_limit_and_every_level_is_counted_with_a_reservation():
     assert quota.day == day_start(NOW).date() and quota.estimate == 300
     assert quota.cap("person") == Cap(requests=2) and quota.cap("workspace") == Cap(tokens=900)
     assert quota.cap("channel") == quota.cap("deployment") == Cap()
+
+
+def test_a_run_reserves_its_estimated_tokens_priced_at_the_dearer_model_and_an_unknown_one_at_nothing():
+    def reserved(*models: str) -> float:
+        return DailyLimits.of(0, 0, run_estimate=20_000, models=models).quota(NOW).estimate_usd
+
+    cheap, dear = reserved("openai:gpt-4o-mini"), reserved("openai:gpt-4o")
+    # 16,000 input and 4,000 output tokens at each model's list price per million.
+    assert cheap == pytest.approx((16_000 * 0.15 + 4_000 * 0.60) / 1e6)
+    assert dear == pytest.approx((16_000 * 2.50 + 4_000 * 10.0) / 1e6)
+    assert (
+        reserved("openai:gpt-4o-mini", "openai:gpt-4o")
+        == reserved("openai:gpt-4o", "openai:gpt-4o-mini")
+        == dear
+    )
+    assert reserved("ollama:llama3", "openai:gpt-4o-mini") == cheap
+    assert reserved("ollama:llama3") == 0.0
 
 
 def test_a_refusal_names_the_limit_and_when_it_resets_in_the_readers_time_zone():

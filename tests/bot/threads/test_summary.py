@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
+from bot.agent import ModelPair, summarize_turn
 from bot.config import DEFAULT_CONTEXT_TOKENS
 from bot.threads.summary import ThreadSummary, summary_usage
 from grading.grader import GRADER_SOURCE, build_transcript, is_summary_message
@@ -86,3 +88,22 @@ def test_the_summarys_tokens_ride_on_the_summary_message():
     after = summarized(ThreadSummary(summarizer(), context_tokens=8000), thread(turns=40, chars=1000))
 
     assert summary_usage(after) == [SUMMARY_USAGE]
+
+
+def test_a_summary_is_priced_at_the_summary_models_rate_not_the_workers():
+    summarized_thread = summarized(ThreadSummary(summarizer(), context_tokens=8000), thread(40, 1000))
+    worker_usage = {"input_tokens": 2_000, "output_tokens": 300, "total_tokens": 2_300}
+    answer = AIMessage("the answer", id="answer", usage_metadata=worker_usage)
+
+    outcome = summarize_turn({}, [*summarized_thread, answer], []).priced(
+        ModelPair(worker="openai:gpt-4o", grader="openai:gpt-4o"), summary_model="openai:gpt-4o-mini"
+    )
+
+    assert outcome.cost is not None
+    roles = outcome.cost.roles
+    assert (roles["summary"].model, roles["summary"].total_tokens) == ("openai:gpt-4o-mini", 940)
+    assert roles["worker"].total_tokens == 2_300  # the summary's tokens are not the worker's
+    # gpt-4o-mini: $0.15 per million input tokens, $0.60 output; gpt-4o: $2.50 and $10.
+    assert roles["summary"].usd == pytest.approx((900 * 0.15 + 40 * 0.60) / 1e6)
+    assert outcome.cost.usd == pytest.approx((900 * 0.15 + 40 * 0.60 + 2_000 * 2.50 + 300 * 10.0) / 1e6)
+    assert outcome.usage is not None and outcome.usage["total_tokens"] == 2_300 + 940

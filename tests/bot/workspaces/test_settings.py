@@ -9,8 +9,9 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from bot.agent import ModelPair, configured_agents
-from bot.config import ConfigError, load_settings
+from bot.config import DEFAULT_RUN_TOKEN_ESTIMATE, ConfigError, load_settings
 from bot.db.workspace_settings import WorkspaceSettingsRow
+from bot.limits.prices import estimated_usd
 from bot.limits.quota import DailyLimits
 from bot.workspaces.settings import (
     AdminChoices,
@@ -65,7 +66,9 @@ def test_a_workspace_that_set_nothing_has_the_deployments_settings():
     assert effective.grader_model == Resolved("openai:gpt-4o", "deployment")
     assert effective.daily_requests_per_user == Resolved(100, "deployment")
     assert effective.rubric_editors == Resolved(("UOPS",), "deployment")
-    assert effective.limits == DailyLimits(requests_per_user=100, tokens_per_channel=None)
+    # A run reserves the cost of its estimated tokens at the dearer model, the grader's.
+    reserved = estimated_usd(DEFAULT_RUN_TOKEN_ESTIMATE, ["openai:gpt-4o"])
+    assert effective.limits == DailyLimits(requests_per_user=100, run_estimate_usd=reserved)
 
 
 def test_a_workspaces_own_choices_apply_and_say_so_and_the_rest_stay_the_deployments():
@@ -80,7 +83,9 @@ def test_a_workspaces_own_choices_apply_and_say_so_and_the_rest_stay_the_deploym
     assert effective.grader_model.source == "deployment"
     assert effective.models.worker == "anthropic:claude-sonnet-4-5"
     assert effective.models.grader == "openai:gpt-4o"
-    assert effective.limits == DailyLimits(requests_per_user=20, tokens_per_channel=None)
+    # The workspace's worker is now the dearer model: its price sets the run's reservation.
+    reserved = estimated_usd(DEFAULT_RUN_TOKEN_ESTIMATE, ["anthropic:claude-sonnet-4-5"])
+    assert effective.limits == DailyLimits(requests_per_user=20, run_estimate_usd=reserved)
     assert effective.rubric_editors == Resolved(("U0ADA",), "workspace")
 
 
