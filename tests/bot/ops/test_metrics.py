@@ -101,7 +101,7 @@ def test_a_runs_grader_calls_tokens_and_money_are_counted_by_role():
     moved = Moves(("rubric_bot_grader_calls_total", {}), *roles, ("rubric_bot_unpriced_runs_total", {}))
     paid = Moves(*money)
     priced = outcome(grader_calls=2, worker_tokens=1_000, grader_tokens=300)
-    priced = priced.priced(ModelPair("openai:gpt-4o-mini", "openai:gpt-4o-mini"))
+    priced = priced.priced(ModelPair("openai:gpt-4o-mini", "openai:gpt-4o-mini"), "openai:gpt-4o-mini")
 
     metrics.run_finished("satisfied", 1.0, priced)
 
@@ -117,7 +117,7 @@ def test_a_runs_grader_calls_tokens_and_money_are_counted_by_role():
 def test_a_run_on_a_model_the_price_table_does_not_know_is_counted_unpriced():
     moved = Moves(("rubric_bot_unpriced_runs_total", {}), ("rubric_bot_cost_usd_total", {"role": "worker"}))
     unknown = outcome(grader_calls=1, worker_tokens=500, grader_tokens=100)
-    unknown = unknown.priced(ModelPair("openai:no-such-model-7", "openai:gpt-4o-mini"))
+    unknown = unknown.priced(ModelPair("openai:no-such-model-7", "openai:gpt-4o-mini"), "openai:gpt-4o-mini")
 
     metrics.run_finished("answered", 1.0, unknown)
 
