@@ -31,6 +31,7 @@ from typing import IO, Any, Self
 import pytest
 from sqlalchemy.engine import make_url
 
+from tests.e2e.bot_fork import ForkedBot, forkable
 from tests.standins import free_port, wait_for
 from tests.standins import slack_requests as sr
 from tests.standins.model_api import ChatRequest, ModelApiStandin, scripted_revision
@@ -83,6 +84,7 @@ class BotProcess:
         log_path: Path,
         cwd: Path,
         ready: Callable[[], bool] | None = None,
+        fork: bool = True,
     ) -> None:
         self.port = free_port()
         # A bot in Socket Mode opens no Slack port: its readiness is its websocket connection instead.
@@ -92,7 +94,9 @@ class BotProcess:
         self.sender = SlackSender(self.url, SIGNING_SECRET)
         self._command = [part.format(port=self.port) for part in command]
         self._cwd = cwd
-        self._process: subprocess.Popen[bytes] | None = None
+        # Forked from the imported bot (see bot_fork) unless the interpreter's own start is tested.
+        self._argv = forkable(self._command) if fork else None
+        self._process: subprocess.Popen[bytes] | ForkedBot | None = None
         self._log: IO[bytes] | None = None
         self._runs = 0
 
@@ -132,9 +136,12 @@ class BotProcess:
         self._log = self.log_path.open("ab")
         self._log.write(f"----- bot start #{self._runs}: port {self.port} -----\n".encode())
         self._log.flush()
-        self._process = subprocess.Popen(
-            self._command, env=self.env, cwd=self._cwd, stdout=self._log, stderr=subprocess.STDOUT
-        )
+        if self._argv is not None:
+            self._process = ForkedBot(self._argv, self.env, self._cwd, self.log_path)
+        else:
+            self._process = subprocess.Popen(
+                self._command, env=self.env, cwd=self._cwd, stdout=self._log, stderr=subprocess.STDOUT
+            )
         return self
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = BOT_STOP_TIMEOUT) -> int | None:
@@ -266,7 +273,8 @@ def start_bot(
     slack_api: SlackApiStandin, model_api: ModelApiStandin, tmp_path: Path
 ) -> Iterator[Callable[..., BotProcess]]:
     """A factory: ``start_bot(env={"RUBRIC_BOT_MAX_ITERATIONS": "2"})``; a None value unsets a variable;
-    ``wait=False`` returns at once (then call the process's `wait_until_ready`).
+    ``wait=False`` returns at once (then call the process's `wait_until_ready`); ``fork=False`` starts
+    a new interpreter (``python -m bot …``) instead of forking the imported bot (see bot_fork).
 
     Every bot shares the test's database (``tmp_path/bot.sqlite``) and runs in `tmp_path`, so no
     ``.env`` from the developer's checkout is read.
@@ -279,6 +287,7 @@ def start_bot(
         command: Sequence[str] = BOT_COMMAND,
         ready: Callable[[], bool] | None = None,
         wait: bool = True,
+        fork: bool = True,
     ) -> BotProcess:
         settings = bot_environment(slack_api, model_api, tmp_path / "bot.sqlite")
         for key, value in (env or {}).items():
@@ -286,7 +295,8 @@ def start_bot(
                 settings.pop(key, None)
             else:
                 settings[key] = value
-        process = BotProcess(command, settings, tmp_path / f"bot-{len(started) + 1}.log", tmp_path, ready)
+        log_path = tmp_path / f"bot-{len(started) + 1}.log"
+        process = BotProcess(command, settings, log_path, tmp_path, ready, fork=fork)
         started.append(process)
         return process.start() if wait else process.launch()
 
