@@ -52,6 +52,8 @@ READY_PROBE_TIMEOUT = 5.0
 """Seconds one readiness probe (or any other GET a test makes of the bot) waits for its answer."""
 BOT_STOP_TIMEOUT = 15.0
 """Seconds the bot gets to exit after a signal before it is killed."""
+SHUTDOWN_GRACE = 1.0
+"""Seconds a test's bot lets its runs finish when it is stopped (RUBRIC_BOT_SHUTDOWN_GRACE)."""
 SCRUBBED_ENV_PREFIXES = (
     "SLACK_",
     "OPENAI_",
@@ -225,6 +227,9 @@ def bot_environment(slack_api: SlackApiStandin, model_api: ModelApiStandin, db_p
         RUBRIC_BOT_DB=str(db_path),
         RUBRIC_BOT_MAX_ITERATIONS="3",
         RUBRIC_BOT_STREAMING=os.environ.get(STREAMING_SWITCH, "on"),
+        # A run still going when a test stops its bot is cut short (and queued again) after this,
+        # not after the product's 25 s: the tests of the grace itself set their own.
+        RUBRIC_BOT_SHUTDOWN_GRACE=str(SHUTDOWN_GRACE),
         # Socket Mode and worker processes serve /metrics on a port of their own: never a shared one.
         RUBRIC_BOT_METRICS_PORT=str(free_port()),
         NO_PROXY="127.0.0.1,localhost",
