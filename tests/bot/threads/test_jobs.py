@@ -424,9 +424,9 @@ async def cut_off_writing(postgres_url: str, name: str, rows: str, write: Callab
         await holder.execute(rows)
         write()
         await asyncio.wait_for(eventually(admin, waiting, (name,)), EVENT_TIMEOUT)
-        await admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (name,)
-        )
+        # Only the waiting connection: cutting the queue's others too would also stop its worker,
+        # whose restart writes a new heartbeat of its own instead of the one cut off.
+        await admin.execute(waiting.replace("SELECT 1", "SELECT pg_terminate_backend(pid)"), (name,))
         await holder.rollback()
 
 
