@@ -73,6 +73,13 @@ as in the product: ``E2E_STREAMING=off python -m pytest tests/e2e/…`` runs a s
 STREAMING = os.environ.get(STREAMING_SWITCH, "on") != "off"
 """Whether this suite's bots stream their runs."""
 
+FORK_SWITCH = "E2E_FORK"
+"""Set to ``off`` to start every bot as a new interpreter (``python -m bot …``) instead of forking
+the imported bot (see bot_fork): slower, for telling a fork's side effect from the bot's own."""
+
+FORKING = os.environ.get(FORK_SWITCH, "on") != "off"
+"""Whether bots are forked from the imported bot."""
+
 EnvOverrides = Mapping[str, str | None]
 
 
@@ -97,7 +104,7 @@ class BotProcess:
         self._command = [part.format(port=self.port) for part in command]
         self._cwd = cwd
         # Forked from the imported bot (see bot_fork) unless the interpreter's own start is tested.
-        self._argv = forkable(self._command) if fork else None
+        self._argv = forkable(self._command) if fork and FORKING else None
         self._process: subprocess.Popen[bytes] | ForkedBot | None = None
         self._log: IO[bytes] | None = None
         self._runs = 0

@@ -802,9 +802,16 @@ class SlackApiStandin(BackgroundServer):
         if token != expected:
             raise SlackError("invalid_auth")
 
-    def _next_ts(self) -> str:
+    def _next_ts(self, after: object = None) -> str:
+        """A new, increasing ts; with `after` (a thread's ts), also later than it, as a reply is."""
         self._state.counter += 1
         micros = self._state.counter * TS_STEP_MICROS
+        if after:
+            seconds, _, fraction = str(after).partition(".")
+            floor = (int(seconds) - FIRST_TS_SECONDS) * 1_000_000 + int(fraction or 0)
+            if micros <= floor:
+                self._state.counter = floor // TS_STEP_MICROS + 1
+                micros = self._state.counter * TS_STEP_MICROS
         return f"{FIRST_TS_SECONDS + micros // 1_000_000}.{micros % 1_000_000:06d}"
 
     # ----- method answers (called with the lock held) -----
@@ -874,7 +881,7 @@ class SlackApiStandin(BackgroundServer):
         channel = _validated_message(args)
         message = SlackMessage(
             channel=channel,
-            ts=self._next_ts(),
+            ts=self._next_ts(args.get("thread_ts")),
             thread_ts=args.get("thread_ts"),
             text=args.get("text") or "",
             blocks=list(args.get("blocks") or []),
@@ -971,7 +978,7 @@ class SlackApiStandin(BackgroundServer):
             raise SlackError("missing_recipient_user_id")
         message = SlackMessage(
             channel=str(channel),
-            ts=self._next_ts(),
+            ts=self._next_ts(args["thread_ts"]),
             thread_ts=str(args["thread_ts"]),
             text="",
             blocks=[],
