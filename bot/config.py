@@ -70,6 +70,10 @@ most recent ones, so a long discussion costs about as much as a long request."""
 DEFAULT_MAX_FILE_BYTES = 1_000_000
 """Largest attached file (1 MB) the bot downloads and reads; a bigger one is named as skipped."""
 
+DEFAULT_SLACK_RETRY_BACKOFF = 0.5
+"""Seconds the first retry of a Slack call that failed for the time being (5xx, a dropped
+connection) waits; each later retry waits twice as long as the one before (slack_sdk's backoff)."""
+
 DEFAULT_STALLED_AFTER = 30.0
 """Seconds without a heartbeat after which a worker on PostgreSQL counts as dead: its runs then
 resume in another process within 4/3 of this (see `bot.threads.jobs.DurableQueue`)."""
@@ -190,6 +194,10 @@ HINTS: dict[str, str] = {
     "RUBRIC_BOT_SHUTDOWN_GRACE": (
         "set it to the seconds a stopping bot lets running requests finish (default 25)"
     ),
+    "RUBRIC_BOT_SLACK_RETRY_BACKOFF": (
+        "set it to the seconds the first retry of a failed Slack call waits, more than 0 "
+        f"(default {DEFAULT_SLACK_RETRY_BACKOFF:g})"
+    ),
     "RUBRIC_BOT_STALLED_AFTER": (
         "set it to the seconds without a heartbeat after which a PostgreSQL worker counts as dead and "
         f"its runs resume elsewhere, more than 0 (default {DEFAULT_STALLED_AFTER:g})"
@@ -285,6 +293,9 @@ class Settings(BaseSettings):
     )
     shutdown_grace: PositiveFloat = Field(25.0, validation_alias="RUBRIC_BOT_SHUTDOWN_GRACE")
     stalled_after: PositiveFloat = Field(DEFAULT_STALLED_AFTER, validation_alias="RUBRIC_BOT_STALLED_AFTER")
+    slack_retry_backoff: PositiveFloat = Field(
+        DEFAULT_SLACK_RETRY_BACKOFF, validation_alias="RUBRIC_BOT_SLACK_RETRY_BACKOFF"
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", validation_alias="RUBRIC_BOT_LOG_LEVEL"
     )

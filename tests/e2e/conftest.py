@@ -237,6 +237,9 @@ def bot_environment(slack_api: SlackApiStandin, model_api: ModelApiStandin, db_p
         # A run still going when a test stops its bot is cut short (and queued again) after this,
         # not after the product's 25 s: the tests of the grace itself set their own.
         RUBRIC_BOT_SHUTDOWN_GRACE=str(SHUTDOWN_GRACE),
+        # Slack's refusals retried within a tenth of a second, not seconds: what the bot does once
+        # the client's retries are used up is what the tests check.
+        RUBRIC_BOT_SLACK_RETRY_BACKOFF="0.01",
         # Socket Mode and worker processes serve /metrics on a port of their own: never a shared one.
         RUBRIC_BOT_METRICS_PORT=str(free_port()),
         NO_PROXY="127.0.0.1,localhost",

@@ -81,3 +81,14 @@ async def test_the_bots_client_waits_out_a_429_for_its_retry_after_and_then_post
         assert (refused.status, taken.status) == (429, 200) and posted["ok"]
         assert taken.received_at - refused.received_at >= 1  # asked again only after Retry-After
         assert [m.text for m in slack.messages("C1")] == ["hello"]
+
+
+def test_the_clients_retries_of_a_failed_call_wait_the_configured_backoff_doubling_each_time():
+    settings = Settings(slack_bot_token=TOKEN, slack_api_url="http://127.0.0.1:9", slack_retry_backoff=3.0)
+    client = build_client(settings)
+    server_errors = client.retry_handlers[1]
+
+    waits = [server_errors.interval_calculator.calculate_sleep_duration(n) for n in range(3)]
+
+    for retry, wait in enumerate(waits):
+        assert 3.0 * 2**retry <= wait < 3.0 * 2**retry + 2 * 3.0

@@ -37,7 +37,9 @@ class Harness:
         self.store = store
         self.db_path = db_path
         self.checkpointer = checkpointer
-        self.client = build_client(Settings(slack_bot_token=TOKEN, slack_api_url=slack.api_url))
+        # Slack's refusals are retried at once: what the runner does once they are used up is tested.
+        settings = Settings(slack_bot_token=TOKEN, slack_api_url=slack.api_url, slack_retry_backoff=0.01)
+        self.client = build_client(settings)
         self.runner: ThreadRunner | None = None
         self.grader: ScriptedChatModel | None = None
         self.count = 0
