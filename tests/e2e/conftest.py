@@ -1,7 +1,7 @@
 """End-to-end fixtures: the Slack and model stand-ins, and the real bot process in HTTP mode.
 
 ``slack_api`` and ``model_api`` are started per test. ``bot`` starts ``python -m bot serve --http`` wired
-to both stand-ins with a fresh SQLite file; ``start_bot(env=..., command=...)`` starts more, or with
+to both stand-ins with a fresh SQLite file (forked from the imported bot: see bot_fork); ``start_bot(env=..., command=...)`` starts more, or with
 changed settings. Every process a test starts is stopped at teardown. ``shared_bot`` is the same for a
 module-scoped fixture: stand-ins and one bot shared by a module's tests.
 
