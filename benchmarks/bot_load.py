@@ -229,13 +229,20 @@ class Phase:
     statuses: dict[str, int]
 
 
+FINAL_CALLS = ("chat.postMessage", "chat.stopStream", "chat.update")
+"""The calls that can close a run with its final-status message: posted, or a streamed run's
+message stopped (else updated) with it."""
+
+
 def final_times(slack_api: SlackApiStandin) -> dict[Thread, tuple[float, str]]:
-    """Arrival time and status of each thread's final-status message."""
+    """Arrival time and status of each thread's (first) final-status message."""
     finals: dict[Thread, tuple[float, str]] = {}
-    for call in slack_api.calls("chat.postMessage"):
+    calls = sorted((c for m in FINAL_CALLS for c in slack_api.calls(m)), key=lambda c: c.received_at)
+    for call in calls:
         metadata = call.args.get("metadata") or {}
         if call.ok and metadata.get("event_type") == FINAL_EVENT:
-            thread = (call.args["channel"], call.args.get("thread_ts", ""))
+            stopped = call.response.get("message") or {}
+            thread = (call.args["channel"], call.args.get("thread_ts") or stopped.get("thread_ts", ""))
             finals.setdefault(thread, (call.received_at, metadata["event_payload"]["status"]))
     return finals
 
