@@ -1,9 +1,10 @@
 """End-to-end fixtures: the Slack and model stand-ins, and the real bot process in HTTP mode.
 
 ``slack_api`` and ``model_api`` are started per test. ``bot`` starts ``python -m bot serve --http`` wired
-to both stand-ins with a fresh SQLite file (forked from the imported bot: see bot_fork); ``start_bot(env=..., command=...)`` starts more, or with
-changed settings. Every process a test starts is stopped at teardown. ``shared_bot`` is the same for a
-module-scoped fixture: stand-ins and one bot shared by a module's tests.
+to both stand-ins with a fresh SQLite file (forked from the imported bot: see bot_fork);
+``start_bot(env=..., command=...)`` starts more, or with changed settings. Every process a test starts
+is stopped at teardown. ``shared_bot`` is the same for a module-scoped fixture: stand-ins and one bot
+shared by a module's tests.
 
 What the e2e modules share lives here too (they never import each other): the rubric they grade
 with, ``Service`` (bots, stand-ins and the Slack user's moves: mention, click, review form, waits
