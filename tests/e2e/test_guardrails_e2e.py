@@ -198,6 +198,11 @@ def test_a_grader_refusing_its_key_leaves_no_provider_text_in_slack_and_its_refe
     assert_only_the_log_holds_the_error(s, evaluation, "sk-proj", "Incorrect API key")
 
 
+BURST_TIMEOUT = RUN_TIMEOUT * 4
+"""Bound for a burst's twenty answers to be posted: an event's bound, generous because two suites
+at once on two cores post them one slow job at a time."""
+
+
 def test_a_workspaces_own_limits_hold_at_admission_and_a_burst_starts_at_most_one_run_past_its_budget(
     launch,
 ):
@@ -226,7 +231,7 @@ def test_a_workspaces_own_limits_hold_at_admission_and_a_burst_starts_at_most_on
     refusals = f"budget of {one_run:,} model tokens"
     wait_for(
         lambda: sum(any(refusals in m.all_text for m in s.thread("C1", root)) for root in roots) >= 18,
-        RUN_TIMEOUT,
+        BURST_TIMEOUT,
         message="eighteen or more of the burst refused",
     )
     s.model.release()
