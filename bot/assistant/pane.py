@@ -53,9 +53,8 @@ async def open_pane(
         logger.info("ignored an assistant_thread_started event without its thread")
         return
     key = ThreadKey.of(workspace, channel, thread_ts)
-    async with store.claiming(f"assistant:{key.thread_id}") as claim:
-        if claim is None:
-            return
+    if not await store.claim(f"assistant:{key.thread_id}"):
+        return
     context = {k: str(v) for k, v in (thread.get("context") or {}).items() if v is not None}
     hello = greeting(context.get("channel_id"), context)
     await attempt(client.chat_postMessage(channel=channel, thread_ts=thread_ts, **hello), "greet the pane")
@@ -111,9 +110,8 @@ async def answer_question(
 ) -> None:
     """Answer a suggested question (other than the rubric's, which the runner answers) in the pane,
     once however often Slack delivers it."""
-    async with store.claiming(*message.dedupe_keys) as claim:
-        if claim is None:
-            return
+    if not await store.claim(*message.dedupe_keys):
+        return
     answer: SlackMessage = {"text": SET_RUBRIC_HELP}
     if question is PaneQuestion.AGREEMENT:
         channel = await pane_channel(client, message) or message.channel

@@ -12,7 +12,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Update, and_, bindparam, func, insert, select, update
+from sqlalchemy import Connection, Update, and_, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.db.base import StoreBase
@@ -164,8 +164,8 @@ class RunStore(StoreBase):
         return min(stamps, key=Decimal) if stamps else None
 
 
-async def insert_run(
-    connection: AsyncConnection,
+def insert_run(
+    connection: Connection,
     thread: ThreadKey,
     request_ts: str,
     requester: str | None,
@@ -173,7 +173,8 @@ async def insert_run(
     charged_usd: float = 0.0,
 ) -> int:
     """Record that the request ``request_ts`` in the thread, from `requester`, started running (in
-    `connection`'s transaction), `charged` tokens and `charged_usd` dollars reserved for it; its run id."""
+    `connection`'s transaction, synchronous like every statement of a claim), `charged` tokens and
+    `charged_usd` dollars reserved for it; its run id."""
     row = {
         "thread_id": thread.thread_id,
         **thread_columns(thread),
@@ -183,8 +184,7 @@ async def insert_run(
         "charged_tokens": charged,
         "charged_usd": charged_usd,
     }
-    result = await connection.execute(insert(runs).values(row).returning(runs.c.run_id))
-    return int(result.scalar_one())
+    return int(connection.execute(RUN_INSERT, row).scalar_one())
 
 
 async def hold(connection: AsyncConnection, run_id: int, lease: RunLease) -> bool:
@@ -228,6 +228,9 @@ def run_thread(thread: ThreadKey) -> dict[str, str]:
 
 # The statements every request runs, built once: building a statement costs a store call about as
 # much CPU as sending it.
+RUN_INSERT = insert(runs).returning(runs.c.run_id)
+"""Insert a run's row (the columns `insert_run` gives), returning its id."""
+
 HOLDS_RUN = select(runs.c.lease == bindparam("lease")).where(runs.c.run_id == bindparam("run_id"))
 
 RUN_UPDATE = update(runs).where(runs.c.run_id == bindparam("of_run"))

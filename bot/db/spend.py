@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
-from typing import Literal
+from functools import cache
+from typing import Any, Literal
 
-from sqlalchemy import select, tuple_
+from sqlalchemy import Connection, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -146,14 +147,25 @@ class LevelSpend:
     usd: float = 0.0
 
 
-async def charge(
-    connection: AsyncConnection, spender: Spender, requests: int, tokens: int, usd: float = 0.0
+def charge(
+    connection: Connection, spender: Spender, requests: int, tokens: int, usd: float = 0.0
 ) -> list[LevelSpend]:
     """Add `requests`, `tokens` and `usd` (any may be negative: a give-back) to each of the
-    spender's levels in one statement; each level's counters after it."""
-    upsert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
-    adding = upsert(daily_spend).values(spender.rows(requests, tokens, usd))
-    statement = adding.on_conflict_do_update(
+    spender's levels in one statement; each level's counters after it. Synchronous, like every
+    statement of a claim (see `bot.db.claims`); an async caller runs it with ``run_sync``."""
+    statement = _charging(connection.dialect.name == "postgresql")
+    result = connection.execute(statement, spender.rows(requests, tokens, usd))
+    return [LevelSpend(row.level, int(row.requests), int(row.tokens), float(row.usd)) for row in result]
+
+
+@cache
+def _charging(postgres: bool) -> Any:
+    """The counters' upsert, built once per dialect: executed with many rows, SQLAlchemy sends them
+    as one multi-row statement in the rows' order and compiles it once (a statement built with its
+    rows inline is compiled again on every admission)."""
+    upsert = postgresql.insert if postgres else sqlite.insert
+    adding = upsert(daily_spend)
+    return adding.on_conflict_do_update(
         index_elements=list(_KEY),
         set_={
             "requests": daily_spend.c.requests + adding.excluded.requests,
@@ -161,18 +173,16 @@ async def charge(
             "usd": daily_spend.c.usd + adding.excluded.usd,
         },
     ).returning(daily_spend.c.level, daily_spend.c.requests, daily_spend.c.tokens, daily_spend.c.usd)
-    result = await connection.execute(statement)
-    return [LevelSpend(row.level, int(row.requests), int(row.tokens), float(row.usd)) for row in result]
 
 
-async def admit(connection: AsyncConnection, spender: Spender, quota: RunQuota) -> None:
+def admit(connection: Connection, spender: Spender, quota: RunQuota) -> None:
     """Count a new run against every level and reserve `quota.estimate` tokens and
     `quota.estimate_usd` dollars; `QuotaExceeded` (the counters given back) if a level had already
     reached one of its caps."""
-    after = await charge(connection, spender, 1, quota.estimate, quota.estimate_usd)
+    after = charge(connection, spender, 1, quota.estimate, quota.estimate_usd)
     refusal = _refusal(after, quota)
     if refusal is not None:
-        await charge(connection, spender, -1, -quota.estimate, -quota.estimate_usd)
+        charge(connection, spender, -1, -quota.estimate, -quota.estimate_usd)
         raise refusal
 
 

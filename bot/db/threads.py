@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from sqlalchemy import exists, select
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, exists, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.db.base import StoreBase
 from bot.db.schema import threads
@@ -18,23 +20,31 @@ class ThreadStore(StoreBase):
     async def add_thread(self, thread: ThreadKey) -> None:
         """Remember that the bot takes part in this thread, and that it is active now."""
         async with self._write() as connection:
-            await upsert_thread(connection, thread)
+            await connection.run_sync(upsert_thread, thread)
 
     async def has_thread(self, thread: ThreadKey) -> bool:
         """Whether the bot takes part in this thread."""
         return bool(await self._scalar(_HAS_THREAD, thread_columns(thread)))
 
 
-async def upsert_thread(connection: AsyncConnection, thread: ThreadKey) -> None:
+def upsert_thread(connection: Connection, thread: ThreadKey) -> None:
     """Remember that the bot takes part in this thread, and that it is active now (in `connection`'s
-    transaction)."""
-    upsert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+    transaction; synchronous, like every statement of a claim)."""
     now = utc_now()
-    statement = upsert(threads).values(**thread_columns(thread), created_at=now, last_activity=now)
-    statement = statement.on_conflict_do_update(
-        index_elements=["enterprise", "team", "channel", "thread_ts"], set_={"last_activity": now}
+    connection.execute(
+        _thread_upsert(connection.dialect.name == "postgresql"),
+        {**thread_columns(thread), "created_at": now, "last_activity": now},
     )
-    await connection.execute(statement)
+
+
+@cache
+def _thread_upsert(postgres: bool) -> Any:
+    """Insert a thread's row, or set its last activity if it has one; built once per dialect."""
+    upsert = (postgresql.insert if postgres else sqlite.insert)(threads)
+    return upsert.on_conflict_do_update(
+        index_elements=["enterprise", "team", "channel", "thread_ts"],
+        set_={"last_activity": upsert.excluded.last_activity},
+    )
 
 
 _HAS_THREAD = select(exists().where(*bound(threads, *CHANNEL_KEYS, "thread_ts")))

@@ -20,7 +20,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import delete
+from sqlalchemy import Connection, delete
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.db import audits as audits_db
@@ -40,9 +40,9 @@ from bot.db.runs import (
 )
 from bot.db.schema import audits, posted, runs
 from bot.db.scope import channel_columns, in_scope, utc_now
-from bot.db.spend import RunQuota, Spender, admit
+from bot.db.spend import RunQuota, Spender, admit, charge
 from bot.db.threads import upsert_thread
-from bot.db.usage import PricedRun, Spending, UsageStore, cost_values
+from bot.db.usage import PricedRun, SyncSpending, UsageStore, cost_values
 from bot.db.workspace_settings import WorkspaceSettingsRow, read_workspace_settings
 from bot.vocabulary.provenance import rubric_version
 from bot.vocabulary.statuses import INTERRUPTED, RunStatus
@@ -52,21 +52,22 @@ from bot.vocabulary.workspace import Tenant, Workspace
 
 
 class Claim:
-    """The open transaction of a message just claimed (see `Store.claiming`): what it records
-    commits with the claim."""
+    """The open transaction of a message just claimed (see `ClaimStore.claiming`): what it records
+    commits with the claim. Its statements are synchronous, so that a claim's whole transaction can
+    be one call to the database's thread on SQLite (see `bot.db.claims`)."""
 
-    def __init__(self, connection: AsyncConnection, spending: Spending) -> None:
+    def __init__(self, connection: Connection, spending: SyncSpending) -> None:
         self._connection = connection
         self._spending = spending
         self.admitted: list[tuple[Spender, RunQuota]] = []
         """The runs admitted in this transaction: who spends, and what they reserved (for giving it
         back where the counters are not in the transaction and it fails)."""
 
-    async def add_thread(self, thread: ThreadKey) -> None:
+    def add_thread(self, thread: ThreadKey) -> None:
         """Remember that the bot takes part in this thread, and that it is active now."""
-        await upsert_thread(self._connection, thread)
+        upsert_thread(self._connection, thread)
 
-    async def start_run(
+    def start_run(
         self,
         thread: ThreadKey,
         request_ts: str,
@@ -83,24 +84,22 @@ class Claim:
         if one of them had already reached a cap.
         """
         if quota is None:
-            return await insert_run(self._connection, thread, request_ts, requester)
+            return insert_run(self._connection, thread, request_ts, requester)
         spender = Spender(quota.day, thread.workspace, thread.channel, requester)
-        async with self._spending() as connection:
-            await admit(connection, spender, quota)
+        with self._spending() as connection:
+            admit(connection, spender, quota)
         self.admitted.append((spender, quota))
-        return await insert_run(
-            self._connection, thread, request_ts, requester, quota.estimate, quota.estimate_usd
-        )
+        return insert_run(self._connection, thread, request_ts, requester, quota.estimate, quota.estimate_usd)
 
-    async def workspace_settings(self, workspace: Workspace) -> WorkspaceSettingsRow | None:
+    def workspace_settings(self, workspace: Workspace) -> WorkspaceSettingsRow | None:
         """What the workspace's admins set, read in the claim's transaction."""
-        return await read_workspace_settings(self._connection, workspace)
+        return read_workspace_settings(self._connection, workspace)
 
-    async def driver_connection(self) -> Any:
-        """The database driver's own connection in this transaction (psycopg's on PostgreSQL), for a
-        job queue to insert the claimed message's job in the same transaction."""
-        raw = await self._connection.get_raw_connection()
-        return raw.driver_connection
+    def give_back(self, counters: Connection) -> None:
+        """Take back what the runs admitted here reserved, on the `counters` connection (where the
+        counters are not in the claim's transaction and it failed)."""
+        for spender, reserved in self.admitted:
+            charge(counters, spender, -1, -reserved.estimate, -reserved.estimate_usd)
 
 
 @dataclass(frozen=True)
@@ -132,9 +131,13 @@ class RunTransactions(UsageStore):
     ) -> int:
         """Record that the request ``request_ts`` in the thread started running; its run id (see
         `Claim.start_run` for `requester` and `quota`)."""
+
+        def started(connection: Connection) -> int:
+            claim = Claim(connection, partial(self._spending_sync, connection))
+            return claim.start_run(thread, request_ts, requester=requester, quota=quota)
+
         async with self._write() as connection:
-            claim = Claim(connection, partial(self._spending, connection))
-            return await claim.start_run(thread, request_ts, requester=requester, quota=quota)
+            return await connection.run_sync(started)
 
     async def start_attempt(
         self,
@@ -169,7 +172,9 @@ class RunTransactions(UsageStore):
                 if channel_rubric
                 else None
             )
-            stored = await read_workspace_settings(connection, thread.workspace) if settings else None
+            stored = None
+            if settings:
+                stored = await connection.run_sync(read_workspace_settings, thread.workspace)
         if lease is not None:
             lease.taking = False  # taken for good: later attempts check it
         return AttemptStart(interrupted, unread, rubric, stored)

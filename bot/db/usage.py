@@ -4,13 +4,13 @@ counters a run's admission charges (`bot.db.spend`) on a connection of their own
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import Connection, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.db.base import StoreBase
@@ -192,7 +192,7 @@ class UsageStore(StoreBase):
         channel, its workspace and the deployment (no person's: a replay is not a request)."""
         spender = Spender(utc_now().date(), workspace, channel)
         async with self._write() as connection, self._spending(connection) as counters:
-            await charge(counters, spender, 0, tokens, usd)
+            await counters.run_sync(charge, spender, 0, tokens, usd)
 
     async def _recharge(
         self,
@@ -221,7 +221,7 @@ class UsageStore(StoreBase):
         async with self._spending(connection) as counters:
             money = 0.0 if usd is None else usd - row.charged_usd
             added = tokens if more else tokens - row.charged_tokens
-            await charge(counters, spender, requests, added, money)
+            await counters.run_sync(charge, spender, requests, added, money)
 
     @asynccontextmanager
     async def _spending(self, transaction: AsyncConnection) -> AsyncIterator[AsyncConnection]:
@@ -232,11 +232,25 @@ class UsageStore(StoreBase):
         if not self._postgres:
             yield transaction
             return
+        async with self._counters_engine().connect() as connection:
+            yield connection
+
+    @contextmanager
+    def _spending_sync(self, transaction: Connection) -> Iterator[Connection]:
+        """`_spending` for a claim's synchronous statements (run in SQLAlchemy's greenlet on
+        PostgreSQL, where the counters' pool is async: its connection is checked out through it)."""
+        if not self._postgres:
+            yield transaction
+            return
+        with self._counters_engine().sync_engine.connect() as connection:
+            yield connection
+
+    def _counters_engine(self) -> AsyncEngine:
+        """The spend counters' own pool, in autocommit (PostgreSQL only; opened when first used)."""
         if self._counters is None:
             engine = Database(self._engine.url).create_engine(pool_size=SPEND_POOL_SIZE)
             self._counters = engine.execution_options(isolation_level="AUTOCOMMIT")
-        async with self._counters.connect() as connection:
-            yield connection
+        return self._counters
 
     async def _close_counters(self) -> None:
         """Close the spend counters' own connections, if any were opened."""
@@ -244,8 +258,8 @@ class UsageStore(StoreBase):
             await self._counters.dispose()
 
 
-Spending = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
-"""Opens the connection a claim updates the spend counters on (see `UsageStore._spending`)."""
+SyncSpending = Callable[[], AbstractContextManager[Connection]]
+"""Opens the connection a claim updates the spend counters on (see `UsageStore._spending_sync`)."""
 
 _RUN_SPENDER = select(
     runs.c.enterprise,

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, select
 
 from bot.db.base import StoreBase
 from bot.db.schema import workspace_settings
@@ -35,7 +34,7 @@ class WorkspaceSettingsStore(StoreBase):
     async def workspace_settings(self, workspace: Workspace) -> WorkspaceSettingsRow | None:
         """What the workspace's admins set (`/rubric admin`); None if they never did."""
         async with self._turns, self._reader.connect() as connection:
-            return await read_workspace_settings(connection, workspace)
+            return await connection.run_sync(read_workspace_settings, workspace)
 
     async def save_workspace_settings(self, workspace: Workspace, settings: WorkspaceSettingsRow) -> None:
         """Replace what the workspace's admins set, in one atomic upsert."""
@@ -50,11 +49,10 @@ class WorkspaceSettingsStore(StoreBase):
             await connection.execute(statement)
 
 
-async def read_workspace_settings(
-    connection: AsyncConnection, workspace: Workspace
-) -> WorkspaceSettingsRow | None:
-    """What the workspace's admins set (`/rubric admin`); None if they never did."""
-    found = (await connection.execute(_WORKSPACE_SETTINGS, workspace_columns(workspace))).mappings().first()
+def read_workspace_settings(connection: Connection, workspace: Workspace) -> WorkspaceSettingsRow | None:
+    """What the workspace's admins set (`/rubric admin`); None if they never did (synchronous, like
+    every statement of a claim)."""
+    found = (connection.execute(_WORKSPACE_SETTINGS, workspace_columns(workspace))).mappings().first()
     if found is None:
         return None
     row = dict(found)

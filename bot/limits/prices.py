@@ -12,6 +12,7 @@ per run (a summary of a long thread is its own role, priced at the rate of the m
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import cache
 from typing import Literal
 
 from genai_prices import Usage, calc_price
@@ -122,6 +123,13 @@ def estimated_usd(tokens: int, models: Iterable[str]) -> float:
     """What a run of `tokens` may cost, reserved at admission: the tokens priced at the dearest of
     `models` (`ESTIMATE_OUTPUT_SHARE` of them as output, none as cached), so the reservation does not
     fall short whichever model spends them; a model the price table does not know adds nothing."""
+    return _estimated_usd(tokens, tuple(models))
+
+
+@cache
+def _estimated_usd(tokens: int, models: tuple[str, ...]) -> float:
+    """`estimated_usd`, looked up in the price table once per estimate and models: every admission
+    with a workspace's own settings asks again, and a lookup costs about a millisecond."""
     output = round(tokens * ESTIMATE_OUTPUT_SHARE)
     prices = (
         price(RoleUsage(model=model, input_tokens=tokens - output, output_tokens=output)) for model in models

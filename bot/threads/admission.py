@@ -4,10 +4,12 @@ edits), each claimed and queued in its thread in one transaction with what it re
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
+from typing import Any
 
 from bot.db.message_changes import ChangeKind
 from bot.db.spend import QuotaExceeded
@@ -17,6 +19,7 @@ from bot.threads.conversation import UserMessage
 from bot.threads.jobs import (
     ForgetJob,
     JobPayload,
+    JobQueue,
     LimitJob,
     PromptJob,
     ReplyJob,
@@ -25,7 +28,7 @@ from bot.threads.jobs import (
     RubricJob,
 )
 from bot.threads.runner_base import RunnerBase, logger, reply_to
-from bot.vocabulary.thread import MessageChange
+from bot.vocabulary.thread import MessageChange, ThreadKey
 
 
 class Admission(RunnerBase):
@@ -36,13 +39,13 @@ class Admission(RunnerBase):
         `sources` says what it shares besides its text. Past a daily limit its thread is told so
         instead, and no model is called."""
 
-        async def request(claim: Claim) -> JobPayload:
+        def request(claim: Claim) -> JobPayload:
             now = datetime.now(UTC)
             limits = self._limits
             if self._workspaces is not None:
-                limits = self._workspaces.in_force(await claim.workspace_settings(message.workspace)).limits
+                limits = self._workspaces.in_force(claim.workspace_settings(message.workspace)).limits
             try:
-                run_id = await claim.start_run(
+                run_id = claim.start_run(
                     message.thread, message.ts, requester=message.user, quota=limits.quota(now)
                 )
             except QuotaExceeded as refused:
@@ -79,7 +82,7 @@ class Admission(RunnerBase):
     async def _accept(
         self,
         message: UserMessage,
-        job: JobPayload | Callable[[Claim], Awaitable[JobPayload]],
+        job: JobPayload | Callable[[Claim], JobPayload],
         *,
         keys: tuple[str, ...] | None = None,
     ) -> None:
@@ -89,18 +92,25 @@ class Admission(RunnerBase):
         A retried delivery of the message, or the other twin of a mention, finds it claimed and
         does nothing. If the database fails, nothing is recorded and the caller raises, so Slack
         delivers the message again. The in-process queue, whose jobs live in memory, takes the job
-        once the claim has committed.
+        once the claim has committed; the claim and the queueing are shielded together, so a
+        request cancelled meanwhile (the process stopping) cannot leave a claimed job unqueued.
         """
-        async with self._store.claiming(*(keys or message.dedupe_keys)) as claim:
-            if claim is None:
-                return
-            await claim.add_thread(message.thread)
-            payload = job if isinstance(job, JobPayload) else await job(claim)
-            if self._queue.durable:
-                connection = await claim.driver_connection()
-                await self._queue.submit(message.thread, payload, connection=connection)
-                return
-        await self._submit(message.thread, payload)
+
+        def admitted(claim: Claim) -> JobPayload:
+            claim.add_thread(message.thread)
+            return job if isinstance(job, JobPayload) else job(claim)
+
+        await asyncio.shield(self._claim_and_queue(message.thread, keys or message.dedupe_keys, admitted))
+
+    async def _claim_and_queue(
+        self, thread: ThreadKey, keys: tuple[str, ...], admitted: Callable[[Claim], JobPayload]
+    ) -> None:
+        if self._queue.durable:
+            await self._store.claiming(keys, admitted, enqueue=partial(_enqueue, self._queue, thread))
+            return
+        payload = await self._store.claiming(keys, admitted)
+        if payload is not None:
+            await self._submit(thread, payload)
 
     async def forget(self, deleted: MessageChange) -> None:
         """A person deleted a message: if it is in a thread the bot takes part in, take back its queued
@@ -139,6 +149,11 @@ class Admission(RunnerBase):
 
 CHANGE_JOBS: dict[ChangeKind, type[ForgetJob] | type[ReviseJob]] = {"forget": ForgetJob, "revise": ReviseJob}
 """The job applying each kind of message change."""
+
+
+async def _enqueue(queue: JobQueue, thread: ThreadKey, payload: JobPayload, connection: Any) -> None:
+    """Queue a claimed message's job in the claim's transaction (`connection`, the driver's)."""
+    await queue.submit(thread, payload, connection=connection)
 
 
 def _with_new_text(edited: MessageChange, job: JobPayload) -> JobPayload:

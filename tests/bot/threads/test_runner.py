@@ -23,7 +23,7 @@ import openai
 import pytest
 import sqlalchemy.exc
 from langchain_core.messages import AIMessage
-from sqlalchemy import event
+from sqlalchemy import Engine, event
 
 from bot.agent import agent_config
 from bot.material.files import shared_files
@@ -99,13 +99,13 @@ async def test_a_run_writes_once_as_it_starts_once_per_iteration_and_once_as_it_
         if statement.startswith("BEGIN"):
             transactions.append(statement)
 
-    engine = harness.store._engine.sync_engine
-    event.listen(engine, "before_cursor_execute", count_write)
+    # Every engine's: a claim's transaction runs on a synchronous engine of its own on SQLite.
+    event.listen(Engine, "before_cursor_execute", count_write)
     try:
         await runner.submit_request(request)
         await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
     finally:
-        event.remove(engine, "before_cursor_execute", count_write)
+        event.remove(Engine, "before_cursor_execute", count_write)
 
     assert [m.event_type for m in harness.thread(request.ts)] == [
         "rubric_evaluation",
