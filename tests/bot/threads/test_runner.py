@@ -88,6 +88,28 @@ async def test_a_run_posts_each_iteration_then_the_revised_answer(harness):
     assert not [c for c in harness.slack.calls() if c.method.startswith("reactions.")]
 
 
+async def test_a_request_whose_acknowledgement_is_cancelled_while_it_is_claimed_is_still_answered(harness):
+    # A claim commits in a thread of its own on SQLite: the request it claimed must be queued even
+    # if what waits for it (Slack's request, the process stopping) is cancelled meanwhile.
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
+    request = harness.message("What is the capital of France?")
+
+    acknowledging = asyncio.create_task(runner.submit_request(request))
+    await asyncio.sleep(0)  # the claim is under way in its thread
+    acknowledging.cancel()
+
+    async def answered() -> None:
+        while not any(m.event_type == "rubric_final" for m in harness.thread(request.ts)):
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(answered(), EVENT_TIMEOUT)
+    await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+
+    assert [m.event_type for m in harness.thread(request.ts)] == ["rubric_evaluation", "rubric_final"]
+    assert not await harness.store.claim(*request.dedupe_keys)  # claimed once, answered once
+
+
 async def test_a_run_writes_once_as_it_starts_once_per_iteration_and_once_as_it_ends(harness):
     runner = harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
     await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
