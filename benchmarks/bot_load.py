@@ -148,6 +148,28 @@ PostgreSQL a lease check before each post, so a taken-over run never posts twice
 processes cannot reach 1.6x one on two cores that one process, PostgreSQL and the stand-ins
 already keep 55-70 % busy: both two-process rounds ran at 88-94 % busy.
 
+Issue 27, acknowledgements under a burst (2026-12-05, quiet machine). An event is acked once its
+claim has committed, and on SQLite the claims take turns: a burst's last ack waits for every claim
+before it. py-spy on the bot during the burst found the event loop idle 40 % of the time, waiting
+on the claims, and each claim's seven statements costing ~5 ms through SQLAlchemy's async engine
+(``SELECT 1`` alone: 0.67 ms through SQLAlchemy and aiosqlite, three trips between the loop and
+aiosqlite's thread; 0.002 ms in ``sqlite3``), two of them compiled again on every claim (multi-row
+VALUES built inline have no cache key). Now a claim's statements are synchronous and on SQLite
+its whole transaction is one call to a claims thread with its own connection (1.1 ms a claim in
+sequence; 100 at once in 90 ms), the multi-row inserts are built once, and the price estimate is
+looked up once. ``--setups sqlite,postgres --rounds 2 --no-floor``, medians, ack p99 ms:
+
+    setup        one person before -> after    100 people before -> after
+    sqlite         701 -> 257                    1,340 -> 305
+    postgres       879 -> 665                      931 -> 455
+
+PostgreSQL's claims run in SQLAlchemy's greenlet on the async connection, because the durable
+queue's job is inserted with procrastinate's async API in the claim's transaction: per ack the
+loop spends ~5 ms of CPU there (psycopg's async round trips for six statements, procrastinate's
+defer), and 100 acks are served one after another on one loop. Holding every job's start while
+Slack requests are in flight (tried twice, not kept) did not lower the p99: the runs were not
+what the acks waited for.
+
     python benchmarks/bot_load.py [--threads 100] [--latency 0.3] [--rounds 3]
                                   [--setups sqlite,postgres,postgres-2] [--compare OLD.json]
 
