@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from functools import cache, partial
 from typing import Any, TypeVar
@@ -88,7 +87,7 @@ class ClaimStore(UsageStore):
 
         def claimed(connection: Connection) -> Recorded | None:
             nonlocal claim
-            claim = Claim(connection, partial(self._spending_sync, connection))
+            claim = Claim(connection, partial(self._spending, connection))
             return _claimed(connection, claim, keys, record)
 
         try:
@@ -114,7 +113,7 @@ class ClaimStore(UsageStore):
             self._claims_engine = Database(self._engine.url).create_claims_engine()
         with self._claims_engine.connect() as connection, connection.begin() as transaction:
             # SQLite's counters are in the claim's transaction: they roll back with it.
-            claim = Claim(connection, partial(_in_transaction, connection))
+            claim = Claim(connection, partial(self._spending, connection))
             recorded = _claimed(connection, claim, keys, record)
             if recorded is None:
                 transaction.rollback()
@@ -127,12 +126,8 @@ class ClaimStore(UsageStore):
 
     async def _close_claims(self) -> None:
         """Close the claims thread's connection (in that thread: sqlite3 wants it) and the thread."""
-        thread, engine, self._claims_thread, self._claims_engine = (
-            self._claims_thread,
-            self._claims_engine,
-            None,
-            None,
-        )
+        thread, engine = self._claims_thread, self._claims_engine
+        self._claims_thread = self._claims_engine = None
         if thread is None:
             return
         if engine is not None:
@@ -157,11 +152,6 @@ def _claimed(
     if len(inserted) < len(keys):
         return None
     return record(claim)
-
-
-def _in_transaction(connection: Connection) -> AbstractContextManager[Connection]:
-    """The spend counters' connection of a SQLite claim: its own transaction's (see `_spending`)."""
-    return nullcontext(connection)
 
 
 def _nothing_more(claim: Claim) -> bool:

@@ -133,7 +133,7 @@ class RunTransactions(UsageStore):
         `Claim.start_run` for `requester` and `quota`)."""
 
         def started(connection: Connection) -> int:
-            claim = Claim(connection, partial(self._spending_sync, connection))
+            claim = Claim(connection, partial(self._spending, connection))
             return claim.start_run(thread, request_ts, requester=requester, quota=quota)
 
         async with self._write() as connection:

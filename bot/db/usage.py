@@ -4,8 +4,8 @@ counters a run's admission charges (`bot.db.spend`) on a connection of their own
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, Literal, Protocol
@@ -191,8 +191,8 @@ class UsageStore(StoreBase):
         """Count a replay's grader `tokens` and what they cost (`usd`) against today's budgets of its
         channel, its workspace and the deployment (no person's: a replay is not a request)."""
         spender = Spender(utc_now().date(), workspace, channel)
-        async with self._write() as connection, self._spending(connection) as counters:
-            await counters.run_sync(charge, spender, 0, tokens, usd)
+        async with self._write() as connection:
+            await connection.run_sync(self._charge, spender, 0, tokens, usd)
 
     async def _recharge(
         self,
@@ -218,27 +218,25 @@ class UsageStore(StoreBase):
             channel=row.channel,
             requester=row.requester,
         )
-        async with self._spending(connection) as counters:
-            money = 0.0 if usd is None else usd - row.charged_usd
-            added = tokens if more else tokens - row.charged_tokens
-            await counters.run_sync(charge, spender, requests, added, money)
+        money = 0.0 if usd is None else usd - row.charged_usd
+        added = tokens if more else tokens - row.charged_tokens
+        await connection.run_sync(self._charge, spender, requests, added, money)
 
-    @asynccontextmanager
-    async def _spending(self, transaction: AsyncConnection) -> AsyncIterator[AsyncConnection]:
+    def _charge(
+        self, transaction: Connection, spender: Spender, requests: int, tokens: int, usd: float
+    ) -> None:
+        """`charge` the spender's counters on their connection (see `_spending`)."""
+        with self._spending(transaction) as counters:
+            charge(counters, spender, requests, tokens, usd)
+
+    @contextmanager
+    def _spending(self, transaction: Connection) -> Iterator[Connection]:
         """A connection to update the spend counters on: SQLite's in `transaction` (one writer at a
         time anyway); on PostgreSQL one of their own pool in autocommit, so that a counter row is
         locked for its statement only, not until a claim's transaction (which waits on this
-        process's event loop) commits: a burst from one person would queue behind it."""
-        if not self._postgres:
-            yield transaction
-            return
-        async with self._counters_engine().connect() as connection:
-            yield connection
-
-    @contextmanager
-    def _spending_sync(self, transaction: Connection) -> Iterator[Connection]:
-        """`_spending` for a claim's synchronous statements (run in SQLAlchemy's greenlet on
-        PostgreSQL, where the counters' pool is async: its connection is checked out through it)."""
+        process's event loop) commits: a burst from one person would queue behind it. Synchronous,
+        like the claim's statements: on PostgreSQL it runs in SQLAlchemy's greenlet, and the async
+        pool's connection is checked out through it."""
         if not self._postgres:
             yield transaction
             return
@@ -259,7 +257,7 @@ class UsageStore(StoreBase):
 
 
 SyncSpending = Callable[[], AbstractContextManager[Connection]]
-"""Opens the connection a claim updates the spend counters on (see `UsageStore._spending_sync`)."""
+"""Opens the connection a claim updates the spend counters on (see `UsageStore._spending`)."""
 
 _RUN_SPENDER = select(
     runs.c.enterprise,
