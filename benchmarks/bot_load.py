@@ -231,6 +231,10 @@ DAILY_REQUESTS_LIMIT = 1_000_000
 SETUP_BATCH = 10
 """`/rubric set` commands sent at once while setting up the channels (a loaded machine answered a
 burst of hundreds with 404s: Bolt's ack deadline passed)."""
+QUIET_SECONDS = 0.5
+"""How long the bots must stay idle before a burst is sent (see `quiet`)."""
+QUIET_SHARE = 0.05
+"""The share of one core under which the bots count as idle."""
 RESULTS = Path(__file__).parent / "results" / "bot_load.json"
 """Where the JSON summary goes."""
 
@@ -286,6 +290,17 @@ async def burst(
 def cpu_seconds(bots: list[BotProcess]) -> float:
     """User + system CPU time the bot processes have used so far, from the OS."""
     return sum(sum(psutil.Process(bot.pid).cpu_times()[:2]) for bot in bots)
+
+
+async def quiet(bots: list[BotProcess]) -> None:
+    """Wait until the bots have been idle for `QUIET_SECONDS` (under `QUIET_SHARE` of a core): each
+    burst lands on an idle bot, not on the tail of the runs before it, which finish their writes
+    after posting their final messages (~0.25 s of one core after 100)."""
+    while True:
+        used = cpu_seconds(bots)
+        await asyncio.sleep(QUIET_SECONDS)
+        if cpu_seconds(bots) - used < QUIET_SHARE * QUIET_SECONDS:
+            return
 
 
 def machine_seconds() -> tuple[float, float]:
@@ -399,9 +414,11 @@ async def measure_setup(
                 for bot, channel in zip(bots, warmups, strict=True):
                     await run_phase([bot], slack_api, session, [channel], args.timeout)
                 ideal = [await run_phase(bots, slack_api, session, [c], args.timeout) for c in ideal_channels]
+                await quiet(bots)
                 load = await run_phase(
                     bots, slack_api, session, load_channels, args.timeout, commands_during=args.commands
                 )
+                await quiet(bots)  # the load's last runs end after their final messages
                 crowd = await run_phase(
                     bots, slack_api, session, crowd_channels, args.timeout, people=args.threads
                 )
