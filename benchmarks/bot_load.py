@@ -167,9 +167,11 @@ bot (`quiet`), medians, ack p99 ms, main 1ad3974 before and this change after, b
 PostgreSQL's claims run in SQLAlchemy's greenlet on the async connection, because the durable
 queue's job is inserted with procrastinate's async API in the claim's transaction: per ack the
 loop spends ~5 ms of CPU there (psycopg's async round trips for six statements, procrastinate's
-defer), and 100 acks are served one after another on one loop. Holding every job's start while
-Slack requests are in flight (tried twice, not kept) did not lower the p99: the runs were not
-what the acks waited for.
+defer), and 100 acks are served one after another on one loop. Running PostgreSQL's claims in
+threads too (synchronous engines, procrastinate's synchronous defer on the claim's connection;
+tried, not kept) did not lower it (p99 641, crowd 696 ms): the claim's Python work holds the GIL
+either way, ~5 ms a request. Holding every job's start while Slack requests are in flight (tried
+twice, not kept) did not lower the p99 either: the runs were not what the acks waited for.
 
     python benchmarks/bot_load.py [--threads 100] [--latency 0.3] [--rounds 3]
                                   [--setups sqlite,postgres,postgres-2] [--compare OLD.json]
