@@ -8,6 +8,7 @@ backends differ only here; everything above works the same on both.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import socket
@@ -288,6 +289,16 @@ class Database:
         event.listen(engine, "connect", _sqlite_connect_hook(read_only=False))
         event.listen(engine, "begin", _sqlite_begin)
         return engine.execution_options(**{WRITE_LOCK_OPTION: True})
+
+
+async def fill_pool(engine: AsyncEngine) -> None:
+    """Open every connection a PostgreSQL engine's pool keeps, at once, and give them back to it.
+
+    A process fills its pools as it starts: the first burst of requests after a start would
+    otherwise open (and authenticate) them one by one while its acknowledgements wait."""
+    async with contextlib.AsyncExitStack() as connections:
+        for _ in range(engine.sync_engine.pool.size()):  # type: ignore[attr-defined]
+            await connections.enter_async_context(engine.connect())
 
 
 def _sqlite_connect_hook(*, read_only: bool) -> Any:

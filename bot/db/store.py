@@ -38,7 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.db import migrations
 from bot.db.claims import ClaimStore
-from bot.db.database import WRITE_LOCK_OPTION, Database, DatabaseError, schema_lock
+from bot.db.database import WRITE_LOCK_OPTION, Database, DatabaseError, fill_pool, schema_lock
 from bot.db.erasure import ErasureStore
 from bot.db.evaluations import EvaluationStore
 from bot.db.ledger import LedgerStore
@@ -108,6 +108,13 @@ class Store(
         await self._close_claims()
         await self._close_replay_locks()
         await self._engine.dispose()
+
+    async def fill_pools(self) -> None:
+        """PostgreSQL: open the connections the tables' and the spend counters' pools keep (see
+        `bot.db.database.fill_pool`); SQLite opens its file when it is first used."""
+        if self._postgres:
+            await fill_pool(self._engine)
+            await fill_pool(self._counters_engine())
 
     async def ping(self) -> None:
         """Run a trivial query (for readiness); raises what the database or its driver raises."""

@@ -12,7 +12,7 @@ from langchain_core.messages import UsageMetadata
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from bot.db.database import STORE_POOL_SIZE
+from bot.db.database import SPEND_POOL_SIZE, STORE_POOL_SIZE
 from bot.db.replays import ReplayLease, ReplayRefused
 from bot.db.spend import Cap, QuotaExceeded, RunQuota, Spender
 from bot.db.store import Store
@@ -274,6 +274,42 @@ async def test_replays_running_at_once_leave_the_stores_connections_to_everyone_
             await lease.release()
     finally:
         await store.close()
+
+
+@pytest.mark.postgres
+async def test_a_store_with_its_pools_filled_admits_a_burst_without_opening_a_connection(postgres_url):
+    """The pools are filled as a process starts: the first burst of requests after it does not wait
+    for connections to be opened and authenticated."""
+    store = await Store.open(postgres_url)
+    try:
+        await store.fill_pools()
+        filled = await _server_clock(store)
+        assert await _backends_started(store, datetime.min.replace(tzinfo=UTC), filled) == (
+            STORE_POOL_SIZE + SPEND_POOL_SIZE
+        )
+        everyone = quota(person=Cap(requests=100))
+        await asyncio.gather(*(start(store, channel=f"C{n}", ts=f"{n}.0", quota=everyone) for n in range(40)))
+        assert await _backends_started(store, filled, await _server_clock(store)) == 0
+    finally:
+        await store.close()
+
+
+async def _server_clock(store: Store) -> datetime:
+    async with store._engine.connect() as connection:
+        return (await connection.execute(text("SELECT clock_timestamp()"))).scalar_one()
+
+
+async def _backends_started(store: Store, since: datetime, until: datetime) -> int:
+    """Connections to the test's database that the server accepted between `since` and `until`."""
+    async with store._engine.connect() as connection:
+        found = await connection.execute(
+            text(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND backend_start > :since AND backend_start <= :until"
+            ),
+            {"since": since, "until": until},
+        )
+        return found.scalar_one()
 
 
 async def _drop_advisory_lock_holders(store: Store) -> None:
