@@ -251,22 +251,23 @@ class Database:
         return self.url.set(drivername="postgresql").render_as_string(hide_password=True)
 
     def create_engine(
-        self, *, read_only: bool = False, pool_size: int | None = STORE_POOL_SIZE
+        self, *, read_only: bool = False, pool_size: int | None = STORE_POOL_SIZE, autocommit: bool = False
     ) -> AsyncEngine:
         """An async SQLAlchemy engine; ``read_only`` opens SQLite with ``mode=ro`` and makes every
         PostgreSQL transaction read-only, so nothing (not even a schema upgrade) can write. On
-        PostgreSQL it keeps `pool_size` connections; None: no pool (each connection is opened for its
-        user and closed when it is done)."""
+        PostgreSQL it keeps `pool_size` connections (None: no pool, each connection is opened for
+        its user and closed when it is done), each in autocommit if asked."""
         if self.is_postgres:
-            pooling: dict[str, Any] = (
+            options: dict[str, Any] = (
                 {"poolclass": NullPool} if pool_size is None else {"pool_size": pool_size, "max_overflow": 0}
             )
-            return create_async_engine(
-                self.url,
-                connect_args=self._connection_name,
-                execution_options={"postgresql_readonly": read_only},
-                **pooling,
-            )
+            # Set on each connection as it opens: as execution options instead, SQLAlchemy sets
+            # them again each time a connection is checked out, and a claim checks out two.
+            if read_only:
+                options["execution_options"] = {"postgresql_readonly": True}
+            if autocommit:
+                options["isolation_level"] = "AUTOCOMMIT"
+            return create_async_engine(self.url, connect_args=self._connection_name, **options)
         url = self.url
         if not read_only:
             make_private(self.sqlite_path)

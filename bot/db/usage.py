@@ -246,8 +246,8 @@ class UsageStore(StoreBase):
     def _counters_engine(self) -> AsyncEngine:
         """The spend counters' own pool, in autocommit (PostgreSQL only; opened when first used)."""
         if self._counters is None:
-            engine = Database(self._engine.url).create_engine(pool_size=SPEND_POOL_SIZE)
-            self._counters = engine.execution_options(isolation_level="AUTOCOMMIT")
+            database = Database(self._engine.url)
+            self._counters = database.create_engine(pool_size=SPEND_POOL_SIZE, autocommit=True)
         return self._counters
 
     async def _close_counters(self) -> None:
