@@ -173,6 +173,32 @@ tried, not kept) did not lower it (p99 641, crowd 696 ms): the claim's Python wo
 either way, ~5 ms a request. Holding every job's start while Slack requests are in flight (tried
 twice, not kept) did not lower the p99 either: the runs were not what the acks waited for.
 
+Issue 27, second pass (2026-12-06, quiet machine). Timing the claims inside the bot showed two
+stalls that were not the claims' own work: the garbage collector's full passes, 150-200 ms each with
+the event loop stopped (a ``gc`` callback on ``serve``: one fell in a burst every round or two, the
+rounds whose p99 jumped by ~200 ms), and the first burst after a start opening the store's 14
+PostgreSQL connections. Now ``serve`` and ``worker`` freeze what they opened to start out of the
+collector's passes (full passes 7-39 ms; 7-15 ms of collection in all per burst) and fill the
+store's pools as they start; PostgreSQL engines set read-only and autocommit once per connection.
+Same command, main 5a6d4b8 before and this change after, back to back:
+
+    setup        one person before -> after    100 people before -> after
+    sqlite         167 -> 140                      130 -> 162   (rounds 121, 238, 121)
+    postgres       432 -> 380                      319 -> 298   (rounds 279, 298, 351)
+
+What is left on PostgreSQL is CPU on the one event loop: the bot used 330-400 ms of CPU in each
+100-request burst (psutil), 3.3-4 ms an ack, against 1.3-1.5 ms on SQLite, and the loop was busy
+~90 % of the burst. 100 claims alone, concurrent on an idle loop (store and queue, no Bolt):
+150-190 ms of CPU, 1.5-1.9 ms a claim: eight round trips (BEGIN, the keys, the thread, the
+workspace's settings, the spend counters on their own connection, the run, the job, COMMIT) at
+~0.17 ms each through SQLAlchemy and psycopg's async path (psycopg alone: 0.07 ms), procrastinate's
+defer 0.31 ms of it. Runs starting while the burst is acked take ~0.5 ms an ack more (the same burst
+with the queue's wake-ups off: 270-350 ms of CPU), Bolt and aiohttp about 1 ms. So 100 acks cost
+~330 ms of one core before the machine's other work: under 300 ms needs about one ms less per ack.
+Merging statements that SQLite shares (keys, thread and run in one PostgreSQL statement) would save
+~0.35 ms; the full ms needs the claim in about one round trip (a server-side function inserting the
+keys, thread, counters, run and job) or the requests spread over a second ``serve`` process.
+
     python benchmarks/bot_load.py [--threads 100] [--latency 0.3] [--rounds 3]
                                   [--setups sqlite,postgres,postgres-2] [--compare OLD.json]
 
