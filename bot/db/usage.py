@@ -8,9 +8,11 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from functools import partial
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import Connection, bindparam, event, func, select
+from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.db.base import StoreBase
@@ -248,12 +250,22 @@ class UsageStore(StoreBase):
         if self._counters is None:
             database = Database(self._engine.url)
             self._counters = database.create_engine(pool_size=SPEND_POOL_SIZE, autocommit=True)
+            for one, other in ((self._engine, self._counters), (self._counters, self._engine)):
+                event.listen(one.sync_engine, "handle_error", partial(_drop_pool_on_disconnect, other))
         return self._counters
 
     async def _close_counters(self) -> None:
         """Close the spend counters' own connections, if any were opened."""
         if self._counters is not None:
             await self._counters.dispose()
+
+
+def _drop_pool_on_disconnect(other: AsyncEngine, context: ExceptionContext) -> None:
+    """A connection of one of the store's two pools found the server gone (restarted, or it cut
+    its connections): the other pool's connections went with it. SQLAlchemy drops the pool that
+    saw it; drop the other's too, rather than fail one more admission on each of its connections."""
+    if context.is_disconnect:
+        other.sync_engine.dispose(close=False)
 
 
 SyncSpending = Callable[[], AbstractContextManager[Connection]]

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 from datetime import UTC, date, datetime, timedelta
 
+import psycopg
 import pytest
 from langchain_core.messages import UsageMetadata
 from sqlalchemy import text
@@ -290,6 +291,28 @@ async def test_a_store_with_its_pools_filled_admits_a_burst_without_opening_a_co
         everyone = quota(person=Cap(requests=100))
         await asyncio.gather(*(start(store, channel=f"C{n}", ts=f"{n}.0", quota=everyone) for n in range(40)))
         assert await _backends_started(store, filled, await _server_clock(store)) == 0
+    finally:
+        await store.close()
+
+
+@pytest.mark.postgres
+async def test_after_the_server_drops_every_connection_one_failed_admission_is_all_it_takes(postgres_url):
+    """A database restart leaves the store's pools full of dead connections: the first admission
+    after it fails (and Slack delivers it again), the next is admitted, the spend counters' pool
+    dropped with the store's."""
+    store = await Store.open(postgres_url)
+    try:
+        await store.fill_pools()
+        everyone = quota(person=Cap(requests=100))
+        await start(store, channel="CBEFORE", quota=everyone)
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        with pytest.raises(DBAPIError):
+            await start(store, channel="CFIRST", quota=everyone)
+        assert await start(store, channel="CSECOND", quota=everyone)
     finally:
         await store.close()
 
