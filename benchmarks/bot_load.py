@@ -415,6 +415,7 @@ async def measure_setup(
         )
         env = bot_environment(slack_api, model, Path(workdir / "unused"))
         env["RUBRIC_BOT_DB"] = database
+        del env["RUBRIC_BOT_DB_POOL_SIZE"]  # the product's pools, not the tests' smaller ones
         # The load's mentions come from one person, the crowd's from as many people as mentions: a
         # per-person daily limit they cannot reach, so the limit is still checked (as in a default
         # deployment) but never refuses a benchmark request.

@@ -194,7 +194,8 @@ async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Pro
     # Runs started before this moment belong to earlier processes; unfinished, they were cut short.
     started = datetime.now(UTC)
     async with AsyncExitStack() as stack:
-        store = await Store.open(settings.database, upgraded=True)  # by `prepare_database`, just before
+        # Upgraded by `prepare_database`, just before.
+        store = await Store.open(settings.database, upgraded=True, pool_size=settings.db_pool_size)
         # Dedupe keys only matter while Slack may still retry; don't let them pile up forever.
         await store.prune_claims()
         stack.push_async_callback(store.close)

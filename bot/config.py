@@ -29,7 +29,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from bot.db.database import DEFAULT_DB, Database
+from bot.db.database import DEFAULT_DB, STORE_POOL_SIZE, Database
 from grading import DEFAULT_MAX_GRADER_CALLS
 
 ENV_FILE = ".env"
@@ -198,6 +198,10 @@ HINTS: dict[str, str] = {
         "set it to the seconds the first retry of a failed Slack call waits, more than 0 "
         f"(default {DEFAULT_SLACK_RETRY_BACKOFF:g})"
     ),
+    "RUBRIC_BOT_DB_POOL_SIZE": (
+        "set it to the PostgreSQL connections each process keeps for the bot's tables, 1 or more "
+        f"(default {STORE_POOL_SIZE})"
+    ),
     "RUBRIC_BOT_STALLED_AFTER": (
         "set it to the seconds without a heartbeat after which a PostgreSQL worker counts as dead and "
         f"its runs resume elsewhere, more than 0 (default {DEFAULT_STALLED_AFTER:g})"
@@ -293,6 +297,7 @@ class Settings(BaseSettings):
     )
     shutdown_grace: PositiveFloat = Field(25.0, validation_alias="RUBRIC_BOT_SHUTDOWN_GRACE")
     stalled_after: PositiveFloat = Field(DEFAULT_STALLED_AFTER, validation_alias="RUBRIC_BOT_STALLED_AFTER")
+    db_pool_size: PositiveInt = Field(STORE_POOL_SIZE, validation_alias="RUBRIC_BOT_DB_POOL_SIZE")
     slack_retry_backoff: PositiveFloat = Field(
         DEFAULT_SLACK_RETRY_BACKOFF, validation_alias="RUBRIC_BOT_SLACK_RETRY_BACKOFF"
     )

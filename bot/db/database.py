@@ -84,14 +84,15 @@ CHECKPOINT_POOL_SIZE = 10
 """Most PostgreSQL connections the checkpointer's pool opens in one process."""
 
 STORE_POOL_SIZE = 10
-"""PostgreSQL connections the bot's tables keep open in one process, and the most they use: a busy
-process waits a moment for one rather than opening (and authenticating) a new connection for each
-burst and closing it again, which cost more CPU under load than the queries themselves."""
+"""PostgreSQL connections the bot's tables keep open in one process by default
+(`RUBRIC_BOT_DB_POOL_SIZE`), and the most they use: a busy process waits a moment for one rather
+than opening (and authenticating) a new connection for each burst and closing it again, which cost
+more CPU under load than the queries themselves."""
 
 SPEND_POOL_SIZE = 4
 """PostgreSQL connections of one process's spend counters (`bot.db.store.Store._spending`), besides
-the store's: each holds one short statement at a time, and a claim waiting for one must not take
-one of the store's, which the claim's own transaction already holds."""
+the store's (never more than the store's): each holds one short statement at a time, and a claim
+waiting for one must not take one of the store's, which the claim's own transaction already holds."""
 
 SCHEMA_LOCK_KEY = 0x7275_6272_6964
 """PostgreSQL advisory lock (session-level) held by the one process changing the schema: the bot's

@@ -38,7 +38,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.db import migrations
 from bot.db.claims import ClaimStore
-from bot.db.database import WRITE_LOCK_OPTION, Database, DatabaseError, fill_pool, schema_lock
+from bot.db.database import (
+    STORE_POOL_SIZE,
+    WRITE_LOCK_OPTION,
+    Database,
+    DatabaseError,
+    fill_pool,
+    schema_lock,
+)
 from bot.db.erasure import ErasureStore
 from bot.db.evaluations import EvaluationStore
 from bot.db.ledger import LedgerStore
@@ -74,11 +81,17 @@ class Store(
 
     @classmethod
     async def open(
-        cls, database: str | Database, *, read_only: bool = False, upgraded: bool = False
+        cls,
+        database: str | Database,
+        *,
+        read_only: bool = False,
+        upgraded: bool = False,
+        pool_size: int = STORE_POOL_SIZE,
     ) -> Store:
         """Open a SQLite path or ``postgresql://`` URL, migrating its tables to the newest schema
         unless the caller has just `upgraded` it (`bot.db.admin.upgrade`: a second check would cost
-        another lock and Alembic round for nothing).
+        another lock and Alembic round for nothing). On PostgreSQL the tables keep `pool_size`
+        connections, the spend counters up to `SPEND_POOL_SIZE` of their own (no more than that).
 
         ``read_only`` changes nothing, not even the schema: SQLite opens the file with
         ``mode=ro`` (`DatabaseError` if there is none), PostgreSQL makes every transaction read-only.
@@ -87,7 +100,7 @@ class Store(
             database = Database.parse(database)
         if read_only and not database.is_postgres and not database.sqlite_path.is_file():
             raise DatabaseError(f"no database at {database}")
-        engine = database.create_engine(read_only=read_only)
+        engine = database.create_engine(read_only=read_only, pool_size=pool_size)
         try:
             if not (read_only or upgraded):
                 async with schema_lock(database):

@@ -249,7 +249,8 @@ class UsageStore(StoreBase):
         """The spend counters' own pool, in autocommit (PostgreSQL only; opened when first used)."""
         if self._counters is None:
             database = Database(self._engine.url)
-            self._counters = database.create_engine(pool_size=SPEND_POOL_SIZE, autocommit=True)
+            size = min(SPEND_POOL_SIZE, self._engine.sync_engine.pool.size())  # type: ignore[attr-defined]
+            self._counters = database.create_engine(pool_size=size, autocommit=True)
             for one, other in ((self._engine, self._counters), (self._counters, self._engine)):
                 event.listen(one.sync_engine, "handle_error", partial(_drop_pool_on_disconnect, other))
         return self._counters

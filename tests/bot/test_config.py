@@ -20,6 +20,7 @@ from bot.config import (
     ConfigError,
     load_settings,
 )
+from bot.db.database import STORE_POOL_SIZE
 from tests.standins.slack_api import SlackApiStandin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,6 +42,7 @@ ALL_SETTINGS = (
     "RUBRIC_BOT_THREAD_CONTEXT_CHARS",
     "RUBRIC_BOT_MAX_FILE_BYTES",
     "RUBRIC_BOT_METRICS_PORT",
+    "RUBRIC_BOT_DB_POOL_SIZE",
     "RUBRIC_BOT_AUDIT_MODEL",
     "RUBRIC_BOT_AUDIT_SHARE",
     "OPENAI_API_KEY",
@@ -115,6 +117,19 @@ def test_the_run_timeout_follows_the_model_timeout_unless_set(monkeypatch):
 
     monkeypatch.setenv("RUBRIC_BOT_RUN_TIMEOUT", "45.5")
     assert (load_settings().model_timeout, load_settings().run_timeout) == (30, 45.5)
+
+
+def test_the_store_keeps_ten_postgresql_connections_unless_set_to_another_whole_number(monkeypatch):
+    assert load_settings().db_pool_size == STORE_POOL_SIZE == 10
+    monkeypatch.setenv("RUBRIC_BOT_DB_POOL_SIZE", "3")
+    assert load_settings().db_pool_size == 3
+    monkeypatch.setenv("RUBRIC_BOT_DB_POOL_SIZE", "0")
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+
+    message = str(caught.value)
+    assert "RUBRIC_BOT_DB_POOL_SIZE is invalid" in message and "connections each process keeps" in message
 
 
 def test_timeouts_must_be_positive_numbers(monkeypatch):

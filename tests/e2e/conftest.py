@@ -241,6 +241,9 @@ def bot_environment(slack_api: SlackApiStandin, model_api: ModelApiStandin, db_p
         # Slack's refusals retried within a tenth of a second, not seconds: what the bot does once
         # the client's retries are used up is what the tests check.
         RUBRIC_BOT_SLACK_RETRY_BACKOFF="0.01",
+        # A few PostgreSQL connections for the tables, not the product's 10 opened at start: the
+        # bots of both test workers share one server and its default 100 connections.
+        RUBRIC_BOT_DB_POOL_SIZE="3",
         # Socket Mode and worker processes serve /metrics on a port of their own: never a shared one.
         RUBRIC_BOT_METRICS_PORT=str(free_port()),
         NO_PROXY="127.0.0.1,localhost",

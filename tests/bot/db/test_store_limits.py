@@ -278,16 +278,20 @@ async def test_replays_running_at_once_leave_the_stores_connections_to_everyone_
 
 
 @pytest.mark.postgres
-async def test_a_store_with_its_pools_filled_admits_a_burst_without_opening_a_connection(postgres_url):
-    """The pools are filled as a process starts: the first burst of requests after it does not wait
-    for connections to be opened and authenticated."""
-    store = await Store.open(postgres_url)
+@pytest.mark.parametrize(
+    ("pool_size", "connections"), [(STORE_POOL_SIZE, STORE_POOL_SIZE + SPEND_POOL_SIZE), (3, 3 + 3)]
+)
+async def test_a_store_with_its_pools_filled_admits_a_burst_without_opening_a_connection(
+    postgres_url, pool_size, connections
+):
+    """The pools are filled as a process starts (`RUBRIC_BOT_DB_POOL_SIZE` for the tables, as many
+    for the spend counters up to theirs): the first burst of requests after it does not wait for
+    connections to be opened and authenticated."""
+    store = await Store.open(postgres_url, pool_size=pool_size)
     try:
         await store.fill_pools()
         filled = await _server_clock(store)
-        assert await _backends_started(store, datetime.min.replace(tzinfo=UTC), filled) == (
-            STORE_POOL_SIZE + SPEND_POOL_SIZE
-        )
+        assert await _backends_started(store, datetime.min.replace(tzinfo=UTC), filled) == connections
         everyone = quota(person=Cap(requests=100))
         await asyncio.gather(*(start(store, channel=f"C{n}", ts=f"{n}.0", quota=everyone) for n in range(40)))
         assert await _backends_started(store, filled, await _server_clock(store)) == 0
