@@ -91,7 +91,7 @@ class Store(
         """Open a SQLite path or ``postgresql://`` URL, migrating its tables to the newest schema
         unless the caller has just `upgraded` it (`bot.db.admin.upgrade`: a second check would cost
         another lock and Alembic round for nothing). On PostgreSQL the tables keep `pool_size`
-        connections, the spend counters up to `SPEND_POOL_SIZE` of their own (no more than that).
+        connections, and the spend counters as many of their own, at most `SPEND_POOL_SIZE`.
 
         ``read_only`` changes nothing, not even the schema: SQLite opens the file with
         ``mode=ro`` (`DatabaseError` if there is none), PostgreSQL makes every transaction read-only.
