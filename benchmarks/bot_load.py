@@ -197,7 +197,9 @@ with the queue's wake-ups off: 270-350 ms of CPU), Bolt and aiohttp about 1 ms. 
 ~330 ms of one core before the machine's other work: under 300 ms needs about one ms less per ack.
 Merging statements that SQLite shares (keys, thread and run in one PostgreSQL statement) would save
 ~0.35 ms; the full ms needs the claim in about one round trip (a server-side function inserting the
-keys, thread, counters, run and job) or the requests spread over a second ``serve`` process.
+keys, thread, counters, run and job). A second ``serve`` process does not reach it on these two
+cores, which the processes, PostgreSQL and the harness already fill: ``--setups postgres-2``
+measured 329 ms (329, 381, 328) and 292 ms for the crowd, the machine 94-97 % busy.
 
     python benchmarks/bot_load.py [--threads 100] [--latency 0.3] [--rounds 3]
                                   [--setups sqlite,postgres,postgres-2] [--compare OLD.json]
