@@ -146,7 +146,36 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
     url = make_url(postgres_server)
     yield url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(hide_password=False)
     with psycopg.connect(postgres_server, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+        _drop_schema(admin, schema)
+
+
+DROP_LOCK_TIMEOUT = "5s"
+"""How long dropping a test's schema waits for the locks of sessions still using it."""
+
+
+def _drop_schema(admin: psycopg.Connection[Any], schema: str) -> None:
+    """Drop a test's schema, ending the sessions that keep it from being dropped.
+
+    A bot the test started can outlive this fixture (pytest tears fixtures down in reverse order of
+    setup, and the bot's may have been set up first) and be in a transaction whose next statement,
+    on its other connection, queues behind the drop: the drop waits for the transaction, the
+    transaction for the drop, and PostgreSQL cannot see the cycle (one wait is in the bot). So the
+    drop waits `DROP_LOCK_TIMEOUT` at most, then ends the sessions holding locks in the schema.
+    """
+    admin.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(DROP_LOCK_TIMEOUT)))
+    drop = sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema))
+    for _ in range(5):
+        try:
+            admin.execute(drop)
+            return
+        except psycopg.errors.LockNotAvailable:
+            admin.execute(
+                "SELECT pg_terminate_backend(l.pid) FROM pg_locks l "
+                "JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND l.granted AND l.pid <> pg_backend_pid()",
+                (schema,),
+            )
+    admin.execute(drop)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
