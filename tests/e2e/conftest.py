@@ -473,13 +473,14 @@ class Service:
 
 @pytest.fixture
 def launch(
+    database_url: str,
     start_bot: Callable[..., BotProcess],
     slack_api: SlackApiStandin,
     model_api: ModelApiStandin,
-    database_url: str,
 ) -> Callable[..., Service]:
     """Start a bot on the test's database (SQLite or PostgreSQL, one test each) with extra settings,
-    its models scripted to revise once (`scripted_revision` of `CRITERIA`)."""
+    its models scripted to revise once (`scripted_revision` of `CRITERIA`). The database is asked
+    for first, so that it is torn down last: after the bots on it have stopped."""
 
     def start(**env: str) -> Service:
         model_api.worker, model_api.grader = scripted_revision(CRITERIA)

@@ -38,7 +38,7 @@ OTHER = "OTHER-CHANNEL-77c2"
 
 
 @pytest.fixture
-def service(start_bot, slack_api, model_api, database_url) -> Service:
+def service(database_url, start_bot, slack_api, model_api) -> Service:
     model_api.worker, model_api.grader = scripted_revision(CRITERIA)
     return Service(slack_api, model_api, start_bot(env={"RUBRIC_BOT_DB": database_url}))
 

@@ -52,7 +52,7 @@ the survivor's sweep, every third of it, finds the job."""
 
 
 @pytest.fixture
-def pair(start_bot, slack_api, model_api, postgres_url) -> Iterator[Service]:
+def pair(postgres_url, start_bot, slack_api, model_api) -> Iterator[Service]:
     env = {
         "RUBRIC_BOT_DB": postgres_url,
         "RUBRIC_BOT_STALLED_AFTER": str(STALLED_AFTER),
