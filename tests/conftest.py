@@ -164,18 +164,16 @@ def _drop_schema(admin: psycopg.Connection[Any], schema: str) -> None:
     """
     admin.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(DROP_LOCK_TIMEOUT)))
     drop = sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema))
-    for _ in range(5):
-        try:
-            admin.execute(drop)
-            return
-        except psycopg.errors.LockNotAvailable:
-            admin.execute(
-                "SELECT pg_terminate_backend(l.pid) FROM pg_locks l "
-                "JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = %s AND l.granted AND l.pid <> pg_backend_pid()",
-                (schema,),
-            )
-    admin.execute(drop)
+    try:
+        admin.execute(drop)
+    except psycopg.errors.LockNotAvailable:
+        admin.execute(
+            "SELECT pg_terminate_backend(l.pid) FROM pg_locks l "
+            "JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND l.granted AND l.pid <> pg_backend_pid()",
+            (schema,),
+        )
+        admin.execute(drop)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -299,8 +299,13 @@ async def fill_pool(engine: AsyncEngine) -> None:
     A process fills its pools as it starts: the first burst of requests after a start would
     otherwise open (and authenticate) them one by one while its acknowledgements wait."""
     async with contextlib.AsyncExitStack() as connections:
-        for _ in range(engine.sync_engine.pool.size()):  # type: ignore[attr-defined]
+        for _ in range(pool_size(engine)):
             await connections.enter_async_context(engine.connect())
+
+
+def pool_size(engine: AsyncEngine) -> int:
+    """The connections a PostgreSQL engine's pool keeps (see `Database.create_engine`)."""
+    return int(engine.sync_engine.pool.size())  # type: ignore[attr-defined]
 
 
 def _sqlite_connect_hook(*, read_only: bool) -> Any:

@@ -16,7 +16,7 @@ from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.db.base import StoreBase
-from bot.db.database import SPEND_POOL_SIZE, Database
+from bot.db.database import SPEND_POOL_SIZE, Database, pool_size
 from bot.db.schema import runs
 from bot.db.scope import in_scope, utc_now
 from bot.db.spend import (
@@ -249,7 +249,7 @@ class UsageStore(StoreBase):
         """The spend counters' own pool, in autocommit (PostgreSQL only; opened when first used)."""
         if self._counters is None:
             database = Database(self._engine.url)
-            size = min(SPEND_POOL_SIZE, self._engine.sync_engine.pool.size())  # type: ignore[attr-defined]
+            size = min(SPEND_POOL_SIZE, pool_size(self._engine))
             self._counters = database.create_engine(pool_size=size, autocommit=True)
             for one, other in ((self._engine, self._counters), (self._counters, self._engine)):
                 event.listen(one.sync_engine, "handle_error", partial(_drop_pool_on_disconnect, other))
