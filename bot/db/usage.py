@@ -250,7 +250,7 @@ class UsageStore(StoreBase):
         if self._counters is None:
             database = Database(self._engine.url)
             size = min(SPEND_POOL_SIZE, pool_size(self._engine))
-            self._counters = database.create_engine(pool_size=size, autocommit=True)
+            self._counters = database.create_engine(pool_size=size, autocommit=True, flushed_commits=False)
             for one, other in ((self._engine, self._counters), (self._counters, self._engine)):
                 event.listen(one.sync_engine, "handle_error", partial(_drop_pool_on_disconnect, other))
         return self._counters
