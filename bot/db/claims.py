@@ -16,11 +16,10 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
-from functools import cache, partial
+from functools import partial
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, delete
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.db.database import Database
@@ -28,6 +27,7 @@ from bot.db.schema import claims
 from bot.db.scope import utc_now
 from bot.db.transactions import Claim
 from bot.db.usage import UsageStore
+from bot.vocabulary.thread import ThreadKey
 
 Recorded = TypeVar("Recorded")
 """What a claim's block records and returns (the job it queues, say)."""
@@ -55,10 +55,12 @@ class ClaimStore(UsageStore):
         keys: Sequence[str],
         record: Callable[[Claim], Recorded],
         *,
+        thread: ThreadKey | None = None,
         enqueue: Enqueue[Recorded] | None = None,
     ) -> Recorded | None:
-        """Claim every key at once and, in the same transaction, `record` what the claim leads to;
-        what `record` returned, or None (recording nothing) if any key was claimed before.
+        """Claim every key at once and, in the same transaction, remember `thread` as one the bot
+        takes part in and `record` what the claim leads to; what `record` returned, or None
+        (recording nothing) if any key was claimed before.
 
         One transaction inserts the keys, so two deliveries of the same Slack message racing here
         (even in two processes) cannot both win, and a refused claim leaves no key behind. What
@@ -71,24 +73,25 @@ class ClaimStore(UsageStore):
         unique = list(dict.fromkeys(keys))
         if not unique:
             raise ValueError("claim needs at least one key")
+        claiming = partial(_claimed, keys=unique, thread=thread, record=record)
         if self._postgres:
-            return await self._claim_on_postgres(unique, record, enqueue)
+            return await self._claim_on_postgres(claiming, enqueue)
         async with self._turns:
             loop = asyncio.get_running_loop()
-            recorded = await loop.run_in_executor(self._claim_thread(), self._claim_on_sqlite, unique, record)
+            recorded = await loop.run_in_executor(self._claim_thread(), self._claim_on_sqlite, claiming)
         if recorded is not None and enqueue is not None:
             await enqueue(recorded, None)  # no queue can join a transaction in the claims thread
         return recorded
 
     async def _claim_on_postgres(
-        self, keys: list[str], record: Callable[[Claim], Recorded], enqueue: Enqueue[Recorded] | None
+        self, claiming: Callable[[Claim], Recorded | None], enqueue: Enqueue[Recorded] | None
     ) -> Recorded | None:
         claim: Claim | None = None
 
         def claimed(connection: Connection) -> Recorded | None:
             nonlocal claim
             claim = Claim(connection, partial(self._spending, connection))
-            return _claimed(connection, claim, keys, record)
+            return claiming(claim)
 
         try:
             async with self._writer.connect() as connection, connection.begin() as transaction:
@@ -107,14 +110,14 @@ class ClaimStore(UsageStore):
                     await counters.run_sync(claim.give_back)
             raise
 
-    def _claim_on_sqlite(self, keys: list[str], record: Callable[[Claim], Recorded]) -> Recorded | None:
+    def _claim_on_sqlite(self, claiming: Callable[[Claim], Recorded | None]) -> Recorded | None:
         """A claim's whole transaction, in the claims thread."""
         if self._claims_engine is None:
             self._claims_engine = Database(self._engine.url).create_claims_engine()
         with self._claims_engine.connect() as connection, connection.begin() as transaction:
             # SQLite's counters are in the claim's transaction: they roll back with it.
             claim = Claim(connection, partial(self._spending, connection))
-            recorded = _claimed(connection, claim, keys, record)
+            recorded = claiming(claim)
             if recorded is None:
                 transaction.rollback()
             return recorded
@@ -143,26 +146,13 @@ class ClaimStore(UsageStore):
 
 
 def _claimed(
-    connection: Connection, claim: Claim, keys: list[str], record: Callable[[Claim], Recorded]
+    claim: Claim, *, keys: list[str], thread: ThreadKey | None, record: Callable[[Claim], Recorded]
 ) -> Recorded | None:
-    """Insert the keys; if every one was new, what `record` records through `claim`, else None."""
-    now = utc_now()
-    statement = _claim_insert(connection.dialect.name == "postgresql")
-    inserted = connection.execute(statement, [{"key": key, "claimed_at": now} for key in keys]).all()
-    if len(inserted) < len(keys):
-        return None
-    return record(claim)
+    """Take the keys (and `thread`); if every key was new, what `record` records through `claim`,
+    else None."""
+    return record(claim) if claim.take(keys, thread) else None
 
 
 def _nothing_more(claim: Claim) -> bool:
     """A claim that records nothing besides its keys."""
     return True
-
-
-@cache
-def _claim_insert(postgres: bool) -> Any:
-    """Insert claim rows unless their key was claimed before, returning the keys inserted; built
-    once per dialect, and executed with the keys' rows as one multi-row statement (see
-    `bot.db.spend.charge`)."""
-    upsert = postgresql.insert if postgres else sqlite.insert
-    return upsert(claims).on_conflict_do_nothing().returning(claims.c.key)

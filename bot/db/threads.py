@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, exists, select
+from sqlalchemy import BindParameter, Connection, bindparam, exists, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.db.base import StoreBase
@@ -40,10 +40,21 @@ def upsert_thread(connection: Connection, thread: ThreadKey) -> None:
 @cache
 def _thread_upsert(postgres: bool) -> Any:
     """Insert a thread's row, or set its last activity if it has one; built once per dialect."""
-    upsert = (postgresql.insert if postgres else sqlite.insert)(threads)
-    return upsert.on_conflict_do_update(
+    return _upserting((postgresql.insert if postgres else sqlite.insert)(threads))
+
+
+def thread_upsert_at(now: BindParameter[Any]) -> Any:
+    """PostgreSQL: `upsert_thread`'s statement for a larger one to embed (as a CTE), the thread's
+    columns bound by name (see `bot.db.scope.thread_columns`) and its time bound to `now`."""
+    values: dict[str, BindParameter[Any]] = {name: bindparam(name) for name in (*CHANNEL_KEYS, "thread_ts")}
+    return _upserting(postgresql.insert(threads).values(**values, created_at=now, last_activity=now))
+
+
+def _upserting(insert: Any) -> Any:
+    """`insert` setting the last activity of a thread that has a row already."""
+    return insert.on_conflict_do_update(
         index_elements=["enterprise", "team", "channel", "thread_ts"],
-        set_={"last_activity": upsert.excluded.last_activity},
+        set_={"last_activity": insert.excluded.last_activity},
     )
 
 

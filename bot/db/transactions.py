@@ -17,10 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
-from sqlalchemy import Connection, delete
+from sqlalchemy import Connection, Text, bindparam, delete, func, literal, select, true
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.db import audits as audits_db
@@ -38,12 +40,17 @@ from bot.db.runs import (
     insert_run,
     run_thread,
 )
-from bot.db.schema import audits, posted, runs
-from bot.db.scope import channel_columns, in_scope, utc_now
+from bot.db.schema import audits, claims, posted, runs
+from bot.db.scope import channel_columns, in_scope, thread_columns, utc_now
 from bot.db.spend import RunQuota, Spender, admit, charge
-from bot.db.threads import upsert_thread
+from bot.db.threads import thread_upsert_at, upsert_thread
 from bot.db.usage import PricedRun, SyncSpending, UsageStore, cost_values
-from bot.db.workspace_settings import WorkspaceSettingsRow, read_workspace_settings
+from bot.db.workspace_settings import (
+    WORKSPACE_SETTINGS,
+    WorkspaceSettingsRow,
+    read_workspace_settings,
+    settings_of,
+)
 from bot.vocabulary.provenance import rubric_version
 from bot.vocabulary.statuses import INTERRUPTED, RunStatus
 from bot.vocabulary.thread import ThreadKey
@@ -59,13 +66,35 @@ class Claim:
     def __init__(self, connection: Connection, spending: SyncSpending) -> None:
         self._connection = connection
         self._spending = spending
+        self._postgres = connection.dialect.name == "postgresql"
+        self._settings: dict[Workspace, WorkspaceSettingsRow | None] = {}
+        """The workspaces' settings read in this transaction (see `workspace_settings`)."""
         self.admitted: list[tuple[Spender, RunQuota]] = []
         """The runs admitted in this transaction: who spends, and what they reserved (for giving it
         back where the counters are not in the transaction and it fails)."""
 
-    def add_thread(self, thread: ThreadKey) -> None:
-        """Remember that the bot takes part in this thread, and that it is active now."""
-        upsert_thread(self._connection, thread)
+    def take(self, keys: list[str], thread: ThreadKey | None) -> bool:
+        """Insert the message's dedupe `keys` and remember its `thread` (that the bot takes part in
+        it, and that it is active now); whether every key was new (if not, the caller rolls back).
+
+        On PostgreSQL, with a thread, this is one statement, which also reads the thread's
+        workspace's settings for `workspace_settings`: each statement of a claim is a round trip
+        the acknowledgement waits for, and the event loop pays about 0.14 ms of CPU for each (a
+        third of the claim's time was these three). On SQLite they are three statements, each a
+        few microseconds in the claims thread (see `bot.db.claims`).
+        """
+        now = utc_now()
+        if self._postgres and thread is not None:
+            values = {"keys": keys, "claimed_at": now, **thread_columns(thread)}
+            opened = self._connection.execute(_taking_on_postgres(), values).mappings().one()
+            self._settings[thread.workspace] = settings_of(opened)
+            return bool(opened["new_keys"] == len(keys))
+        rows = [{"key": key, "claimed_at": now} for key in keys]
+        if len(self._connection.execute(_keys_insert(self._postgres), rows).all()) < len(keys):
+            return False
+        if thread is not None:
+            upsert_thread(self._connection, thread)
+        return True
 
     def start_run(
         self,
@@ -92,14 +121,47 @@ class Claim:
         return insert_run(self._connection, thread, request_ts, requester, quota.estimate, quota.estimate_usd)
 
     def workspace_settings(self, workspace: Workspace) -> WorkspaceSettingsRow | None:
-        """What the workspace's admins set, read in the claim's transaction."""
-        return read_workspace_settings(self._connection, workspace)
+        """What the workspace's admins set, read in the claim's transaction (once)."""
+        if workspace not in self._settings:
+            self._settings[workspace] = read_workspace_settings(self._connection, workspace)
+        return self._settings[workspace]
 
     def give_back(self, counters: Connection) -> None:
         """Take back what the runs admitted here reserved, on the `counters` connection (where the
         counters are not in the claim's transaction and it failed)."""
         for spender, reserved in self.admitted:
             charge(counters, spender, -1, -reserved.estimate, -reserved.estimate_usd)
+
+
+@cache
+def _keys_insert(postgres: bool) -> Any:
+    """Insert claim rows unless their key was claimed before, returning the keys inserted; built
+    once per dialect, and executed with the keys' rows as one multi-row statement (see
+    `bot.db.spend.charge`)."""
+    upsert = postgresql.insert if postgres else sqlite.insert
+    return upsert(claims).on_conflict_do_nothing().returning(claims.c.key)
+
+
+@cache
+def _taking_on_postgres() -> Any:
+    """PostgreSQL: `Claim.take` in one statement, built once: the keys' insert (``keys``, an
+    array) and the thread's upsert as CTEs, which PostgreSQL runs whether or not they are read, and
+    the count of keys inserted beside the workspace's settings row (all NULL without one)."""
+    now = bindparam("claimed_at", type_=claims.c.claimed_at.type)
+    new_keys = (
+        postgresql.insert(claims)
+        .from_select(["key", "claimed_at"], select(func.unnest(bindparam("keys", type_=ARRAY(Text))), now))
+        .on_conflict_do_nothing()
+        .returning(claims.c.key)
+        .cte("new_keys")
+    )
+    settings = WORKSPACE_SETTINGS.subquery("settings")
+    inserted = select(func.count()).select_from(new_keys).scalar_subquery().label("new_keys")
+    return (
+        select(inserted, *settings.c)
+        .select_from(select(literal(1)).subquery("one").outerjoin(settings, true()))
+        .add_cte(thread_upsert_at(now).cte("thread"))
+    )
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, RowMapping, select
 
 from bot.db.base import StoreBase
 from bot.db.schema import workspace_settings
@@ -52,13 +52,19 @@ class WorkspaceSettingsStore(StoreBase):
 def read_workspace_settings(connection: Connection, workspace: Workspace) -> WorkspaceSettingsRow | None:
     """What the workspace's admins set (`/rubric admin`); None if they never did (synchronous, like
     every statement of a claim)."""
-    found = (connection.execute(_WORKSPACE_SETTINGS, workspace_columns(workspace))).mappings().first()
-    if found is None:
+    found = (connection.execute(WORKSPACE_SETTINGS, workspace_columns(workspace))).mappings().first()
+    return None if found is None else settings_of(found)
+
+
+def settings_of(row: RowMapping) -> WorkspaceSettingsRow | None:
+    """The settings in a row of `WORKSPACE_SETTINGS` (its columns may come with others, and all
+    NULL where an outer join found no row: None)."""
+    if row["updated_at"] is None:  # never NULL in a row that exists
         return None
-    row = dict(found)
-    editors = row.pop("rubric_editors")
-    del row["enterprise"], row["team"]
-    return WorkspaceSettingsRow(**row, rubric_editors=None if editors is None else tuple(editors))
+    values = {field.name: row[field.name] for field in fields(WorkspaceSettingsRow)}
+    editors = values.pop("rubric_editors")
+    return WorkspaceSettingsRow(**values, rubric_editors=None if editors is None else tuple(editors))
 
 
-_WORKSPACE_SETTINGS = select(workspace_settings).where(*bound(workspace_settings, *WORKSPACE_KEYS))
+WORKSPACE_SETTINGS = select(workspace_settings).where(*bound(workspace_settings, *WORKSPACE_KEYS))
+"""A workspace's settings row, the workspace bound by name (see `bot.db.scope.workspace_columns`)."""

@@ -96,19 +96,17 @@ class Admission(RunnerBase):
         request cancelled meanwhile (the process stopping) cannot leave a claimed job unqueued.
         """
 
-        def admitted(claim: Claim) -> JobPayload:
-            claim.add_thread(message.thread)
-            return job if isinstance(job, JobPayload) else job(claim)
-
-        await asyncio.shield(self._claim_and_queue(message.thread, keys or message.dedupe_keys, admitted))
+        built = (lambda _claim: job) if isinstance(job, JobPayload) else job
+        await asyncio.shield(self._claim_and_queue(message.thread, keys or message.dedupe_keys, built))
 
     async def _claim_and_queue(
         self, thread: ThreadKey, keys: tuple[str, ...], admitted: Callable[[Claim], JobPayload]
     ) -> None:
         if self._queue.durable:
-            await self._store.claiming(keys, admitted, enqueue=partial(_enqueue, self._queue, thread))
+            enqueue = partial(_enqueue, self._queue, thread)
+            await self._store.claiming(keys, admitted, thread=thread, enqueue=enqueue)
             return
-        payload = await self._store.claiming(keys, admitted)
+        payload = await self._store.claiming(keys, admitted, thread=thread)
         if payload is not None:
             await self._submit(thread, payload)
 
