@@ -13,7 +13,7 @@ import logging
 import re
 import socket
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,7 +29,7 @@ from procrastinate.exceptions import ConnectorException
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine, Table, event, select
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -310,14 +310,19 @@ class Database:
         return engine.execution_options(**{WRITE_LOCK_OPTION: True})
 
 
-async def fill_pool(engine: AsyncEngine) -> None:
-    """Open every connection a PostgreSQL engine's pool keeps, at once, and give them back to it.
+async def fill_pool(engine: AsyncEngine, tables: Sequence[Table] = ()) -> None:
+    """Open every connection a PostgreSQL engine's pool keeps, at once, each having looked at
+    `tables`, and give them back to it.
 
     A process fills its pools as it starts: the first burst of requests after a start would
-    otherwise open (and authenticate) them one by one while its acknowledgements wait."""
+    otherwise open (and authenticate) them one by one while its acknowledgements wait. And each
+    connection's server process reads a table's catalog entries the first time a statement names
+    it: looked at now (no rows read), they are not read during that burst."""
     async with contextlib.AsyncExitStack() as connections:
         for _ in range(pool_size(engine)):
-            await connections.enter_async_context(engine.connect())
+            connection = await connections.enter_async_context(engine.connect())
+            for table in tables:
+                await connection.execute(select(table).limit(0))
 
 
 def pool_size(engine: AsyncEngine) -> int:

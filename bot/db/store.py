@@ -55,6 +55,7 @@ from bot.db.replays import ReplayStore
 from bot.db.reviews import ReviewStore
 from bot.db.rubrics import RubricStore
 from bot.db.runs import RunStore
+from bot.db.schema import daily_spend, metadata
 from bot.db.threads import ThreadStore
 from bot.db.transactions import RunTransactions
 from bot.db.usage import UsageStore
@@ -123,11 +124,12 @@ class Store(
         await self._engine.dispose()
 
     async def fill_pools(self) -> None:
-        """PostgreSQL: open the connections the tables' and the spend counters' pools keep (see
-        `bot.db.database.fill_pool`); SQLite opens its file when it is first used."""
+        """PostgreSQL: open the connections the tables' and the spend counters' pools keep, each
+        having looked at the tables it serves (see `bot.db.database.fill_pool`); SQLite opens its
+        file when it is first used."""
         if self._postgres:
-            await fill_pool(self._engine)
-            await fill_pool(self._counters_engine())
+            await fill_pool(self._engine, list(metadata.tables.values()))
+            await fill_pool(self._counters_engine(), [daily_spend])
 
     async def ping(self) -> None:
         """Run a trivial query (for readiness); raises what the database or its driver raises."""
