@@ -11,7 +11,7 @@ from sqlalchemy import Select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bot.db.database import WRITE_LOCK_OPTION
+from bot.db.database import WRITE_LOCK_OPTION, Database
 from bot.db.scope import workspace_columns
 from bot.vocabulary.workspace import Workspace
 
@@ -20,8 +20,11 @@ class StoreBase:
     """One database's engine as every part of the store uses it (see `bot.db.store`): writes in a
     transaction, reads on their own, and on SQLite one turn at a time."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, database: Database | None = None) -> None:
         self._engine = engine
+        self._database = database if database is not None else Database(engine.url)
+        """The database `engine` was created for, whose settings (the connections' name) the
+        store's other engines take too."""
         self._writer = engine.execution_options(**{WRITE_LOCK_OPTION: True})
         self._postgres = engine.dialect.name == "postgresql"
         # A single-statement read needs no transaction around it: on PostgreSQL, autocommit spares

@@ -39,8 +39,8 @@ Enqueue = Callable[[Recorded, Any], Awaitable[object]]
 class ClaimStore(UsageStore):
     """The dedupe keys of the messages claimed."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
-        super().__init__(engine)
+    def __init__(self, engine: AsyncEngine, database: Database | None = None) -> None:
+        super().__init__(engine, database)
         self._claims_thread: ThreadPoolExecutor | None = None
         """SQLite: the thread every claim's transaction runs in, on `_claims_engine` (opened when
         the first claim comes)."""
@@ -113,7 +113,7 @@ class ClaimStore(UsageStore):
     def _claim_on_sqlite(self, claiming: Callable[[Claim], Recorded | None]) -> Recorded | None:
         """A claim's whole transaction, in the claims thread."""
         if self._claims_engine is None:
-            self._claims_engine = Database(self._engine.url).create_claims_engine()
+            self._claims_engine = self._database.create_claims_engine()
         with self._claims_engine.connect() as connection, connection.begin() as transaction:
             # SQLite's counters are in the claim's transaction: they roll back with it.
             claim = Claim(connection, partial(self._spending, connection))

@@ -63,8 +63,8 @@ class _ReplayStart(NamedTuple):
 class ReplayStore(StoreBase):
     """Each channel's replay lock and latest start."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
-        super().__init__(engine)
+    def __init__(self, engine: AsyncEngine, database: Database | None = None) -> None:
+        super().__init__(engine, database)
         self._replays: dict[tuple[Workspace, str], asyncio.Lock] = {}
         self._replay_locks: AsyncEngine | None = None
         """PostgreSQL: where a replay's lock connection comes from, opened when first needed: no
@@ -107,7 +107,7 @@ class ReplayStore(StoreBase):
     ) -> ReplayLease | ReplayRefused:
         key = {"key": f"replay:{lock_scope(workspace)}:{channel}"}
         if self._replay_locks is None:  # a connection of its own, not the pool's, for the whole replay
-            self._replay_locks = Database(self._engine.url).create_engine(pool_size=None)
+            self._replay_locks = self._database.create_engine(pool_size=None)
         connection = await self._replay_locks.connect()
         try:
             locked = await connection.scalar(

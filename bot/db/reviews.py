@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.db import calibration
 from bot.db.base import StoreBase
+from bot.db.database import Database
 from bot.db.schema import calibration_drops, channel_settings, evaluations, reviews
 from bot.db.scope import (
     CHANNEL_KEYS,
@@ -88,8 +89,8 @@ _REVIEW_COLUMNS = [reviews.c[name] for name in ReviewRow.__dataclass_fields__]
 class ReviewStore(StoreBase):
     """Reviews of iterations, and each channel's calibration switch."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
-        super().__init__(engine)
+    def __init__(self, engine: AsyncEngine, database: Database | None = None) -> None:
+        super().__init__(engine, database)
         self._refreshes: WeakValueDictionary[tuple[str, int], asyncio.Lock] = WeakValueDictionary()
 
     async def save_review(

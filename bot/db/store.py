@@ -109,12 +109,12 @@ class Store(
         except BaseException:
             await engine.dispose()
             raise
-        return cls(engine)
+        return cls(engine, database)
 
     @property
     def database(self) -> Database:
         """The database the tables live in."""
-        return Database(self._engine.url)
+        return self._database
 
     async def close(self) -> None:
         """Close every connection; the Store cannot be used afterwards."""

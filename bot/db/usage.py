@@ -104,8 +104,8 @@ class CostTally:
 class UsageStore(StoreBase):
     """Runs, tokens and cost per day, channel and requester, and the daily spend counters."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
-        super().__init__(engine)
+    def __init__(self, engine: AsyncEngine, database: Database | None = None) -> None:
+        super().__init__(engine, database)
         self._counters: AsyncEngine | None = None
         """PostgreSQL: the spend counters' own autocommit engine, opened when first needed (see
         `_spending`)."""
@@ -248,9 +248,10 @@ class UsageStore(StoreBase):
     def _counters_engine(self) -> AsyncEngine:
         """The spend counters' own pool, in autocommit (PostgreSQL only; opened when first used)."""
         if self._counters is None:
-            database = Database(self._engine.url)
             size = min(SPEND_POOL_SIZE, pool_size(self._engine))
-            self._counters = database.create_engine(pool_size=size, autocommit=True, flushed_commits=False)
+            self._counters = self._database.create_engine(
+                pool_size=size, autocommit=True, flushed_commits=False
+            )
             for one, other in ((self._engine, self._counters), (self._counters, self._engine)):
                 event.listen(one.sync_engine, "handle_error", partial(_drop_pool_on_disconnect, other))
         return self._counters

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from datetime import UTC, date, datetime, timedelta
 
 import psycopg
@@ -13,7 +14,7 @@ from langchain_core.messages import UsageMetadata
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from bot.db.database import SPEND_POOL_SIZE, STORE_POOL_SIZE
+from bot.db.database import SPEND_POOL_SIZE, STORE_POOL_SIZE, Database
 from bot.db.replays import ReplayLease, ReplayRefused
 from bot.db.spend import Cap, QuotaExceeded, RunQuota, Spender
 from bot.db.store import Store
@@ -317,6 +318,26 @@ async def test_after_the_server_drops_every_connection_one_failed_admission_is_a
         with pytest.raises(DBAPIError):
             await start(store, channel="CFIRST", quota=everyone)
         assert await start(store, channel="CSECOND", quota=everyone)
+    finally:
+        await store.close()
+
+
+@pytest.mark.postgres
+async def test_every_connection_a_store_opens_carries_its_processs_name(postgres_url):
+    """An operator tells the processes apart by their connections' names in ``pg_stat_activity``
+    (README): the spend counters' pool and a replay's lock connection are named like the tables'."""
+    name = f"rubric-bot test ({uuid.uuid4().hex[:8]})"
+    store = await Store.open(Database.parse(postgres_url).named(name), pool_size=3)
+    try:
+        await store.fill_pools()
+        lease = await store.start_replay(T1, "CNAMED", "U1", timedelta(0))
+        assert isinstance(lease, ReplayLease)
+        async with store._engine.connect() as connection:
+            named = await connection.scalar(
+                text("SELECT count(*) FROM pg_stat_activity WHERE application_name = :name"), {"name": name}
+            )
+        await lease.release()
+        assert named == 3 + 3 + 1  # the tables' pool, the counters' and the replay's lock
     finally:
         await store.close()
 
