@@ -79,9 +79,9 @@ class Claim:
 
         On PostgreSQL, with a thread, this is one statement, which also reads the thread's
         workspace's settings for `workspace_settings`: each statement of a claim is a round trip
-        the acknowledgement waits for, and the event loop pays about 0.14 ms of CPU for each (a
-        third of the claim's time was these three). On SQLite they are three statements, each a
-        few microseconds in the claims thread (see `bot.db.claims`).
+        the acknowledgement waits for, and the event loop pays about 0.14 ms of CPU for each (100
+        claims at once: 1.36 ms of CPU each, against 1.53 as three statements). On SQLite they are
+        three statements, each a few microseconds in the claims thread (see `bot.db.claims`).
         """
         now = utc_now()
         if self._postgres and thread is not None:
