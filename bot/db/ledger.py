@@ -56,6 +56,13 @@ class LedgerStore(StoreBase):
             for row in await self._rows(query)
         ]
 
+    async def recorded_part(self, run_id: int, step: Step, part: int) -> str | None:
+        """The Slack ts of part `part` of the run's `step`, if an attempt has recorded it."""
+        query = select(posted.c.message_ts).where(
+            posted.c.run_id == run_id, posted.c.iteration == str(step), posted.c.part == part
+        )
+        return await self._scalar(query)
+
 
 def _step(iteration: str) -> Step:
     """A ledger row's step from its `posted.iteration`."""

@@ -131,9 +131,9 @@ class Delivery:
 
     With a `lease` (see `bot.db.store.Store.take_run`), each message is posted only while the
     lease is still the run's, else `RunTakenOver` is raised: the attempt that took the run over
-    posts it instead. (A crash between Slack taking a message and the ledger recording it, or a
-    take-over between that check and the post, is the one window in which a message can appear
-    twice.)
+    posts it instead, unless the ledger shows it posted by then. (A crash between Slack taking a
+    message and the ledger recording it, or a take-over between one attempt's check and the other's,
+    is the one window in which a message can appear twice.)
     """
 
     post_message: Poster
@@ -233,8 +233,9 @@ class Delivery:
         after it); one Slack refuses for good is dropped, logged."""
         while self._owed:
             owed = self._owed[0]
-            if self.lease is not None and not await self.store.holds_run(self.run_id, self.lease):
-                raise RunTakenOver(f"run {self.run_id} in thread {self.thread} was taken over")
+            if self.lease is not None and await self._posted_by_another_attempt(owed):
+                self._owed.pop(0)
+                continue
             try:
                 ts = await self._send(owed)
             except SLACK_ERRORS as exc:
@@ -252,6 +253,19 @@ class Delivery:
                 else:
                     await self._record(posted, owed.evaluation)
             self._owed.pop(0)
+
+    async def _posted_by_another_attempt(self, owed: _Owed) -> bool:
+        """Whether the attempt this one took the run from recorded `owed` after this one read the
+        ledger (it posted it just before the take-over, and the ledger got it late, as a database
+        outage makes it); `RunTakenOver` if another attempt has taken the run from this one."""
+        assert self.lease is not None
+        if not await self.store.holds_run(self.run_id, self.lease):
+            raise RunTakenOver(f"run {self.run_id} in thread {self.thread} was taken over")
+        ts = await self.store.recorded_part(self.run_id, owed.step, owed.part)
+        if ts is None:
+            return False
+        self.posted[(owed.step, owed.part)] = ts
+        return True
 
     async def _send(self, owed: _Owed) -> str:
         """Post an owed message, or put the first closing one into the run's streamed message."""

@@ -54,3 +54,37 @@ async def test_an_attempt_whose_run_was_taken_over_posts_nothing_more_and_the_ne
         await store.close()
 
     assert thread == ["iteration 1", "the answer"]
+
+
+async def test_a_message_an_earlier_attempt_recorded_after_the_take_over_is_not_posted_again(tmp_path):
+    """The cut-off attempt posted iteration 1 just before the take-over, and the ledger got it only
+    after the new attempt had read it (a database outage delays the write): the new attempt finds
+    it recorded when its turn to post it comes, and the thread shows it once."""
+    store = await Store.open(str(tmp_path / "bot.sqlite"))
+    thread: list[str] = []
+
+    async def post(payload: SlackMessage) -> str:
+        thread.append(payload["text"])
+        return f"1700000001.{len(thread):06d}"
+
+    try:
+        run_id = await store.start_run(THREAD, THREAD.thread_ts)
+        await store.take_run(run_id)  # the first attempt's lease
+        ts = await post({"text": "iteration 1"})
+        taking_over = await open_delivery(
+            post,
+            store,
+            run_id,
+            THREAD.thread_id,
+            retry_for=1,
+            resumed=True,
+            lease=await store.take_run(run_id),
+        )
+        await store.record_posted(run_id, 0, 0, ts)  # the first attempt's late ledger write
+
+        await taking_over.post(0, 0, {"text": "iteration 1"})
+        await taking_over.post(FINAL_STEP, 0, {"text": "the answer"})
+    finally:
+        await store.close()
+
+    assert thread == ["iteration 1", "the answer"]
