@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.db.base import StoreBase
-from bot.db.schema import FINAL_STEP, STREAM_STEP, posted
-from bot.db.scope import utc_now
+from bot.db.schema import FINAL_STEP, STREAM_STEP, posted, runs
+from bot.db.scope import bound, utc_now
 
 Step = int | Literal["final", "stream"]
 """What a posted message belongs to: a grader iteration's number, the run's final messages, or
@@ -39,6 +39,16 @@ class PostedMessage:
     posted_at: datetime
 
 
+class PostStanding(NamedTuple):
+    """Where an attempt stands before posting a part of its run (see `LedgerStore.post_standing`)."""
+
+    holds_run: bool
+    """Whether the attempt's lease is still the run's (no other attempt has taken it over)."""
+    recorded_ts: str | None
+    """The part's Slack ts if an attempt has recorded it (None: not in the thread yet, as far as
+    the ledger knows)."""
+
+
 class LedgerStore(StoreBase):
     """What the runs have posted."""
 
@@ -56,12 +66,21 @@ class LedgerStore(StoreBase):
             for row in await self._rows(query)
         ]
 
-    async def recorded_part(self, run_id: int, step: Step, part: int) -> str | None:
-        """The Slack ts of part `part` of the run's `step`, if an attempt has recorded it."""
-        query = select(posted.c.message_ts).where(
-            posted.c.run_id == run_id, posted.c.iteration == str(step), posted.c.part == part
-        )
-        return await self._scalar(query)
+    async def post_standing(self, run_id: int, lease: str, step: Step, part: int) -> PostStanding:
+        """In one query: whether `lease` (from `take_run`) is still the run's, and the Slack ts of
+        part `part` of its `step` if an attempt has recorded it."""
+        async with self._turns, self._reader.connect() as connection:
+            found = await connection.execute(
+                _POST_STANDING, {"run_id": run_id, "lease": lease, "iteration": str(step), "part": part}
+            )
+            holds, recorded_ts = found.one()
+        return PostStanding(bool(holds), recorded_ts)
+
+
+_POST_STANDING = select(
+    runs.c.lease == bindparam("lease"),
+    select(posted.c.message_ts).where(*bound(posted, "run_id", "iteration", "part")).scalar_subquery(),
+).where(runs.c.run_id == bindparam("run_id"))
 
 
 def _step(iteration: str) -> Step:

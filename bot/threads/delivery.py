@@ -233,7 +233,7 @@ class Delivery:
         after it); one Slack refuses for good is dropped, logged."""
         while self._owed:
             owed = self._owed[0]
-            if self.lease is not None and await self._posted_by_another_attempt(owed):
+            if self.lease is not None and await self._posted_by_another_attempt(owed, self.lease):
                 self._owed.pop(0)
                 continue
             try:
@@ -254,17 +254,16 @@ class Delivery:
                     await self._record(posted, owed.evaluation)
             self._owed.pop(0)
 
-    async def _posted_by_another_attempt(self, owed: _Owed) -> bool:
+    async def _posted_by_another_attempt(self, owed: _Owed, lease: str) -> bool:
         """Whether the attempt this one took the run from recorded `owed` after this one read the
         ledger (it posted it just before the take-over, and the ledger got it late, as a database
         outage makes it); `RunTakenOver` if another attempt has taken the run from this one."""
-        assert self.lease is not None
-        if not await self.store.holds_run(self.run_id, self.lease):
+        standing = await self.store.post_standing(self.run_id, lease, owed.step, owed.part)
+        if not standing.holds_run:
             raise RunTakenOver(f"run {self.run_id} in thread {self.thread} was taken over")
-        ts = await self.store.recorded_part(self.run_id, owed.step, owed.part)
-        if ts is None:
+        if standing.recorded_ts is None:
             return False
-        self.posted[(owed.step, owed.part)] = ts
+        self.posted[(owed.step, owed.part)] = standing.recorded_ts
         return True
 
     async def _send(self, owed: _Owed) -> str:
