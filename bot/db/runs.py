@@ -7,6 +7,7 @@ A run's start and end span other aggregates too: see `bot.db.transactions`.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -18,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from bot.db.base import StoreBase
 from bot.db.schema import runs
 from bot.db.scope import in_channel, in_scope, thread_columns, utc_now
+from bot.db.spend import RunQuota
 from bot.vocabulary.statuses import ANSWERED, INTERRUPTED, RunStatus
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import NO_ENTERPRISE, Workspace
@@ -164,27 +166,37 @@ class RunStore(StoreBase):
         return min(stamps, key=Decimal) if stamps else None
 
 
-def insert_run(
-    connection: Connection,
-    thread: ThreadKey,
-    request_ts: str,
-    requester: str | None,
-    charged: int = 0,
-    charged_usd: float = 0.0,
-) -> int:
-    """Record that the request ``request_ts`` in the thread, from `requester`, started running (in
-    `connection`'s transaction, synchronous like every statement of a claim), `charged` tokens and
-    `charged_usd` dollars reserved for it; its run id."""
-    row = {
-        "thread_id": thread.thread_id,
-        **thread_columns(thread),
-        "request_ts": request_ts,
-        "requester": requester,
-        "started_at": utc_now(),
-        "charged_tokens": charged,
-        "charged_usd": charged_usd,
-    }
-    return int(connection.execute(RUN_INSERT, row).scalar_one())
+@dataclass(frozen=True)
+class RunStart:
+    """A run to record as started: the request ``request_ts`` in `thread`, from `requester`, with
+    `quota` (if any) for what it may spend (see `bot.db.spend.admit_all`)."""
+
+    thread: ThreadKey
+    request_ts: str
+    requester: str | None = None
+    quota: RunQuota | None = None
+
+
+def insert_runs(connection: Connection, started: Sequence[RunStart]) -> list[int]:
+    """Record that the runs `started` started (in `connection`'s transaction, in one statement,
+    synchronous like every statement of a claim), each with its quota's estimated tokens and
+    dollars reserved for it; their run ids, in order."""
+    if not started:
+        return []
+    now = utc_now()
+    rows = [
+        {
+            "thread_id": run.thread.thread_id,
+            **thread_columns(run.thread),
+            "request_ts": run.request_ts,
+            "requester": run.requester,
+            "started_at": now,
+            "charged_tokens": run.quota.estimate if run.quota else 0,
+            "charged_usd": run.quota.estimate_usd if run.quota else 0.0,
+        }
+        for run in started
+    ]
+    return [int(run_id) for run_id in connection.execute(RUN_INSERT, rows).scalars()]
 
 
 async def hold(connection: AsyncConnection, run_id: int, lease: RunLease) -> bool:
@@ -228,8 +240,8 @@ def run_thread(thread: ThreadKey) -> dict[str, str]:
 
 # The statements every request runs, built once: building a statement costs a store call about as
 # much CPU as sending it.
-RUN_INSERT = insert(runs).returning(runs.c.run_id)
-"""Insert a run's row (the columns `insert_run` gives), returning its id."""
+RUN_INSERT = insert(runs).returning(runs.c.run_id, sort_by_parameter_order=True)
+"""Insert runs' rows (the columns `insert_runs` gives), returning their ids in the rows' order."""
 
 HOLDS_RUN = select(runs.c.lease == bindparam("lease")).where(runs.c.run_id == bindparam("run_id"))
 

@@ -5,24 +5,26 @@ A run's admission adds one request and a reserved estimate of its tokens and of 
 level it spends from (its requester, channel, workspace and the deployment) in one multi-row
 upsert, and reads the counters back from the same statement: no count of the day's runs, no lock
 held past the statement. A level already at its cap before the run refuses it, and the same rows
-are given back (`QuotaExceeded`); so a burst starts at most one run past a token or money budget (the one that
-found it just under), not every run admitted before the first finished. When the run ends, its
-counters are settled: the reservation is replaced by the tokens it really used and what they cost.
-Replays add their grader tokens and cost to the levels they spend from the same way.
+are given back (`QuotaExceeded`); so a burst starts at most one run past a token or money budget
+(the one that found it just under), not every run admitted before the first finished. The runs
+of a batch of claims (see `bot.db.claims`) are admitted in one statement the same way
+(`admit_all`). When the run ends, its counters are settled: the reservation is replaced by the
+tokens it really used and what they cost. Replays add their grader tokens and cost to the levels
+they spend from the same way.
 
-The rows of one statement are always written in `LEVELS` order, so two admissions on PostgreSQL
-lock the rows they share in the same order and cannot deadlock.
+The rows of one statement are always written in one order (`LEVELS` order, then by key), so two
+admissions on PostgreSQL lock the rows they share in the same order and cannot deadlock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from functools import cache
 from typing import Any, Literal
 
-from sqlalchemy import Connection, select, tuple_
+from sqlalchemy import Connection, RowMapping, select, tuple_
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -153,9 +155,18 @@ def charge(
     """Add `requests`, `tokens` and `usd` (any may be negative: a give-back) to each of the
     spender's levels in one statement; each level's counters after it. Synchronous, like every
     statement of a claim (see `bot.db.claims`); an async caller runs it with ``run_sync``."""
-    statement = _charging(connection.dialect.name == "postgresql")
-    result = connection.execute(statement, spender.rows(requests, tokens, usd))
-    return [LevelSpend(row.level, int(row.requests), int(row.tokens), float(row.usd)) for row in result]
+    rows = spender.rows(requests, tokens, usd)
+    after = _charge_rows(connection, rows)
+    return [after[_key_of(row)] for row in rows]
+
+
+def _charge_rows(connection: Connection, rows: list[dict[str, object]]) -> dict[_Key, LevelSpend]:
+    """Add the counter `rows` in one statement; each counter after it, by its key."""
+    result = connection.execute(_charging(connection.dialect.name == "postgresql"), rows)
+    return {
+        _key_of(row._mapping): LevelSpend(row.level, int(row.requests), int(row.tokens), float(row.usd))
+        for row in result
+    }
 
 
 @cache
@@ -172,27 +183,68 @@ def _charging(postgres: bool) -> Any:
             "tokens": daily_spend.c.tokens + adding.excluded.tokens,
             "usd": daily_spend.c.usd + adding.excluded.usd,
         },
-    ).returning(daily_spend.c.level, daily_spend.c.requests, daily_spend.c.tokens, daily_spend.c.usd)
+    ).returning(*(daily_spend.c[k] for k in (*_KEY, "requests", "tokens", "usd")))
 
 
-def admit(connection: Connection, spender: Spender, quota: RunQuota) -> None:
-    """Count a new run against every level and reserve `quota.estimate` tokens and
-    `quota.estimate_usd` dollars; `QuotaExceeded` (the counters given back) if a level had already
-    reached one of its caps."""
-    after = charge(connection, spender, 1, quota.estimate, quota.estimate_usd)
-    refusal = _refusal(after, quota)
-    if refusal is not None:
-        charge(connection, spender, -1, -quota.estimate, -quota.estimate_usd)
-        raise refusal
+def admit_all(
+    connection: Connection, admissions: Sequence[tuple[Spender, RunQuota]]
+) -> list[QuotaExceeded | None]:
+    """Count new runs against every level of their spenders and reserve each one's estimated tokens
+    and dollars, in one statement however many runs there are; for each run, in order, None if it
+    was admitted, else the cap that refused it (what it reserved is given back, in one more
+    statement).
+
+    Each run is judged as if the runs were admitted one after another: against the counters as they
+    were before this statement, plus what the runs before it here that were admitted reserved. A
+    counter several runs share (their person's, the deployment's) is written once with their sum,
+    since one statement cannot update a row twice.
+    """
+    reserved = [spender.rows(1, quota.estimate, quota.estimate_usd) for spender, quota in admissions]
+    totals = _summed(row for rows in reserved for row in rows)
+    after = _charge_rows(connection, totals)
+    spent = {_key_of(row): _added(after[_key_of(row)], row, -1) for row in totals}
+    refusals: list[QuotaExceeded | None] = []
+    for (_, quota), rows in zip(admissions, reserved, strict=True):
+        refusal = reached([spent[_key_of(row)] for row in rows], quota)
+        refusals.append(refusal)
+        if refusal is None:
+            spent.update({_key_of(row): _added(spent[_key_of(row)], row) for row in rows})
+    refused = [row for rows, refusal in zip(reserved, refusals, strict=True) if refusal for row in rows]
+    if refused:
+        _charge_rows(connection, _summed(refused, -1))
+    return refusals
 
 
-def _refusal(after: list[LevelSpend], quota: RunQuota) -> QuotaExceeded | None:
-    """The first cap, narrowest level first, that the counters before this run had reached."""
-    before = [
-        LevelSpend(s.level, s.requests - 1, s.tokens - quota.estimate, s.usd - quota.estimate_usd)
-        for s in after
-    ]
-    return reached(before, quota)
+_Key = tuple[str, str, str, str, str]
+"""One counter's `_KEY`: its day, level, enterprise, team and subject."""
+
+
+def _key_of(row: Mapping[str, Any] | RowMapping) -> _Key:
+    """Which counter a row (of counter values, or of the table) is."""
+    return (str(row["day"]), row["level"], row["enterprise"], row["team"], row["subject"])
+
+
+def _summed(rows: Iterable[dict[str, object]], sign: int = 1) -> list[dict[str, object]]:
+    """One row per counter in `rows`, adding up their amounts (times `sign`), in the order every
+    statement writes counters in: by level in `LEVELS` order, then by key (so that two statements on
+    PostgreSQL lock the rows they share in the same order, and cannot deadlock)."""
+    summed: dict[_Key, dict[str, object]] = {}
+    for row in rows:
+        key = _key_of(row)
+        total = summed.setdefault(key, {**row, "requests": 0, "tokens": 0, "usd": 0.0})
+        for amount in ("requests", "tokens", "usd"):
+            total[amount] = total[amount] + sign * row[amount]  # type: ignore[operator]
+    return [summed[key] for key in sorted(summed, key=lambda k: (LEVELS.index(k[1]), k))]
+
+
+def _added(spend: LevelSpend, row: Mapping[str, Any], sign: int = 1) -> LevelSpend:
+    """`spend` with a counter row's amounts added (times `sign`)."""
+    return LevelSpend(
+        spend.level,
+        spend.requests + sign * row["requests"],
+        spend.tokens + sign * row["tokens"],
+        spend.usd + sign * row["usd"],
+    )
 
 
 def reached(spends: Iterable[LevelSpend], quota: RunQuota) -> QuotaExceeded | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BindParameter, Connection, bindparam, exists, select
+from sqlalchemy import Connection, Select, exists, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.db.base import StoreBase
@@ -43,11 +43,12 @@ def _thread_upsert(postgres: bool) -> Any:
     return _upserting((postgresql.insert if postgres else sqlite.insert)(threads))
 
 
-def thread_upsert_at(now: BindParameter[Any]) -> Any:
-    """PostgreSQL: `upsert_thread`'s statement for a larger one to embed (as a CTE), the thread's
-    columns bound by name (see `bot.db.scope.thread_columns`) and its time bound to `now`."""
-    values: dict[str, BindParameter[Any]] = {name: bindparam(name) for name in (*CHANNEL_KEYS, "thread_ts")}
-    return _upserting(postgresql.insert(threads).values(**values, created_at=now, last_activity=now))
+def threads_upsert_from(rows: Select[Any]) -> Any:
+    """PostgreSQL: `upsert_thread`'s statement for many threads at once, for a larger one to embed
+    (as a CTE): `rows` selects each thread's columns (see `bot.db.scope.thread_columns`), then its
+    ``created_at`` and ``last_activity``, one row per thread (a statement upserts a row once)."""
+    columns = [*CHANNEL_KEYS, "thread_ts", "created_at", "last_activity"]
+    return _upserting(postgresql.insert(threads).from_select(columns, rows))
 
 
 def _upserting(insert: Any) -> Any:

@@ -1,7 +1,7 @@
 """The transactions that span aggregates, composed here from the parts' statements and nowhere else:
 
-- the claim that admits a request (`Claim`: its dedupe keys, its thread, the workspace's limits and
-  settings, its run, and the job queued in the same transaction);
+- the claim that admits requests (`Claim`: their dedupe keys, their threads, the workspaces' limits
+  and settings, their runs, and the jobs queued in the same transaction);
 - a run's start (`RunTransactions.start_run`, `RunTransactions.start_attempt`: the lease, the thread's
   interrupted runs, the request's material, the channel rubric, the workspace's settings);
 - an iteration's message (`RunTransactions.record_posted`: its ledger entry with its evaluation, whose
@@ -14,13 +14,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from functools import cache, partial
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Connection, Text, bindparam, delete, func, literal, select, true
+from sqlalchemy import Connection, Integer, Text, and_, bindparam, delete, func, literal, select, true
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -35,18 +35,26 @@ from bot.db.runs import (
     RUN_UPDATE,
     RunLease,
     RunRecord,
+    RunStart,
     claim_interrupted,
     hold,
-    insert_run,
+    insert_runs,
     run_thread,
 )
-from bot.db.schema import audits, claims, posted, runs
-from bot.db.scope import channel_columns, in_scope, thread_columns, utc_now
-from bot.db.spend import RunQuota, Spender, admit, charge
-from bot.db.threads import thread_upsert_at, upsert_thread
+from bot.db.schema import audits, claims, posted, runs, workspace_settings
+from bot.db.scope import (
+    CHANNEL_KEYS,
+    WORKSPACE_KEYS,
+    channel_columns,
+    in_scope,
+    thread_columns,
+    utc_now,
+    workspace_columns,
+)
+from bot.db.spend import QuotaExceeded, RunQuota, Spender, admit_all, charge
+from bot.db.threads import threads_upsert_from, upsert_thread
 from bot.db.usage import PricedRun, SyncSpending, UsageStore, cost_values
 from bot.db.workspace_settings import (
-    WORKSPACE_SETTINGS,
     WorkspaceSettingsRow,
     read_workspace_settings,
     settings_of,
@@ -57,11 +65,39 @@ from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.unread import Unread
 from bot.vocabulary.workspace import Tenant, Workspace
 
+Recorded = TypeVar("Recorded")
+"""What a claim records besides its keys (the job it queues, say)."""
+
+
+@dataclass(frozen=True)
+class Starting(Generic[Recorded]):
+    """What a claim records when it starts a run: the `run`, and what `then` makes of the run's id
+    (or of the cap that refused it, nothing recorded)."""
+
+    run: RunStart
+    then: Callable[[int | QuotaExceeded], Recorded]
+
+
+ClaimRecord = Callable[["Claim"], "Recorded | Starting[Recorded]"]
+"""What a claim records besides its keys, given the open claim (whose workspaces' settings it may
+read): the thing itself, or the run it starts and what to make of it (`Starting`)."""
+
+
+@dataclass(frozen=True)
+class ClaimRequest(Generic[Recorded]):
+    """One message's claim: its dedupe `keys` (distinct), the `thread` to remember as one the bot
+    takes part in, and what else it records if every key is new."""
+
+    keys: list[str]
+    thread: ThreadKey | None
+    record: ClaimRecord[Recorded]
+
 
 class Claim:
-    """The open transaction of a message just claimed (see `ClaimStore.claiming`): what it records
-    commits with the claim. Its statements are synchronous, so that a claim's whole transaction can
-    be one call to the database's thread on SQLite (see `bot.db.claims`)."""
+    """The open transaction of messages being claimed (see `ClaimStore.claiming`): what it records
+    commits with the claims. Its statements are synchronous, so that a claim's whole transaction can
+    be one call to the database's thread on SQLite (see `bot.db.claims`); on PostgreSQL the claims
+    that come together share it, and each of its statements serves them all."""
 
     def __init__(self, connection: Connection, spending: SyncSpending) -> None:
         self._connection = connection
@@ -73,52 +109,91 @@ class Claim:
         """The runs admitted in this transaction: who spends, and what they reserved (for giving it
         back where the counters are not in the transaction and it fails)."""
 
-    def take(self, keys: list[str], thread: ThreadKey | None) -> bool:
-        """Insert the message's dedupe `keys` and remember its `thread` (that the bot takes part in
-        it, and that it is active now); whether every key was new (if not, the caller rolls back).
+    def record_all(self, requests: Sequence[ClaimRequest[Any]]) -> list[Any]:
+        """Take each claim's keys and thread (see `take_all`), and what each claim whose keys were
+        all new records, the runs they start started together (see `start_runs`); None for a claim
+        whose keys were not all new (it records nothing)."""
+        taken = self.take_all([(request.keys, request.thread) for request in requests])
+        asked = [request.record(self) if won else None for request, won in zip(requests, taken, strict=True)]
+        started = iter(self.start_runs([one.run for one in asked if isinstance(one, Starting)]))
+        return [one.then(next(started)) if isinstance(one, Starting) else one for one in asked]
 
-        On PostgreSQL, with a thread, this is one statement, which also reads the thread's
-        workspace's settings for `workspace_settings`: each statement of a claim is a round trip
-        the acknowledgement waits for, and the event loop pays about 0.14 ms of CPU for each (100
-        claims at once: 1.36 ms of CPU each, against 1.53 as three statements). On SQLite they are
-        three statements, each a few microseconds in the claims thread (see `bot.db.claims`).
+    def take_all(self, claimed: Sequence[tuple[list[str], ThreadKey | None]]) -> list[bool]:
+        """Insert each claim's dedupe keys and remember its thread (that the bot takes part in it,
+        and that it is active now), for the claims whose keys are all new; whether each one's were.
+        No two claims may share a key. A claim whose keys were not all new leaves none behind.
+
+        On PostgreSQL this is one statement for all the claims, which also reads their workspaces'
+        settings for `workspace_settings`: each statement of a claim is a round trip the
+        acknowledgements wait for, and the event loop pays about 0.14 ms of CPU for each. On SQLite,
+        where a claim is alone in its transaction, they are statements of a few microseconds each
+        in the claims thread (see `bot.db.claims`).
         """
+        if self._postgres:
+            return self._take_on_postgres(claimed)
+        return [self._take(keys, thread) for keys, thread in claimed]
+
+    def _take(self, keys: list[str], thread: ThreadKey | None) -> bool:
         now = utc_now()
-        if self._postgres and thread is not None:
-            values = {"keys": keys, "claimed_at": now, **thread_columns(thread)}
-            opened = self._connection.execute(_taking_on_postgres(), values).mappings().one()
-            self._settings[thread.workspace] = settings_of(opened)
-            return bool(opened["new_keys"] == len(keys))
         rows = [{"key": key, "claimed_at": now} for key in keys]
-        if len(self._connection.execute(_keys_insert(self._postgres), rows).all()) < len(keys):
+        inserted = list(self._connection.execute(_KEYS_INSERT, rows).scalars())
+        if len(inserted) < len(keys):
+            self._give_back_keys(inserted)
             return False
         if thread is not None:
             upsert_thread(self._connection, thread)
         return True
 
-    def start_run(
-        self,
-        thread: ThreadKey,
-        request_ts: str,
-        *,
-        requester: str | None = None,
-        quota: RunQuota | None = None,
-    ) -> int:
-        """Record that the request ``request_ts`` in the thread, from `requester`, started running;
-        its run id.
+    def _take_on_postgres(self, claimed: Sequence[tuple[list[str], ThreadKey | None]]) -> list[bool]:
+        numbered = [(number, key) for number, (keys, _) in enumerate(claimed) for key in keys]
+        in_threads = [(number, thread) for number, (_, thread) in enumerate(claimed) if thread is not None]
+        workspaces = list(dict.fromkeys(thread.workspace for _, thread in in_threads))
+        values = {
+            "claim_numbers": [number for number, _ in numbered],
+            "keys": [key for _, key in numbered],
+            "thread_claims": [number for number, _ in in_threads],
+            **{f"thread_{key}": [thread_columns(t)[key] for _, t in in_threads] for key in _THREAD_KEYS},
+            **{f"workspace_{key}": [workspace_columns(w)[key] for w in workspaces] for key in WORKSPACE_KEYS},
+            "claimed_at": utc_now(),
+        }
+        rows = self._connection.execute(_taking_on_postgres(), values).mappings().all()
+        for row in rows:
+            if row["asked_team"] is not None:
+                self._settings[Workspace(row["asked_team"], row["asked_enterprise"])] = settings_of(row)
+        inserted = set(rows[0]["new_keys"] or ())
+        won = [all(key in inserted for key in keys) for keys, _ in claimed]
+        # A claim racing another process's for one of its keys inserted only the rest.
+        lost = [keys for (keys, _), ok in zip(claimed, won, strict=True) if not ok]
+        self._give_back_keys([key for keys in lost for key in keys if key in inserted])
+        return won
 
-        With a `quota`, the run is only started within it (see `bot.db.spend.admit`): its
-        requester, channel, workspace and the deployment are charged a request, ``quota.estimate``
-        tokens and ``quota.estimate_usd`` dollars, or `QuotaExceeded` is raised (recording nothing)
-        if one of them had already reached a cap.
-        """
-        if quota is None:
-            return insert_run(self._connection, thread, request_ts, requester)
-        spender = Spender(quota.day, thread.workspace, thread.channel, requester)
-        with self._spending() as connection:
-            admit(connection, spender, quota)
-        self.admitted.append((spender, quota))
-        return insert_run(self._connection, thread, request_ts, requester, quota.estimate, quota.estimate_usd)
+    def _give_back_keys(self, keys: list[str]) -> None:
+        """Delete the keys this transaction inserted for a claim that lost one of its others."""
+        if keys:
+            self._connection.execute(delete(claims).where(claims.c.key.in_(keys)))
+
+    def start_runs(self, starts: Sequence[RunStart]) -> list[int | QuotaExceeded]:
+        """Record that the runs `starts` started, those with a quota only within it (see
+        `bot.db.spend.admit_all`: their requester, channel, workspace and the deployment are each
+        charged a request and the run's estimated tokens and dollars, unless one had already reached
+        a cap); one statement admits them all and one records their rows. Each run's id, or the cap
+        that refused it (recording nothing)."""
+        refusals: dict[int, QuotaExceeded] = {}
+        quotas = [(n, start, start.quota) for n, start in enumerate(starts) if start.quota is not None]
+        if quotas:
+            spenders = [
+                (Spender(quota.day, start.thread.workspace, start.thread.channel, start.requester), quota)
+                for _, start, quota in quotas
+            ]
+            with self._spending() as connection:
+                refused = admit_all(connection, spenders)
+            for (n, _, _), admission, refusal in zip(quotas, spenders, refused, strict=True):
+                if refusal is None:
+                    self.admitted.append(admission)
+                else:
+                    refusals[n] = refusal
+        ids = iter(insert_runs(self._connection, [s for n, s in enumerate(starts) if n not in refusals]))
+        return [refusals[n] if n in refusals else next(ids) for n in range(len(starts))]
 
     def workspace_settings(self, workspace: Workspace) -> WorkspaceSettingsRow | None:
         """What the workspace's admins set, read in the claim's transaction (once)."""
@@ -133,35 +208,76 @@ class Claim:
             charge(counters, spender, -1, -reserved.estimate, -reserved.estimate_usd)
 
 
-@cache
-def _keys_insert(postgres: bool) -> Any:
-    """Insert claim rows unless their key was claimed before, returning the keys inserted; built
-    once per dialect, and executed with the keys' rows as one multi-row statement (see
-    `bot.db.spend.charge`)."""
-    upsert = postgresql.insert if postgres else sqlite.insert
-    return upsert(claims).on_conflict_do_nothing().returning(claims.c.key)
+_KEYS_INSERT = sqlite.insert(claims).on_conflict_do_nothing().returning(claims.c.key)
+"""SQLite: insert claim rows unless their key was claimed before, returning the keys inserted;
+executed with the keys' rows as one multi-row statement (see `bot.db.spend.charge`)."""
+
+_THREAD_KEYS = (*CHANNEL_KEYS, "thread_ts")
+"""The columns that say which thread a row belongs to (see `bot.db.scope.thread_columns`)."""
 
 
 @cache
 def _taking_on_postgres() -> Any:
-    """PostgreSQL: `Claim.take` in one statement, built once: the keys' insert (``keys``, an
-    array) and the thread's upsert as CTEs, which PostgreSQL runs whether or not they are read, and
-    the count of keys inserted beside the workspace's settings row (all NULL without one)."""
+    """PostgreSQL: `Claim.take_all` in one statement, built once. Its CTEs, which PostgreSQL runs
+    whether or not they are read: the claims whose keys were taken before; the other claims' keys
+    inserted (arrays ``claim_numbers`` and ``keys``, one element per key); their threads upserted
+    (``thread_claims`` and a ``thread_<column>s`` array per column). It returns the keys inserted
+    (``new_keys``) beside each asked workspace's settings row (``workspace_enterprises`` and
+    ``workspace_teams``; all NULL without one), and one row without any workspace."""
     now = bindparam("claimed_at", type_=claims.c.claimed_at.type)
+    wanted = _unnested("wanted", {"claim_number": ("claim_numbers", Integer), "key": ("keys", Text)})
+    taken = select(wanted.c.claim_number).join(claims, claims.c.key == wanted.c.key).cte("taken")
     new_keys = (
         postgresql.insert(claims)
-        .from_select(["key", "claimed_at"], select(func.unnest(bindparam("keys", type_=ARRAY(Text))), now))
+        .from_select(
+            ["key", "claimed_at"],
+            select(wanted.c.key, now).where(wanted.c.claim_number.not_in(select(taken.c.claim_number))),
+        )
         .on_conflict_do_nothing()
         .returning(claims.c.key)
         .cte("new_keys")
     )
-    settings = WORKSPACE_SETTINGS.subquery("settings")
-    inserted = select(func.count()).select_from(new_keys).scalar_subquery().label("new_keys")
+    asked = _unnested(
+        "asked",
+        {
+            "claim_number": ("thread_claims", Integer),
+            **{key: (f"thread_{key}", Text) for key in _THREAD_KEYS},
+        },
+    )
+    thread_keys = [asked.c[name] for name in _THREAD_KEYS]
+    winning_threads = (
+        select(*thread_keys, now, now)
+        .ext(postgresql.distinct_on(*thread_keys))
+        .where(asked.c.claim_number.not_in(select(taken.c.claim_number)))
+    )
+    workspaces = _unnested("workspaces", {key: (f"workspace_{key}", Text) for key in WORKSPACE_KEYS})
+    settings = (
+        select(
+            workspaces.c.enterprise.label("asked_enterprise"),
+            workspaces.c.team.label("asked_team"),
+            *workspace_settings.c,
+        )
+        .select_from(
+            workspaces.outerjoin(
+                workspace_settings,
+                and_(*(workspace_settings.c[name] == workspaces.c[name] for name in WORKSPACE_KEYS)),
+            )
+        )
+        .subquery("settings")
+    )
+    inserted = select(func.array_agg(new_keys.c.key)).scalar_subquery().label("new_keys")
     return (
         select(inserted, *settings.c)
         .select_from(select(literal(1)).subquery("one").outerjoin(settings, true()))
-        .add_cte(thread_upsert_at(now).cte("thread"))
+        .add_cte(threads_upsert_from(winning_threads).cte("thread"))
     )
+
+
+def _unnested(name: str, columns: dict[str, tuple[str, Any]]) -> Any:
+    """``unnest`` of one bound array per column, as the table `name` with those columns; `columns`
+    gives each one's array's parameter name and element type."""
+    arrays = [bindparam(parameter, type_=ARRAY(kind)) for parameter, kind in columns.values()]
+    return func.unnest(*arrays).table_valued(*columns).render_derived(name)
 
 
 @dataclass(frozen=True)
@@ -191,15 +307,19 @@ class RunTransactions(UsageStore):
         requester: str | None = None,
         quota: RunQuota | None = None,
     ) -> int:
-        """Record that the request ``request_ts`` in the thread started running; its run id (see
-        `Claim.start_run` for `requester` and `quota`)."""
+        """Record that the request ``request_ts`` in the thread, from `requester`, started running;
+        its run id. With a `quota`, only within it: else `QuotaExceeded`, recording nothing (see
+        `Claim.start_runs`)."""
 
-        def started(connection: Connection) -> int:
+        def started(connection: Connection) -> int | QuotaExceeded:
             claim = Claim(connection, partial(self._spending, connection))
-            return claim.start_run(thread, request_ts, requester=requester, quota=quota)
+            return claim.start_runs([RunStart(thread, request_ts, requester, quota)])[0]
 
         async with self._write() as connection:
-            return await connection.run_sync(started)
+            run = await connection.run_sync(started)
+        if isinstance(run, QuotaExceeded):
+            raise run
+        return run
 
     async def start_attempt(
         self,

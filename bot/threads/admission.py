@@ -5,21 +5,19 @@ edits), each claimed and queued in its thread in one transaction with what it re
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
 
 from bot.db.message_changes import ChangeKind
+from bot.db.runs import RunStart
 from bot.db.spend import QuotaExceeded
-from bot.db.transactions import Claim
+from bot.db.transactions import Claim, ClaimRecord, Starting
 from bot.material.sources import Sources
 from bot.threads.conversation import UserMessage
 from bot.threads.jobs import (
     ForgetJob,
     JobPayload,
-    JobQueue,
     LimitJob,
     PromptJob,
     ReplyJob,
@@ -39,19 +37,13 @@ class Admission(RunnerBase):
         `sources` says what it shares besides its text. Past a daily limit its thread is told so
         instead, and no model is called."""
 
-        def request(claim: Claim) -> JobPayload:
+        def request(claim: Claim) -> Starting[JobPayload]:
             now = datetime.now(UTC)
             limits = self._limits
             if self._workspaces is not None:
                 limits = self._workspaces.in_force(claim.workspace_settings(message.workspace)).limits
-            try:
-                run_id = claim.start_run(
-                    message.thread, message.ts, requester=message.user, quota=limits.quota(now)
-                )
-            except QuotaExceeded as refused:
-                logger.info("refused a request in thread %s: %s", message.thread_id, refused)
-                return LimitJob(message=message, quota=refused.quota, limit=refused.limit, refused_at=now)
-            return RequestJob(message=message, run_id=run_id, sources=sources or Sources())
+            run = RunStart(message.thread, message.ts, message.user, limits.quota(now))
+            return Starting(run, partial(_request_job, message, sources or Sources(), now))
 
         await self._accept(message, request)
 
@@ -82,7 +74,7 @@ class Admission(RunnerBase):
     async def _accept(
         self,
         message: UserMessage,
-        job: JobPayload | Callable[[Claim], JobPayload],
+        job: JobPayload | ClaimRecord[JobPayload],
         *,
         keys: tuple[str, ...] | None = None,
     ) -> None:
@@ -100,11 +92,10 @@ class Admission(RunnerBase):
         await asyncio.shield(self._claim_and_queue(message.thread, keys or message.dedupe_keys, built))
 
     async def _claim_and_queue(
-        self, thread: ThreadKey, keys: tuple[str, ...], admitted: Callable[[Claim], JobPayload]
+        self, thread: ThreadKey, keys: tuple[str, ...], admitted: ClaimRecord[JobPayload]
     ) -> None:
         if self._queue.durable:
-            enqueue = partial(_enqueue, self._queue, thread)
-            await self._store.claiming(keys, admitted, thread=thread, enqueue=enqueue)
+            await self._store.claiming(keys, admitted, thread=thread, enqueue=self._queue.submit_claimed)
             return
         payload = await self._store.claiming(keys, admitted, thread=thread)
         if payload is not None:
@@ -149,9 +140,14 @@ CHANGE_JOBS: dict[ChangeKind, type[ForgetJob] | type[ReviseJob]] = {"forget": Fo
 """The job applying each kind of message change."""
 
 
-async def _enqueue(queue: JobQueue, thread: ThreadKey, payload: JobPayload, connection: Any) -> None:
-    """Queue a claimed message's job in the claim's transaction (`connection`, the driver's)."""
-    await queue.submit(thread, payload, connection=connection)
+def _request_job(
+    message: UserMessage, sources: Sources, now: datetime, started: int | QuotaExceeded
+) -> JobPayload:
+    """A request's job once its run was started (its id), or refused by a daily limit."""
+    if isinstance(started, QuotaExceeded):
+        logger.info("refused a request in thread %s: %s", message.thread_id, started)
+        return LimitJob(message=message, quota=started.quota, limit=started.limit, refused_at=now)
+    return RequestJob(message=message, run_id=started, sources=sources)
 
 
 def _with_new_text(edited: MessageChange, job: JobPayload) -> JobPayload:

@@ -231,14 +231,26 @@ class DurableQueue:
             )
             await asyncio.sleep(WORKER_RESTART_SECONDS)
 
-    async def submit(self, thread: ThreadKey, payload: JobPayload, *, connection: Any = None) -> bool:
-        """Store the job in PostgreSQL behind the thread's earlier jobs (in `connection`'s transaction
-        if given)."""
-        task = self._app.configure_task(
-            TASK_PREFIX + payload.kind, lock=thread.thread_id, connection=connection
-        )
-        await task.defer_async(**payload.model_dump(mode="json"))
+    async def submit(self, thread: ThreadKey, payload: JobPayload) -> bool:
+        """Store the job in PostgreSQL behind the thread's earlier jobs."""
+        await self._submit([(thread, payload)], None)
         return True
+
+    async def submit_claimed(self, jobs: Sequence[tuple[ThreadKey, JobPayload]], connection: Any) -> None:
+        """Store the jobs in PostgreSQL in `connection`'s transaction, in one statement, each behind
+        its thread's earlier jobs."""
+        await self._submit(jobs, connection)
+
+    async def _submit(self, jobs: Sequence[tuple[ThreadKey, JobPayload]], connection: Any) -> None:
+        """Defer the jobs in one statement (through `connection` if given), each with its thread as
+        its lock."""
+        deferred = [
+            self._app.configure_task(TASK_PREFIX + payload.kind, lock=thread.thread_id).make_new_job(
+                **payload.model_dump(mode="json")
+            )
+            for thread, payload in jobs
+        ]
+        await self._app.job_manager.batch_defer_jobs_async(deferred, connection=connection)
 
     async def drain(self, grace: float) -> None:
         """Stop fetching jobs; running ones get `grace` seconds, then are cut short and re-queued."""

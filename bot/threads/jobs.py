@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -215,11 +215,15 @@ class JobQueue(Protocol):
         """Begin running jobs."""
         ...
 
-    async def submit(self, thread: ThreadKey, payload: JobPayload, *, connection: Any = None) -> bool:
-        """Queue a job behind the thread's earlier ones; False if the queue no longer takes jobs.
+    async def submit(self, thread: ThreadKey, payload: JobPayload) -> bool:
+        """Queue a job behind the thread's earlier ones; False if the queue no longer takes jobs."""
+        ...
 
-        A durable queue inserts the job through `connection` when given (the driver connection of an
-        open transaction, see `bot.db.store.Claim`), so that it is queued only if that commits.
+    async def submit_claimed(self, jobs: Sequence[tuple[ThreadKey, JobPayload]], connection: Any) -> None:
+        """Queue claimed messages' jobs, each behind its thread's earlier ones and in the order given.
+
+        A durable queue inserts them through `connection` (the driver connection of the claims'
+        open transaction, see `bot.db.claims`), so that they are queued only if that commits.
         """
         ...
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,15 +77,20 @@ class ThreadScheduler:
                 changed += 1
         return changed
 
-    async def submit(self, thread: ThreadKey, payload: JobPayload, *, connection: Any = None) -> bool:
-        """Queue the job behind the thread's earlier jobs; False once draining has begun (jobs live in
-        memory, so there is no transaction to join: `connection` is not used)."""
+    async def submit(self, thread: ThreadKey, payload: JobPayload) -> bool:
+        """Queue the job behind the thread's earlier jobs; False once draining has begun."""
         if self._closed:
             return False
         self._queues.setdefault(thread, deque()).append((self._kinds[payload.kind], payload))
         if thread not in self._workers:
             self._workers[thread] = asyncio.create_task(self._work(thread), name=f"thread {thread.thread_id}")
         return True
+
+    async def submit_claimed(self, jobs: Sequence[tuple[ThreadKey, JobPayload]], connection: Any) -> None:
+        """Queue each job (jobs live in memory, so there is no transaction to join: `connection` is
+        not used)."""
+        for thread, payload in jobs:
+            await self.submit(thread, payload)
 
     async def job_counts(self) -> dict[str, int]:
         """This process's jobs: each busy key runs one and holds the rest in its queue."""

@@ -697,9 +697,12 @@ class HeldQueue:
     async def start(self) -> None:
         pass
 
-    async def submit(self, thread: ThreadKey, payload: JobPayload, *, connection: Any = None) -> bool:
+    async def submit(self, thread: ThreadKey, payload: JobPayload) -> bool:
         self.jobs.append(payload)
         return True
+
+    async def submit_claimed(self, jobs: list[tuple[ThreadKey, JobPayload]], connection: Any) -> None:
+        self.jobs.extend(payload for _, payload in jobs)
 
     async def drain(self, grace: float) -> None:
         pass
