@@ -47,8 +47,10 @@ from bot_load import agent_loop_alone, fresh_schema
 from bot.db.evaluations import PostedEvaluation
 from bot.db.ledger import PostedPart
 from bot.db.material import RunMaterial
-from bot.db.runs import RunLease, new_lease
+from bot.db.runs import RunLease, RunStart, new_lease
+from bot.db.spend import QuotaExceeded
 from bot.db.store import Store
+from bot.db.transactions import Claim, Starting
 from bot.limits.quota import DailyLimits
 from bot.review.controls import review_controls
 from bot.threads import render
@@ -95,13 +97,14 @@ def evaluation(run: str) -> RubricEvaluation:
 async def store_conversation(store: Store, number: int, *, postgres: bool) -> None:
     """The store calls of one conversation, in the runner's order."""
     thread = ThreadKey.of(WORKSPACE, f"C{number % 20:02d}", f"1700000000.{number:06d}")
-    async with store.claiming(f"event:Ev{number}", f"msg:{thread.thread_id}") as claim:
-        assert claim is not None
-        await claim.add_thread(thread)
-        await claim.workspace_settings(WORKSPACE)
-        run_id = await claim.start_run(
-            thread, thread.thread_ts, requester="U1", quota=LIMITS.quota(datetime.now(UTC))
-        )
+
+    def request(claim: Claim) -> Starting[int | QuotaExceeded]:
+        claim.workspace_settings(WORKSPACE)
+        run = RunStart(thread, thread.thread_ts, "U1", LIMITS.quota(datetime.now(UTC)))
+        return Starting(run, lambda started: started)
+
+    run_id = await store.claiming([f"event:Ev{number}", f"msg:{thread.thread_id}"], request, thread=thread)
+    assert isinstance(run_id, int)
     await store.has_thread(thread)
     lease = RunLease(new_lease()) if postgres else None
     await store.start_attempt(

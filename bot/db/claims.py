@@ -119,6 +119,7 @@ class ClaimStore(UsageStore):
 
     async def _write_batches(self) -> None:
         """Write the waiting claims a batch at a time until none wait."""
+        batch: list[_Waiting[Any]] = []
         try:
             while self._waiting:
                 batch, self._waiting = _next_batch(self._waiting)
@@ -130,6 +131,10 @@ class ClaimStore(UsageStore):
                 else:
                     for waiting, outcome in zip(batch, recorded, strict=True):
                         waiting.outcome.set_result(outcome)
+        except asyncio.CancelledError:  # the loop is closing: no claim waits for ever
+            for waiting in [*batch, *self._waiting]:
+                waiting.outcome.cancel()
+            raise
         finally:
             self._batches = None
 
