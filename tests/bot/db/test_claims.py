@@ -137,3 +137,20 @@ async def _count(postgres_url: str, query: str) -> int:
         found = await (await connection.execute(query)).fetchone()
     assert found is not None
     return int(found[0])
+
+
+async def test_claims_racing_in_two_stores_for_one_key_leave_the_losers_other_keys_free(database_url):
+    """Two processes claim messages sharing one key (a mention's twins, say) at the same moment:
+    one wins, and the key only the loser had stays free for the message it belongs to."""
+    stores = [await Store.open(database_url) for _ in range(2)]
+    try:
+        for n in range(5):
+            won = await asyncio.gather(
+                stores[0].claim(f"event:A{n}", f"msg:{n}"), stores[1].claim(f"event:B{n}", f"msg:{n}")
+            )
+            assert sorted(won) == [False, True]
+            loser = f"event:B{n}" if won[0] else f"event:A{n}"
+            assert await stores[0].claim(loser)
+    finally:
+        for store in stores:
+            await store.close()
