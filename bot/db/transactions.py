@@ -147,13 +147,16 @@ class Claim:
     def _take_on_postgres(self, claimed: Sequence[tuple[list[str], ThreadKey | None]]) -> list[bool]:
         numbered = [(number, key) for number, (keys, _) in enumerate(claimed) for key in keys]
         in_threads = [(number, thread) for number, (_, thread) in enumerate(claimed) if thread is not None]
-        workspaces = list(dict.fromkeys(thread.workspace for _, thread in in_threads))
+        threads = [thread_columns(thread) for _, thread in in_threads]
+        workspaces = [
+            workspace_columns(w) for w in dict.fromkeys(thread.workspace for _, thread in in_threads)
+        ]
         values = {
             "claim_numbers": [number for number, _ in numbered],
             "keys": [key for _, key in numbered],
             "thread_claims": [number for number, _ in in_threads],
-            **{f"thread_{key}": [thread_columns(t)[key] for _, t in in_threads] for key in _THREAD_KEYS},
-            **{f"workspace_{key}": [workspace_columns(w)[key] for w in workspaces] for key in WORKSPACE_KEYS},
+            **{f"thread_{key}": [columns[key] for columns in threads] for key in _THREAD_KEYS},
+            **{f"workspace_{key}": [columns[key] for columns in workspaces] for key in WORKSPACE_KEYS},
             "claimed_at": utc_now(),
         }
         rows = self._connection.execute(_taking_on_postgres(), values).mappings().all()
@@ -221,9 +224,10 @@ def _taking_on_postgres() -> Any:
     """PostgreSQL: `Claim.take_all` in one statement, built once. Its CTEs, which PostgreSQL runs
     whether or not they are read: the claims whose keys were taken before; the other claims' keys
     inserted (arrays ``claim_numbers`` and ``keys``, one element per key); their threads upserted
-    (``thread_claims`` and a ``thread_<column>s`` array per column). It returns the keys inserted
-    (``new_keys``) beside each asked workspace's settings row (``workspace_enterprises`` and
-    ``workspace_teams``; all NULL without one), and one row without any workspace."""
+    (``thread_claims`` and a ``thread_<column>`` array per column of `_THREAD_KEYS`). It returns the
+    keys inserted (``new_keys``) beside each asked workspace's settings row (a ``workspace_<column>``
+    array per column of `WORKSPACE_KEYS`; all NULL without a row), and one row without any
+    workspace."""
     now = bindparam("claimed_at", type_=claims.c.claimed_at.type)
     wanted = _unnested("wanted", {"claim_number": ("claim_numbers", Integer), "key": ("keys", Text)})
     taken = select(wanted.c.claim_number).join(claims, claims.c.key == wanted.c.key).cte("taken")

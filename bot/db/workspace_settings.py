@@ -52,13 +52,13 @@ class WorkspaceSettingsStore(StoreBase):
 def read_workspace_settings(connection: Connection, workspace: Workspace) -> WorkspaceSettingsRow | None:
     """What the workspace's admins set (`/rubric admin`); None if they never did (synchronous, like
     every statement of a claim)."""
-    found = (connection.execute(WORKSPACE_SETTINGS, workspace_columns(workspace))).mappings().first()
+    found = (connection.execute(_WORKSPACE_SETTINGS, workspace_columns(workspace))).mappings().first()
     return None if found is None else settings_of(found)
 
 
 def settings_of(row: RowMapping) -> WorkspaceSettingsRow | None:
-    """The settings in a row of `WORKSPACE_SETTINGS` (its columns may come with others, and all
-    NULL where an outer join found no row: None)."""
+    """The settings in a row of the `workspace_settings` table (its columns may come with others,
+    and all NULL where an outer join found no row: None)."""
     if row["updated_at"] is None:  # never NULL in a row that exists
         return None
     values = {field.name: row[field.name] for field in fields(WorkspaceSettingsRow)}
@@ -66,5 +66,5 @@ def settings_of(row: RowMapping) -> WorkspaceSettingsRow | None:
     return WorkspaceSettingsRow(**values, rubric_editors=None if editors is None else tuple(editors))
 
 
-WORKSPACE_SETTINGS = select(workspace_settings).where(*bound(workspace_settings, *WORKSPACE_KEYS))
+_WORKSPACE_SETTINGS = select(workspace_settings).where(*bound(workspace_settings, *WORKSPACE_KEYS))
 """A workspace's settings row, the workspace bound by name (see `bot.db.scope.workspace_columns`)."""

@@ -87,10 +87,11 @@ class ThreadScheduler:
         return True
 
     async def submit_claimed(self, jobs: Sequence[tuple[ThreadKey, JobPayload]], connection: Any) -> None:
-        """Queue each job (jobs live in memory, so there is no transaction to join: `connection` is
-        not used)."""
+        """Queue each job, or tell its thread it was abandoned once draining has begun (jobs live in
+        memory, so there is no transaction to join: `connection` is not used)."""
         for thread, payload in jobs:
-            await self.submit(thread, payload)
+            if not await self.submit(thread, payload):
+                await self._kinds[payload.kind].abandon(payload, Abandoned.STOPPING)
 
     async def job_counts(self) -> dict[str, int]:
         """This process's jobs: each busy key runs one and holds the rest in its queue."""

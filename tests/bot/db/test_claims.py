@@ -78,7 +78,7 @@ async def test_a_claim_refused_in_a_burst_leaves_none_of_its_keys(store):
     assert await store.claim("c")
 
 
-async def test_requests_of_several_people_and_channels_each_charge_their_own_counters(store):
+async def test_requests_of_several_people_against_a_channel_budget_are_admitted_in_turn(store):
     budget = RunQuota(day=datetime.now(UTC).date(), estimate=10, caps={"channel": Cap(tokens=25)})
     outcomes = await asyncio.gather(
         *(request(store, n, budget, requester=f"U{n}") for n in range(5)),
