@@ -33,8 +33,9 @@ async def audits_by_run(
 
 def exported_audit(audits: dict[str, AuditRow], grading_run_id: str, iteration: int) -> ExportedAudit | None:
     """The ``audit`` key of a row of this run and iteration: the audit graded the run's final answer,
-    so only the rows of the run's last iteration carry it (None elsewhere and for unaudited runs)."""
+    so only the rows of the run's last iteration carry it (None elsewhere and for unaudited runs).
+    `iteration` is 0-based; the audit records how many iterations the run took."""
     audit = audits.get(grading_run_id)
-    if audit is None or audit.iterations != iteration:
+    if audit is None or iteration != audit.iterations - 1:
         return None
     return ExportedAudit(model=audit.model, verdict=audit.verdict, reason=audit.reason)

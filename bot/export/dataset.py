@@ -14,7 +14,7 @@ import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
-from typing import Literal, TypedDict
+from typing import TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -25,13 +25,11 @@ from bot.db.evaluations import EvaluationRecord, RecordedCost
 from bot.db.reviews import ReviewRow
 from bot.db.store import Store
 from bot.limits.prices import Role, RunCost
-from bot.review.verdicts import CANNOT_TELL, grader_verdicts
+from bot.review.verdicts import grader_verdicts
 from bot.vocabulary.provenance import UNKNOWN
+from bot.vocabulary.verdicts import Verdict
 from bot.vocabulary.workspace import Tenant
 from grading.grader import is_request_message
-
-GraderVerdict = Literal["pass", "fail", "cannot_tell"]
-"""The grader's verdict on a criterion as exported (a scored dimension passes at the rubric's pass score)."""
 
 THREADS_KEPT = 8
 """Conversations kept read at a time: an export walks evaluations in time order, so a thread's
@@ -82,7 +80,9 @@ class DatasetRow(TypedDict):
     criterion: str
     request: str
     answer: str
-    grader_verdict: GraderVerdict
+    grader_verdict: Verdict
+    """A list criterion's ``pass``/``fail``/``cannot_tell``; a scored dimension's 1–5 score as text (as
+    its reviews' verdicts are), so weighted κ can be recomputed from the export."""
     grader_reason: str
     rubric_version: str
     grader_model: str
@@ -162,13 +162,9 @@ def _rows(
     provenance = record.provenance
     verdicts = grader_verdicts(record.evaluation)
     reasons = {c["name"]: c["gap"] for c in record.evaluation["criteria"]}
-    passed = {c["name"]: c["passed"] for c in record.evaluation["criteria"]}
     cost = exported_cost(record.run_cost)
     rows = []
     for name, verdict in verdicts.items():
-        grader: GraderVerdict = (
-            "cannot_tell" if verdict == CANNOT_TELL else "pass" if passed[name] else "fail"
-        )
         rows.append(
             DatasetRow(
                 workspace=record.team,
@@ -179,7 +175,7 @@ def _rows(
                 criterion=name,
                 request=request,
                 answer=answer,
-                grader_verdict=grader,
+                grader_verdict=verdict,
                 grader_reason=reasons.get(name, ""),
                 rubric_version=provenance["rubric_version"] if provenance else UNKNOWN,
                 grader_model=provenance["grader_model"] if provenance else UNKNOWN,

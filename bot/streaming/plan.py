@@ -31,7 +31,8 @@ GRADING = "Grading iteration {position}"
 """Title of a grading task while it runs; ``position`` reads like ``2/3``."""
 
 GRADED = "Grading iteration {position}: {result}"
-"""Title of a grading task once graded; ``result`` like ``3 of 5 criteria met`` or ``all met``."""
+"""Title of a grading task once graded; ``result`` like ``3 of 5 criteria met`` or ``all met``, with
+``, 1 can't tell`` when the grader left criteria to a person."""
 
 REVISING = "Revising: {criteria}"
 """Title of a revision task, naming the criteria the grader failed."""
@@ -66,7 +67,9 @@ class Plan:
 
     def revising(self, evaluation: RubricEvaluation) -> list[Chunk]:
         """The worker is revising after `evaluation`, to fix the criteria it failed."""
-        failing = ", ".join(c["name"] for c in evaluation["criteria"] if not c["passed"])
+        failing = ", ".join(
+            c["name"] for c in evaluation["criteria"] if not c["passed"] and not c.get("cannot_tell")
+        )
         return self._next(
             f"revise-{evaluation['iteration'] + 1}",
             REVISING.format(criteria=failing or "the grader's feedback"),
@@ -99,11 +102,13 @@ def _result(evaluation: RubricEvaluation) -> str:
     """How an iteration did, in a few words."""
     if evaluation["result"] == "grader_error":
         return "the grader failed"
-    criteria = evaluation["criteria"]
-    met = sum(1 for c in criteria if c["passed"])
-    if criteria and met == len(criteria):
-        return "all met"
-    return f"{met} of {len(criteria)} criteria met"
+    # A criterion the grader could not tell is a person's call, neither met nor missed (as the
+    # iteration message and the run's status count it).
+    judged = [c for c in evaluation["criteria"] if not c.get("cannot_tell")]
+    open_ = len(evaluation["criteria"]) - len(judged)
+    met = sum(1 for c in judged if c["passed"])
+    result = "all met" if judged and met == len(judged) else f"{met} of {len(judged)} criteria met"
+    return f"{result}, {open_} can't tell" if open_ else result
 
 
 def _one_line(title: str) -> str:

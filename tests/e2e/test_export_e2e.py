@@ -15,7 +15,13 @@ import pytest
 from tests.e2e.conftest import CRITERIA, RUBRIC, Service, evaluations, shared_service
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
-from tests.standins.model_api import CANNOT_TELL_REASON, answering_model, grade
+from tests.standins.model_api import (
+    CANNOT_TELL_REASON,
+    FAILING_SCORE,
+    PASSING_SCORE,
+    answering_model,
+    grade,
+)
 
 CITES, POLITE = CRITERIA
 EXPORT_TIMEOUT = 120.0
@@ -148,3 +154,34 @@ def test_a_deleted_request_is_never_exported(service):
         2 * EXPORT_TIMEOUT,
         message="the export to leave the deleted request out",
     )
+
+
+SCORED_RUBRIC = """dimensions:
+  - name: Cites a source
+    anchors: {5: Cites one., 3: Vaguely., 1: None.}
+  - name: Is polite
+    anchors: {5: Polite., 3: Curt., 1: Rude.}
+aggregation: min
+pass_score: 3
+"""
+"""A scored rubric with CRITERIA as its dimensions."""
+
+
+def test_a_scored_dimension_exports_the_graders_score_as_its_reviews_do(service):
+    s = service
+    s.model.worker = lambda request: "Tea is fine."
+    s.model.grader = lambda request: grade(CRITERIA, failing=[CITES], scored=request.is_scored)
+    root = s.mention(f"rubric:\n{SCORED_RUBRIC}", "CEXP3")
+    s.wait_text("CEXP3", root, "Rubric set")
+    s.mention("Is tea healthy?", "CEXP3", thread_ts=root)
+    s.wait_finals("CEXP3", root, 1)
+    first = evaluations(s.thread("CEXP3", root))[0]
+    s.disagree(first, root, "U3", {CITES: ("3", "")})
+    s.wait_message(first, "1 review")
+
+    rows = [row for row in export(s, "--channel", "CEXP3") if row["iteration"] == 0]
+
+    verdicts = {row["criterion"]: row["grader_verdict"] for row in rows}
+    assert verdicts == {CITES: str(FAILING_SCORE), POLITE: str(PASSING_SCORE)}
+    [cites] = [row for row in rows if row["criterion"] == CITES]
+    assert [review["verdict"] for review in cites["reviews"]] == ["3"]

@@ -24,6 +24,7 @@ from tests.standins.model_api import (
     DRAFT_ANSWER,
     REVISED_ANSWER,
     ChatRequest,
+    answering_model,
     grade,
 )
 from tests.standins.slack_api import SlackApiStandin, SlackMessage
@@ -167,3 +168,14 @@ def test_with_a_share_of_1_each_finished_run_gets_one_audit_call_never_shown_and
     assert main(["report", "--db", database_url, "--channel", "C2"]) == 0
     printed = capsys.readouterr().out
     assert "the audit grader failed 1 of 2 (50%)" in printed and "2 iterations: 1 of 1 (100%)" in printed
+
+    # The export: the rows of each audited run's last iteration (the final answer) carry its audit.
+    assert main(["export", "--db", database_url, "--channel", "C2"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    hard_rows = [row for row in rows if row["thread_ts"] == hard]
+    assert sorted({row["iteration"] for row in hard_rows}) == [0, 1]
+    failed = {"model": answering_model(AUDIT_MODEL), "verdict": "fail", "reason": "Not yet met: Is polite."}
+    assert [row["audit"] for row in hard_rows if row["iteration"] == 1] == [failed, failed]
+    assert [row["audit"] for row in hard_rows if row["iteration"] == 0] == [None, None]
+    easy_rows = [row for row in rows if row["thread_ts"] == easy]
+    assert [row["audit"]["verdict"] for row in easy_rows] == ["pass", "pass"]

@@ -49,8 +49,9 @@ def test_the_disagreement_is_among_runs_the_loop_passed_overall_and_by_iteration
 
 
 def test_an_exported_row_carries_the_audit_only_on_the_iteration_the_audit_graded():
-    audits = {"g": audit(2, True, "fail")}
+    audits = {"g": audit(2, True, "fail")}  # the run took 2 iterations: 0 and 1 (0-based)
 
-    assert exported_audit(audits, "g", 2) == {"model": "m", "verdict": "fail", "reason": ""}
-    assert exported_audit(audits, "g", 1) is None  # an earlier draft: the audit never saw it
-    assert exported_audit(audits, "other", 2) is None  # a run nobody audited
+    assert exported_audit(audits, "g", 1) == {"model": "m", "verdict": "fail", "reason": ""}
+    assert exported_audit(audits, "g", 0) is None  # an earlier draft: the audit never saw it
+    assert exported_audit(audits, "g", 2) is None  # no such iteration
+    assert exported_audit(audits, "other", 1) is None  # a run nobody audited

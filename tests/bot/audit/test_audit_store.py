@@ -54,11 +54,13 @@ async def test_a_run_is_audited_once_its_tokens_count_with_the_runs_and_it_goes_
     assert (figures.overall.passed, figures.overall.failed_by_audit) == (1, 1)
     audits = await audits_by_run(store, T1, "C1")
     assert list(audits) == ["grading-1"]
-    assert exported_audit(audits, "grading-1", 2) == {
+    # The run took 2 iterations: its last (0-based 1) graded the final answer the audit graded.
+    assert exported_audit(audits, "grading-1", 1) == {
         "model": "audit-2026-01-01",
         "verdict": "fail",
         "reason": "Not polite.",
     }
+    assert exported_audit(audits, "grading-1", 0) is None
     assert await store.audits_in_channel(Workspace("T2"), "C1") == []
 
     erased = await store.erase_threads([THREAD], keep_verdicts=False)

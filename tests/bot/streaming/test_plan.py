@@ -62,3 +62,23 @@ def test_criterion_names_are_shown_on_one_line_and_shortened():
     long_names = [f"Criterion\nnumber {n} " + "x" * 40 for n in range(10)]
     ((_, title, _),) = steps(plan.revising(evaluation(0, long_names, [])))[1:]
     assert "\n" not in title and len(title) <= TITLE_MAX
+
+
+def test_a_criterion_the_grader_could_not_tell_is_neither_met_nor_named_for_revision():
+    plan = Plan()
+    plan.start()
+    plan.grading(0, 3)
+    cannot_tell = {"name": "Cites a source", "passed": False, "gap": "", "score": None, "cannot_tell": True}
+    first = evaluation(0, ["Is short"], ["Is polite"])
+    first["criteria"].append(cannot_tell)  # type: ignore[arg-type]
+    satisfied = evaluation(1, [], ["Is polite"])
+    satisfied["criteria"].append(cannot_tell)  # type: ignore[arg-type]
+
+    assert steps(plan.graded(first)) == [
+        ("grade-1", "Grading iteration 1/3: 1 of 2 criteria met, 1 can't tell", "complete")
+    ]
+    assert steps(plan.revising(first)) == [("revise-1", "Revising: Is short", "in_progress")]
+    plan.grading(1, 3)
+    [graded] = steps(plan.graded(satisfied))
+    assert graded == ("grade-2", "Grading iteration 2/3: all met, 1 can't tell", "complete")
+    assert "not met" not in graded[1]
