@@ -27,6 +27,9 @@ Public API:
   breakpoints (the grader sets its own; see `grading.caching`).
 - `difference_intervals`, `DifferenceIntervals` — bootstrap intervals on how much one grader's
   agreement with the humans beats another's.
+- `calibrate`, `agreement_lower_bound`, `min_kept` — selective evaluation: the confidence threshold
+  above which the grader's verdicts agree with people at a chosen rate with a chosen risk (fixed-
+  sequence testing with an exact binomial bound), the bound itself, and the fewest reviews it needs.
 """
 
 from grading.aggregation import Aggregate, aggregate
@@ -60,6 +63,7 @@ from grading.middleware import (
 from grading.once import TranscriptGrader
 from grading.provenance import Provenance, text_hash
 from grading.rubric import Criterion, Dimension, Rubric, RubricError, parse_rubric
+from grading.selective import agreement_lower_bound, calibrate, min_kept
 from grading.tools import (
     EVIDENCE_TOOLS,
     count_characters,
@@ -98,8 +102,10 @@ __all__ = [
     "abstained",
     "aggregate",
     "agrade_answer",
+    "agreement_lower_bound",
     "agreement_report",
     "answer_only",
+    "calibrate",
     "correlated_dimensions",
     "count_characters",
     "count_lines",
@@ -110,6 +116,7 @@ __all__ = [
     "grade_answer",
     "kappa",
     "majority_baseline",
+    "min_kept",
     "parse_rubric",
     "percent_agreement",
     "regex_match",
