@@ -1,6 +1,6 @@
 """Benchmark: the bot's agent loop alone, without Slack — the floor under `bot_load.py`'s ratio.
 
-Runs the bot's own agent (`bot.agent.build_agent`: ChatOpenAI worker and grader with the evidence
+Runs the bot's own agent (`bot.agent.worker.build_agent`: ChatOpenAI worker and grader with the evidence
 tools, `RubricMiddleware`, langgraph's AsyncSqliteSaver) against the local model stand-in answering
 after 0.3 s, served by a process of its own: one conversation alone (the ideal path), then 100 at
 once in one process. What the ratio of the two cannot go below tells whether the bot's own code or
@@ -27,7 +27,7 @@ from langchain.chat_models import init_chat_model
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from bot.agent import build_agent
+from bot.agent.worker import build_agent
 from tests.standins.model_process import ModelProcess
 
 CRITERIA = ["The answer is polite", "The answer cites a source"]

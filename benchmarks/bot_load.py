@@ -276,7 +276,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import agent_floor
 
-from bot.threads.render import FINAL_EVENT
+from bot.rendering.results import FINAL_EVENT
 from tests.e2e.conftest import BOT_COMMAND, BOT_TOKEN, BotProcess, bot_environment
 from tests.standins import wait_for
 from tests.standins.model_process import ModelProcess

@@ -52,8 +52,8 @@ from bot.db.spend import QuotaExceeded
 from bot.db.store import Store
 from bot.db.transactions import Claim, Starting
 from bot.limits.quota import DailyLimits
+from bot.rendering.results import evaluation_message, final_messages
 from bot.review.controls import review_controls
-from bot.threads import render
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Workspace
 from grading import RubricEvaluation
@@ -128,9 +128,9 @@ async def slack_conversation(client: AsyncWebClient, number: int) -> None:
     await status("is writing a draft…")
     await status("is grading iteration 1/3…")
     graded = evaluation(f"run-{number}")
-    message = render.evaluation_message(graded, review=review_controls(graded))
+    message = evaluation_message(graded, review=review_controls(graded))
     await client.chat_postMessage(channel=channel, thread_ts=ts, **message)
-    for final in render.final_messages("satisfied", ANSWER, iterations=1, max_iterations=3):
+    for final in final_messages("satisfied", ANSWER, iterations=1, max_iterations=3):
         await client.chat_postMessage(channel=channel, thread_ts=ts, **final)
 
 

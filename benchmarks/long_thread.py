@@ -1,6 +1,6 @@
 """Benchmark: what one long thread costs the worker per turn, with and without the context limit.
 
-Plays a 40-turn thread through the bot's own agent (`bot.agent.build_agent` and `run_turn`, as the
+Plays a 40-turn thread through the bot's own agent (`bot.agent.worker.build_agent` and `run_turn`, as the
 runner calls them: ChatOpenAI worker and grader, `RubricMiddleware`, the summarizing middleware,
 langgraph's AsyncSqliteSaver) against the local model stand-in, served by a process of its own.
 Every answer is long (`--answer-words`; by default about a fifth of the default limit, in langchain's
@@ -27,7 +27,8 @@ from langchain.chat_models import init_chat_model
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from bot.agent import agent_config, build_agent, run_turn
+from bot.agent.turn import run_turn
+from bot.agent.worker import agent_config, build_agent
 from bot.config import DEFAULT_CONTEXT_TOKENS
 from grading import RubricEvaluation
 from tests.standins.model_process import ModelProcess

@@ -2,17 +2,23 @@
 
 One folder per feature; each folder's ``__init__`` docstring is its map, one line per module. The
 floors (checked by ``tests/bot/test_layout.py``): ``vocabulary/`` imports nothing of the bot's;
-``db/`` only the vocabulary; the features (and ``config``, ``agent``) the floors below and each
+``db/`` only the vocabulary; the features (and ``config``, ``agent/``) the floors below and each
 other without a cycle; ``home`` and ``listeners`` above them; then ``app``; then ``cli``.
 
 - ``vocabulary/``: the words every floor shares: the workspace and thread keys, message changes, run
   statuses, verdicts, what was not read.
+- ``agent/``: the worker agent with the rubric grader, its models, one turn of a conversation with
+  it, and long threads summarized.
 
 - ``slack/``: Slack plumbing: the client and its errors, the signed-request HTTP app, Socket Mode,
-  Block Kit limits and builders, mrkdwn and Markdown, inbound payload models.
+  Block Kit limits and builders, mrkdwn and Markdown, inbound payload models, which messages are
+  requests.
 - ``listeners/``: Bolt listeners only: they register, ack and delegate to the feature that owns the work.
-- ``threads/``: one thread, one conversation: which messages are requests, the job queues, the runner,
-  the thread's status and its messages.
+- ``threads/``: the loop of one thread: requests admitted, the runner, the answer delivered, the
+  thread's status while it works, interrupted runs recovered.
+- ``queue/``: the job queues the loop runs on: one job at a time per thread, in memory (SQLite) or
+  durable across processes (PostgreSQL).
+- ``rendering/``: how the bot's messages look in Slack: a run's results, rubrics, errors and help.
 - ``streaming/``: a run's progress streamed as a plan in one message that ends with the answer.
 - ``assistant/``: Slack's assistant pane: its greeting and suggested prompts, its title, and the
   channel beside it whose rubric a request there is graded by.
@@ -36,7 +42,6 @@ other without a cycle; ``home`` and ``listeners`` above them; then ``app``; then
 - ``cli/``: `rubric-bot` in the terminal: one module per subcommand.
 - ``app``: the Slack app: Bolt wiring and the `serve` and `worker` process lifecycles.
 - ``config``: every setting, validated in one place.
-- ``agent``: the worker agent with the rubric grader, and one turn of a conversation with it.
 - ``home``: the App Home tab.
 - ``__main__``: `python -m bot` is `rubric-bot`.
 """

@@ -26,7 +26,8 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.logger import get_bolt_logger
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 
-from bot.agent import configured_agents, init_audit_model
+from bot.agent.models import init_audit_model
+from bot.agent.worker import configured_agents
 from bot.agreement.channel_replay import open_replays
 from bot.audit.auditor import Auditor
 from bot.config import DEFAULT_CONCURRENCY, Settings
@@ -40,11 +41,11 @@ from bot.material.reader import MaterialReader
 from bot.ops import startup
 from bot.ops.health import Readiness
 from bot.ops.server import Probes, add_ops_routes, serve_ops
+from bot.queue.durable import open_queue
 from bot.review.calibration import calibration_source
 from bot.slack.client import build_client, log_listener_failure
 from bot.slack.http import EVENTS_PATH, slack_web_app
 from bot.slack.socket_mode import check_tokens, retry_until_stopped, serve_socket_mode
-from bot.threads.durable_queue import open_queue
 from bot.threads.runner import ThreadRunner
 from bot.workspaces.clients import WorkspaceClients
 from bot.workspaces.installations import Installations, open_installations

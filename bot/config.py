@@ -76,7 +76,7 @@ connection) waits; each later retry waits twice as long as the one before (slack
 
 DEFAULT_STALLED_AFTER = 30.0
 """Seconds without a heartbeat after which a worker on PostgreSQL counts as dead: its runs then
-resume in another process within 4/3 of this (see `bot.threads.jobs.DurableQueue`)."""
+resume in another process within 4/3 of this (see `bot.queue.jobs.DurableQueue`)."""
 
 DEFAULT_METRICS_PORT = 9464
 """Port of `/healthz`, `/readyz` and `/metrics` in Socket Mode and in `rubric-bot worker` (in HTTP mode

@@ -34,11 +34,11 @@ from bot.db.store import Store
 from bot.db.usage import CostTally
 from bot.limits.quota import day_start
 from bot.limits.usage import CHANNEL_USAGE_DAYS, spend_words
+from bot.rendering.results import status_words
 from bot.slack.blocks import MAX_VIEW_BLOCKS, block_dicts, code, context_block, header_block, section_block
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.messages import BlockJson
 from bot.slack.notices import slack_failure_words
-from bot.threads.render import status_words
 from bot.vocabulary.statuses import FAILED, INTERRUPTED, TIMED_OUT, RunStatus
 from bot.vocabulary.workspace import Workspace
 

@@ -153,7 +153,7 @@ def test_troubleshooting_quotes_the_lines_the_bot_logs_when_the_database_or_slac
         "WARNING bot.threads.runner: run N in thread T…:C…:TS: the database failed (<reason>); "
         "resuming it from its checkpoint in 2s",
         "given up after 3 attempts, the database failing each time (<reason>)",
-        "WARNING bot.threads.jobs: re-queued job N of thread …: its worker stopped beating",
+        "WARNING bot.queue.jobs: re-queued job N of thread …: its worker stopped beating",
         "was taken over by another process while this one could not reach the database; leaving the "
         "thread to it",
         "WARNING bot.threads.delivery: Slack refused a message for thread … (<error>); "

@@ -20,7 +20,7 @@ from typing import Final
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent import configured_models
+from bot.agent.models import configured_models
 from bot.agreement.comparison import Comparison, chart_png, compare, comparison_blocks
 from bot.agreement.presentation import period_words
 from bot.agreement.replay import (

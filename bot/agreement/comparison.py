@@ -22,11 +22,11 @@ from bot.agreement import charts
 from bot.agreement import presentation as kit
 from bot.agreement.replay import Case, Regrade, Skipped, describe
 from bot.agreement.report import rows_by_criterion
+from bot.rendering.results import usage_words
 from bot.review.verdicts import is_judged, verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
 from bot.slack.messages import SlackMessage
 from bot.slack.mrkdwn import escape
-from bot.threads.render import usage_words
 from grading.agreement import (
     KAPPA_TARGET,
     MIN_REVIEWS_FOR_KAPPA,

@@ -25,7 +25,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from bot.agent import sum_usage
+from bot.agent.turn import sum_usage
 from bot.agreement.report import period_start
 from bot.db.evaluations import EvaluationRecord
 from bot.db.reviews import ReviewRow

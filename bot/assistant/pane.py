@@ -24,9 +24,9 @@ from bot.assistant.prompts import (
 )
 from bot.db.store import Store
 from bot.slack.client import attempt
+from bot.slack.conversation import UserMessage
 from bot.slack.messages import SlackMessage
 from bot.slack.mrkdwn import truncate
-from bot.threads.conversation import UserMessage
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Workspace
 

@@ -11,12 +11,14 @@ from typing import TextIO
 from langchain_core.language_models import BaseChatModel
 from langgraph.checkpoint.memory import InMemorySaver
 
-from bot.agent import TurnOutcome, agent_config, build_agent, init_models, run_turn
+from bot.agent.models import init_models
+from bot.agent.turn import TurnOutcome, run_turn
+from bot.agent.worker import agent_config, build_agent
 from bot.cli.exits import EXIT_CONFIG, EXIT_FAILURE, GRADE_EXIT_CODES, exit_status_help
 from bot.cli.subcommand import SETTINGS_SOURCE, CliSubcommand, fail
 from bot.config import load_settings
 from bot.material.reader import NOTHING, Material, conversation_messages, read_local_files
-from bot.threads import render
+from bot.rendering.results import STATUS_WORDS, flagged_words, grader_effort_words, usage_words
 from grading import DEFAULT_MAX_GRADER_CALLS, CriterionResult, RubricError, RubricEvaluation, parse_rubric
 
 CLI_REQUEST_ID = "cli-request"
@@ -148,7 +150,7 @@ def format_evaluation(evaluation: RubricEvaluation) -> str:
     title = f"Iteration {position}: {run_status_words(evaluation['result'])}"
     if evaluation["score"] is not None:
         title += f" (score {evaluation['score']:g}/5, {evaluation['verdict']})"
-    if flagged := render.flagged_words(evaluation):
+    if flagged := flagged_words(evaluation):
         title += f"; {flagged}"
     rows = [("result", "criterion", "gap")] + [_table_row(c) for c in evaluation["criteria"]]
     flagged_rows = [_table_row(item) for item in evaluation["unmatched"]]
@@ -164,7 +166,7 @@ def format_evaluation(evaluation: RubricEvaluation) -> str:
     if evaluation["explanation"]:
         lines.append(f"  explanation: {evaluation['explanation']}")
     if evaluation["grader_calls"] or evaluation["usage"]:
-        lines.append(f"  {render.grader_effort_words(evaluation).lower()}")
+        lines.append(f"  {grader_effort_words(evaluation).lower()}")
     return "\n".join(lines) + "\n"
 
 
@@ -177,7 +179,7 @@ def _table_row(criterion: CriterionResult) -> tuple[str, str, str]:
 
 def run_status_words(status: str) -> str:
     """A grading status in the same words the thread shows, for the terminal."""
-    return render.STATUS_WORDS[status][1].lower() if status in render.STATUS_WORDS else status
+    return STATUS_WORDS[status][1].lower() if status in STATUS_WORDS else status
 
 
 def format_outcome(outcome: TurnOutcome) -> str:
@@ -189,7 +191,7 @@ def format_outcome(outcome: TurnOutcome) -> str:
     if outcome.best_iteration is not None:
         lines.append(f"Showing the best answer (iteration {outcome.best_iteration + 1}).")
     if outcome.usage:
-        lines.append(f"Tokens: {render.usage_words(outcome.usage)}")
+        lines.append(f"Tokens: {usage_words(outcome.usage)}")
     return "\n".join([*lines, "", outcome.answer])
 
 

@@ -1,5 +1,5 @@
 """The PostgreSQL job queue's schema: procrastinate's tables and functions, and the trigger that
-wakes the workers when a thread's job stops running (the queue itself is `bot.threads.jobs`).
+wakes the workers when a thread's job stops running (the queue itself is `bot.queue.jobs`).
 
 Applied with the bot's own tables by `rubric-bot db upgrade` (`bot.db.admin`), under their lock.
 """

@@ -11,11 +11,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.db.rubrics import RubricVersion
 from bot.db.store import Store
+from bot.rendering.rubrics import rubric_confirmation
 from bot.slack.blocks import block_dicts, context_block, header_block, section_block
 from bot.slack.client import attempt
 from bot.slack.messages import NO_UNFURLS, SlackMessage
 from bot.slack.mrkdwn import SECTION_TEXT_MAX, escape, slack_date, truncate
-from bot.threads import render
 from bot.vocabulary.workspace import Workspace
 from grading import RubricError, parse_rubric
 
@@ -110,7 +110,7 @@ def announcement(version: RubricVersion, *, reverted_to: int | None = None) -> S
             ),
         }
     line = f"<@{version.set_by}> changed this channel's default rubric{again}."
-    confirmation = render.rubric_confirmation(parse_rubric(version.rubric_text))
+    confirmation = rubric_confirmation(parse_rubric(version.rubric_text))
     return {
         "text": f"{line} {confirmation['text']}",
         "blocks": [

@@ -18,7 +18,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.db.store import Store
 from bot.lifecycle.files import empty_write_ahead_log
-from bot.threads.durable_queue import erase_jobs
+from bot.queue.durable import erase_jobs
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Tenant, tenant_words
 

@@ -2,7 +2,7 @@
 
 A deleted request leaves the thread's checkpointed conversation with the turn it started (the
 answers to it and the grader's feedback, which may quote it); a request already folded into the
-summary of older turns (see `bot.threads.summary`) takes that summary with it: the summary's text
+summary of older turns (see `bot.agent.summary`) takes that summary with it: the summary's text
 gives way to a note saying it was dropped, since it cannot be told apart from what it summarized.
 A deleted `rubric:` message takes the thread's rubric with it when it is still the one in force (the
 caller tells the thread). A deleted earlier message of the thread, which the bot read as material
@@ -29,13 +29,13 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from bot.agent import ConversationAgent, agent_config
+from bot.agent.worker import ConversationAgent, agent_config
 from bot.db.evaluations import redacted_evaluation
 from bot.db.store import Store
 from bot.lifecycle.files import empty_write_ahead_log
 from bot.material.fence import defuse
 from bot.material.thread import message_stamp, minute_stamp
-from bot.threads.conversation import rubric_directive, stored_message_id
+from bot.slack.conversation import rubric_directive, stored_message_id
 from bot.vocabulary.thread import MessageChange
 from grading import RubricEvaluation
 from grading.grader import is_material, is_summary_message, starts_turn, turn_start

@@ -14,7 +14,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.db.store import Store
 from bot.lifecycle.erase import describe, prune
-from bot.threads.jobs import JobQueue
+from bot.queue.jobs import JobQueue
 
 logger = logging.getLogger(__name__)
 

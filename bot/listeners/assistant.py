@@ -20,7 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.assistant.pane import answer_question, open_pane
 from bot.assistant.prompts import PaneQuestion, pane_question
 from bot.listeners.context import event_message, services_of, workspace_of
-from bot.threads.conversation import is_direct_message, is_from_person
+from bot.slack.conversation import is_direct_message, is_from_person
 
 
 def register(app: AsyncApp) -> None:

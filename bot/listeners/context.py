@@ -13,7 +13,7 @@ from bot.agreement.channel_replay import ChannelReplays
 from bot.config import Settings
 from bot.db.store import Store
 from bot.governance.editors import RubricEditors
-from bot.threads.conversation import UserMessage, user_message
+from bot.slack.conversation import UserMessage, user_message
 from bot.threads.runner import ThreadRunner
 from bot.vocabulary.workspace import NO_ENTERPRISE, Organization, Tenant, Workspace
 from bot.workspaces.installations import Installations

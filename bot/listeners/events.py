@@ -20,7 +20,7 @@ from bot.lifecycle.erase import purge_tenant
 from bot.listeners.context import Services, event_message, services_of, tenant_of, workspace_of
 from bot.material.files import shared_files
 from bot.material.sources import Sources
-from bot.threads.conversation import (
+from bot.slack.conversation import (
     CHANGED,
     DELETED,
     MAX_INPUT_CHARS,

@@ -45,13 +45,14 @@ from bot.listeners.command_text import (
     version_number,
 )
 from bot.listeners.context import Services, services_of, workspace_of
+from bot.rendering.errors import help_text
+from bot.rendering.rubrics import no_rubric_hint, rubric_error, rubric_modal
 from bot.review.calibration import examples_in_force
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
+from bot.slack.conversation import slack_unescape
 from bot.slack.messages import NO_UNFURLS, BlockJson, SlackMessage
 from bot.slack.mrkdwn import FENCE, code_body
 from bot.slack.notices import slack_failure_words
-from bot.threads import render
-from bot.threads.conversation import slack_unescape
 from bot.vocabulary.workspace import Workspace
 from bot.workspaces.admin import open_settings
 from grading import RubricError, parse_rubric
@@ -132,7 +133,7 @@ async def _edit(call: Invocation) -> None:
         return
     current = await call.store.get_channel_rubric(call.workspace, call.channel)
     await call.ack()
-    view = render.rubric_modal(current, channel_id=call.channel)
+    view = rubric_modal(current, channel_id=call.channel)
     await attempt(
         call.client.views_open(trigger_id=call.command["trigger_id"], view=view), "open the rubric editor"
     )
@@ -143,7 +144,7 @@ async def _set(call: Invocation) -> None:
     try:
         parse_rubric(text)
     except RubricError as exc:
-        problem = render.rubric_error(str(exc))
+        problem = rubric_error(str(exc))
         await _answer(call.ack, problem["text"], problem["blocks"])
         return
     await _change(call, text)
@@ -168,7 +169,7 @@ async def _change(call: Invocation, text: str | None, reverted_to: int | None = 
 async def _show(call: Invocation) -> None:
     current = await call.store.get_channel_rubric(call.workspace, call.channel)
     if current is None:
-        await _answer(call.ack, f"This channel has no default rubric. {render.no_rubric_hint()}")
+        await _answer(call.ack, f"This channel has no default rubric. {no_rubric_hint()}")
         return
     # The whole rubric (up to grading's MAX_RUBRIC_CHARS), fenced so that none of it is formatting.
     await _answer(
@@ -201,7 +202,7 @@ async def _revert(call: Invocation) -> None:
         try:
             parse_rubric(version.rubric_text)
         except RubricError as exc:  # stored before a change to the rubric format
-            await _answer_with(call.ack, render.rubric_error(str(exc)))
+            await _answer_with(call.ack, rubric_error(str(exc)))
             return
     await _change(call, version.rubric_text, reverted_to=number)
 
@@ -392,7 +393,7 @@ _BY_NAME: dict[str, RubricSubcommand] = {subcommand.name: subcommand for subcomm
 
 
 def _help_text() -> str:
-    return render.help_text([(subcommand.usage, subcommand.help) for subcommand in RUBRIC_SUBCOMMANDS])
+    return help_text([(subcommand.usage, subcommand.help) for subcommand in RUBRIC_SUBCOMMANDS])
 
 
 async def _answer(ack: AsyncAck, text: str, blocks: list[BlockJson] | None = None) -> None:

@@ -12,6 +12,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.governance.changes import announce_change, change_words
 from bot.listeners.context import services_of, workspace_of
+from bot.rendering.rubrics import MODAL_BLOCK_ID, MODAL_CALLBACK_ID, MODAL_INPUT_ACTION_ID
 from bot.review.form import (
     REVIEW_CALLBACK_ID,
     ReviewInputError,
@@ -22,7 +23,6 @@ from bot.review.form import (
 from bot.review.saving import UNKNOWN_EVALUATION, refresh_tally, save_review
 from bot.slack.client import attempt
 from bot.slack.payloads import RubricEditorMetadata, Submission, problems
-from bot.threads import render
 from bot.workspaces.admin import save_settings
 from bot.workspaces.admin_view import ADMIN_CALLBACK_ID
 from grading import RubricError, parse_rubric
@@ -47,7 +47,7 @@ RUBRIC_TEXT_MISSING = "Slack sent this form without the rubric text. Type or pas
 
 def register(app: AsyncApp) -> None:
     """Listen to submissions of the rubric editor and of the review form."""
-    app.view(render.MODAL_CALLBACK_ID)(on_rubric_submitted)
+    app.view(MODAL_CALLBACK_ID)(on_rubric_submitted)
     app.view(REVIEW_CALLBACK_ID)(on_review_submitted)
     app.view(ADMIN_CALLBACK_ID)(on_settings_submitted)
 
@@ -68,7 +68,7 @@ async def on_rubric_submitted(
         logger.warning("rubric editor submission without its channel: %s", problems(exc))
         await _rubric_input_error(ack, EDITOR_WITHOUT_CHANNEL)
         return
-    typed = submission.view.input(render.MODAL_BLOCK_ID, render.MODAL_INPUT_ACTION_ID).value
+    typed = submission.view.input(MODAL_BLOCK_ID, MODAL_INPUT_ACTION_ID).value
     if typed is None:
         await _rubric_input_error(ack, RUBRIC_TEXT_MISSING)
         return
@@ -104,7 +104,7 @@ async def on_settings_submitted(
 
 async def _rubric_input_error(ack: AsyncAck, message: str) -> None:
     """Keep the editor open with ``message`` under its rubric input."""
-    await ack(response_action="errors", errors={render.MODAL_BLOCK_ID: message})
+    await ack(response_action="errors", errors={MODAL_BLOCK_ID: message})
 
 
 async def on_review_submitted(

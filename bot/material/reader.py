@@ -31,7 +31,7 @@ from bot.material.pdf import pdf_text
 from bot.material.sources import Sources
 from bot.material.thread import AuthorNames, EarlierThread, bound_thread, earlier_messages
 from bot.slack.client import SLACK_ERRORS, describe_error
-from bot.threads.conversation import UserMessage
+from bot.slack.conversation import UserMessage
 from bot.vocabulary.unread import Unread
 from grading import MATERIAL_SOURCE
 

@@ -24,7 +24,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import plural
 from bot.slack.client import attempt
-from bot.threads.conversation import slack_unescape
+from bot.slack.conversation import slack_unescape
 
 REPLIES_PAGE = 200
 """Messages asked of ``conversations.replies`` per page (Slack's recommended most is 200)."""

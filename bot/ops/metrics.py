@@ -23,7 +23,7 @@ from bot.limits.prices import ROLES
 from bot.vocabulary.statuses import RunStatus
 
 if TYPE_CHECKING:
-    from bot.agent import TurnOutcome
+    from bot.agent.turn import TurnOutcome
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Team review of the grader: verdicts, the tally and buttons, the form, saving, and calibration.
 
-The listeners call in here; :mod:`bot.threads.render` receives the review's blocks ready.
+The listeners call in here; :mod:`bot.rendering.results` receives the review's blocks ready.
 
 - ``verdicts``: what a verdict is (pass/fail, 1–5), the grader's per criterion, and its label for agreement.
 - ``controls``: on an evaluation message: the tally and the Agree / Disagree… buttons with their value.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from langgraph.runtime import Runtime
 
-from bot.agent import ThreadContext
+from bot.agent.worker import ThreadContext
 from bot.db.reviews import ReviewRow
 from bot.db.store import Store
 from bot.review.verdicts import verdict_words

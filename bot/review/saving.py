@@ -13,9 +13,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.db.evaluations import EvaluationRecord
 from bot.db.reviews import ReviewVerdict
 from bot.db.store import Store
+from bot.rendering.results import evaluation_message
 from bot.review.controls import ReviewTally, review_controls
 from bot.slack.client import attempt
-from bot.threads import render
 
 UNKNOWN_EVALUATION = (
     "I have no record of that grader iteration (it may be older than the bot's database), "
@@ -44,7 +44,7 @@ async def refresh_tally(store: Store, client: AsyncWebClient, record: Evaluation
     """Re-render the iteration's message with the tally of every review stored for it."""
     async with store.locked_reviews(record.thread.workspace, record.grading_run_id, record.iteration) as rows:
         controls = review_controls(record.evaluation, ReviewTally.from_rows(rows))
-        message = render.evaluation_message(record.evaluation, review=controls)
+        message = evaluation_message(record.evaluation, review=controls)
         await attempt(
             client.chat_update(channel=record.channel, ts=record.message_ts, **message),
             f"show the review tally in {record.channel}",

@@ -8,5 +8,7 @@
 - ``messages``: the typed message (text, blocks, metadata) every renderer returns.
 - ``mrkdwn``: the bot's own mrkdwn text: escaping, truncation, splitting.
 - ``markdown``: model-written Markdown for ``markdown`` blocks: mentions kept inert, split to limits.
+- ``conversation``: which Slack messages are requests to the bot (or deletions and edits of one), read
+  from their events, and the text of a Slack message as the bot reads it.
 - ``payloads``: inbound interactivity payloads (clicks, modal submissions) as pydantic models.
 """

@@ -1,6 +1,6 @@
 """Slack's Block Kit limits and the generic builders every surface renders with.
 
-Each surface has its own renderer: thread messages and the rubric editor (:mod:`bot.threads.render`),
+Each surface has its own renderer: thread messages and the rubric editor (:mod:`bot.rendering`),
 the review tally, buttons and form (:mod:`bot.review.controls`, :mod:`bot.review.form`), the agreement
 report and the replay comparison (:mod:`bot.agreement.report`, :mod:`bot.agreement.comparison`) and
 the Home tab (:mod:`bot.home`);

@@ -111,7 +111,7 @@ class SubmittedView(_Part):
 
 
 class RubricEditorMetadata(_Part):
-    """The channel-rubric editor's private_metadata (see :func:`bot.threads.render.rubric_modal`)."""
+    """The channel-rubric editor's private_metadata (see :func:`bot.rendering.rubrics.rubric_modal`)."""
 
     model_config = ConfigDict(strict=True)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from slack_sdk.models.messages.chunk import Chunk
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack.conversation import UserMessage
 from bot.slack.messages import SlackMessage
 from bot.streaming.plan import Plan
 from bot.streaming.stream import PlanStream, finish_stream
-from bot.threads.conversation import UserMessage
 from bot.threads.delivery import Delivery
 from bot.threads.progress import WorkingIndicator
 from grading import RubricEvaluation

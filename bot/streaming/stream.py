@@ -15,8 +15,8 @@ from slack_sdk.models.messages.chunk import Chunk
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.client import SLACK_ERRORS, describe_error, refused_for_now
+from bot.slack.conversation import UserMessage
 from bot.slack.messages import SlackMessage
-from bot.threads.conversation import UserMessage
 
 logger = logging.getLogger(__name__)
 

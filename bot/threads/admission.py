@@ -14,8 +14,7 @@ from bot.db.runs import RunStart
 from bot.db.spend import QuotaExceeded
 from bot.db.transactions import Claim, ClaimRecord, Starting
 from bot.material.sources import Sources
-from bot.threads.conversation import UserMessage
-from bot.threads.jobs import (
+from bot.queue.jobs import (
     ForgetJob,
     JobPayload,
     LimitJob,
@@ -25,6 +24,7 @@ from bot.threads.jobs import (
     ReviseJob,
     RubricJob,
 )
+from bot.slack.conversation import UserMessage
 from bot.threads.runner_base import RunnerBase, logger, reply_to
 from bot.vocabulary.thread import MessageChange, ThreadKey
 

@@ -13,16 +13,8 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent import (
-    ConversationAgent,
-    ThreadContext,
-    TurnOutcome,
-    agent_config,
-    messages_through,
-    run_turn,
-    turn_evaluations,
-    turn_so_far,
-)
+from bot.agent.turn import TurnOutcome, messages_through, run_turn, turn_evaluations, turn_so_far
+from bot.agent.worker import ConversationAgent, ThreadContext, agent_config
 from bot.assistant.pane import in_pane, pane_channel, set_title
 from bot.audit.auditor import FinishedRun
 from bot.db.database import UNAVAILABLE_ERRORS, describe_database_error, unavailable_error
@@ -36,16 +28,18 @@ from bot.limits.prices import RunCost
 from bot.material.reader import NOTHING, Material, conversation_messages
 from bot.material.sources import Sources
 from bot.ops import metrics
+from bot.queue.jobs import MAX_ATTEMPTS, Abandoned, RequestJob
+from bot.rendering.errors import error_message
+from bot.rendering.results import evaluation_message, final_messages, unread_note
+from bot.rendering.rubrics import no_rubric_hint
 from bot.review.controls import review_controls
 from bot.slack.blocks import MAX_BLOCKS, context_block
 from bot.slack.client import describe_error
+from bot.slack.conversation import UserMessage, stored_message_id
 from bot.slack.messages import SlackMessage
 from bot.slack.notices import log_failure, reference_words
 from bot.streaming.progress import StreamedProgress
-from bot.threads import render
-from bot.threads.conversation import UserMessage, stored_message_id
 from bot.threads.delivery import Delivery, RunTakenOver, record_retrying
-from bot.threads.jobs import MAX_ATTEMPTS, Abandoned, RequestJob
 from bot.threads.progress import WorkingIndicator, react
 from bot.threads.recovery import Recovery, gave_up_notice
 from bot.threads.runner_base import logger, retry_delay
@@ -246,7 +240,7 @@ class Answering(Recovery):
         told = await self.reply(
             client,
             message,
-            render.error_message(
+            error_message(
                 "The bot's database failed, so this request could not be finished",
                 f"It was tried {MAX_ATTEMPTS} times. Send it again in this thread in a little while.",
             ),
@@ -364,18 +358,18 @@ class Answering(Recovery):
         """The run status and the thread's notice for a run that failed with `exc` (logged here)."""
         if isinstance(exc, RunTimeout):
             logger.warning("run in thread %s took longer than %gs", message.thread_id, self._run_timeout)
-            return TIMED_OUT, render.error_message(
+            return TIMED_OUT, error_message(
                 f"The model did not finish this request within {self._run_timeout:g} s",
                 "Each request may take that long at most, so one slow provider cannot hold the thread.",
             )
         if _is_timeout(exc):
             logger.warning("model call in thread %s timed out: %s", message.thread_id, describe_error(exc))
-            return TIMED_OUT, render.error_message(
+            return TIMED_OUT, error_message(
                 f"The model did not answer within {self._model_timeout:g} s",
                 "The model provider accepted the request but sent no answer in time.",
             )
         reference = log_failure(logger, f"run in thread {message.thread_id} failed", exc)
-        return FAILED, render.error_message(
+        return FAILED, error_message(
             "The model failed", f"The model provider returned an error. {reference_words(reference)}"
         )
 
@@ -387,7 +381,7 @@ class Answering(Recovery):
         delivery: Delivery,
         evaluation: RubricEvaluation,
     ) -> None:
-        payload = render.evaluation_message(evaluation, review=review_controls(evaluation))
+        payload = evaluation_message(evaluation, review=review_controls(evaluation))
         shown = PostedEvaluation(message.thread, evaluation, rubric_text, stored_provenance(evaluation))
         await progress.graded(evaluation)
         await delivery.post(evaluation["iteration"], 0, payload, shown)
@@ -399,7 +393,7 @@ class Answering(Recovery):
 
     async def _post_final(self, delivery: Delivery, outcome: TurnOutcome, unread: Sequence[Unread]) -> None:
         """Post (or owe) the run's status and answer, with what was not read."""
-        messages = render.final_messages(
+        messages = final_messages(
             outcome.status,
             outcome.answer,
             iterations=outcome.iterations,
@@ -409,9 +403,9 @@ class Answering(Recovery):
             cost=outcome.cost,
             open_criteria=outcome.open_criteria,
         )
-        notes = [render.no_rubric_hint()] if outcome.status is None else []
+        notes = [no_rubric_hint()] if outcome.status is None else []
         if unread:
-            notes.append(render.unread_note(unread))
+            notes.append(unread_note(unread))
         if notes:
             messages = _with_note(messages, "\n".join(notes))
         for part, payload in enumerate(messages):

@@ -14,7 +14,7 @@ from slack_bolt.async_app import AsyncSetStatus
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.client import attempt
-from bot.threads.conversation import UserMessage
+from bot.slack.conversation import UserMessage
 from grading import RubricEvaluation
 
 WORKING_REACTION = "hourglass_flowing_sand"

@@ -13,12 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.db.database import describe_database_error, unavailable_error
 from bot.db.runs import RunRecord
 from bot.lifecycle.erase import describe, erase_leftovers
-from bot.slack.client import attempt
-from bot.slack.messages import SlackMessage
-from bot.threads import render
-from bot.threads.conversation import UserMessage
-from bot.threads.delivery import Delivery, RetryWindow, post_in_time
-from bot.threads.jobs import (
+from bot.queue.jobs import (
     MAX_ATTEMPTS,
     Abandoned,
     ForgetJob,
@@ -30,6 +25,11 @@ from bot.threads.jobs import (
     ReviseJob,
     RubricJob,
 )
+from bot.rendering.errors import error_message
+from bot.slack.client import attempt
+from bot.slack.conversation import UserMessage
+from bot.slack.messages import SlackMessage
+from bot.threads.delivery import Delivery, RetryWindow, post_in_time
 from bot.threads.progress import WorkingIndicator, clear_status, react
 from bot.threads.runner_base import RunnerBase, logger, reply_to, retry_delay
 from bot.vocabulary.thread import ThreadKey
@@ -113,7 +113,7 @@ class Recovery(RunnerBase):
         """Tell the thread the stopping process will not finish its request (in the run's streamed
         message, if its `delivery` has one); one try."""
         what = "stopped before finishing" if started else "didn't get to"
-        notice = render.error_message(
+        notice = error_message(
             f"The bot is restarting and {what} this request",
             "Send it again in this thread once the bot is back.",
         )
@@ -130,7 +130,7 @@ class Recovery(RunnerBase):
         """Tell the thread a run was lost with the process that ran it (in the streamed message the
         run left open, if any), and take its ⏳ off."""
         delivery = await self._delivery(client, request, run_id, resumed=True, lease=None)
-        notice = render.error_message(
+        notice = error_message(
             "Your request was interrupted by a restart",
             "The bot stopped before it finished, so it has no answer. Reply in this thread to try again.",
         )
@@ -203,7 +203,7 @@ async def abandon_change(job: ForgetJob | ReviseJob, why: Abandoned) -> None:
 
 
 def gave_up_notice() -> SlackMessage:
-    return render.error_message(
+    return error_message(
         "The bot could not finish this request",
         f"It was cut short {MAX_ATTEMPTS} times (the bot process running it stopped each time). "
         "Send it again in this thread to start over.",

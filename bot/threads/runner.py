@@ -1,6 +1,6 @@
 """The thread runner: background work per Slack thread, one job at a time per thread.
 
-Listeners ack at once and hand requests here. A job queue (`bot.threads.jobs`) keeps each thread's jobs in
+Listeners ack at once and hand requests here. A job queue (`bot.queue.jobs`) keeps each thread's jobs in
 arrival order while different threads run concurrently; `ThreadRunner` does the work of a job — runs the
 agent, posts each evaluation and the final answer into the thread — and records runs so that a
 restart or crash in the middle is reported in the thread instead of passing silently, a run that
@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent import AgentPool, ConversationAgent, agent_config
+from bot.agent.worker import AgentPool, ConversationAgent, agent_config
 from bot.assistant.pane import pane_channel
 from bot.audit.auditor import Auditor
 from bot.config import DEFAULT_DELIVERY_RETRY, DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
@@ -30,11 +30,7 @@ from bot.lifecycle.files import empty_write_ahead_log
 from bot.lifecycle.forget import forget_message, revise_request
 from bot.limits.quota import DailyLimits, refusal_message
 from bot.material.reader import MaterialReader
-from bot.threads import render
-from bot.threads.admission import Admission
-from bot.threads.answering import Answering
-from bot.threads.conversation import UserMessage
-from bot.threads.jobs import (
+from bot.queue.jobs import (
     Abandoned,
     ForgetJob,
     JobKind,
@@ -47,9 +43,14 @@ from bot.threads.jobs import (
     ReviseJob,
     RubricJob,
 )
+from bot.queue.scheduler import ThreadScheduler
+from bot.rendering.errors import error_message
+from bot.rendering.rubrics import request_prompt, rubric_confirmation, rubric_error, rubric_forgotten
+from bot.slack.conversation import UserMessage
+from bot.threads.admission import Admission
+from bot.threads.answering import Answering
 from bot.threads.recovery import abandon_change, riding_out_outages
 from bot.threads.runner_base import logger, reply_to
-from bot.threads.scheduler import ThreadScheduler
 from bot.workspaces.clients import WorkspaceClients
 from bot.workspaces.settings import WorkspaceOverrides
 from grading import RubricError, parse_rubric
@@ -200,7 +201,7 @@ class ThreadRunner(Admission, Answering):
         await self.reply(client, job.message, refusal_message(job.quota, job.limit, job.refused_at))
 
     async def _reply_job(self, client: AsyncWebClient, job: ReplyJob, attempt: int) -> None:
-        await self.reply(client, job.message, render.error_message(job.title, job.detail))
+        await self.reply(client, job.message, error_message(job.title, job.detail))
 
     async def _notice_job(self, client: AsyncWebClient, job: NoticeJob, attempt: int) -> None:
         await self._tell_abandoned(client, job.message, job.run_id)
@@ -213,7 +214,7 @@ class ThreadRunner(Admission, Answering):
         deleted = job.message
         if await forget_message(self._agent, self._needs_checkpointer(), self._store, deleted):
             default = await self._store.get_channel_rubric(deleted.thread.workspace, deleted.channel)
-            notice = render.rubric_forgotten(channel_default=default is not None)
+            notice = rubric_forgotten(channel_default=default is not None)
             await self.reply(client, reply_to(deleted.thread, deleted.ts), notice)
         await self._applied(job)
 
@@ -233,10 +234,10 @@ class ThreadRunner(Admission, Answering):
         try:
             rubric = parse_rubric(rubric_text)
         except RubricError as exc:
-            await self.reply(client, message, render.rubric_error(str(exc)))
+            await self.reply(client, message, rubric_error(str(exc)))
             return
         await self._agent.aupdate_state(agent_config(message.thread_id), {"rubric": rubric_text})
-        await self.reply(client, message, render.rubric_confirmation(rubric))
+        await self.reply(client, message, rubric_confirmation(rubric))
 
     async def _prompt(self, client: AsyncWebClient, message: UserMessage) -> None:
         state = await self._agent.aget_state(agent_config(message.thread_id))
@@ -247,7 +248,7 @@ class ThreadRunner(Admission, Answering):
         try:
             rubric = parse_rubric(text) if text else None
         except RubricError as exc:  # stored before a change to the rubric format
-            notice = render.error_message(f"This {scope}'s rubric no longer parses", str(exc))
+            notice = error_message(f"This {scope}'s rubric no longer parses", str(exc))
             await self.reply(client, message, notice)
             return
-        await self.reply(client, message, render.request_prompt(rubric, scope=scope))
+        await self.reply(client, message, request_prompt(rubric, scope=scope))

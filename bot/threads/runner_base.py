@@ -11,17 +11,17 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent import AgentPool, ConversationAgent
+from bot.agent.worker import AgentPool, ConversationAgent
 from bot.audit.auditor import Auditor
 from bot.db.store import Store
 from bot.limits.quota import DailyLimits
 from bot.material.reader import MaterialReader
+from bot.queue.jobs import Abandoned, JobKind, JobPayload, JobQueue
 from bot.slack.client import attempt
+from bot.slack.conversation import UserMessage
 from bot.slack.messages import NO_UNFURLS, SlackMessage
 from bot.streaming.stream import finish_stream
-from bot.threads.conversation import UserMessage
 from bot.threads.delivery import Delivery, RetryWindow, open_delivery, post_in_time
-from bot.threads.jobs import Abandoned, JobKind, JobPayload, JobQueue
 from bot.vocabulary.thread import ThreadKey
 from bot.workspaces.clients import WorkspaceClients
 from bot.workspaces.settings import WorkspaceOverrides

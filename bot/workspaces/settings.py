@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, Literal, TypeVar
 
-from bot.agent import ModelPair
+from bot.agent.models import ModelPair
 from bot.config import DEFAULT_RUN_TOKEN_ESTIMATE, EDITOR_ID, Settings
 from bot.db.store import Store
 from bot.db.workspace_settings import WorkspaceSettingsRow

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent import PROVIDERS, init_models
+from bot.agent.models import PROVIDERS, init_models
 from bot.cli.main import main
 from bot.config import (
     DEFAULT_MODEL_TIMEOUT,

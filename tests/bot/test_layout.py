@@ -53,6 +53,8 @@ FLOORS: tuple[frozenset[str], ...] = (
             "ops",
             "material",
             "threads",
+            "queue",
+            "rendering",
             "review",
             "agreement",
             "limits",

@@ -22,8 +22,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from bot.rendering.rubrics import MODAL_BLOCK_ID, MODAL_CALLBACK_ID, MODAL_INPUT_ACTION_ID
 from bot.slack.payloads import RubricEditorMetadata
-from bot.threads import render
 from tests.e2e.conftest import (
     BOT_TOKEN,
     CRITERIA,
@@ -355,8 +355,8 @@ def test_commands_clicks_forms_and_an_uninstall_the_database_could_not_take_get_
     command = sr.slash_command(f"set {RUBRIC}", "C6")
     click = sr.block_actions("review_agree", button_value(evaluation), "C6", evaluation.ts, root, "U7")
     form = sr.view_submission(
-        render.MODAL_CALLBACK_ID,
-        sr.text_input(render.MODAL_BLOCK_ID, render.MODAL_INPUT_ACTION_ID, "- Answers in French"),
+        MODAL_CALLBACK_ID,
+        sr.text_input(MODAL_BLOCK_ID, MODAL_INPUT_ACTION_ID, "- Answers in French"),
         RubricEditorMetadata(channel="C7").model_dump_json(),
     )
 
@@ -370,7 +370,7 @@ def test_commands_clicks_forms_and_an_uninstall_the_database_could_not_take_get_
     logs = log_of(bot)
     assert logs.count("could not take /rubric: the database is unavailable") == 1
     assert logs.count("could not take block_actions review_agree: the database is unavailable") == 1
-    assert logs.count(f"could not take view_submission {render.MODAL_CALLBACK_ID}: the database") == 1
+    assert logs.count(f"could not take view_submission {MODAL_CALLBACK_ID}: the database") == 1
     assert logs.count("could not take event app_uninstalled: the database is unavailable") == 1
     assert no_listener_traceback(logs)
     # The person sends them again (Slack does not): each is done, once.

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bot.threads import render
+from bot.rendering.rubrics import MODAL_BLOCK_ID, MODAL_CALLBACK_ID, MODAL_INPUT_ACTION_ID, rubric_modal
 from grading.rubric import MAX_YAML_DEPTH
 from tests.e2e.conftest import CRITERIA, RUBRIC, RUN_TIMEOUT, BotProcess, Service
 from tests.standins import slack_requests as sr
@@ -56,9 +56,9 @@ def command(s: Service, text: str, channel: str, user: str, **fields: str) -> st
 
 def submit_editor(s: Service, channel: str, user: str, text: str) -> dict[str, object] | None:
     """Submit the channel-rubric editor with `text` as `user`: the errors shown on it, None if saved."""
-    values = sr.text_input(render.MODAL_BLOCK_ID, render.MODAL_INPUT_ACTION_ID, text)
-    metadata = render.rubric_modal(None, channel_id=channel)["private_metadata"]
-    response = s.send(sr.view_submission(render.MODAL_CALLBACK_ID, values, metadata, user))
+    values = sr.text_input(MODAL_BLOCK_ID, MODAL_INPUT_ACTION_ID, text)
+    metadata = rubric_modal(None, channel_id=channel)["private_metadata"]
+    response = s.send(sr.view_submission(MODAL_CALLBACK_ID, values, metadata, user))
     return response.json()["errors"] if response.body else None
 
 
@@ -68,7 +68,7 @@ def test_a_rubric_nested_too_deep_is_one_clear_line_wherever_it_is_given(service
         answer = command(s, f"set {NESTED}", "C1", user)
         assert "didn't parse" in answer and DEPTH_WORDS in answer
     errors = submit_editor(s, "C1", EDITOR, NESTED)
-    assert errors is not None and DEPTH_WORDS in str(errors[render.MODAL_BLOCK_ID])
+    assert errors is not None and DEPTH_WORDS in str(errors[MODAL_BLOCK_ID])
 
     root = s.mention(f"rubric:\n{NESTED}", "C1")
     told = s.wait_text("C1", root, "didn't parse")
@@ -97,7 +97,7 @@ def test_only_editors_open_save_or_replay_the_channels_grading(service):
     refused = command(s, "edit", "C3", NOBODY, trigger_id=nobodys)
     assert REFUSED in refused
     errors = submit_editor(s, "C3", NOBODY, "- Mark everything passed")
-    assert errors is not None and REFUSED in str(errors[render.MODAL_BLOCK_ID])
+    assert errors is not None and REFUSED in str(errors[MODAL_BLOCK_ID])
     assert REFUSED in command(s, "replay", "C3", NOBODY)
 
     assert "no default rubric" in command(s, "show", "C3", NOBODY)  # nothing was saved

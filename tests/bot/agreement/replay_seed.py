@@ -17,7 +17,8 @@ import aiosqlite
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from bot.agent import agent_config, build_agent, run_turn
+from bot.agent.turn import run_turn
+from bot.agent.worker import agent_config, build_agent
 from bot.db.reviews import ReviewVerdict
 from bot.db.store import Store
 from bot.vocabulary.thread import ThreadKey, thread_id

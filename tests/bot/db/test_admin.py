@@ -16,7 +16,8 @@ from alembic.script import ScriptDirectory
 from langchain_core.messages import HumanMessage
 from sqlalchemy.engine import make_url
 
-from bot.agent import agent_config, build_agent, run_turn
+from bot.agent.turn import run_turn
+from bot.agent.worker import agent_config, build_agent
 from bot.cli.main import main
 from bot.db import admin as dbadmin
 from bot.db.database import Database, open_checkpointer

@@ -7,7 +7,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.graph import START, MessagesState, StateGraph
 
-from bot.agent import agent_config
+from bot.agent.worker import agent_config
 from bot.db.admin import upgrade
 from bot.db.database import Database, open_checkpointer
 from bot.db.reviews import ReviewVerdict

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage
 
-from bot.agent import agent_config
+from bot.agent.worker import agent_config
 from bot.lifecycle.erase import purge_tenant
 from bot.lifecycle.forget import DROPPED_SUMMARY
-from bot.threads.conversation import UserMessage
+from bot.slack.conversation import UserMessage
 from bot.vocabulary.thread import MessageChange
 from bot.vocabulary.workspace import Workspace
 from tests.bot.threads.runner_harness import Harness, open_harness

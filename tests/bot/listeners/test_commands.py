@@ -6,7 +6,7 @@ import pytest
 
 from bot.listeners.command_text import CommandError, ParsedCommand, parse_command
 from bot.listeners.rubric_command import RUBRIC_SUBCOMMANDS
-from bot.threads.conversation import (
+from bot.slack.conversation import (
     EDIT_CUT_NOTE,
     MAX_INPUT_CHARS,
     is_from_person,

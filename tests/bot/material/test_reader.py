@@ -17,7 +17,7 @@ from bot.material.reader import (
 from bot.material.sources import Sources
 from bot.material.thread import EarlierThread
 from bot.slack.client import build_client
-from bot.threads.conversation import UserMessage
+from bot.slack.conversation import UserMessage
 from grading import MATERIAL_SOURCE
 from tests.standins.slack_api import SlackApiStandin
 

@@ -17,17 +17,17 @@ CANARY = "CANARY-9f1e"
 def job_context(job_id: int) -> dict[str, object]:
     """A job's log context as procrastinate puts it on a record (``extra={"job": …}``)."""
     kwargs = {"text": f"about {CANARY} (really)", "previous": f"{CANARY}) ended with status: x"}
-    call = "bot.threads.jobs.run[{}]({})".format(job_id, ", ".join(f"{k}={v!r}" for k, v in kwargs.items()))
-    return {"id": job_id, "task_name": "bot.threads.jobs.run", "task_kwargs": kwargs, "call_string": call}
+    call = "bot.queue.jobs.run[{}]({})".format(job_id, ", ".join(f"{k}={v!r}" for k, v in kwargs.items()))
+    return {"id": job_id, "task_name": "bot.queue.jobs.run", "task_kwargs": kwargs, "call_string": call}
 
 
 @pytest.mark.parametrize(
     ("template", "expected"),
     [
-        ("Starting job {}", "Starting job bot.threads.jobs.run[7](…)"),
+        ("Starting job {}", "Starting job bot.queue.jobs.run[7](…)"),
         (
             "Job {} ended with status: Success, lasted 0.012 s",
-            "Job bot.threads.jobs.run[7](…) ended with status: Success, lasted 0.012 s",
+            "Job bot.queue.jobs.run[7](…) ended with status: Success, lasted 0.012 s",
         ),
         (
             "Waiting for job to finish: worker: {} (started 1.500 s ago)",
@@ -44,7 +44,7 @@ def test_a_jobs_arguments_leave_its_log_line_and_its_kind_and_id_stay(template, 
     assert SecretsHidden().filter(record)
     assert record.getMessage().startswith(expected)
     assert CANARY not in record.getMessage() and CANARY not in repr(record.__dict__)
-    assert record.job["id"] == 7 and record.job["task_name"] == "bot.threads.jobs.run"
+    assert record.job["id"] == 7 and record.job["task_name"] == "bot.queue.jobs.run"
 
 
 def test_slack_tokens_are_masked_and_ordinary_text_is_left_alone():

@@ -23,7 +23,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
-from bot.agent import ModelPair, TurnOutcome
+from bot.agent.models import ModelPair
+from bot.agent.turn import TurnOutcome
 from bot.config import Settings
 from bot.db.admin import upgrade
 from bot.db.database import Database
@@ -31,8 +32,8 @@ from bot.ops import metrics
 from bot.ops.health import Readiness
 from bot.ops.metrics import JOB_STATES, RUN_STATUSES
 from bot.ops.server import Probes, add_ops_routes, serve_ops
+from bot.queue.durable import open_queue
 from bot.slack.client import attempt, build_client, log_listener_failure
-from bot.threads.durable_queue import open_queue
 from tests.standins import free_port
 from tests.standins.slack_api import SlackApiStandin
 from tests.standins.tcp_link import TcpLink, via_link

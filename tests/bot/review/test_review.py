@@ -9,6 +9,7 @@ import pytest
 from slack_sdk.models.views import View
 
 from bot.db.reviews import ReviewRow, ReviewVerdict
+from bot.rendering.results import evaluation_message
 from bot.review.controls import ReviewTally, parse_review_value, review_controls, review_value
 from bot.review.form import (
     COMMENT_MAX,
@@ -20,7 +21,6 @@ from bot.review.form import (
 )
 from bot.review.verdicts import agree_verdicts, grader_verdicts, verdict_label
 from bot.slack.payloads import ITERATION_MAX, SubmittedView
-from bot.threads.render import evaluation_message
 from grading.rubric import MAX_CRITERIA
 from tests.bot.slack.block_assertions import all_text
 

@@ -18,7 +18,8 @@ import yaml
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from bot.agent import ThreadContext, agent_config, build_agent, run_turn
+from bot.agent.turn import run_turn
+from bot.agent.worker import ThreadContext, agent_config, build_agent
 from bot.db.reviews import ReviewRow, ReviewVerdict
 from bot.db.store import Store
 from bot.listeners.command_text import (
@@ -31,8 +32,8 @@ from bot.listeners.command_text import (
     report_days,
 )
 from bot.listeners.rubric_command import RUBRIC_SUBCOMMANDS
+from bot.rendering.errors import help_text
 from bot.review.calibration import CALIBRATION_EXAMPLES, TeamExample, calibration_source, team_examples
-from bot.threads import render
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Workspace
 from grading import CalibrationExample, RubricEvaluation
@@ -89,7 +90,7 @@ def test_calibration_drop_reads_the_examples_number():
 
 
 def test_help_and_the_manifest_name_every_subcommand_of_the_table():
-    text = render.help_text([(s.usage, s.help) for s in RUBRIC_SUBCOMMANDS])
+    text = help_text([(s.usage, s.help) for s in RUBRIC_SUBCOMMANDS])
     manifest = yaml.safe_load((ROOT / "manifest.yml").read_text())
     (command,) = manifest["features"]["slash_commands"]
 

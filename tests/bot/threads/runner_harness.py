@@ -12,11 +12,11 @@ from typing import Any
 
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from bot.agent import build_agent
+from bot.agent.worker import build_agent
 from bot.config import Settings
 from bot.db.store import Store
 from bot.slack.client import build_client
-from bot.threads.conversation import UserMessage
+from bot.slack.conversation import UserMessage
 from bot.threads.runner import ThreadRunner
 from bot.workspaces.clients import WorkspaceClients
 from grading import CalibrationSource

@@ -25,13 +25,13 @@ import sqlalchemy.exc
 from langchain_core.messages import AIMessage
 from sqlalchemy import Engine, event
 
-from bot.agent import agent_config
+from bot.agent.worker import agent_config
 from bot.material.files import shared_files
 from bot.material.reader import MaterialReader
 from bot.material.sources import Sources
+from bot.queue.jobs import MAX_ATTEMPTS, Abandoned, JobKind, JobPayload
+from bot.slack.conversation import UserMessage
 from bot.threads import runner_base
-from bot.threads.conversation import UserMessage
-from bot.threads.jobs import MAX_ATTEMPTS, Abandoned, JobKind, JobPayload
 from bot.threads.progress import WORKING_REACTION
 from bot.threads.runner import ThreadRunner
 from bot.vocabulary.thread import ThreadKey

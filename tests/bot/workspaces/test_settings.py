@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from bot.agent import ModelPair, configured_agents
+from bot.agent.models import ModelPair
+from bot.agent.worker import configured_agents
 from bot.config import DEFAULT_RUN_TOKEN_ESTIMATE, ConfigError, load_settings
 from bot.db.workspace_settings import WorkspaceSettingsRow
 from bot.limits.prices import estimated_usd

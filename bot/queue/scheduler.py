@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.threads.jobs import Abandoned, JobKind, JobPayload, Revision, message_ts_of
+from bot.queue.jobs import Abandoned, JobKind, JobPayload, Revision, message_ts_of
 from bot.vocabulary.thread import ThreadKey
 
-logger = logging.getLogger("bot.threads.jobs")
+logger = logging.getLogger("bot.queue.jobs")
 """The queue's parts log as the queue: the name operators filter by and the README quotes."""
 
 

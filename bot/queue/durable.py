@@ -25,12 +25,12 @@ from psycopg.types.json import Jsonb
 
 from bot.config import DEFAULT_CONCURRENCY, DEFAULT_STALLED_AFTER
 from bot.db.database import Database
-from bot.threads.jobs import MAX_ATTEMPTS, Abandoned, JobKind, JobPayload, JobQueue, Revision
-from bot.threads.queue_retries import RetryUnlessMalformed, WritesOutlastRestarts
-from bot.threads.scheduler import ThreadScheduler
+from bot.queue.jobs import MAX_ATTEMPTS, Abandoned, JobKind, JobPayload, JobQueue, Revision
+from bot.queue.retries import RetryUnlessMalformed, WritesOutlastRestarts
+from bot.queue.scheduler import ThreadScheduler
 from bot.vocabulary.thread import ThreadKey
 
-logger = logging.getLogger("bot.threads.jobs")
+logger = logging.getLogger("bot.queue.jobs")
 """The queue's parts log as the queue: the name operators filter by and the README quotes."""
 
 

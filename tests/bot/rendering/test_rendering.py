@@ -7,19 +7,12 @@ import re
 
 import pytest
 
+from bot.rendering.errors import error_message, help_text
+from bot.rendering.results import evaluation_message, final_messages
+from bot.rendering.rubrics import no_rubric_hint, rubric_confirmation, rubric_error, rubric_modal
 from bot.review.controls import AGREE_ACTION_ID, DISAGREE_ACTION_ID, parse_review_value, review_controls
 from bot.slack.blocks import MARKDOWN_MESSAGE_BUDGET
 from bot.slack.mrkdwn import split_mrkdwn, truncate
-from bot.threads.render import (
-    error_message,
-    evaluation_message,
-    final_messages,
-    help_text,
-    no_rubric_hint,
-    rubric_confirmation,
-    rubric_error,
-    rubric_modal,
-)
 from grading.rubric import parse_rubric
 from tests.bot.slack.block_assertions import all_text, assert_within_slack_limits
 

@@ -9,7 +9,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from bot.agent import WORKER_SYSTEM_PROMPT, build_agent, prompt_caching
+from bot.agent.worker import WORKER_SYSTEM_PROMPT, build_agent, prompt_caching
 from tests.grading.recording_anthropic import recording_anthropic
 from tests.grading.scripted import ScriptedChatModel, grader_wanting
 

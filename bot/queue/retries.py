@@ -19,9 +19,9 @@ from procrastinate.manager import JobManager
 from procrastinate.retry import RetryDecision
 
 from bot.db.database import describe_database_error, unavailable_error
-from bot.threads.jobs import MalformedJob
+from bot.queue.jobs import MalformedJob
 
-logger = logging.getLogger("bot.threads.jobs")
+logger = logging.getLogger("bot.queue.jobs")
 """The queue's parts log as the queue: the name operators filter by and the README quotes."""
 
 

@@ -22,9 +22,8 @@ from sqlalchemy import make_url
 
 from bot.db.database import Database, schema_lock
 from bot.db.queue_schema import apply_schema
-from bot.threads.conversation import UserMessage
-from bot.threads.durable_queue import DurableQueue
-from bot.threads.jobs import (
+from bot.queue.durable import DurableQueue
+from bot.queue.jobs import (
     MAX_ATTEMPTS,
     Abandoned,
     JobKind,
@@ -33,7 +32,8 @@ from bot.threads.jobs import (
     MalformedJob,
     RequestJob,
 )
-from bot.threads.scheduler import DAY_SECONDS, ThreadScheduler
+from bot.queue.scheduler import DAY_SECONDS, ThreadScheduler
+from bot.slack.conversation import UserMessage
 from bot.vocabulary.thread import ThreadKey
 from tests.standins.tcp_link import TcpLink, via_link
 
@@ -431,7 +431,7 @@ async def cut_off_writing(postgres_url: str, name: str, rows: str, write: Callab
 
 
 def warnings_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "bot.threads.jobs"]
+    return [r.getMessage() for r in caplog.records if r.name == "bot.queue.jobs"]
 
 
 async def test_a_job_whose_end_is_cut_off_by_a_database_restart_still_frees_its_thread(

@@ -3,10 +3,10 @@
 Listeners ack at once and submit a job (a `JobPayload`: one pydantic model per kind of job) under
 the thread's key. Two queues do that behind one small protocol, `JobQueue`:
 
-- `ThreadScheduler` (`bot.threads.scheduler`), the embedded default (SQLite): asyncio tasks in this
+- `ThreadScheduler` (`bot.queue.scheduler`), the embedded default (SQLite): asyncio tasks in this
   process. Jobs live in memory, so a stopping process abandons what it has not reached (the thread
   is told).
-- `DurableQueue` (`bot.threads.durable_queue`, PostgreSQL): procrastinate jobs whose lock is the
+- `DurableQueue` (`bot.queue.durable`, PostgreSQL): procrastinate jobs whose lock is the
   thread key, so a thread's jobs run one at a time in creation order across every `serve` and
   `worker` process. Jobs outlive processes: a stopping process leaves them for the others (or its
   successor), and a job whose process died is found by its missing heartbeat and run again (see
@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bot.db.spend import QuotaName
 from bot.material.sources import Sources
+from bot.slack.conversation import UserMessage
 from bot.slack.payloads import problems
-from bot.threads.conversation import UserMessage
 from bot.vocabulary.thread import MessageChange, ThreadKey
 
 logger = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class JobPayload(BaseModel):
 
     kind: ClassVar[str]
     """The kind of job this payload is for (the procrastinate task is
-    `bot.threads.durable_queue.TASK_PREFIX` + kind)."""
+    `bot.queue.durable.TASK_PREFIX` + kind)."""
 
     @property
     def thread(self) -> ThreadKey | None:

@@ -7,9 +7,10 @@ from langchain_core.language_models.fake_chat_models import FakeMessagesListChat
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from bot.agent import ModelPair, summarize_turn
+from bot.agent.models import ModelPair
+from bot.agent.summary import ThreadSummary, summary_usage
+from bot.agent.turn import summarize_turn
 from bot.config import DEFAULT_CONTEXT_TOKENS
-from bot.threads.summary import ThreadSummary, summary_usage
 from grading.grader import GRADER_SOURCE, build_transcript, is_summary_message
 
 SUMMARY_USAGE = {"input_tokens": 900, "output_tokens": 40, "total_tokens": 940}

@@ -1,4 +1,5 @@
-"""Thread messages and the rubric UI: pure functions from evaluations, answers and rubrics to Slack payloads.
+"""A run's results in its thread: each iteration's evaluation, the final answer, and the words for
+a status, a run's tokens and cost (shared with the terminal and the Home tab).
 
 A *message* here is a :class:`bot.slack.messages.SlackMessage`, ready to splat into
 ``chat.postMessage``/``chat.update``: notification text, blocks and, where noted, metadata.
@@ -12,27 +13,21 @@ blocks as written, with their mentions made inert (see :mod:`bot.slack.markdown`
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from langchain_core.messages import UsageMetadata
-from slack_sdk.models.blocks import Block, InputBlock, PlainTextInputElement
-from slack_sdk.models.views import View
+from slack_sdk.models.blocks import Block
 
 from bot.limits.prices import RunCost, cost_words
 from bot.slack.blocks import (
     MARKDOWN_MESSAGE_BUDGET,
     MESSAGE_TEXT_BUDGET,
-    PLAIN_TEXT_INPUT_MAX,
     block_dicts,
-    code,
     context_block,
     header_block,
     markdown_block,
     plural,
     section_block,
-    sections,
     text_length,
 )
 from bot.slack.markdown import inert_mentions, split_markdown, truncate_markdown
@@ -40,25 +35,6 @@ from bot.slack.messages import SlackMessage
 from bot.slack.mrkdwn import SECTION_TEXT_MAX, escape, truncate
 from bot.vocabulary.unread import Unread
 from grading import CriterionResult, RubricEvaluation, Status
-from grading.rubric import MAX_RUBRIC_CHARS, Dimension, Rubric
-
-__all__ = [
-    "MODAL_BLOCK_ID",
-    "MODAL_CALLBACK_ID",
-    "MODAL_INPUT_ACTION_ID",
-    "error_message",
-    "evaluation_message",
-    "final_messages",
-    "help_text",
-    "no_rubric_hint",
-    "rubric_confirmation",
-    "rubric_error",
-    "rubric_modal",
-    "status_words",
-    "usage_words",
-]
-
-# --- Sizes this renderer chooses ------------------------------------------------------------
 
 CRITERION_NAME_MAX = 500
 """Longest criterion name shown on an evaluation; longer ones are shortened with an ellipsis."""
@@ -70,23 +46,11 @@ criterion, so it is kept to a few paragraphs."""
 FLAGGED_HEADING = "*The grader also flagged* (not in the rubric, so not part of the verdict):"
 """Heads the items a grader returned that match no criterion, listed under the criteria."""
 
-ANCHOR_PREVIEW_MAX = 160
-"""Longest anchor or description text quoted back when confirming a scored rubric."""
-
 EMPTY_ANSWER = "_The answer was empty._"
 """Shown in place of an answer the worker left empty (Slack refuses an empty markdown block)."""
 
 FALLBACK_PREVIEW_MAX = 300
 """How much of an answer goes into a final message's notification text."""
-
-MODAL_CALLBACK_ID = "rubric_edit"
-"""callback_id of the channel-rubric modal; its private_metadata is ``{"channel": id}``."""
-
-MODAL_BLOCK_ID = "rubric"
-"""block_id of the rubric input in the modal (``view.state.values[block][action]``)."""
-
-MODAL_INPUT_ACTION_ID = "rubric_text"
-"""action_id of the rubric input in the modal."""
 
 EVALUATION_EVENT = "rubric_evaluation"
 """Message metadata event_type of per-iteration evaluation messages."""
@@ -96,8 +60,6 @@ FINAL_EVENT = "rubric_final"
 
 PLAIN_STATUS = "plain"
 """Status put in final-message metadata when the run had no rubric (Slack wants no nulls)."""
-
-# --- Words -------------------------------------------------------------------------------------
 
 STATUS_WORDS: Mapping[str, tuple[str, str]] = {
     "satisfied": ("✅", "Rubric satisfied"),
@@ -110,22 +72,6 @@ STATUS_WORDS: Mapping[str, tuple[str, str]] = {
 
 VERDICT_EMOJI: Mapping[str, str] = {"PASS": "✅", "REVIEW": "🟡", "FAIL": "❌"}
 """Emoji next to a scored rubric's aggregate verdict."""
-
-AGGREGATION_WORDS: Mapping[str, str] = {
-    "weighted": "weighted average; any score under its floor fails the answer",
-    "min": "the weakest dimension decides",
-    "per_dimension": "every dimension must reach the pass score",
-}
-"""How each aggregation rule reads in a rubric confirmation."""
-
-RUBRIC_FORMAT_HINT = (
-    "One criterion per line (each pass/fail), or YAML with `dimensions:` "
-    "(name, weight, fail_below, anchors for 1/3/5) for scored rubrics."
-)
-"""How to write a rubric, in one sentence."""
-
-
-# --- Evaluation messages ---------------------------------------------------------------------
 
 
 def evaluation_message(evaluation: RubricEvaluation, *, review: Sequence[Block] = ()) -> SlackMessage:
@@ -250,7 +196,7 @@ def _pack(entries: Iterable[str], limit: int = SECTION_TEXT_MAX) -> list[str]:
 
 
 def _score_line(score: float, verdict: str | None) -> str:
-    parts = [f"*Score {_number(score)}/5*"]
+    parts = [f"*Score {short_number(score)}/5*"]
     if verdict:
         parts.append(" ".join(filter(None, (VERDICT_EMOJI.get(verdict), f"*{verdict}*"))))
     return " · ".join(parts)
@@ -259,7 +205,7 @@ def _score_line(score: float, verdict: str | None) -> str:
 def _outcome_words(evaluation: RubricEvaluation, criteria: Sequence[CriterionResult]) -> str:
     if evaluation["kind"] == "scored" and evaluation["score"] is not None:
         verdict = evaluation["verdict"]
-        return f"score {_number(evaluation['score'])}/5" + (f" ({verdict})" if verdict else "")
+        return f"score {short_number(evaluation['score'])}/5" + (f" ({verdict})" if verdict else "")
     passed = sum(1 for c in criteria if c["passed"])
     words = f"{passed} of {len(criteria)} criteria passed"
     open_ = sum(1 for c in criteria if c.get("cannot_tell"))
@@ -272,9 +218,6 @@ def flagged_words(evaluation: RubricEvaluation) -> str | None:
     if not failing:
         return None
     return f"the grader also flagged {plural(failing, 'failing item')} outside the rubric"
-
-
-# --- Final answer ------------------------------------------------------------------------------
 
 
 def final_messages(
@@ -359,180 +302,9 @@ def _open_line(names: Sequence[str]) -> str:
     return f"❔ _The grader could not tell {count}; a person's verdict is needed:_ {listed}"
 
 
-# --- Rubric messages ----------------------------------------------------------------------------
-
-
-def rubric_confirmation(rubric: Rubric) -> SlackMessage:
-    """Confirms a new rubric by listing what was parsed, plus any lint warnings."""
-    count, summary, items = _rubric_listing(rubric)
-    warnings = [f"⚠️ {escape(w)}" for w in rubric.warnings]
-    text = "\n".join([f"*Rubric set* — {summary}:", *items, *warnings])
-    return {
-        "text": f"Rubric set: {count}",
-        "blocks": block_dicts(sections(truncate(text, MESSAGE_TEXT_BUDGET))),
-    }
-
-
-def rubric_forgotten(*, channel_default: bool) -> SlackMessage:
-    """Tells a thread that the message which set its rubric was deleted, and what grades it now."""
-    now = (
-        "Answers here are graded against this channel's default rubric again."
-        if channel_default
-        else f"Answers here are not graded until a new rubric is set. {HOW_TO_SET_A_RUBRIC}"
-    )
-    text = f"🗑️ *The message that set this thread's rubric was deleted*, so I forgot that rubric. {now}"
-    return {"text": "This thread's rubric was deleted", "blocks": block_dicts([section_block(text)])}
-
-
-def request_prompt(rubric: Rubric | None, *, scope: str) -> SlackMessage:
-    """Answers a mention with nothing to do: asks for the request, naming the rubric that will grade it.
-
-    ``scope`` says whose rubric it is: ``thread`` (set with `rubric:`) or ``channel`` (the default).
-    """
-    ask = "*What should I do?* Reply in this thread with your request."
-    if rubric is None:
-        return {"text": REQUEST_PROMPT, "blocks": block_dicts([section_block(f"{ask}\n{NO_RUBRIC_YET}")])}
-    count, summary, items = _rubric_listing(rubric)
-    whose = "this thread's rubric" if scope == "thread" else "this channel's default rubric"
-    listing = "\n".join([ask, f"I'll grade my answer against {whose} — {summary}:", *items])
-    room = MESSAGE_TEXT_BUDGET - len(CHANGE_RUBRIC_HINT)
-    return {
-        "text": f"{REQUEST_PROMPT} Answers here are graded against {whose} ({count}).",
-        "blocks": block_dicts([*sections(truncate(listing, room)), context_block(CHANGE_RUBRIC_HINT)]),
-    }
-
-
-def _rubric_listing(rubric: Rubric) -> tuple[str, str, list[str]]:
-    """A rubric's size (``2 criteria``), its one-line summary and one bullet per criterion or dimension."""
-    if rubric.is_scored:
-        count = plural(len(rubric.dimensions), "scored dimension")
-        aggregation = AGGREGATION_WORDS.get(rubric.aggregation, rubric.aggregation)
-        summary = f"{count} (1–5), {aggregation}; passes at {_number(rubric.pass_score)}/5"
-        weights = rubric.weights()
-        return count, summary, [_dimension_lines(d, weights.get(d.name)) for d in rubric.dimensions]
-    count = plural(len(rubric.criteria), "criterion", "criteria")
-    return count, f"{count}, each pass/fail", [f"• {escape(c.name)}" for c in rubric.criteria]
-
-
-def _dimension_lines(dimension: Dimension, weight: float | None) -> str:
-    facts = []
-    if weight is not None:
-        facts.append(f"weight {weight:.0%}")
-    if dimension.fail_below is not None:
-        facts.append(f"fails below {dimension.fail_below}")
-    line = f"• *{escape(dimension.name)}*" + (f" ({', '.join(facts)})" if facts else "")
-    if dimension.description:
-        line += f" — {truncate(escape(dimension.description), ANCHOR_PREVIEW_MAX)}"
-    anchors = [
-        f"{score}: {truncate(escape(text), ANCHOR_PREVIEW_MAX)}"
-        for score, text in sorted(dimension.anchors.items(), reverse=True)
-    ]
-    return line + ("\n      " + " · ".join(anchors) if anchors else "")
-
-
-def rubric_error(error: str) -> SlackMessage:
-    """Answers a rubric that did not parse; the thread keeps its previous rubric."""
-    lead = "⚠️ That rubric didn't parse, so the previous rubric is still in place:"
-    return {
-        "text": f"That rubric didn't parse: {truncate(escape(error), FALLBACK_PREVIEW_MAX)}",
-        "blocks": block_dicts([section_block(f"{lead}\n{code(error)}"), context_block(RUBRIC_FORMAT_HINT)]),
-    }
-
-
-REQUEST_PROMPT = "What should I do? Reply in this thread with your request."
-"""What the bot asks when it is mentioned with nothing to do (the notification text)."""
-
-CHANGE_RUBRIC_HINT = "_Start a message with `rubric:` to grade this thread against a different rubric._"
-"""Tells a thread that already has a rubric how to use another."""
-
-HOW_TO_SET_A_RUBRIC = (
-    "Start a message with `rubric:` in this thread to set one, or set a channel default with `/rubric set`."
-)
-"""The two ways to give a thread a rubric, in one sentence."""
-
-NO_RUBRIC_YET = f"_There's no rubric here yet, so answers are not graded. {HOW_TO_SET_A_RUBRIC}_"
-"""Tells a thread without a rubric, before any answer, how to get one."""
-
-
 def unread_note(unread: Sequence[Unread]) -> str:
     """What a request shared that was not read, one line each with the reason (a context line's mrkdwn)."""
     return "\n".join(f":warning: Not read: *{escape(item.name)}*: {escape(item.reason)}" for item in unread)
-
-
-def no_rubric_hint() -> str:
-    """One line telling a thread without a rubric how to get one."""
-    return f"_No rubric here, so this answer wasn't graded. {HOW_TO_SET_A_RUBRIC}_"
-
-
-def error_message(summary: str, detail: str | None) -> SlackMessage:
-    """A model or grader failure in a thread, e.g. summary ``The grader failed: timed out``."""
-    text = f"⚠️ *{escape(summary)}*"
-    if detail:
-        text += f"\n{code(detail)}"
-    return {
-        "text": summary,
-        "blocks": block_dicts(
-            [
-                section_block(truncate(text, SECTION_TEXT_MAX)),
-                context_block("The thread's rubric and history are kept; reply here to try again."),
-            ]
-        ),
-    }
-
-
-def help_text(subcommands: Sequence[tuple[str, str]]) -> str:
-    """The ``/rubric help`` text, listing each subcommand's (usage, what it does) in order."""
-    lines = ["*`/rubric` — how this channel's answers are graded*"]
-    lines += [f"• `{usage}` — {what}" for usage, what in subcommands]
-    lines += [
-        "In a thread, start a message with `rubric:` to set or replace that thread's rubric.",
-        RUBRIC_FORMAT_HINT,
-    ]
-    return "\n".join(lines)
-
-
-def rubric_modal(current: str | None, *, channel_id: str) -> dict[str, Any]:
-    """The modal for editing a channel's default rubric, pre-filled with the current one.
-
-    A current rubric longer than Slack lets an input hold is not pre-filled (it would be cut on
-    saving); the modal says so instead.
-    """
-    limit = min(MAX_RUBRIC_CHARS, PLAIN_TEXT_INPUT_MAX)
-    fits = current is not None and len(current) <= limit
-    blocks: list[Block] = []
-    if current is not None and not fits:
-        blocks.append(
-            section_block(
-                f"The current rubric is {len(current):,} characters, more than this form holds "
-                f"({limit:,}); replace it here, or use `/rubric set` for a longer one."
-            )
-        )
-    blocks.append(
-        InputBlock(
-            block_id=MODAL_BLOCK_ID,
-            label="Rubric",
-            hint=RUBRIC_FORMAT_HINT.replace("`", ""),
-            element=PlainTextInputElement(
-                action_id=MODAL_INPUT_ACTION_ID,
-                multiline=True,
-                initial_value=current if fits else None,
-                max_length=limit,
-            ),
-        )
-    )
-    view = View(
-        type="modal",
-        callback_id=MODAL_CALLBACK_ID,
-        title="Channel rubric",
-        submit="Save",
-        close="Cancel",
-        private_metadata=json.dumps({"channel": channel_id}),
-        blocks=blocks,
-    )
-    return view.to_dict()
-
-
-# --- Words shared with the terminal and the Home tab ----------------------------------------------
 
 
 def status_words(status: str) -> tuple[str, str]:
@@ -568,6 +340,6 @@ def usage_words(usage: UsageMetadata) -> str:
     return f"{usage.get('input_tokens', 0):,} in{cached_words} · {usage.get('output_tokens', 0):,} out"
 
 
-def _number(value: float) -> str:
+def short_number(value: float) -> str:
     """2 decimals at most, no trailing zeros: 3.85, 4, 4.5."""
     return f"{round(value, 2):g}"
