@@ -37,6 +37,7 @@ from bot.limits.usage import CHANNEL_USAGE_DAYS, spend_words
 from bot.rendering.results import status_words
 from bot.slack.blocks import MAX_VIEW_BLOCKS, block_dicts, code, context_block, header_block, section_block
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
+from bot.slack.members import channels_of
 from bot.slack.messages import BlockJson
 from bot.slack.notices import slack_failure_words
 from bot.vocabulary.statuses import FAILED, INTERRUPTED, TIMED_OUT, RunStatus
@@ -51,9 +52,6 @@ MAX_HOME_CHANNELS = 10
 
 RECENT_RUNS = 5
 """Graded runs listed per channel, newest first."""
-
-CHANNEL_TYPES = "public_channel,private_channel"
-"""Conversations the tab covers: channels, where rubrics and reviews live (not DMs)."""
 
 CHART_UPLOADS_KEPT = 256
 """Uploaded charts remembered per process, so reopening the tab does not upload an unchanged chart."""
@@ -118,17 +116,8 @@ async def publish_home(client: AsyncWebClient, store: Store, *, workspace: Works
 
 async def shared_channels(client: AsyncWebClient, user: str) -> list[str]:
     """Channels both ``user`` and the bot are members of, in the order Slack lists the user's."""
-    bots = set(await _memberships(client, None))
-    return [channel for channel in await _memberships(client, user) if channel in bots]
-
-
-async def _memberships(client: AsyncWebClient, user: str | None) -> list[str]:
-    """Channel ids ``user`` (the bot itself when None) is a member of, over every page."""
-    ids: list[str] = []
-    pages = await client.users_conversations(user=user, types=CHANNEL_TYPES, exclude_archived=True, limit=200)
-    async for page in pages:
-        ids += [channel["id"] for channel in page.get("channels") or []]
-    return ids
+    bots = set(await channels_of(client, None))
+    return [channel for channel in await channels_of(client, user) if channel in bots]
 
 
 async def load_home(store: Store, *, workspace: Workspace, channels: Sequence[str]) -> list[ChannelHome]:

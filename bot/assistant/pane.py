@@ -3,7 +3,8 @@ title, and the answers to the suggested questions.
 
 The channel beside the pane is read back from the greeting's metadata, where Bolt's thread context
 store keeps it (`bot.listeners.assistant` saves changes with that store); the runner has no Bolt
-context to build the store with, so it reads the greeting itself.
+context to build the store with, so it reads the greeting itself: the bot's own, and only for a
+person who is a member of that channel (its rubric and its report are the channel's business).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from bot.assistant.prompts import (
 from bot.db.store import Store
 from bot.slack.client import attempt
 from bot.slack.conversation import UserMessage
-from bot.slack.messages import SlackMessage
+from bot.slack.members import bot_user_id, is_member
+from bot.slack.messages import NO_UNFURLS, SlackMessage
 from bot.slack.mrkdwn import truncate
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Workspace
@@ -57,7 +59,9 @@ async def open_pane(
         return
     context = {k: str(v) for k, v in (thread.get("context") or {}).items() if v is not None}
     hello = greeting(context.get("channel_id"), context)
-    await attempt(client.chat_postMessage(channel=channel, thread_ts=thread_ts, **hello), "greet the pane")
+    await attempt(
+        client.chat_postMessage(channel=channel, thread_ts=thread_ts, **hello, **NO_UNFURLS), "greet the pane"
+    )
     await attempt(
         client.assistant_threads_setSuggestedPrompts(
             channel_id=channel,
@@ -75,20 +79,39 @@ def in_pane(message: UserMessage) -> bool:
 
 
 async def pane_channel(client: AsyncWebClient, message: UserMessage) -> str | None:
-    """The channel the pane `message` is in was opened beside; None outside a pane (or if Slack
-    cannot say, logged)."""
+    """The channel the pane `message` is in was opened beside, if its person is a member of it;
+    None outside a pane, beside a channel the person is not in, or if Slack cannot say (logged).
+
+    Only the bot's own greeting counts: another app's message metadata in the thread says nothing.
+    """
     if not in_pane(message):
         return None
-    replies = await attempt(
-        client.conversations_replies(
-            channel=message.channel, ts=message.thread_ts, include_all_metadata=True, limit=GREETING_SEARCH
-        ),
-        f"read the pane thread {message.thread_id}",
+    channel = await attempt(_greeted_beside(client, message), f"read the pane thread {message.thread_id}")
+    if not channel or not message.user:
+        return None
+    member = await attempt(
+        is_member(client, message.user, channel), f"check {message.user}'s membership of {channel}"
     )
-    messages: list[dict[str, Any]] = replies.get("messages", []) if replies is not None else []
+    if not member:
+        logger.info(
+            "the pane thread %s is beside %s, which its person is not a member of: its rubric is not used",
+            message.thread_id,
+            channel,
+        )
+        return None
+    return channel
+
+
+async def _greeted_beside(client: AsyncWebClient, message: UserMessage) -> str | None:
+    """The channel the bot's greeting of the pane thread names (what Slack's replies hold of it)."""
+    replies = await client.conversations_replies(
+        channel=message.channel, ts=message.thread_ts, include_all_metadata=True, limit=GREETING_SEARCH
+    )
+    own = await bot_user_id(client)
+    messages: list[dict[str, Any]] = replies.get("messages", [])
     for reply in messages:
         metadata = reply.get("metadata") or {}
-        if reply.get("bot_id") and metadata.get("event_type") == THREAD_CONTEXT_EVENT:
+        if reply.get("user") == own and metadata.get("event_type") == THREAD_CONTEXT_EVENT:
             channel = (metadata.get("event_payload") or {}).get("channel_id")
             return str(channel) if channel else None
     return None
@@ -118,6 +141,6 @@ async def answer_question(
         report = await load_report(store, workspace=message.workspace, channel=channel, days=None)
         answer = report_blocks(report, channel=channel)
     await attempt(
-        client.chat_postMessage(channel=message.channel, thread_ts=message.thread_ts, **answer),
+        client.chat_postMessage(channel=message.channel, thread_ts=message.thread_ts, **answer, **NO_UNFURLS),
         f"answer in the pane thread {message.thread_id}",
     )

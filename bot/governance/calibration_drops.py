@@ -19,7 +19,7 @@ from bot.review.calibration import CALIBRATION_EXAMPLES, TeamExample
 from bot.review.verdicts import verdict_words
 from bot.slack.blocks import block_dicts, context_block, section_block
 from bot.slack.client import attempt
-from bot.slack.messages import SlackMessage
+from bot.slack.messages import NO_UNFURLS, SlackMessage
 from bot.slack.mrkdwn import SECTION_TEXT_MAX, escape, slack_date, truncate
 from bot.vocabulary.workspace import Workspace
 
@@ -39,7 +39,7 @@ async def drop_example(
             "`/rubric calibration` lists the examples in force."
         )
     posted = await attempt(
-        client.chat_postMessage(channel=channel, **drop_announcement(dropped, user)),
+        client.chat_postMessage(channel=channel, **drop_announcement(dropped, user), **NO_UNFURLS),
         f"announce the calibration drop in {channel}",
     )
     done = f"Example {number} will no longer be shown to the grader."

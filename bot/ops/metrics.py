@@ -1,18 +1,18 @@
 """The bot's Prometheus metrics, and `/metrics`.
 
-The runner, the Slack client and the auditor move the counters through `run_finished`, `slack_error`
-and `audit_finished`. Each `serve` or `worker` process keeps its own (Prometheus scrapes every
-process and adds them up): processes are started side by side, never forked behind one port, so
-prometheus_client's multiprocess mode is not needed. `rubric_bot_queue_jobs` is read from the job
-queue when scraped; on PostgreSQL every process reports the same shared queue, so take one
-process's value, not the sum.
+The runner, the Slack client, the streamed plan and the auditor move the counters through
+`run_finished`, `slack_error`, `stream_fell_back` and `audit_finished`. Each `serve` or `worker`
+process keeps its own (Prometheus scrapes every process and adds them up): processes are started
+side by side, never forked behind one port, so prometheus_client's multiprocess mode is not needed.
+`rubric_bot_queue_jobs` is read from the job queue when scraped; on PostgreSQL every process
+reports the same shared queue, so take one process's value, not the sum.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
@@ -63,6 +63,17 @@ RUN_SECONDS = Histogram(
 )
 QUEUE_JOBS = Gauge("rubric_bot_queue_jobs", "Jobs in the job queue, by state", ["state"])
 SLACK_ERRORS = Counter("rubric_bot_slack_errors", "Slack Web API calls that failed after their retries")
+STREAM_FALLBACKS = Counter(
+    "rubric_bot_stream_fallbacks",
+    "Runs that went on with plain messages instead of a streamed plan: Slack refused to start the "
+    "stream for now (refused_for_now: a rate limit such as chat.startStream's Tier 2, or Slack "
+    "unreachable) or for good (refused), or a started stream ended before the answer (ended)",
+    ["reason"],
+)
+StreamFallback = Literal["refused_for_now", "refused", "ended"]
+"""Why a run fell back from streaming (see ``rubric_bot_stream_fallbacks``)."""
+STREAM_FALLBACK_REASONS: tuple[StreamFallback, ...] = ("refused_for_now", "refused", "ended")
+"""Why a run fell back from streaming, each shown from the start at 0."""
 AUDITS = Counter(
     "rubric_bot_audit",
     "Finished runs the audit grader graded again: whether it agreed with the loop's grader (agree, "
@@ -72,6 +83,8 @@ AUDITS = Counter(
 
 for _status in RUN_STATUSES:
     RUNS.labels(_status)
+for _reason in STREAM_FALLBACK_REASONS:
+    STREAM_FALLBACKS.labels(_reason)
 for _agreement in ("agree", "disagree"):
     for _bucket in ITERATION_BUCKETS:
         AUDITS.labels(_agreement, "passed", _bucket)
@@ -117,6 +130,11 @@ def audit_finished(verdict: AuditVerdict, *, loop_passed: bool, iterations: int,
 def slack_error() -> None:
     """Count a Slack Web API call that failed for good."""
     SLACK_ERRORS.inc()
+
+
+def stream_fell_back(reason: StreamFallback) -> None:
+    """Count a run that fell back from streaming for `reason` (one of `STREAM_FALLBACK_REASONS`)."""
+    STREAM_FALLBACKS.labels(reason).inc()
 
 
 JobCounts = Callable[[], Awaitable[Mapping[str, int] | None]]

@@ -10,5 +10,6 @@
 - ``markdown``: model-written Markdown for ``markdown`` blocks: mentions kept inert, split to limits.
 - ``conversation``: which Slack messages are requests to the bot (or deletions and edits of one), read
   from their events, and the text of a Slack message as the bot reads it.
+- ``members``: who is in which channel, and the bot's own user id.
 - ``payloads``: inbound interactivity payloads (clicks, modal submissions) as pydantic models.
 """

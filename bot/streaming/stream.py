@@ -1,7 +1,9 @@
 """One run's streamed message: started in the request's thread, appended to while Slack takes it,
 closed with the run's answer.
 
-A stream Slack refuses or ends is not an error: the run goes on without it (logged once), and
+A stream Slack refuses or ends is not an error: the run goes on without it (logged once, and counted
+as ``rubric_bot_stream_fallbacks`` by why, so a burst that meets ``chat.startStream``'s rate limit
+shows which runs fell back), and
 `finish_stream` puts the answer into the message anyway — ``chat.stopStream`` while it still
 streams, else ``chat.update``, else (the message was deleted) a new post.
 """
@@ -14,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from slack_sdk.models.messages.chunk import Chunk
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.ops import metrics
 from bot.slack.client import SLACK_ERRORS, describe_error, refused_for_now
 from bot.slack.conversation import UserMessage
 from bot.slack.messages import SlackMessage
@@ -47,9 +50,12 @@ class PlanStream:
                 chunks=chunks,
             )
         except SLACK_ERRORS as exc:
-            logger.info(
-                "Slack refused to stream in thread %s (%s); posting messages instead",
+            for_now = refused_for_now(exc)
+            metrics.stream_fell_back("refused_for_now" if for_now else "refused")
+            logger.warning(
+                "the run in thread %s falls back to plain messages: Slack refused its stream%s (%s)",
                 request.thread_id,
+                " for now" if for_now else "",
                 describe_error(exc),
             )
             return None
@@ -80,6 +86,7 @@ class PlanStream:
             await self._client.chat_appendStream(channel=self._request.channel, ts=self.ts, chunks=chunks)
         except SLACK_ERRORS as exc:
             self._live = False
+            metrics.stream_fell_back("ended")
             logger.info(
                 "the stream in thread %s ended (%s); the answer goes into its message when ready",
                 self._request.thread_id,

@@ -3,7 +3,8 @@
 ``slack_api`` and ``model_api`` are started per test. ``bot`` starts ``python -m bot serve --http`` wired
 to both stand-ins with a fresh SQLite file (forked from the imported bot: see bot_fork);
 ``start_bot(env=..., command=...)`` starts more, or with changed settings. Every process a test starts
-is stopped at teardown. ``shared_bot`` is the same for a module-scoped fixture: stand-ins and one bot
+is stopped at teardown, and every post the bots made is checked not to unfurl its links.
+``shared_bot`` is the same for a module-scoped fixture: stand-ins and one bot
 shared by a module's tests.
 
 What the e2e modules share lives here too (they never import each other): the rubric they grade
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import make_url
 
 from tests.e2e.bot_fork import ForkedBot, forkable
@@ -205,6 +207,25 @@ def get(url: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+"""What /metrics shows: each sample's value by its name and sorted labels."""
+
+
+def metrics(port: int) -> Samples:
+    """Every sample /metrics on `port` shows."""
+    status, text = get(f"http://127.0.0.1:{port}/metrics")
+    assert status == 200
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples[(name, tuple(sorted(labels.items())))]
+
+
 def shows_password(text: str, url: str) -> bool:
     """Whether `text` shows the password of the database `url`, the way a URL or a connection
     string would (the configured password, whatever it is; a test database without one is a
@@ -273,6 +294,7 @@ def shared_bot(
         finally:
             process.stop()
             process.sender.close()
+        assert_nothing_unfurled(slack)
 
 
 @pytest.fixture
@@ -323,6 +345,16 @@ def start_bot(
     for process in started:
         process.stop()
         process.sender.close()
+    assert_nothing_unfurled(slack_api)
+
+
+def assert_nothing_unfurled(slack: SlackApiStandin) -> None:
+    """Every post the bots made asked Slack not to preview its links and media (``NO_UNFURLS``):
+    checked after every test that started a bot, whatever it posted."""
+    unfurling = [
+        (call.args.get("channel"), call.args.get("text", "")[:80]) for call in slack.unfurling_posts()
+    ]
+    assert not unfurling, f"posts that would unfurl their links: {unfurling}"
 
 
 @pytest.fixture

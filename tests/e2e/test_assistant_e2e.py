@@ -56,6 +56,7 @@ def test_opening_the_pane_greets_once_and_offers_the_suggested_prompts(s):
 
 def test_a_request_in_the_pane_is_graded_by_the_neighbouring_channels_rubric_and_titles_the_pane(s):
     s.set_channel_rubric("C2")
+    s.slack.join("C2", sr.DEFAULT_USER)
     root = open_pane(s, "D2", "C2")
     ask(s, "Is coffee healthy?", "D2", root)
 
@@ -68,6 +69,7 @@ def test_a_request_in_the_pane_is_graded_by_the_neighbouring_channels_rubric_and
 
 def test_the_pane_follows_the_channel_it_moves_beside(s):
     s.set_channel_rubric("C4")
+    s.slack.join("C4", sr.DEFAULT_USER)
     root = open_pane(s, "D3", "C3")  # C3 has no rubric
     s.send(sr.event_callback(sr.assistant_thread("assistant_thread_context_changed", "D3", root, "C4")))
     wait_for(
@@ -83,6 +85,7 @@ def test_the_pane_follows_the_channel_it_moves_beside(s):
 
 def test_the_suggested_questions_are_answered_and_no_model_is_asked(s):
     s.set_channel_rubric("C5")
+    s.slack.join("C5", sr.DEFAULT_USER)
     root = open_pane(s, "D5", "C5")
     asked = len(s.model.requests("worker"))
     ask(s, PaneQuestion.RUBRIC.value, "D5", root)
@@ -94,3 +97,34 @@ def test_the_suggested_questions_are_answered_and_no_model_is_asked(s):
 
     assert len(s.model.requests("worker")) == asked
     assert finals(s.thread("D5", root)) == []
+
+
+def test_a_pane_beside_a_channel_its_person_is_not_in_does_not_use_that_channels_rubric(s):
+    s.set_channel_rubric("C6")  # a channel U1 is not a member of
+    root = open_pane(s, "D6", "C6")
+    ask(s, PaneQuestion.RUBRIC.value, "D6", root)
+    s.wait_text("D6", root, "no rubric here yet")
+    ask(s, "Is cocoa healthy?", "D6", root)
+
+    s.wait_finals("D6", root, 1)
+    assert evaluations(s.thread("D6", root)) == []  # answered, not graded by C6's rubric
+    assert CRITERIA[0] not in "\n".join(m.all_text for m in s.thread("D6", root))
+
+
+def test_another_apps_metadata_in_a_pane_thread_names_no_channel(s):
+    s.set_channel_rubric("C7")
+    s.slack.join("C7", sr.DEFAULT_USER)
+    root = sr.new_ts()
+    other_app = {
+        "type": "message",
+        "user": "UOTHERBOT",
+        "bot_id": "BOTHER",
+        "text": "hello",
+        "ts": root,
+        "metadata": {"event_type": "assistant_thread_context", "event_payload": {"channel_id": "C7"}},
+    }
+    s.slack.add_thread_messages("D7", root, other_app)
+    ask(s, "Is mate healthy?", "D7", root)
+
+    s.wait_finals("D7", root, 1)
+    assert evaluations(s.thread("D7", root)) == []

@@ -18,7 +18,6 @@ from functools import partial
 import psycopg
 import pytest
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import make_url
 
 from bot.db.admin import upgrade
@@ -34,7 +33,9 @@ from tests.e2e.conftest import (
     BotProcess,
     answers_ready,
     get,
+    metrics,
     shows_password,
+    value,
 )
 from tests.standins import free_port, wait_for
 from tests.standins import slack_requests as sr
@@ -46,25 +47,6 @@ OUTAGE_TIMEOUT = 30.0
 """Bound for /readyz to notice the database going away, or coming back."""
 WORKER_COMMAND = (*BOT_COMMAND[:3], "worker")
 """`rubric-bot worker`, which serves /readyz on RUBRIC_BOT_METRICS_PORT."""
-
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-"""What /metrics shows: each sample's value by its name and sorted labels."""
-
-
-def metrics(port: int) -> Samples:
-    """Every sample /metrics on `port` shows."""
-    status, text = get(f"http://127.0.0.1:{port}/metrics")
-    assert status == 200
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def value(samples: Samples, name: str, **labels: str) -> float:
-    return samples[(name, tuple(sorted(labels.items())))]
 
 
 def ask(bot: BotProcess, channel: str, text: str) -> str:

@@ -324,6 +324,95 @@ def test_a_message_whose_blocks_hold_too_much_text_is_refused(slack_api, web):
     assert slack_api.messages() == []
 
 
+def feedback_block(**changes: Any) -> dict[str, Any]:
+    """A ``context_actions`` block with Slack's feedback buttons, changed by `changes`."""
+    element = {
+        "type": "feedback_buttons",
+        "action_id": "answer_feedback",
+        "positive_button": {"text": {"type": "plain_text", "text": "Good answer"}, "value": "good"},
+        "negative_button": {"text": {"type": "plain_text", "text": "Bad answer"}, "value": "bad"},
+    } | changes
+    return {"type": "context_actions", "elements": [element]}
+
+
+def test_feedback_buttons_are_taken_and_read_back(slack_api, web):
+    web.chat_postMessage(channel="C1", text="answer", blocks=[feedback_block()])
+
+    (posted,) = slack_api.messages()
+    assert posted.feedback_buttons() == feedback_block()["elements"][0]
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        feedback_block(action_id=None),
+        feedback_block(negative_button={"text": {"type": "plain_text", "text": "x" * 76}, "value": "bad"}),
+        feedback_block(positive_button={"text": {"type": "plain_text", "text": "Good"}}),
+        {"type": "context_actions", "elements": [{"type": "button", "text": "no", "value": "v"}]},
+        {"type": "context_actions", "elements": feedback_block()["elements"] * 6},
+    ],
+    ids=["no action_id", "long text", "no value", "a plain button", "six elements"],
+)
+def test_feedback_buttons_slack_would_reject_are_rejected(slack_api, web, block):
+    with pytest.raises(SlackApiError) as raised:
+        web.chat_postMessage(channel="C1", text="answer", blocks=[block])
+
+    assert raised.value.response["error"] == "invalid_blocks"
+    assert slack_api.messages() == []
+
+
+def test_an_agent_session_is_made_moved_and_renamed(slack_api, web):
+    root = web.chat_postMessage(channel="C1", text="root")["ts"]
+
+    web.agents_sessions_setStatus(channel_id="C1", thread_ts=root, status="processing", title="First")
+    web.agents_sessions_setStatus(channel_id="C1", thread_ts=root, status="active", title="Ignored")
+    web.agents_sessions_rename(channel_id="C1", thread_ts=root, title="Renamed")
+
+    session = slack_api.session("C1", root)
+    assert session is not None
+    assert (session.status, session.title, session.statuses) == (
+        "active",
+        "Renamed",
+        ["processing", "active"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "title", "error"),
+    [
+        ("thinking", None, "invalid_status"),
+        ("processing", "t" * 201, "title_too_long"),
+    ],
+)
+def test_an_agent_session_slack_would_refuse_is_refused(slack_api, web, status, title, error):
+    with pytest.raises(SlackApiError) as raised:
+        web.agents_sessions_setStatus(channel_id="C1", thread_ts="5.000001", status=status, title=title)
+
+    assert raised.value.response["error"] == error
+    assert slack_api.session("C1", "5.000001") is None
+
+
+def test_an_agent_session_needs_a_thread_that_is_one(slack_api, web):
+    root = web.chat_postMessage(channel="C1", text="root")["ts"]
+    reply = web.chat_postMessage(channel="C1", text="reply", thread_ts=root)["ts"]
+
+    for thread_ts in (reply, "not-a-ts"):
+        with pytest.raises(SlackApiError) as raised:
+            web.agents_sessions_setStatus(channel_id="C1", thread_ts=thread_ts, status="processing")
+        assert raised.value.response["error"] == "invalid_thread_ts"
+    with pytest.raises(SlackApiError) as renamed:
+        web.agents_sessions_rename(channel_id="C1", thread_ts=root, title="No session yet")
+    assert renamed.value.response["error"] == "session_not_found"
+
+
+def test_posts_that_would_unfurl_are_listed(slack_api, web):
+    web.chat_postMessage(channel="C1", text="https://example.com", unfurl_links=False, unfurl_media=False)
+    web.chat_postMessage(channel="C1", text="https://example.com", unfurl_links=False)
+
+    (unfurling,) = slack_api.unfurling_posts()
+    assert "unfurl_media" not in unfurling.args
+
+
 def test_reactions_are_tracked_like_slack_does(slack_api, web):
     web.reactions_add(channel="C1", timestamp="5.0", name="hourglass_flowing_sand")
     with pytest.raises(SlackApiError) as twice:

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.conftest import CRITERIA, RUBRIC, Service, evaluations, finals, shared_service
+from bot.slack.client import SLACK_RETRIES
+from tests.e2e.conftest import CRITERIA, RUBRIC, Service, evaluations, finals, metrics, shared_service, value
 from tests.standins.model_api import REVISED_ANSWER, ChatRequest, Json, Script, scripted_revision
 from tests.standins.slack_api import SlackMessage
 
@@ -103,3 +104,18 @@ def test_a_stream_slack_refuses_leaves_the_run_posting_its_messages(s):
     assert streamed(thread) == []
     assert [m.event_type for m in thread[1:]] == ["rubric_evaluation", "rubric_evaluation", "rubric_final"]
     assert len(finals(thread)) == 1
+
+
+def test_a_run_that_meets_slacks_stream_rate_limit_falls_back_logged_and_counted(s):
+    fallbacks = "rubric_bot_stream_fallbacks_total"
+    before = value(metrics(s.bot.port), fallbacks, reason="refused_for_now")
+    s.slack.fail_next("chat.startStream", status=429, retry_after=0, times=SLACK_RETRIES + 1)
+    root = ask(s, "C4")
+    s.wait_finals("C4", root, 1)
+
+    assert streamed(s.thread("C4", root)) == []
+    assert len(evaluations(s.thread("C4", root))) == 2
+    assert value(metrics(s.bot.port), fallbacks, reason="refused_for_now") == before + 1
+    logged = s.bot.stderr_text().splitlines()
+    (line,) = [line for line in logged if "falls back to plain messages" in line and root in line]
+    assert "ratelimited" in line

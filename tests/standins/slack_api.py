@@ -29,6 +29,7 @@ import asyncio
 import base64
 import copy
 import json
+import re
 import threading
 import time
 import uuid
@@ -91,11 +92,29 @@ JSON_FORM_FIELDS = frozenset({"blocks", "attachments", "files", "metadata", "vie
 TASK_STATUSES = frozenset({"pending", "in_progress", "complete", "error"})
 """The statuses a streamed plan's task may have (``task_update`` chunks)."""
 
+SESSION_STATUSES = frozenset({"processing", "active", "suspended", "closed"})
+"""The statuses ``agents.sessions.setStatus`` takes; any other is refused (``invalid_status``)."""
+MAX_SESSION_TITLE_CHARS = 200
+"""Longest agent session title Slack takes (``agents.sessions.setStatus`` and ``rename``)."""
+
+CONTEXT_ACTIONS_ELEMENTS = frozenset({"feedback_buttons", "icon_button"})
+"""The elements a ``context_actions`` block may hold (at most `MAX_CONTEXT_ACTIONS`)."""
+MAX_CONTEXT_ACTIONS = 5
+"""Most elements a ``context_actions`` block may have."""
+MAX_FEEDBACK_TEXT_CHARS = 75
+"""Longest text of a feedback button (``feedback_buttons``' positive and negative buttons)."""
+
+UNFURL_METHODS = frozenset({"chat.postMessage", "chat.scheduleMessage"})
+"""The methods that take ``unfurl_links`` and ``unfurl_media``: a post without both false previews
+its links (Slack unfurls media by default), see `SlackApiStandin.unfurling_posts`."""
+
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 """Largest request body accepted (file uploads); aiohttp's 1 MiB default is too small for files."""
 
 KNOWN_METHODS = frozenset(
     {
+        "agents.sessions.rename",
+        "agents.sessions.setStatus",
         "apps.connections.open",
         "assistant.threads.setStatus",
         "assistant.threads.setSuggestedPrompts",
@@ -151,6 +170,9 @@ AUTHORIZE_PATH = "/oauth/v2/authorize"
 """Slack's authorize page, beside the Web API as on slack.com (``/api/`` and ``/oauth/v2/authorize``)."""
 OAUTH_METHODS = frozenset({"oauth.v2.access"})
 """Methods called with the app's client id and secret (HTTP Basic) rather than a token."""
+_TS = re.compile(r"\d+\.\d+")
+"""What a message ts looks like (seconds.micros)."""
+
 ROTATING_EXPIRES_IN = 60
 """Seconds a rotating bot token is said to live: well inside any refresh margin, so the app
 refreshes it before each use."""
@@ -253,6 +275,19 @@ class SlackMessage:
         """The fallback text plus every text inside the blocks, one per line, for assertions."""
         return "\n".join([self.text, *block_texts(self.blocks)])
 
+    def feedback_buttons(self) -> dict[str, Any] | None:
+        """Its ``feedback_buttons`` element (in a ``context_actions`` block), if it has one."""
+        return next(
+            (
+                element
+                for block in self.blocks
+                if block.get("type") == "context_actions"
+                for element in block.get("elements") or []
+                if element.get("type") == "feedback_buttons"
+            ),
+            None,
+        )
+
     def task_titles(self) -> list[str]:
         """Its plan's task titles, in the order the tasks were first sent."""
         return [task["title"] for task in self.tasks.values()]
@@ -300,6 +335,16 @@ class SocketAck:
     received_at: float = field(default_factory=time.perf_counter)  # perf_counter() on arrival
 
 
+@dataclass
+class AgentSession:
+    """An agent session of one thread (``agents.sessions.setStatus``), as it stands."""
+
+    status: str
+    title: str | None
+    statuses: list[str] = field(default_factory=list)
+    """Every status it was set to, in order (the current one last)."""
+
+
 @dataclass(frozen=True)
 class _Fault:
     status: int
@@ -338,6 +383,7 @@ class _State:
     prompts: dict[tuple[str, str], list[dict[str, Any]]] = field(
         default_factory=dict
     )  # suggested prompts by assistant thread
+    sessions: dict[tuple[str, str], AgentSession] = field(default_factory=dict)  # by (channel, thread)
 
 
 class SlackApiStandin(BackgroundServer):
@@ -387,6 +433,8 @@ class SlackApiStandin(BackgroundServer):
             "assistant.threads.setStatus": self._set_status,
             "assistant.threads.setTitle": self._set_title,
             "assistant.threads.setSuggestedPrompts": self._set_prompts,
+            "agents.sessions.setStatus": self._set_session_status,
+            "agents.sessions.rename": self._rename_session,
             "chat.startStream": self._start_stream,
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
@@ -630,6 +678,21 @@ class SlackApiStandin(BackgroundServer):
         """The assistant thread's suggested prompts (``assistant.threads.setSuggestedPrompts``)."""
         with self._lock:
             return copy.deepcopy(self._state.prompts.get((channel, thread_ts), []))
+
+    def session(self, channel: str, thread_ts: str) -> AgentSession | None:
+        """The agent session of a thread (``agents.sessions.setStatus``), if one was made."""
+        with self._lock:
+            return copy.deepcopy(self._state.sessions.get((channel, thread_ts)))
+
+    def unfurling_posts(self) -> list[SlackCall]:
+        """Every post that asked Slack to preview its links or media: one not sent with both
+        ``unfurl_links`` and ``unfurl_media`` false (Slack's default previews media)."""
+        return [
+            call
+            for call in self.calls()
+            if call.method in UNFURL_METHODS
+            and not (_false(call.args.get("unfurl_links")) and _false(call.args.get("unfurl_media")))
+        ]
 
     def end_streams(self) -> None:
         """End every open stream, as Slack does past its streaming window: from now on their
@@ -966,6 +1029,44 @@ class SlackApiStandin(BackgroundServer):
         self._state.prompts[_assistant_thread(args)] = prompts
         return {}
 
+    def _set_session_status(self, args: Args) -> Answer:
+        """Make or move a thread's agent session; its title counts only when it is made."""
+        thread = self._session_thread(args)
+        status = str(args.get("status") or "")
+        if status not in SESSION_STATUSES:
+            raise SlackError("invalid_status")
+        title = args.get("title")
+        if title is not None:
+            _check_session_title(title)
+        session = self._state.sessions.setdefault(thread, AgentSession(status, title))
+        session.status = status
+        session.statuses.append(status)
+        return {"status": status, "title": session.title}
+
+    def _rename_session(self, args: Args) -> Answer:
+        thread = self._session_thread(args)
+        session = self._state.sessions.get(thread)
+        if session is None:
+            raise SlackError("session_not_found")
+        title = args.get("title")
+        _check_session_title(title)
+        session.title = str(title)
+        return {"title": session.title}
+
+    def _session_thread(self, args: Args) -> tuple[str, str]:
+        """The (channel, thread root ts) an ``agents.sessions.*`` call names; a ts that is not one
+        (not a ts, or a reply in another thread) is refused as Slack does."""
+        channel, thread_ts = _assistant_thread(args)
+        known = self._state.messages.get((channel, thread_ts))
+        replies = [
+            m
+            for m in self._state.thread_messages.get((channel, thread_ts), [])
+            if m.get("ts") == thread_ts and m.get("thread_ts") not in (None, thread_ts)
+        ]
+        if not _TS.fullmatch(thread_ts) or replies or (known and known.thread_ts not in (None, thread_ts)):
+            raise SlackError("invalid_thread_ts")
+        return channel, thread_ts
+
     def _start_stream(self, args: Args) -> Answer:
         channel = args.get("channel")
         if not channel:
@@ -1227,6 +1328,18 @@ def _stream_into(message: SlackMessage, args: Args) -> None:
         raise SlackError("msg_too_long")
 
 
+def _check_session_title(title: Any) -> None:
+    if not isinstance(title, str) or not title.strip():
+        raise SlackError("invalid_title")
+    if len(title) > MAX_SESSION_TITLE_CHARS:
+        raise SlackError("title_too_long")
+
+
+def _false(flag: Any) -> bool:
+    """Whether a form or JSON argument is false as Slack reads it (``false``, ``0``, False)."""
+    return flag is False or str(flag).lower() in {"false", "0"}
+
+
 def _validated_message(args: Args) -> str:
     """The message's channel, after the checks Slack makes on a posted or updated message."""
     channel = args.get("channel")
@@ -1325,6 +1438,33 @@ def block_problems(blocks: list[dict[str, Any]], max_blocks: int = MAX_BLOCKS) -
             for i, element in enumerate(block.get("elements", []))
             if len(str(element.get("value", ""))) > MAX_BUTTON_VALUE_CHARS
         ]
+        if block.get("type") == "context_actions":
+            problems += _context_actions_problems(block, pointer)
+    return problems
+
+
+def _context_actions_problems(block: dict[str, Any], pointer: str) -> list[str]:
+    """Slack's complaints about a ``context_actions`` block: 1 to 5 feedback or icon buttons, each
+    feedback button with a short plain text and a value."""
+    elements = block.get("elements") or []
+    problems = []
+    if not 0 < len(elements) <= MAX_CONTEXT_ACTIONS:
+        problems.append(f"must have 1 to {MAX_CONTEXT_ACTIONS} items [json-pointer:{pointer}/elements]")
+    for i, element in enumerate(elements):
+        where = f"{pointer}/elements/{i}"
+        if element.get("type") not in CONTEXT_ACTIONS_ELEMENTS:
+            problems.append(f"must be feedback_buttons or icon_button [json-pointer:{where}/type]")
+        elif element["type"] == "feedback_buttons":
+            if not element.get("action_id"):
+                problems.append(f"an action_id is required [json-pointer:{where}/action_id]")
+            for side in ("positive_button", "negative_button"):
+                button = element.get(side) or {}
+                text = (button.get("text") or {}).get("text") or ""
+                if not 0 < len(text) <= MAX_FEEDBACK_TEXT_CHARS:
+                    limit = f"must be 1 to {MAX_FEEDBACK_TEXT_CHARS} characters"
+                    problems.append(f"{limit} [json-pointer:{where}/{side}/text]")
+                if not button.get("value") or len(str(button["value"])) > MAX_BUTTON_VALUE_CHARS:
+                    problems.append(f"a value is required [json-pointer:{where}/{side}/value]")
     return problems
 
 
@@ -1340,10 +1480,12 @@ def _in_window(ts: Decimal, args: Args) -> bool:
 
 
 def _message_json(message: SlackMessage) -> dict[str, Any]:
+    # As auth.test names the bot of the workspace whose token posted it (`StandinWorkspace`).
+    user, bot = (f"U{message.team}BOT", f"B{message.team}") if message.team else (BOT_USER_ID, BOT_ID)
     body: dict[str, Any] = {
         "type": "message",
-        "user": BOT_USER_ID,
-        "bot_id": BOT_ID,
+        "user": user,
+        "bot_id": bot,
         "text": message.text,
         "ts": message.ts,
         "blocks": message.blocks,

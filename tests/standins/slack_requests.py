@@ -155,6 +155,21 @@ def assistant_thread(
     }
 
 
+def agent_session_stopped(
+    channel: str, thread_ts: str, user: str = DEFAULT_USER, streaming_message_ts: list[str] | None = None
+) -> Json:
+    """An ``agent_session_stopped`` event: `user` clicked Stop on the agent session of the thread
+    `thread_ts`; `streaming_message_ts` are the app's streams Slack stopped with it (maybe none)."""
+    return {
+        "type": "agent_session_stopped",
+        "channel": channel,
+        "thread_ts": thread_ts,
+        "user": user,
+        "streaming_message_ts": list(streaming_message_ts or []),
+        "event_ts": new_ts(),
+    }
+
+
 def message(
     text: str,
     channel: str,
@@ -354,6 +369,18 @@ def block_actions(
             }
         ],
     }
+
+
+def feedback_click(
+    element: Json, positive: bool, channel: str, message_ts: str, thread_ts: str, user: str = DEFAULT_USER
+) -> Json:
+    """A click on the 👍 (`positive`) or 👎 of a ``feedback_buttons`` `element` of the bot's message."""
+    payload = block_actions(
+        element["action_id"], "", channel, message_ts, thread_ts, user, block_id="feedback"
+    )
+    button = element["positive_button" if positive else "negative_button"]
+    payload["actions"][0] |= {"type": "feedback_buttons", "value": button["value"], "text": button["text"]}
+    return payload
 
 
 def view_submission(

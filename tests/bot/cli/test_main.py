@@ -15,6 +15,7 @@ import pytest
 import yaml
 from langchain_core.messages import AIMessage
 
+from bot.assistant.prompts import SUGGESTED_PROMPTS
 from bot.cli.grade import grade
 from bot.cli.main import CLI_SUBCOMMANDS, main
 from tests.documents import pdf_bytes
@@ -23,6 +24,8 @@ from tests.grading.scripted import ScriptedChatModel, grade_call, grader_wanting
 from tests.standins.model_api import REVISED_ANSWER, ModelApiStandin, fixed_grader, scripted_revision
 
 ROOT = Path(__file__).resolve().parents[3]
+MAX_AGENT_PROMPTS = 4
+"""Most suggested prompts the manifest's ``agent_view`` takes."""
 RUBRIC = "- Names the capital\n- Mentions the river"
 
 
@@ -58,12 +61,28 @@ def test_manifest_is_the_repos_manifest_and_a_complete_socket_mode_app(capsys):
         "tokens_revoked",
         "assistant_thread_started",
         "assistant_thread_context_changed",
+        "agent_session_stopped",
     }
     assert manifest["features"]["app_home"]["home_tab_enabled"] is True
     assert manifest["settings"]["interactivity"]["is_enabled"] is True
     assert manifest["settings"]["socket_mode_enabled"] is True
     assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/rubric"]
     assert "request_url" in printed  # the comments say what to change for HTTP mode
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["manifest"], ["manifest", "--distributed", "--url", "https://bot.example"]],
+    ids=["socket", "oauth"],
+)
+def test_the_manifest_declares_the_agent_view_with_the_panes_prompts_and_keeps_the_pane(capsys, argv):
+    assert main(argv) == 0
+    features = yaml.safe_load(capsys.readouterr().out)["features"]
+
+    agent = features["agent_view"]
+    assert "rubric" in agent["agent_description"] and "Stop" in agent["agent_description"]
+    assert agent["suggested_prompts"] == [dict(p) for p in SUGGESTED_PROMPTS][:MAX_AGENT_PROMPTS]
+    assert features["assistant_view"]["assistant_description"]
 
 
 def test_python_dash_m_bot_is_the_same_program():
