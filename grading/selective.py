@@ -17,6 +17,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 KEEP_STEP = 0.05
 """Candidate thresholds are the confidences that keep 5 %, 10 %, …, 100 % of the reviewed verdicts:
 fine enough that coverage is lost in steps of at most 5 points, coarse enough that the sequence of
@@ -33,13 +36,14 @@ def agreement_lower_bound(agreed: int, kept: int, risk: float) -> float:
     _check_risk(risk)
     if kept < 1 or not 0 <= agreed <= kept:
         raise ValueError(f"need 0 <= agreed <= kept and kept >= 1, got agreed={agreed}, kept={kept}")
+    if agreed == 0:
+        return 0.0
     # Imported here: scipy takes a while to import, and `grading` is imported at the bot's start-up.
-    from scipy.stats import binomtest
+    from scipy.stats import beta
 
-    interval = binomtest(agreed, kept, alternative="greater").proportion_ci(
-        confidence_level=1 - risk, method="exact"
-    )
-    return float(interval.low)
+    # Clopper–Pearson's bound in closed form: the `risk` quantile of Beta(agreed, kept - agreed + 1),
+    # the same number as scipy's binomtest(...).proportion_ci(method="exact") without its root search.
+    return float(beta.ppf(risk, agreed, kept - agreed + 1))
 
 
 def min_kept(target: float, risk: float) -> int:
@@ -99,28 +103,37 @@ def calibrate(
     _check_risk(risk)
     if len(confidences) != len(agreed):
         raise ValueError(f"{len(confidences)} confidences but {len(agreed)} agreements")
-    if not all(math.isfinite(confidence) for confidence in confidences):
+    ranked_confidences, ranked_agreed = _ranked(confidences, agreed)
+    if not np.isfinite(ranked_confidences).all():
         raise ValueError("every confidence must be a finite number")
+    agreed_within = np.cumsum(ranked_agreed)  # agreed_within[m - 1]: agreements among the m most confident
     fewest = min_kept(target, risk)
     threshold = None
-    for candidate in _candidates(confidences):
-        kept = [
-            agree for confidence, agree in zip(confidences, agreed, strict=True) if confidence >= candidate
-        ]
-        if len(kept) < fewest:
+    for candidate in _candidates(ranked_confidences):
+        kept = int(np.count_nonzero(ranked_confidences >= candidate))
+        if kept < fewest:
             continue
-        if agreement_lower_bound(sum(kept), len(kept), risk) < target:
+        if agreement_lower_bound(int(agreed_within[kept - 1]), kept, risk) < target:
             break
-        threshold = candidate
+        threshold = float(candidate)
     return threshold
 
 
-def _candidates(confidences: Sequence[float]) -> list[float]:
-    """The confidences keeping 5 %, 10 %, … of the verdicts, highest first, without repeats."""
-    ranked = sorted(confidences, reverse=True)
+def _ranked(
+    confidences: Sequence[float], agreed: Sequence[bool]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Confidences from the highest down, and whether each of those verdicts was agreed with."""
+    values = np.asarray(confidences, dtype=np.float64)
+    order = np.argsort(-values, kind="stable")
+    return values[order], np.asarray(agreed, dtype=np.bool_)[order]
+
+
+def _candidates(ranked: npt.NDArray[np.float64]) -> list[float]:
+    """The confidences keeping 5 %, 10 %, … of the verdicts (`ranked` from the highest down),
+    highest first, without repeats."""
     steps = round(1 / KEEP_STEP)
     kept_counts = {math.ceil(len(ranked) * step / steps) for step in range(1, steps + 1)}
-    return sorted({ranked[count - 1] for count in kept_counts if count}, reverse=True)
+    return sorted({float(ranked[count - 1]) for count in kept_counts if count}, reverse=True)
 
 
 def _check_target(target: float) -> None:

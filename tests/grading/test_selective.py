@@ -3,6 +3,7 @@ import random
 from fractions import Fraction
 
 import pytest
+from scipy.stats import binomtest
 
 import grading
 from grading.selective import KEEP_STEP, agreement_lower_bound, calibrate, min_kept
@@ -27,6 +28,14 @@ def _bound_clears(agreed: int, kept: int, target: float, risk: float) -> bool:
 def test_all_agreeing_bound_is_risk_to_the_one_over_n():
     # With every one of m agreeing, the exact bound solves rate ** m = risk.
     assert agreement_lower_bound(50, 50, 0.05) == pytest.approx(0.05 ** (1 / 50))
+
+
+@pytest.mark.parametrize(
+    ("agreed", "kept", "risk"), [(1, 1, 0.05), (5, 10, 0.1), (900, 1000, 0.05), (3, 3, 0.2)]
+)
+def test_the_bound_is_scipys_exact_one_sided_interval(agreed, kept, risk):
+    exact = binomtest(agreed, kept, alternative="greater").proportion_ci(1 - risk, method="exact")
+    assert agreement_lower_bound(agreed, kept, risk) == pytest.approx(exact.low, rel=1e-9)
 
 
 def test_nobody_agreeing_bounds_the_rate_by_zero():
