@@ -255,6 +255,8 @@ import argparse
 import asyncio
 import json
 import os
+import pstats
+import signal
 import subprocess
 import sys
 import tempfile
@@ -275,6 +277,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import agent_floor
+from bot_profile import PROFILE_ENV, category_table, seconds_by_category, top_functions
 
 from bot.rendering.results import FINAL_EVENT
 from tests.e2e.conftest import BOT_COMMAND, BOT_TOKEN, BotProcess, bot_environment
@@ -326,6 +329,10 @@ class Phase:
     """Fraction of all the machine's cores busy meanwhile (the bot, the stand-ins, PostgreSQL and
     whatever else runs on the machine): near 1, more processes cannot finish sooner."""
     statuses: dict[str, int]
+
+
+PROFILED_COMMAND = (sys.executable, str(Path(__file__).with_name("bot_profile.py")), *BOT_COMMAND[3:])
+"""The bot's command under the profiler (`bot_profile.py` takes the bot's own arguments)."""
 
 
 FINAL_CALLS = ("chat.postMessage", "chat.stopStream", "chat.update")
@@ -450,6 +457,39 @@ async def run_phase(
     )
 
 
+async def profiled_phase(
+    bots: list[BotProcess],
+    slack_api: SlackApiStandin,
+    session: aiohttp.ClientSession,
+    channels: list[str],
+    timeout: float,
+) -> dict[str, Any]:
+    """The load once more, with the bots' profilers on (see `bot_profile.py`): their figures summed,
+    and the Slack Web API calls and the bot's statements per conversation."""
+    calls_before = Counter(call.method for call in slack_api.calls())
+    for bot in bots:
+        os.kill(bot.pid, signal.SIGUSR1)
+    phase = await run_phase(bots, slack_api, session, channels, timeout)
+    await quiet(bots)
+    paths = [Path(bot.env[PROFILE_ENV]) for bot in bots]
+    for bot in bots:
+        os.kill(bot.pid, signal.SIGUSR2)
+    await asyncio.to_thread(wait_for, lambda: all(path.exists() for path in paths), timeout)
+    figures = [json.loads(path.read_text()) for path in paths]
+    profiles = [pstats.Stats(f"{path}.pstat") for path in paths]
+    calls = Counter(call.method for call in slack_api.calls()) - calls_before
+    return {
+        "seconds_by_category": dict(seconds_by_category(profiles)),
+        "profiled_cpu_ms_per_conversation": 1000 * phase.cpu_seconds / len(channels),
+        "slack_calls_per_conversation": {method: n / len(channels) for method, n in sorted(calls.items())},
+        "statements_per_conversation": sum(each["statements"] for each in figures) / len(channels),
+        "checkpoint_writes_per_conversation": (
+            sum(each["checkpoint_writes"] for each in figures) / len(channels)
+        ),
+        "top_functions": top_functions(profiles[0], 15),
+    }
+
+
 @contextmanager
 def fresh_schema(url: str) -> Iterator[str]:
     """`url` with its search path set to a new schema, dropped afterwards."""
@@ -479,7 +519,16 @@ async def measure_setup(
         # per-person daily limit they cannot reach, so the limit is still checked (as in a default
         # deployment) but never refuses a benchmark request.
         env["RUBRIC_BOT_DAILY_REQUESTS_PER_USER"] = str(DAILY_REQUESTS_LIMIT)
-        bots = [BotProcess(BOT_COMMAND, env, workdir / f"{name}-{n}.log", workdir) for n in range(processes)]
+        bots = [
+            BotProcess(
+                PROFILED_COMMAND if args.profile else BOT_COMMAND,
+                {**env, PROFILE_ENV: str(workdir / f"{name}-{n}.profile.json")},
+                workdir / f"{name}-{n}.log",
+                workdir,
+                fork=not args.profile,
+            )
+            for n in range(processes)
+        ]
         for bot in bots:
             stack.callback(bot.sender.close)
             stack.callback(bot.stop)
@@ -489,12 +538,13 @@ async def measure_setup(
         ideal_channels = [f"C{prefix}IDEAL{n:02d}" for n in range(args.ideal_runs)]
         load_channels = [f"C{prefix}LOAD{n:03d}" for n in range(args.threads)]
         crowd_channels = [f"C{prefix}CROWD{n:03d}" for n in range(args.threads)]
+        profiled_channels = [f"C{prefix}PROF{n:03d}" for n in range(args.threads)] if args.profile else []
         rubric = "\n".join(f"- {criterion}" for criterion in CRITERIA)
         try:
             # No connection limit: Slack opens as many as it needs. Each burst finds as many open
             # as it sends requests (`keep_open`), as a long-running sender's would be.
             async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-                channels = warmups + ideal_channels + load_channels + crowd_channels
+                channels = warmups + ideal_channels + load_channels + crowd_channels + profiled_channels
                 sets = [
                     slash_command(f"set {rubric}", c, response_url=slack_api.response_url()) for c in channels
                 ]
@@ -511,12 +561,15 @@ async def measure_setup(
                 crowd = await run_phase(
                     bots, slack_api, session, crowd_channels, args.timeout, people=args.threads
                 )
+                if args.profile:
+                    await quiet(bots)
+                    profile = await profiled_phase(bots, slack_api, session, profiled_channels, args.timeout)
         except Exception:
             for bot in bots:
                 print(bot.stderr_text()[-3000:], file=sys.stderr)
             raise
     best_ideal = min(phase.wall_seconds for phase in ideal)
-    return {
+    return ({"profile": profile} if args.profile else {}) | {
         "processes": processes,
         "database": "postgresql" if postgres else "sqlite",
         "ack_ms": percentiles(load.ack_seconds),
@@ -619,6 +672,30 @@ def report(summary: dict[str, Any]) -> None:
     for number, setups in enumerate(summary["rounds"], 1):
         for name, row in setups.items():
             print(f"  round {number} {name} final statuses: {row['final_statuses']}")
+            if "profile" in row:
+                print_profile(name, row)
+
+
+def print_profile(name: str, row: dict[str, Any]) -> None:
+    """The profiled load's split (shares of the unprofiled load's CPU) and its counts."""
+    profile = row["profile"]
+    print(
+        f"  {name}: where the CPU goes (yappi, {profile['profiled_cpu_ms_per_conversation']:.1f} ms/conv "
+        f"profiled; ms are shares of the unprofiled {row['cpu_ms_per_conversation']:.1f})"
+    )
+    for line in category_table(profile["seconds_by_category"], row["cpu_ms_per_conversation"]):
+        print(line)
+    calls = profile["slack_calls_per_conversation"]
+    print(f"  Slack Web API calls per conversation: {sum(calls.values()):.2f}")
+    for method, each in calls.items():
+        print(f"    {method:<36}{each:>6.2f}")
+    print(
+        f"  bot statements per conversation: {profile['statements_per_conversation']:.1f}; "
+        f"checkpoint writes per conversation: {profile['checkpoint_writes_per_conversation']:.1f}"
+    )
+    print("  functions with the most own time (first process):")
+    for seconds, function in profile["top_functions"]:
+        print(f"    {1000 * seconds:>9.1f} ms  {function}")
 
 
 def cost(row: dict[str, Any]) -> float:
@@ -730,6 +807,11 @@ def main() -> None:
         default=os.environ.get("RUBRIC_BOT_TEST_PG"),
         help="a PostgreSQL URL the benchmark may create schemas in (default RUBRIC_BOT_TEST_PG)",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="after the crowd, run the load once more with the bots under yappi and print where the CPU went",
+    )
     parser.add_argument("--no-floor", dest="floor", action="store_false", help="skip the agent loop alone")
     parser.add_argument(
         "--rounds", type=int, default=3, help="rounds of every setup; the figures are their medians"
@@ -740,8 +822,13 @@ def main() -> None:
     args = parser.parse_args()
     if any(SETUPS[name][0] for name in args.setups) and not args.postgres:
         parser.error("the PostgreSQL setups need --postgres URL (or RUBRIC_BOT_TEST_PG)")
-    with tempfile.TemporaryDirectory(prefix="bot-load-") as workdir:
+    if args.profile:  # kept: each bot's whole profile is there (pstat) for a closer look
+        workdir = tempfile.mkdtemp(prefix="bot-profile-")
+        print(f"profiles (pstats files) in {workdir}")
         summary = asyncio.run(measure(args, Path(workdir)))
+    else:
+        with tempfile.TemporaryDirectory(prefix="bot-load-") as workdir:
+            summary = asyncio.run(measure(args, Path(workdir)))
     report(summary)
     if args.compare:
         compare(json.loads(args.compare.read_text()), summary)

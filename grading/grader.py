@@ -8,15 +8,17 @@ from the criteria (see `grading.middleware`), never taken on the model's word.
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import re
 import secrets
 from collections.abc import Sequence
-from typing import Literal, NamedTuple, NotRequired, TypedDict
+from typing import Any, Literal, NamedTuple, NotRequired, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, Field, create_model, model_validator
+from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema, JsonSchemaMode, model_json_schema
 
 from grading.rubric import Rubric, quoted
 
@@ -135,8 +137,32 @@ is taken from the model; `satisfied`/`needs_revision` are recomputed from the
 criteria, and a claim that contradicts them is logged and overruled."""
 
 
+MAX_CACHED_SCHEMAS = 128
+"""Per-rubric answer schemas (and their JSON schemas) kept built; a thread grades the same rubric
+every iteration."""
+
+
 class _Grade(BaseModel):
-    """What every grader answer carries; subclasses add the per-item grades."""
+    """What every grader answer carries; subclasses add the per-item grades.
+
+    Its JSON schema is built once per class and set of arguments: the agent factory asks for it on
+    every grader call (its provider strategy is chosen per call) and the provenance hashes it, and
+    pydantic builds it anew each time (a few ms of CPU a call, more than the rest of grading).
+    """
+
+    @classmethod
+    def model_json_schema(
+        cls,
+        by_alias: bool | None = None,
+        ref_template: str = DEFAULT_REF_TEMPLATE,
+        schema_generator: type[GenerateJsonSchema] = GenerateJsonSchema,
+        mode: JsonSchemaMode = "validation",
+        *,
+        union_format: Literal["any_of", "primitive_type_array"] = "any_of",
+    ) -> dict[str, Any]:
+        # A class is hashable; mypy's Hashable protocol does not see a type's __hash__ as one.
+        built = _built_json_schema(cls, by_alias, ref_template, union_format, schema_generator, mode)  # type: ignore[arg-type]
+        return copy.deepcopy(built)  # a caller may change what it is given; the built one stays
 
     result: GraderResult = Field(
         description="satisfied when every item passes, needs_revision when any falls short, "
@@ -165,13 +191,13 @@ class ScoredRubricGrade(_Grade):
     )
 
 
+_built_json_schema = functools.lru_cache(maxsize=MAX_CACHED_SCHEMAS)(model_json_schema)
+"""pydantic's JSON schema of a grade class, built once per class and arguments (see `_Grade`)."""
+
+
 GRADE_SCHEMAS: dict[str, type[BaseModel]] = {"list": RubricGrade, "scored": ScoredRubricGrade}
 """The answer schema per rubric kind; their class names are what a provider
 sees as the structured-output (or tool) name."""
-
-MAX_CACHED_SCHEMAS = 128
-"""Per-rubric answer schemas kept built; a thread grades the same rubric every iteration."""
-
 
 @functools.lru_cache(maxsize=MAX_CACHED_SCHEMAS)
 def grade_schema(kind: Literal["list", "scored"], names: tuple[str, ...]) -> type[BaseModel]:

@@ -3,6 +3,7 @@ the bot knows, the rubric's version in the channel's history and the bot's own v
 
 from __future__ import annotations
 
+import functools
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final, TypedDict
 
@@ -15,6 +16,7 @@ DISTRIBUTION = "rubric-bot"
 """The installed distribution whose version is the bot's."""
 
 
+@functools.cache  # read from the package's metadata file: ~2 ms of parsing, once per process
 def bot_version() -> str:
     """The installed rubric-bot's version; UNKNOWN when run from an uninstalled checkout."""
     try:

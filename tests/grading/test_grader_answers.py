@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic.json_schema import model_json_schema
 
 from grading import DEFAULT_MAX_GRADER_CALLS, RubricMiddleware
+from grading.grader import grade_schema
 from grading.tools import count_lines
 from tests.grading.agents import HAIKU_RUBRIC, ask, build, criteria, list_grade
 from tests.grading.scripted import answers, grade_call, payload_of, tool_call
@@ -263,6 +265,20 @@ def test_the_answer_schema_lists_the_rubrics_own_names(run):
     assert item["properties"]["name"]["enum"] == [
         "The poem has three lines",
         "The theme is spring",
+        "No rhyme",
+    ]
+
+
+def test_a_changed_answer_schema_leaves_the_next_grader_call_its_own_names():
+    # The JSON schema is built once per rubric and handed out as a copy: a provider adapter that
+    # edits what it is given (strict mode does) cannot change what the next call sends.
+    schema = grade_schema("list", ("The poem has three lines", "No rhyme"))
+    first = schema.model_json_schema()
+    first["$defs"]["CriterionGrade"]["properties"]["name"]["enum"].append("Anything goes")
+
+    assert schema.model_json_schema() == model_json_schema(schema)
+    assert schema.model_json_schema()["$defs"]["CriterionGrade"]["properties"]["name"]["enum"] == [
+        "The poem has three lines",
         "No rhyme",
     ]
 
