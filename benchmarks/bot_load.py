@@ -482,7 +482,10 @@ async def profiled_phase(
         "seconds_by_category": dict(seconds_by_category(profiles)),
         "profiled_cpu_ms_per_conversation": 1000 * phase.cpu_seconds / len(channels),
         "slack_calls_per_conversation": {method: n / len(channels) for method, n in sorted(calls.items())},
-        "statements_per_conversation": sum(each["statements"] for each in figures) / len(channels),
+        "statements_per_conversation": {
+            statement: n / len(channels)
+            for statement, n in sum((Counter(each["statements"]) for each in figures), Counter()).most_common()
+        },
         "checkpoint_writes_per_conversation": (
             sum(each["checkpoint_writes"] for each in figures) / len(channels)
         ),
@@ -689,10 +692,13 @@ def print_profile(name: str, row: dict[str, Any]) -> None:
     print(f"  Slack Web API calls per conversation: {sum(calls.values()):.2f}")
     for method, each in calls.items():
         print(f"    {method:<36}{each:>6.2f}")
+    statements = profile["statements_per_conversation"]
     print(
-        f"  bot statements per conversation: {profile['statements_per_conversation']:.1f}; "
+        f"  bot statements per conversation: {sum(statements.values()):.1f}; "
         f"checkpoint writes per conversation: {profile['checkpoint_writes_per_conversation']:.1f}"
     )
+    for statement, each in statements.items():
+        print(f"    {each:>6.2f}  {statement}")
     print("  functions with the most own time (first process):")
     for seconds, function in profile["top_functions"]:
         print(f"    {1000 * seconds:>9.1f} ms  {function}")

@@ -25,7 +25,6 @@ import signal
 import sys
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 PROFILE_ENV = "RUBRIC_BOT_BENCH_PROFILE"
@@ -77,20 +76,15 @@ def category_of(path: str) -> str:
     return OTHER
 
 
-@dataclass
-class Counts:
-    """What the profiled bot sent while switched on."""
-
-    statements: int = 0
-    """SQL statements through the bot's SQLAlchemy engines (its tables, not the checkpointer's)."""
-
-
-COUNTS = Counts()
-"""This process's counts (reset by `start`)."""
+STATEMENTS: Counter[str] = Counter()
+"""The SQL statements the bot's SQLAlchemy engines sent while the profile was on (its tables, not
+the checkpointer's), by their first words (reset by `start`)."""
+STATEMENT_WORDS = 8
+"""How many words of a statement name it in `STATEMENTS`."""
 
 
-def _count_statement(*_: object) -> None:
-    COUNTS.statements += 1
+def _count_statement(_connection: object, _cursor: object, statement: str, *_: object) -> None:
+    STATEMENTS[" ".join(statement.split()[:STATEMENT_WORDS])] += 1
 
 
 def start(*_: object) -> None:
@@ -99,7 +93,7 @@ def start(*_: object) -> None:
 
     yappi.stop()
     yappi.clear_stats()
-    COUNTS.statements = 0
+    STATEMENTS.clear()
     yappi.set_clock_type("cpu")
     yappi.start(builtins=False, profile_threads=True)
 
@@ -115,7 +109,7 @@ def dump(*_: object) -> None:
     stats.save(f"{path}.pstat", type="pstat")
     calls = Counter({stat.name: stat.ncall for stat in stats})
     figures = {
-        "statements": COUNTS.statements,
+        "statements": dict(STATEMENTS),
         "checkpoint_writes": calls["AsyncSqliteSaver.aput"] + calls["AsyncPostgresSaver.aput"],
         "threads": {thread.name: thread.ttot for thread in yappi.get_thread_stats()},
     }
