@@ -478,13 +478,14 @@ async def profiled_phase(
     figures = [json.loads(path.read_text()) for path in paths]
     profiles = [pstats.Stats(f"{path}.pstat") for path in paths]
     calls = Counter(call.method for call in slack_api.calls()) - calls_before
+    statements = sum((Counter(each["statements"]) for each in figures), Counter())
     return {
         "seconds_by_category": dict(seconds_by_category(profiles)),
         "profiled_cpu_ms_per_conversation": 1000 * phase.cpu_seconds / len(channels),
         "slack_calls_per_conversation": {method: n / len(channels) for method, n in sorted(calls.items())},
         "statements_per_conversation": {
             statement: n / len(channels)
-            for statement, n in sum((Counter(each["statements"]) for each in figures), Counter()).most_common()
+            for statement, n in statements.most_common()
         },
         "checkpoint_writes_per_conversation": (
             sum(each["checkpoint_writes"] for each in figures) / len(channels)

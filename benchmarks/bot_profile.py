@@ -47,7 +47,6 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
         "rendering",
         (
             "/bot/rendering/",
-            "/bot/threads/render",
             "/bot/slack/blocks",
             "/bot/slack/markdown",
             "/bot/slack/mrkdwn",
