@@ -95,6 +95,7 @@ async def on_app_uninstalled(body: dict[str, Any], event: dict[str, Any], contex
     """
     services = services_of(context)
     if services.installations is not None:
+        services.installations.forget_token(context)
         await services.installations.revocation.handle_app_uninstalled_events(context)
     await purge_tenant(services.store, services.checkpointer, tenant_of(context))
 
@@ -112,6 +113,7 @@ async def on_tokens_revoked(body: dict[str, Any], event: dict[str, Any], context
         revocation = services.installations.revocation
         await revocation.handle_tokens_revoked_events(event, context)
         if bot_revoked:
+            services.installations.forget_token(context)
             await revocation.handle_app_uninstalled_events(context)
     if bot_revoked:
         await purge_tenant(services.store, services.checkpointer, tenant_of(context))

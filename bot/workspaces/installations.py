@@ -13,7 +13,6 @@ from typing import Any
 from urllib.parse import urljoin
 
 from slack_bolt.authorization import AuthorizeResult
-from slack_bolt.authorization.async_authorize import AsyncInstallationStoreAuthorize
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.listener.async_builtins import AsyncTokenRevocationListeners
 from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
@@ -27,6 +26,7 @@ from bot.db.database import WRITE_LOCK_OPTION
 from bot.db.schema import INSTALLATIONS_TABLE, INSTALLED_BOTS_TABLE, OAUTH_STATES_TABLE
 from bot.slack.http import INSTALL_PATH, OAUTH_REDIRECT_PATH
 from bot.vocabulary.workspace import Workspace
+from bot.workspaces.authorization import CachedAuthorize, RefusedTokenWatch
 from bot.workspaces.manifest import bot_scopes
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class Installations:
     and Bolt's listeners that delete an installation when it is uninstalled or its tokens revoked."""
 
     oauth_settings: AsyncOAuthSettings
-    authorize: AsyncInstallationStoreAuthorize
+    authorize: CachedAuthorize
     revocation: AsyncTokenRevocationListeners
 
     async def bot_token(self, workspace: Workspace, client: AsyncWebClient) -> AuthorizeResult | None:
@@ -84,6 +84,12 @@ class Installations:
                 return result
         return None
 
+    def forget_token(self, context: AsyncBoltContext) -> None:
+        """The request's installation was removed or its bot token revoked: this process does not use
+        (nor ask Slack about) the token it was authorized with again."""
+        if context.bot_token:
+            self.authorize.refuse(context.bot_token)
+
 
 @asynccontextmanager
 async def open_installations(settings: Settings, client: AsyncWebClient) -> AsyncIterator[Installations]:
@@ -104,7 +110,7 @@ async def open_installations(settings: Settings, client: AsyncWebClient) -> Asyn
             installations_table_name=INSTALLATIONS_TABLE,
             logger=logger,
         )
-        authorize = AsyncInstallationStoreAuthorize(
+        authorize = CachedAuthorize(
             logger=logger,
             installation_store=store,
             client_id=client_id,
@@ -112,6 +118,8 @@ async def open_installations(settings: Settings, client: AsyncWebClient) -> Asyn
             token_rotation_expiration_minutes=TOKEN_ROTATION_MINUTES,
             client=client,  # so that a refresh goes to SLACK_API_URL like every other call
         )
+        # First, so that it sees every answer (slack_sdk asks the handlers in turn until one retries).
+        client.retry_handlers.insert(0, RefusedTokenWatch(authorize))
         oauth_settings = AsyncOAuthSettings(
             client_id=client_id,
             client_secret=client_secret,
