@@ -18,7 +18,11 @@ PostgreSQL's server does not, as in `bot_load.py`) is printed beside the agent l
 (`agent_floor.py`, same loop, same machine, measured right after). Not counted here: the event's
 ingress (aiohttp, Bolt, signature check, ack) and the job queue's own statements on PostgreSQL.
 
-    python benchmarks/bot_overhead.py [--conversations 100] [--rounds 3] [--postgres URL]
+With ``--profile`` it then runs `bot_load.py`'s load on SQLite once more with the served bot under
+the profiler (see `bot_profile.py`) and prints where a whole conversation's CPU went, ingress and
+queue included, with its Slack Web API calls and statements.
+
+    python benchmarks/bot_overhead.py [--conversations 100] [--rounds 3] [--postgres URL] [--profile]
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import asyncio
 import multiprocessing
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -172,6 +177,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each figure is their median")
     parser.add_argument("--latency", type=float, default=0.3, help="the agent loop's model latency")
     parser.add_argument("--postgres", default=os.environ.get("RUBRIC_BOT_TEST_PG"), help="a PostgreSQL URL")
+    parser.add_argument(
+        "--profile", action="store_true", help="then profile the whole bot under bot_load.py's load (SQLite)"
+    )
+    parser.add_argument("--revisions", type=int, choices=(0, 1), default=1, help="with --profile: revisions")
     args = parser.parse_args()
     parent, child = multiprocessing.Pipe()
     slack = multiprocessing.get_context("spawn").Process(target=_serve_slack, args=(child,), daemon=True)
@@ -203,6 +212,25 @@ def main() -> None:
         value = statistics.median(values)
         each = ", ".join(f"{v:.1f}" for v in values)
         print(f"  {name:<22}{value:>7.1f} ms  {value / loop:>5.2f}x the agent loop   ({each})")
+    if args.profile:
+        profile_whole_bot(args)
+
+
+def profile_whole_bot(args: argparse.Namespace) -> None:
+    """`bot_load.py --profile` on SQLite, in a process of its own: it prints the split."""
+    command = [
+        sys.executable,
+        str(Path(__file__).with_name("bot_load.py")),
+        "--setups=sqlite",
+        "--profile",
+        "--no-floor",
+        "--rounds=1",
+        "--ideal-runs=1",
+        f"--threads={args.conversations}",
+        f"--latency={args.latency}",
+        f"--revisions={args.revisions}",
+    ]
+    subprocess.run(command, check=True)
 
 
 if __name__ == "__main__":
