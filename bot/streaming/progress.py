@@ -2,6 +2,10 @@
 
 The runner calls the same hooks either way; this one also streams each step as a task (see
 `bot.streaming.plan`) and gives the run's delivery the stream's message for the answer.
+
+Slack is called no more than what the thread shows needs: the thread status is first set once the
+stream has started (starting it takes the status off), and a graded iteration's tasks wait for the
+next step's (revising, or the stream's close) to go in the same call.
 """
 
 from __future__ import annotations
@@ -27,11 +31,23 @@ class StreamedProgress(WorkingIndicator):
         self._delivery = delivery
         self._stream = PlanStream(client, request)
         self._plan = Plan()
+        self._held: list[Chunk] = []
+        """A graded iteration's tasks, sent with the next step's (see the module docstring)."""
         self._stopped = False
+
+    async def start(self) -> None:
+        """Nothing yet: the status is shown once the stream has started (`run_started`), since
+        starting it would take the status off again."""
 
     async def run_started(self) -> None:
         """Start the stream, unless an earlier attempt at the run started one (its answer goes
-        there) or the request has no one to stream to."""
+        there) or the request has no one to stream to; then show the thread status."""
+        try:
+            await self._start_stream()
+        finally:
+            await super().start()
+
+    async def _start_stream(self) -> None:
         if self._delivery.stream_ts is not None or not self._request.user:
             return
         ts = await self._stream.start(self._plan.start())
@@ -46,8 +62,6 @@ class StreamedProgress(WorkingIndicator):
             raise
         if not adopted:
             await self._stream.withdraw()
-            return
-        await self.drafting()  # Slack took the status off with the streamed message
 
     async def stop(self, *, posted_last: bool = False) -> None:
         """As the thread status's `stop`, once: the answer put into the streamed message stopped it
@@ -61,17 +75,21 @@ class StreamedProgress(WorkingIndicator):
         await self._stream.append(self._plan.grading(iteration, max_iterations))
 
     async def graded(self, evaluation: RubricEvaluation) -> None:
-        await self._stream.append(self._plan.graded(evaluation))
+        self._held += self._plan.graded(evaluation)
 
     async def revising(self, evaluation: RubricEvaluation) -> None:
         await super().revising(evaluation)
-        await self._stream.append(self._plan.revising(evaluation))
+        await self._stream.append(self._take_held() + self._plan.revising(evaluation))
+
+    def _take_held(self) -> list[Chunk]:
+        held, self._held = self._held, []
+        return held
 
     async def _finish(self, ts: str, payload: SlackMessage) -> str:
         """Close the stream with the answer, the plan's open task completed; the thread status goes
         first, so the thread never shows the answer with the bot still "working"."""
         await self.stop()
-        chunks: list[Chunk] = self._plan.close()
+        chunks: list[Chunk] = self._take_held() + self._plan.close()
         return await finish_stream(
             self._client, self._request.channel, self._delivery.post_message, ts, payload, chunks
         )

@@ -119,3 +119,33 @@ def test_a_run_that_meets_slacks_stream_rate_limit_falls_back_logged_and_counted
     logged = s.bot.stderr_text().splitlines()
     (line,) = [line for line in logged if "falls back to plain messages" in line and root in line]
     assert "ratelimited" in line
+
+
+def test_a_streamed_run_calls_slack_once_per_change_the_thread_shows(s):
+    # A run that revises once: the stream is started, then grows by one call per step (grading 1,
+    # graded 1 with revising, grading 2), and closes with the answer (graded 2 with it); the thread
+    # status is set as drafting, grading 1, revising and grading 2 start, and cleared before the
+    # answer. Nothing Slack already shows is sent again.
+    root = ask(s, "C5")
+    s.wait_finals("C5", root, 1)
+
+    calls = [
+        c
+        for c in s.slack.calls()
+        if "C5" in (c.args.get("channel"), c.args.get("channel_id")) and c.method != "chat.postMessage"
+    ]
+    statuses = [c.args["status"] for c in calls if c.method == "assistant.threads.setStatus"]
+    assert [c.method for c in calls if c.method.startswith("chat.")] == [
+        "chat.startStream",
+        "chat.appendStream",
+        "chat.appendStream",
+        "chat.appendStream",
+        "chat.stopStream",
+    ]
+    assert statuses == [
+        "is writing a draft…",
+        "is grading iteration 1/3…",
+        "is revising…",
+        "is grading iteration 2/3…",
+        "",
+    ]
