@@ -6,6 +6,7 @@ echoing a value (tokens are secrets; a mistyped token is still mostly a token).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Collection, Sequence
 from typing import Annotated, Literal
@@ -30,6 +31,7 @@ from pydantic_settings import (
 )
 
 from bot.db.database import DEFAULT_DB, STORE_POOL_SIZE, Database
+from bot.ops.env_values import PROVIDER_KEY_SUFFIX, pasted_value_problem
 from grading import DEFAULT_MAX_GRADER_CALLS
 
 ENV_FILE = ".env"
@@ -526,29 +528,45 @@ def load_settings(require: Collection[str] = ()) -> Settings:
     """Read the settings; raise `ConfigError` naming every problem, including unset `require` names.
 
     `require` holds environment names (e.g. "SLACK_BOT_TOKEN") the caller cannot work without; an
-    entry "A or B" (such as `SLACK_CONNECTION`) is met by either.
+    entry "A or B" (such as `SLACK_CONNECTION`) is met by either. A value that still carries what an
+    env file meant as its comment, quotes or padding (see `pasted_value_problem`) is one line naming
+    its setting, instead of whatever the value would make of it later.
     """
-    problems: list[str] = []
+    raw = raw_values()
+    keys = {name: value for name, value in os.environ.items() if name.endswith(PROVIDER_KEY_SUFFIX)}
+    pasted = {
+        name: line
+        for name, value in (raw | keys).items()
+        if (line := pasted_value_problem(name, value)) is not None
+    }
+    problems: list[str] = list(pasted.values())
     try:
         settings = Settings()
     except ValidationError as exc:
-        problems = [_describe(error) for error in exc.errors(include_input=False, include_url=False)]
-    provided = provided_names()
-    problems += [problem(name, "is not set") for name in require if provided.isdisjoint(name.split(" or "))]
+        errors = exc.errors(include_input=False, include_url=False)
+        problems += [_describe(error) for error in errors if _setting_of(error) not in pasted]
+    problems += [problem(name, "is not set") for name in require if set(raw).isdisjoint(name.split(" or "))]
     if problems:
         raise ConfigError(problems)
     return settings
 
 
+def _setting_of(error: ErrorDetails) -> str:
+    return str(error["loc"][0]) if error["loc"] else "configuration"
+
+
 def _describe(error: ErrorDetails) -> str:
-    name = str(error["loc"][0]) if error["loc"] else "configuration"
+    name = _setting_of(error)
     reason = error["msg"].removeprefix("Value error, ")
     if name not in HINTS:
         return f"{name}: {reason}."
     return problem(name, f"is invalid ({reason})")
 
 
-def provided_names() -> set[str]:
-    """Setting names given a non-empty value in the environment or `.env`."""
-    sources = (EnvSettingsSource(Settings), DotEnvSettingsSource(Settings))
-    return {name for source in sources for name in source()}
+def raw_values() -> dict[str, str]:
+    """Each setting given a non-empty value, as written: the environment's, else `.env`'s."""
+    aliases = {str(field.validation_alias) for field in Settings.model_fields.values()}
+    values: dict[str, str] = {}
+    for source in (DotEnvSettingsSource(Settings), EnvSettingsSource(Settings)):  # the environment wins
+        values |= {name: str(value) for name, value in source().items() if name in aliases}
+    return values

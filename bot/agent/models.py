@@ -7,9 +7,12 @@ its setting and what to do about it.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, distribution
+from urllib.parse import unquote, urlsplit
 
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
@@ -24,7 +27,7 @@ class Provider:
     package: str
     """The langchain integration package on PyPI."""
     extra: str | None
-    """The rubric-bot extra that installs it (`pip install 'rubric-bot[extra]'`); None: always installed."""
+    """The rubric-bot extra that installs it (see `install_command`); None: always installed."""
     key: str | None
     """The environment variable holding its API key, if it takes one."""
 
@@ -95,6 +98,27 @@ def _load_models(specs: Sequence[tuple[str, str | None]], timeout: float) -> dic
     return models
 
 
+def install_command(extra: str, package: str) -> str:
+    """The command that adds the `extra` of this very installation of rubric-bot (a checkout,
+    editable or not; the Docker image), as pip recorded where it was installed from; else `package`.
+
+    rubric-bot is installed from its repository, never by name from an index, so ``rubric-bot[…]``
+    alone would name nothing pip can find.
+    """
+    try:
+        origin = json.loads(distribution("rubric-bot").read_text("direct_url.json") or "{}")
+    except (PackageNotFoundError, ValueError):
+        origin = {}
+    url = urlsplit(str(origin.get("url", "")))
+    if url.scheme != "file" or "dir_info" not in origin:
+        return f"pip install {package}"
+    checkout = unquote(url.path)
+    if origin["dir_info"].get("editable"):
+        return f"pip install -e '{checkout}[{extra}]'"
+    image = f"docker build --build-arg EXTRAS={extra} ."
+    return f"pip install '{checkout}[{extra}]' (for the Docker image: {image})"
+
+
 def model_problem(name: str, spec: str, exc: Exception) -> str:
     """What to do about model setting `name` (holding `spec`) whose model failed to load with `exc`.
 
@@ -104,7 +128,7 @@ def model_problem(name: str, spec: str, exc: Exception) -> str:
     if isinstance(exc, ImportError) and provider is not None and provider.extra is not None:
         return (
             f"{name} ({spec}) needs the {provider.package} package, which is not installed: "
-            f"pip install 'rubric-bot[{provider.extra}]' (or pip install {provider.package})."
+            f"{install_command(provider.extra, provider.package)}."
         )
     # Without a prefix langchain guesses the provider; then only a key its error names is blamed.
     keys = [provider.key] if provider is not None else [p.key for p in PROVIDERS.values() if p.key]

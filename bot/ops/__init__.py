@@ -5,6 +5,8 @@
 - ``logs``: what a process logs: the bot's lines at `RUBRIC_BOT_LOG_LEVEL`, other libraries' at INFO
   unless named in `RUBRIC_BOT_DEBUG_LOGGERS`, and never a Slack token or a queued job's arguments.
 - ``metrics``: the Prometheus counters the runner and the Slack client move, and `/metrics`.
+- ``env_values``: a setting's value that carries an env file's inline comment, padding or quotes (as
+  `docker run --env-file` passes them on), named in one line at start.
 - ``startup``: how a `serve` or `worker` process starts: its one start-up line, the schema first, an
   unusable database in one line (or waited for with ``--wait-for-db``).
 - ``server``: those three routes on the HTTP app Slack posts to, or on a port of their own

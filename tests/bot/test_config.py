@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.agent.models import PROVIDERS, init_models
+from bot.agent import models
+from bot.agent.models import PROVIDERS, init_models, install_command
 from bot.cli.main import main
 from bot.config import (
     DEFAULT_MODEL_TIMEOUT,
@@ -330,7 +331,119 @@ def test_a_provider_whose_package_is_missing_says_what_to_install(monkeypatch, c
     (line,) = capsys.readouterr().err.splitlines()
     grader = "RUBRIC_BOT_GRADER_MODEL (anthropic:claude-sonnet-4-5)"
     assert f"{grader} needs the langchain-anthropic package" in line
-    assert "pip install 'rubric-bot[anthropic]'" in line
+    assert install_command("anthropic", "langchain-anthropic") in line
+    assert "rubric-bot[anthropic]" not in line  # no index has rubric-bot under that name
+
+
+class Installed:
+    """A stand-in for `importlib.metadata.distribution("rubric-bot")`: what pip recorded of where
+    it was installed from (None: installed by name from an index)."""
+
+    def __init__(self, direct_url: str | None) -> None:
+        self.direct_url = direct_url
+
+    def read_text(self, name: str) -> str | None:
+        return self.direct_url if name == "direct_url.json" else None
+
+
+@pytest.mark.parametrize(
+    ("direct_url", "command"),
+    [
+        ('{"dir_info": {"editable": true}, "url": "file:///home/me/rubric-bot"}',
+         "pip install -e '/home/me/rubric-bot[anthropic]'"),
+        ('{"dir_info": {}, "url": "file:///app"}',
+         "pip install '/app[anthropic]' (for the Docker image: docker build --build-arg EXTRAS=anthropic .)"),
+        (None, "pip install langchain-anthropic"),
+    ],
+    ids=["editable-checkout", "installed-from-a-directory", "from-an-index"],
+)  # fmt: skip
+def test_the_install_suggested_is_the_command_that_works_for_this_installation(
+    monkeypatch, direct_url, command
+):
+    monkeypatch.setattr(models, "distribution", lambda name: Installed(direct_url))
+
+    assert install_command("anthropic", "langchain-anthropic") == command
+
+
+QUICKSTART_ENV_WITH_COMMENTS = """\
+SLACK_BOT_TOKEN=xoxb-1
+SLACK_APP_TOKEN=xapp-1
+RUBRIC_BOT_MODEL=openai:gpt-4o-mini   # the worker, any langchain "provider:model"
+OPENAI_API_KEY=sk-hunter2                 # the provider's key
+"""
+"""The quickstart's `.env` as the README once showed it, with comments after the values."""
+
+
+def env_file_as_docker_reads_it(text: str) -> dict[str, str]:
+    """`docker run --env-file`'s reading of an env file: whole lines of comments are skipped, and
+    everything after the first ``=`` is the value, inline comments and spaces included."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return dict(line.split("=", 1) for line in lines)
+
+
+def test_serve_given_an_env_file_with_inline_comments_stops_naming_each_setting_before_serving(tmp_path):
+    environment = env_file_as_docker_reads_it(QUICKSTART_ENV_WITH_COMMENTS)
+
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "serve"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), **environment},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode == 2 and result.stdout == ""
+    model, key = result.stderr.splitlines()
+    assert model.startswith(
+        "rubric-bot: RUBRIC_BOT_MODEL looks like it carries a comment: "
+        "'openai:gpt-4o-mini   # the worker, any langchain \"provider:model\"'. "
+    )
+    assert "put the comment on a line of its own" in model
+    assert key.startswith("rubric-bot: OPENAI_API_KEY looks like it carries a comment (value not shown")
+    assert "hunter2" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("RUBRIC_BOT_MAX_ITERATIONS", "3 ",
+         "RUBRIC_BOT_MAX_ITERATIONS has spaces or tabs around its value: '3 '"),
+        ("RUBRIC_BOT_GRADER_MODEL", '"openai:gpt-4o"',
+         "RUBRIC_BOT_GRADER_MODEL is wrapped in quotes: '\"openai:gpt-4o\"'"),
+        ("SLACK_BOT_TOKEN", "xoxb-hunter2\t",
+         "SLACK_BOT_TOKEN has spaces or tabs around its value (value not shown"),
+        ("RUBRIC_BOT_DB", "postgresql://u:hunter2@db/x # prod",
+         "RUBRIC_BOT_DB looks like it carries a comment (value not shown"),
+        ("ANTHROPIC_API_KEY", "'sk-hunter2'", "ANTHROPIC_API_KEY is wrapped in quotes (value not shown"),
+    ],
+    ids=["trailing-space", "quoted", "token-with-a-tab", "database-url", "provider-key-quoted"],
+)  # fmt: skip
+def test_a_value_carrying_padding_quotes_or_a_comment_is_one_line_naming_its_setting(
+    monkeypatch, name, value, words
+):
+    monkeypatch.setenv(name, value)
+
+    with pytest.raises(ConfigError) as refused:
+        load_settings()
+
+    (line,) = refused.value.problems
+    assert line.startswith(words) and "hunter2" not in line
+
+
+def test_a_value_with_a_hash_inside_it_is_taken_as_it_is(monkeypatch):
+    monkeypatch.setenv("RUBRIC_BOT_MODEL", "openai:ft:gpt-4o-mini:team#3")
+
+    assert load_settings().worker_model == "openai:ft:gpt-4o-mini:team#3"
+
+
+def test_a_dot_env_files_inline_comments_are_comments(monkeypatch, tmp_path):
+    # python-dotenv (the bot's own reading of .env) strips them; only --env-file keeps them.
+    (tmp_path / ".env").write_text(QUICKSTART_ENV_WITH_COMMENTS)
+
+    settings = load_settings()
+
+    assert settings.worker_model == "openai:gpt-4o-mini"
 
 
 def test_each_providers_extra_installs_its_package():
