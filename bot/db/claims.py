@@ -10,12 +10,14 @@ where the same statements through the async engine take about 5). On PostgreSQL 
 come while one is being written wait for it and then go together, in one transaction of six
 statements whatever their number (keys and threads, spend counters, runs, jobs): each statement
 costs the one event loop about the same CPU for one claim as for fifty, and the acknowledgements of
-a burst wait for that CPU.
+a burst wait for that CPU. A batch that fails for what one of its claims holds is written again a
+claim at a time, so that only that claim fails: one message never sinks other people's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,6 +25,8 @@ from datetime import timedelta
 from functools import partial
 from typing import Any, Generic
 
+import psycopg
+import sqlalchemy.exc
 from sqlalchemy import Connection, Engine, delete
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -37,6 +41,8 @@ Enqueue = Callable[[Sequence[tuple[ThreadKey, Any]], Any], Awaitable[object]]
 """Queues what claims recorded, each in its thread, in the claims' own transaction given the
 driver's connection (PostgreSQL); on SQLite, where no job queue is durable, with None once the
 claim commits."""
+
+logger = logging.getLogger(__name__)
 
 BATCH_LIMIT = 100
 """At most this many claims share a PostgreSQL transaction (the rest wait for the next): bounds
@@ -93,7 +99,9 @@ class ClaimStore(UsageStore):
         it is called with None once the claim commits), commits with the keys or not at all: a
         message is either claimed and queued, or neither, and Slack's next delivery of it finds it
         unclaimed. On PostgreSQL the claim may share that transaction with others (see the module's
-        docstring): if it fails, it fails for them all.
+        docstring): if it fails for what one of them holds, each is written again on its own, and
+        only the claim that cannot be written is refused; if the database is unreachable, they all
+        are.
         """
         unique = list(dict.fromkeys(keys))
         if not unique:
@@ -126,8 +134,11 @@ class ClaimStore(UsageStore):
                 try:
                     recorded = await self._write_batch(batch)
                 except Exception as failure:
-                    for waiting in batch:
-                        waiting.outcome.set_exception(failure)
+                    if len(batch) == 1 or _unreachable(failure):
+                        for waiting in batch:
+                            waiting.outcome.set_exception(failure)
+                    else:
+                        await self._write_one_by_one(batch, failure)
                 else:
                     for waiting, outcome in zip(batch, recorded, strict=True):
                         waiting.outcome.set_result(outcome)
@@ -137,6 +148,21 @@ class ClaimStore(UsageStore):
             raise
         finally:
             self._batches = None
+
+    async def _write_one_by_one(self, batch: list[_Waiting[Any]], failure: Exception) -> None:
+        """Write each claim of a batch that failed for what one of them holds (a text the database
+        cannot take, say) in a transaction of its own: only the claim that cannot be written is
+        refused (Slack delivers it again), not everyone's in its batch."""
+        logger.warning(
+            "a batch of %d claims failed (%s); writing them one by one", len(batch), type(failure).__name__
+        )
+        for waiting in batch:
+            try:
+                (outcome,) = await self._write_batch([waiting])
+            except Exception as alone:
+                waiting.outcome.set_exception(alone)
+            else:
+                waiting.outcome.set_result(outcome)
 
     async def _write_batch(self, batch: list[_Waiting[Any]]) -> list[Any]:
         """One transaction for the batch's claims: each one's outcome, in order."""
@@ -218,6 +244,30 @@ def _next_batch(waiting: list[_Waiting[Any]]) -> tuple[list[_Waiting[Any]], list
         else:
             left.append(one)
     return batch, left
+
+
+UNREACHABLE_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    sqlalchemy.exc.TimeoutError,
+)
+"""What a batch's failure came from when the database could not be reached or did not answer in
+time (the driver's errors, under SQLAlchemy's and procrastinate's wrappers, which also wrap errors of
+the data): every claim would fail alone as well, so each is refused at once rather than waiting its
+turn to fail again."""
+
+
+def _unreachable(failure: BaseException) -> bool:
+    """Whether `failure`, or an error it came from, is one of `UNREACHABLE_ERRORS`."""
+    seen: set[int] = set()
+    current: BaseException | None = failure
+    while current is not None and id(current) not in seen:
+        if isinstance(current, UNREACHABLE_ERRORS):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _nothing_more(claim: Claim) -> bool:

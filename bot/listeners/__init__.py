@@ -20,10 +20,12 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.listeners import actions, assistant, events, rubric_command, views
 from bot.listeners.context import Services
+from bot.slack.text import clean_request
 
 
 def register(app: AsyncApp, services: Services) -> None:
     """Attach the services and every listener to `app`."""
+    app.use(clean_request)  # first: no listener or middleware of the bot's sees unwritable text
     app.use(services.attach)
     # The assistant's first: Bolt gives an event to the first listener that matches it.
     for module in (assistant, events, rubric_command, actions, views):

@@ -32,6 +32,7 @@ from bot.material.sources import Sources
 from bot.material.thread import AuthorNames, EarlierThread, bound_thread, earlier_messages
 from bot.slack.client import SLACK_ERRORS, describe_error
 from bot.slack.conversation import UserMessage
+from bot.slack.text import readable
 from bot.vocabulary.unread import Unread
 from grading import MATERIAL_SOURCE
 
@@ -147,8 +148,9 @@ def within_budget(
 
 def file_text(kind: FileKind, data: bytes, max_chars: int) -> str:
     """The text of a downloaded file, a PDF's extracted only while under `max_chars`;
-    `UnreadableFile` when there is none to be had."""
-    return pdf_text(data, max_chars) if kind == "pdf" else decoded_text(data)
+    `UnreadableFile` when there is none to be had. A PDF's text may hold NUL characters: dropped
+    (see `bot.slack.text`)."""
+    return readable(pdf_text(data, max_chars)) if kind == "pdf" else decoded_text(data)
 
 
 def read_local_files(

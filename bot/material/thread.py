@@ -25,6 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.slack.blocks import plural
 from bot.slack.client import attempt
 from bot.slack.conversation import slack_unescape
+from bot.slack.text import readable
 
 REPLIES_PAGE = 200
 """Messages asked of ``conversations.replies`` per page (Slack's recommended most is 200)."""
@@ -302,9 +303,10 @@ async def _author(client: AsyncWebClient, names: _Lookups, team: str, raw: dict[
 
 
 def _message_text(raw: dict[str, Any]) -> str:
-    """The message's text, with the names of files it shared (their contents are not read)."""
+    """The message's text, with the names of files it shared (their contents are not read), made
+    writable (see `bot.slack.text`)."""
     files = [
         f"[shared a file: {file.get('name') or file.get('title') or 'unnamed'}]"
         for file in raw.get("files") or []
     ]
-    return " ".join([slack_unescape(raw.get("text") or ""), *files]).strip()
+    return readable(" ".join([slack_unescape(raw.get("text") or ""), *files]).strip())

@@ -11,5 +11,7 @@
 - ``conversation``: which Slack messages are requests to the bot (or deletions and edits of one), read
   from their events, and the text of a Slack message as the bot reads it.
 - ``members``: who is in which channel, and the bot's own user id.
+- ``text``: text cleaned where it enters the bot (no NUL, no lone surrogate), and the Bolt
+  middleware that cleans every request's payload.
 - ``payloads``: inbound interactivity payloads (clicks, modal submissions) as pydantic models.
 """

@@ -128,3 +128,16 @@ def test_nothing_the_bot_posts_unfurls_its_links(service):
     assert posts and all(
         c.args.get("unfurl_links") is False and c.args.get("unfurl_media") is False for c in posts
     ), [(c.args.get("unfurl_links"), c.args.get("unfurl_media")) for c in posts]
+
+
+def test_a_message_holding_a_nul_and_a_lone_surrogate_is_answered_with_its_text_readable(service):
+    """Slack's JSON may carry ``\\u0000`` and half a surrogate pair, which no database of the bot's
+    (nor PostgreSQL's ``jsonb`` job arguments) takes: the request is claimed, answered and graded
+    like any other, the worker reading it without the NUL and with U+FFFD for the half pair."""
+    s = service
+    assert "Channel default rubric set" in command(s, f"set {RUBRIC}", "C7", EDITOR)
+    root = s.mention("Is coffee\u0000 healthy? \ud83d", "C7")
+    s.wait_finals("C7", root, 1)
+    asked = s.worker_requests_for("Is coffee healthy? \ufffd")
+    assert asked and not any("\x00" in request.all_text for request in asked)
+    assert "Traceback" not in s.bot.stderr_text()

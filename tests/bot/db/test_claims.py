@@ -9,11 +9,16 @@ from datetime import UTC, datetime
 
 import psycopg
 import pytest
+from sqlalchemy.exc import StatementError
 
+from bot.db.queue_schema import apply_schema
 from bot.db.runs import RunStart
 from bot.db.spend import Cap, QuotaExceeded, RunQuota, Spender
 from bot.db.store import Store
 from bot.db.transactions import Claim, Starting
+from bot.queue.durable import DurableQueue
+from bot.queue.jobs import PromptJob
+from bot.slack.conversation import UserMessage
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Workspace
 
@@ -106,7 +111,7 @@ async def test_claims_that_come_together_are_written_in_one_transaction(postgres
 
 @pytest.mark.postgres
 async def test_a_batch_that_fails_records_none_of_its_claims_and_gives_back_what_they_reserved(postgres_url):
-    """If queueing the batch's jobs fails, every claim in it fails (Slack delivers each again),
+    """If the queue is unreachable, every claim in the batch fails (Slack delivers each again),
     none of their keys or runs stays, and their reservations are given back; the next claims of
     the same messages are admitted."""
     store = await Store.open(postgres_url)
@@ -154,3 +159,49 @@ async def test_claims_racing_in_two_stores_for_one_key_leave_the_losers_other_ke
     finally:
         for store in stores:
             await store.close()
+
+
+async def test_a_claim_the_database_cannot_take_fails_alone_among_claims_that_come_with_it(store):
+    """Ten requests at once, one of whose keys holds half a surrogate pair (no driver encodes it):
+    on PostgreSQL they share a batch, which fails and is written again claim by claim; only that
+    claim is refused, and the nine others start their runs."""
+    outcomes = await asyncio.gather(
+        *(request(store, n, today()) for n in range(9)),
+        request(store, 9, today(), "msg:9\ud800"),
+        return_exceptions=True,
+    )
+    assert all(isinstance(outcome, int) for outcome in outcomes[:9]), outcomes
+    assert isinstance(outcomes[9], UnicodeEncodeError | StatementError), outcomes[9]
+    assert await store.claim("msg:9")  # its own key was rolled back with it
+
+
+@pytest.mark.postgres
+async def test_a_batch_with_one_message_holding_a_nul_admits_every_other_claim(postgres_url):
+    """Requests claimed at once on PostgreSQL, their jobs queued in the claims' transaction; one
+    message's text holds ``\\u0000``, which its ``jsonb`` job arguments cannot: every other request
+    is admitted and queued, that one alone refused (nothing of it kept)."""
+    store = await Store.open(postgres_url)
+    await apply_schema(postgres_url)
+    try:
+        async with DurableQueue.open(postgres_url) as queue:
+
+            def claimed(n: int, text: str):
+                thread = ThreadKey("T1", "C1", f"{n}.0")
+                ts = f"{n}.0"
+                message = UserMessage(team="T1", channel="C1", ts=ts, thread_ts=ts, user="U1", text=text)
+                job = PromptJob(message=message)
+                return store.claiming(
+                    [f"msg:{n}"], lambda _claim: job, thread=thread, enqueue=queue.submit_claimed
+                )
+
+            outcomes = await asyncio.gather(
+                *(claimed(n, f"request {n}") for n in range(9)),
+                claimed(9, "request\u0000 9"),
+                return_exceptions=True,
+            )
+        assert all(isinstance(outcome, PromptJob) for outcome in outcomes[:9]), outcomes
+        assert isinstance(outcomes[9], Exception), outcomes[9]
+        assert await _count(postgres_url, "SELECT count(*) FROM procrastinate_jobs") == 9
+        assert await _count(postgres_url, "SELECT count(*) FROM claims WHERE key = 'msg:9'") == 0
+    finally:
+        await store.close()
