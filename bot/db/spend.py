@@ -9,7 +9,8 @@ are given back (`QuotaExceeded`); so a burst starts at most one run past a token
 (the one that found it just under), not every run admitted before the first finished. The runs
 of a batch of claims (see `bot.db.claims`) are admitted in one statement the same way
 (`admit_all`). When the run ends, its counters are settled: the reservation is replaced by the
-tokens it really used and what they cost. Replays add their grader tokens and cost to the levels
+tokens it really used and what they cost, once however often the settlement is retried (see
+`bot.db.usage.UsageStore._recharge`). Replays add their grader tokens and cost to the levels
 they spend from the same way.
 
 The rows of one statement are always written in one order (`LEVELS` order, then by key), so two

@@ -411,7 +411,7 @@ class RunTransactions(UsageStore):
                     ledger_insert(self._postgres), ledger_row(run_id, part.step, part.part, part.message_ts)
                 )
             if tokens is not None:  # the reservation gives way to what the run used
-                await self._recharge(connection, run_id, requests=0, tokens=tokens, usd=usd)
+                await self._recharge(connection, run_id, "end", requests=0, tokens=tokens, usd=usd)
             await connection.execute(RUN_UPDATE, {"of_run": run_id, **values})
 
     async def mark_interrupted(self, run_id: int) -> None:
@@ -421,7 +421,8 @@ class RunTransactions(UsageStore):
     async def delete_run(self, run_id: int) -> None:
         """Forget a run that never started (its request was deleted while queued)."""
         async with self._write() as connection:
-            await self._recharge(connection, run_id, requests=-1, tokens=0, usd=0.0)  # it never spent
+            # It never spent: its request and its reservation are given back.
+            await self._recharge(connection, run_id, "deleted", requests=-1, tokens=0, usd=0.0)
             await connection.execute(delete(posted).where(posted.c.run_id == run_id))
             await connection.execute(delete(runs).where(runs.c.run_id == run_id))
 
@@ -441,7 +442,7 @@ class RunTransactions(UsageStore):
                 audits_db.FINISH_AUDIT, {"of_run": run_id, **audits_db.result_values(result)}
             )
             if result.tokens:
-                await self._recharge(connection, run_id, requests=0, tokens=result.tokens, more=True)
+                await self._recharge(connection, run_id, "audit", requests=0, tokens=result.tokens, more=True)
                 await connection.execute(
                     audits_db.ADD_RUN_TOKENS, {"of_run": run_id, "audit_tokens": result.tokens}
                 )

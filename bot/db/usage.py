@@ -12,12 +12,13 @@ from functools import partial
 from typing import Any, Literal, Protocol
 
 from sqlalchemy import Connection, bindparam, event, func, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.db.base import StoreBase
 from bot.db.database import SPEND_POOL_SIZE, Database, pool_size
-from bot.db.schema import runs
+from bot.db.schema import claims, runs
 from bot.db.scope import in_scope, utc_now
 from bot.db.spend import (
     LevelSpend,
@@ -200,17 +201,24 @@ class UsageStore(StoreBase):
         self,
         connection: AsyncConnection,
         run_id: int,
+        settlement: Settlement,
         *,
         requests: int,
         tokens: int,
         usd: float | None = None,
         more: bool = False,
     ) -> None:
-        """Change what the run added to its day's spend counters to `tokens` (`more`: by `tokens`
-        more: an audit's) and, when given, `usd` (and `requests` more requests), in the transaction
-        of `connection` where the counters are in it. What it added before is what the run's row
-        says it charged (its reservation, or what an earlier settling set), so settling again adds
-        nothing once the caller records the new amounts on the row."""
+        """Settle the run (`settlement`: its end, its audit's, or its deletion's) once: change what
+        it added to its day's spend counters to `tokens` (`more`: by `tokens` more: an audit's) and,
+        when given, `usd` (and `requests` more requests), in the transaction of `connection` where
+        the counters are in it. What it added before is what the run's row says it charged (its
+        reservation, or what an earlier settling set); the caller records the new amounts on the
+        row in `connection`'s transaction.
+
+        A settlement carries the run's id and applies once (see `_settle`): on PostgreSQL the
+        counters commit on their own, so a settlement whose transaction failed after them (a fault
+        of the database, say) and is retried finds the row unchanged but the counters settled, and
+        must not charge them again (the change counted twice, counters gone negative)."""
         row = (await connection.execute(_RUN_SPENDER, {"of_run": run_id})).first()
         if row is None:
             return
@@ -222,7 +230,8 @@ class UsageStore(StoreBase):
         )
         money = 0.0 if usd is None else usd - row.charged_usd
         added = tokens if more else tokens - row.charged_tokens
-        await connection.run_sync(self._charge, spender, requests, added, money)
+        key = f"{SETTLEMENT_KEY_PREFIX}{settlement}:{run_id}"
+        await connection.run_sync(self._settle, key, spender, requests, added, money)
 
     def _charge(
         self, transaction: Connection, spender: Spender, requests: int, tokens: int, usd: float
@@ -230,6 +239,23 @@ class UsageStore(StoreBase):
         """`charge` the spender's counters on their connection (see `_spending`)."""
         with self._spending(transaction) as counters:
             charge(counters, spender, requests, tokens, usd)
+
+    def _settle(
+        self, transaction: Connection, key: str, spender: Spender, requests: int, tokens: int, usd: float
+    ) -> None:
+        """`charge` the spender's counters unless the settlement `key` was claimed before: the key
+        claimed (see `bot.db.claims`) in the counters' transaction, so that the charge and its key
+        commit together (on PostgreSQL a transaction of their own on the counters' connection,
+        which is otherwise in autocommit)."""
+        with self._spending(transaction) as counters:
+            if not self._postgres:
+                if _first_claim(counters, key, postgres=False):
+                    charge(counters, spender, requests, tokens, usd)
+                return
+            together = counters.execution_options(isolation_level="READ COMMITTED")
+            with together.begin():
+                if _first_claim(together, key, postgres=True):
+                    charge(together, spender, requests, tokens, usd)
 
     @contextmanager
     def _spending(self, transaction: Connection) -> Iterator[Connection]:
@@ -268,6 +294,22 @@ def _drop_pool_on_disconnect(other: AsyncEngine, context: ExceptionContext) -> N
     saw it; drop the other's too, rather than fail one more admission on each of its connections."""
     if context.is_disconnect:
         other.sync_engine.dispose(close=False)
+
+
+Settlement = Literal["end", "audit", "deleted"]
+"""Which settlement of a run's spend counters: its end (the reservation replaced by what it used),
+its audit's tokens added, or its deletion before it ran (its request given back)."""
+
+SETTLEMENT_KEY_PREFIX = "settled:"
+"""The dedupe key of a run's settlement is ``settled:<settlement>:<run id>``, claimed with the charge
+(see `UsageStore._settle`); pruned with the messages' claims, long after any retry."""
+
+
+def _first_claim(connection: Connection, key: str, *, postgres: bool) -> bool:
+    """Claim the dedupe `key` in `connection`'s transaction; False if it was claimed before."""
+    upsert = postgresql.insert if postgres else sqlite.insert
+    statement = upsert(claims).values(key=key, claimed_at=utc_now()).on_conflict_do_nothing()
+    return connection.execute(statement.returning(claims.c.key)).first() is not None
 
 
 SyncSpending = Callable[[], AbstractContextManager[Connection]]

@@ -11,9 +11,10 @@ from datetime import UTC, date, datetime, timedelta
 import psycopg
 import pytest
 from langchain_core.messages import UsageMetadata
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError
 
+from bot.db.audits import AuditResult
 from bot.db.database import SPEND_POOL_SIZE, STORE_POOL_SIZE, Database
 from bot.db.replays import ReplayLease, ReplayRefused
 from bot.db.spend import Cap, QuotaExceeded, RunQuota, Spender
@@ -440,3 +441,47 @@ async def test_a_run_deleted_before_it_ran_gives_back_the_money_it_reserved(stor
 def _usage(tokens: int) -> UsageMetadata:
     """A model's reported usage of `tokens` input tokens and a tenth of them as output."""
     return {"input_tokens": tokens, "output_tokens": tokens // 10, "total_tokens": tokens + tokens // 10}
+
+
+@contextlib.contextmanager
+def failing_once(store: Store, statement_start: str):
+    """The store's next statement starting with `statement_start` fails, as a database fault would
+    (on PostgreSQL the spend counters, on a pool of their own, are not affected)."""
+    failed: list[str] = []
+
+    def fail(conn, cursor, statement, parameters, context, executemany):
+        if not failed and statement.lstrip().upper().startswith(statement_start):
+            failed.append(statement)
+            raise ConnectionResetError("the database went away mid-transaction")
+
+    engine = store._engine.sync_engine
+    event.listen(engine, "before_cursor_execute", fail)
+    try:
+        yield failed
+    finally:
+        event.remove(engine, "before_cursor_execute", fail)
+
+
+async def test_a_settlement_retried_after_a_fault_counts_once(store):
+    """A run's end, its audit and a deleted run's give-back each fail once at their last statement
+    (after the spend counters, which on PostgreSQL commit on their own) and are retried: each counts
+    once, and no counter goes below zero."""
+    budget = quota(estimate=1_000)
+    spender = Spender(midnight().date(), T1, "C1", "U1")
+    finished, deleted = await start(store, quota=budget), await start(store, quota=budget, ts="2.0")
+    audited = AuditResult("pass", "Fine.", "audit-model", None, {"result": "pass"}, tokens=79)
+
+    for settle, last in (
+        (lambda: store.finish_run(finished, "answered", tokens=321), "UPDATE RUNS"),
+        (lambda: store.finish_audit(finished, audited), "UPDATE RUNS"),
+        (lambda: store.delete_run(deleted), "DELETE FROM RUNS"),
+    ):
+        with failing_once(store, last) as failed, pytest.raises(ConnectionResetError):
+            await settle()
+        assert failed
+        await settle()
+
+    spent = await store.spent_today(spender)
+    assert {level: (s.requests, s.tokens) for level, s in spent.items()} == {
+        level: (1, 400) for level in ("person", "channel", "workspace", "deployment")
+    }
