@@ -43,8 +43,10 @@ from bot.agreement.presentation import (
     shown_kappa,
     slack_name,
 )
+from bot.db.feedback import FeedbackTally
 from bot.db.reviews import ReviewRow
 from bot.db.store import Store
+from bot.feedback.satisfaction import satisfaction_blocks, satisfaction_table
 from bot.provenance.grouping import Coverage, Waiting, by_provenance, coverage, waiting_for_people
 from bot.review.verdicts import grader_verdicts, is_judged, verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
@@ -130,6 +132,8 @@ class Report:
     parts: tuple[tuple[str, Report], ...] = ()
     """Set when the period's reviewed verdicts come from more than one rubric version or grader
     model: the report of each (label, report), since one κ over mixed versions would mean nothing."""
+    satisfaction: FeedbackTally | None = None
+    """The askers' 👍/👎 on the period's answers beside the grader's pass rate (`bot.feedback`)."""
 
     @property
     def flagged(self) -> list[CriterionAgreement]:
@@ -181,6 +185,7 @@ async def load_report(
     """
     since = period_start(days)
     reviews = await store.reviews_in_channel(workspace, channel, since)
+    satisfaction = await store.feedback_tally(workspace, channel, since)
     records = [record async for record in store.evaluation_records(workspace, channel, since)]
 
     def build() -> Report:
@@ -196,6 +201,7 @@ async def load_report(
             coverage=coverage(r.evaluation for r in records),
             waiting=tuple(waiting_for_people(records, reviews)),
             parts=parts,
+            satisfaction=satisfaction,
         )
 
     return await asyncio.to_thread(build)
@@ -306,6 +312,7 @@ def report_blocks(report: Report, *, channel: str) -> SlackMessage:
         blocks.append(context_block(_coverage_words(report.coverage)))
     if report.waiting:
         blocks.append(section_block(_slack_waiting(report.waiting)))
+    blocks += satisfaction_blocks(report.satisfaction)
     if report.criteria:
         blocks.append(
             context_block(
@@ -428,6 +435,7 @@ def report_table(report: Report) -> str:
         lines += [
             f"  {p.first} & {p.second}: r = {p.r:.2f} over {p.answers} answers" for p in report.correlated
         ]
+    lines += satisfaction_table(report.satisfaction)
     return "\n".join(lines)
 
 

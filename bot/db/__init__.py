@@ -23,6 +23,7 @@ aggregate, each owning its statements and the types of its rows, composed into `
 - ``reviews``: reviews of the grader, and calibration per channel and its drops.
 - ``calibration``: which reviews calibrate the grader (trusted, not dropped), as SQL conditions.
 - ``message_changes``: deletions and edits kept until applied.
+- ``feedback``: people's 👍/👎 on final answers, tallied per channel and read for the export.
 - ``audits``: the audit grader's second look at finished runs, as rows and statements.
 - ``erasure``: deleting whole threads' data and channels' settings.
 - ``workspace_settings``: what a workspace's admins set.

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from bot.db.base import StoreBase
 from bot.db.runs import RUN_COLUMNS, RunRecord
 from bot.db.schema import (
+    asker_feedback,
     audits,
     calibration_drops,
     channel_replays,
@@ -115,6 +116,9 @@ async def _erase_batch(
     messages |= {run.thread.message_key(run.request_ts) for run in found}
     erased["posted messages"] += (
         await connection.execute(delete(posted).where(posted.c.run_id.in_(run_ids)))
+    ).rowcount
+    erased["answer feedback"] += (
+        await connection.execute(delete(asker_feedback).where(asker_feedback.c.run_id.in_(run_ids)))
     ).rowcount
     erased["runs"] += (await connection.execute(delete(runs).where(runs.c.run_id.in_(run_ids)))).rowcount
     erased["evaluations"] += (await connection.execute(delete(evaluations).where(of(evaluations)))).rowcount

@@ -314,6 +314,24 @@ posted = Table(
 resumed run posts only what is missing here. Found by message too: the export reads the run (and its
 cost) of each evaluation message."""
 
+asker_feedback = Table(
+    "asker_feedback",
+    metadata,
+    Column("run_id", Integer, ForeignKey("runs.run_id"), nullable=False),
+    Column("person", Text, nullable=False),
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("thread_ts", Text, nullable=False),
+    Column("positive", Boolean, nullable=False),
+    Column("created_at", UtcTimestamp, nullable=False),
+    PrimaryKeyConstraint("run_id", "person"),
+    Index("asker_feedback_by_channel", "team", "channel", "created_at"),
+)
+"""People's 👍/👎 on a run's final answer (Slack's ``feedback_buttons``), one row per run and person:
+a second click replaces the first (``created_at`` is then the later click's). It judges the answer,
+not the grader: it is never a review (`reviews`)."""
+
 workspace_settings = Table(
     "workspace_settings",
     metadata,

@@ -48,6 +48,7 @@ from bot.db.database import (
 )
 from bot.db.erasure import ErasureStore
 from bot.db.evaluations import EvaluationStore
+from bot.db.feedback import FeedbackStore
 from bot.db.ledger import LedgerStore
 from bot.db.material import MaterialStore
 from bot.db.message_changes import MessageChangeStore
@@ -74,6 +75,7 @@ class Store(
     LedgerStore,
     EvaluationStore,
     ReviewStore,
+    FeedbackStore,
     MessageChangeStore,
     ErasureStore,
     WorkspaceSettingsStore,

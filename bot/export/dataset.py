@@ -14,7 +14,7 @@ import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -69,6 +69,16 @@ class ExportedCost(TypedDict):
     """Its tokens per role (``worker``, ``grader``, ``summary``), so it can be priced again."""
 
 
+class FeedbackEntry(TypedDict):
+    """One person's 👍/👎 on the run's final answer (`bot.feedback`): a verdict on the answer, not a
+    review of the grader."""
+
+    person: str
+    vote: Literal["up", "down"]
+    at: str
+    """When, ISO 8601 in UTC (their last click)."""
+
+
 class DatasetRow(TypedDict):
     """One exported (iteration, criterion); the README lists what each key means."""
 
@@ -93,6 +103,8 @@ class DatasetRow(TypedDict):
     audit: ExportedAudit | None
     cost: ExportedCost | None
     """The whole run's cost (the same on each of its rows); None when it was not recorded."""
+    asker_feedback: list[FeedbackEntry]
+    """People's 👍/👎 on the run's final answer (the same on each of its rows; empty: none)."""
 
 
 async def dataset_rows(
@@ -107,6 +119,11 @@ async def dataset_rows(
     """The rows of the evaluations in scope, oldest first."""
     conversations: OrderedDict[str, list[AnyMessage]] = OrderedDict()
     audits = await audits_by_run(store, workspace, channel, since)
+    votes: dict[str, list[FeedbackEntry]] = {}
+    for vote in await store.exported_feedback(workspace, channel, since):
+        votes.setdefault(vote.grading_run_id, []).append(
+            FeedbackEntry(person=vote.person, vote="up" if vote.positive else "down", at=vote.at.isoformat())
+        )
     async for record in store.evaluation_records(workspace, channel, since, with_cost=True):
         reviews = await store.reviews_for_iteration(
             record.thread.workspace, record.grading_run_id, record.iteration
@@ -117,7 +134,7 @@ async def dataset_rows(
         case = _request_and_answer(messages, record.evaluation["answer_message_id"])
         if case is None:
             continue  # deleted since: what was deleted is never exported
-        for row in _rows(record, case, reviews, audits):
+        for row in _rows(record, case, reviews, audits, votes.get(record.grading_run_id, [])):
             if not reviewed_only or row["reviews"]:
                 yield row
 
@@ -157,6 +174,7 @@ def _rows(
     case: tuple[str, str],
     reviews: Sequence[ReviewRow],
     audits: dict[str, AuditRow],
+    votes: list[FeedbackEntry],
 ) -> list[DatasetRow]:
     request, answer = case
     provenance = record.provenance
@@ -194,6 +212,7 @@ def _rows(
                 ],
                 audit=exported_audit(audits, record.grading_run_id, record.iteration),
                 cost=cost,
+                asker_feedback=votes,
             )
         )
     return rows

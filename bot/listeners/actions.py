@@ -1,4 +1,5 @@
-"""The review buttons on evaluation messages: Agree records a review, Disagree… opens the form.
+"""The review buttons on evaluation messages: Agree records a review, Disagree… opens the form; and
+the 👍/👎 under a final answer, which record the clicker's verdict on the answer (`bot.feedback`).
 
 What a review is, saving it and refreshing its message's tally belong to :mod:`bot.review`; these
 listeners read the click and answer the clicker. The form's submission is handled in
@@ -16,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.db.evaluations import EvaluationRecord
 from bot.db.store import Store
+from bot.feedback.buttons import FEEDBACK_ACTION_ID, THANKS, UNKNOWN_RUN, UNREADABLE_FEEDBACK, parse_feedback
 from bot.listeners.context import services_of, workspace_of
 from bot.review.controls import AGREE_ACTION_ID, DISAGREE_ACTION_ID, parse_review_value
 from bot.review.form import review_modal
@@ -41,6 +43,31 @@ def register(app: AsyncApp) -> None:
     """Listen to the review buttons."""
     app.action(AGREE_ACTION_ID)(on_agree)
     app.action(DISAGREE_ACTION_ID)(on_disagree)
+    app.action(FEEDBACK_ACTION_ID)(on_feedback)
+
+
+async def on_feedback(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+) -> None:
+    """Save the clicker's 👍/👎 on the answer (their last click counts) and thank them alone."""
+    try:
+        click = Click.model_validate(body)
+    except ValidationError as exc:
+        await ack()
+        logger.warning("ignored an unreadable click on a feedback button: %s", problems(exc))
+        return
+    try:
+        run_id, positive = parse_feedback(click.value)
+    except ValueError as exc:
+        await ack()
+        logger.info("a feedback button from %s: %s", click.user.id, exc)
+        await tell_clicker(client, click, UNREADABLE_FEEDBACK)
+        return
+    saved = await services_of(context).store.record_feedback(
+        workspace_of(context), run_id, click.user.id, positive=positive
+    )
+    await ack()  # only now: if the database failed, Slack tells the clicker it did not work
+    await tell_clicker(client, click, THANKS[positive] if saved else UNKNOWN_RUN)
 
 
 async def on_agree(
@@ -125,11 +152,11 @@ async def _read_click(
 async def tell_clicker(client: AsyncWebClient, click: Click, text: str) -> None:
     """Answer a button click with a message only the clicker sees, in the message's thread."""
     if click.channel_id is None:  # a click Slack sent without its channel cannot be answered
-        logger.info("a review button click from %s without its channel: %s", click.user.id, text)
+        logger.info("a button click from %s without its channel: %s", click.user.id, text)
         return
     await attempt(
         client.chat_postEphemeral(
             channel=click.channel_id, user=click.user.id, thread_ts=click.container.thread_ts, text=text
         ),
-        f"answer a review click in {click.channel_id}",
+        f"answer a click in {click.channel_id}",
     )

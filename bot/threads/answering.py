@@ -24,6 +24,7 @@ from bot.db.material import RunMaterial
 from bot.db.runs import RunLease, new_lease
 from bot.db.schema import FINAL_STEP
 from bot.db.workspace_settings import WorkspaceSettingsRow
+from bot.feedback.buttons import feedback_block
 from bot.limits.prices import RunCost
 from bot.material.reader import NOTHING, Material, conversation_messages
 from bot.material.sources import Sources
@@ -36,7 +37,7 @@ from bot.review.controls import review_controls
 from bot.slack.blocks import MAX_BLOCKS, context_block
 from bot.slack.client import describe_error
 from bot.slack.conversation import UserMessage, stored_message_id
-from bot.slack.messages import SlackMessage
+from bot.slack.messages import BlockJson, SlackMessage
 from bot.slack.notices import log_failure, reference_words
 from bot.streaming.progress import StreamedProgress
 from bot.threads.delivery import Delivery, RunTakenOver, record_retrying
@@ -408,6 +409,7 @@ class Answering(Recovery):
             notes.append(unread_note(unread))
         if notes:
             messages = _with_note(messages, "\n".join(notes))
+        messages = _with_block(messages, feedback_block(delivery.run_id))
         for part, payload in enumerate(messages):
             await delivery.post(FINAL_STEP, part, payload)
 
@@ -436,11 +438,18 @@ class Answering(Recovery):
 
 def _with_note(messages: list[SlackMessage], note: str) -> list[SlackMessage]:
     """The messages with `note` on a context line at the end (a message of its own if the last is full)."""
+    if len(messages[-1].get("blocks", [])) >= MAX_BLOCKS:
+        return [*messages, {"text": note}]
+    return _with_block(messages, context_block(note).to_dict())
+
+
+def _with_block(messages: list[SlackMessage], block: BlockJson) -> list[SlackMessage]:
+    """The messages with `block` at the end of the last (of a message of its own if the last is full)."""
     *earlier, last = messages
     blocks = last.get("blocks", [])
     if len(blocks) >= MAX_BLOCKS:
-        return [*messages, {"text": note}]
-    return [*earlier, {**last, "blocks": [*blocks, context_block(note).to_dict()]}]
+        return [*messages, {"text": "Did this answer help?", "blocks": [block]}]
+    return [*earlier, {**last, "blocks": [*blocks, block]}]
 
 
 def request_message_id(message: UserMessage) -> str:

@@ -66,6 +66,7 @@ FLOORS: tuple[frozenset[str], ...] = (
             "audit",
             "provenance",
             "export",
+            "feedback",
         }
     ),
     frozenset({"home", "listeners"}),
