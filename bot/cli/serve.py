@@ -23,6 +23,7 @@ from bot.config import (
     SLACK_CONNECTION,
     SLACK_IDENTITY,
     ConfigError,
+    Settings,
     load_settings,
     problem,
 )
@@ -32,8 +33,20 @@ DEFAULT_PORT = 3000
 
 
 def _configure_serve(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--http", action="store_true", help="serve HTTP even when SLACK_APP_TOKEN is set")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--http", action="store_true", help="serve HTTP even when SLACK_APP_TOKEN is set")
+    mode.add_argument(
+        "--socket-mode",
+        action="store_true",
+        help="connect in Socket Mode, and stop (exit 2) rather than serve HTTP when SLACK_APP_TOKEN is unset",
+    )
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the settings (and that the models load) as serving would, say so in one line and exit: "
+        "0 when they are usable, 2 naming every problem",
+    )
     _configure_worker(parser)
 
 
@@ -53,15 +66,15 @@ def _add_concurrency(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    # HTTP mode verifies every request with the signing secret; without --http either way will do.
-    connection = "SLACK_SIGNING_SECRET" if args.http else SLACK_CONNECTION
-    settings = load_settings([SLACK_IDENTITY, "RUBRIC_BOT_MODEL", connection])
+    settings = load_settings([SLACK_IDENTITY, "RUBRIC_BOT_MODEL", _connection(args)])
     if problems := settings.oauth_problems(socket_mode=settings.socket_mode and not args.http):
         raise ConfigError(problems)
     database = settings.database
     if not database.is_postgres and not database.sqlite_path.parent.is_dir():
         parent = database.sqlite_path.parent
         raise ConfigError([problem("RUBRIC_BOT_DB", f"is in a directory that does not exist ({parent})")])
+    if args.check:
+        return _check(settings, "HTTP mode" if args.http or not settings.socket_mode else "Socket Mode")
     from bot.app import serve  # Bolt and aiohttp are only needed to serve
 
     start_logging(settings)
@@ -79,6 +92,25 @@ def _run_serve(args: argparse.Namespace) -> int:
         logging.getLogger(__name__).debug("serve failed", exc_info=True)
         fail(f"cannot serve: {exc}")
         return EXIT_FAILURE
+    return EXIT_OK
+
+
+def _connection(args: argparse.Namespace) -> str:
+    """The setting `serve` needs to hear from Slack: HTTP mode verifies every request with the signing
+    secret, Socket Mode connects with the app-level token; without a flag either will do."""
+    if args.http:
+        return "SLACK_SIGNING_SECRET"
+    return "SLACK_APP_TOKEN" if args.socket_mode else SLACK_CONNECTION
+
+
+def _check(settings: Settings, mode: str) -> int:
+    """`serve --check`: the models load too (a missing key or package is a `ConfigError`), then one line."""
+    from bot.agent.models import init_audit_model, init_models, init_summary_model
+
+    worker, _ = init_models(settings)
+    init_summary_model(settings, worker)
+    init_audit_model(settings)
+    print(f"rubric-bot: the settings are ready to serve in {mode} (database {settings.database})")
     return EXIT_OK
 
 
