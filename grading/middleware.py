@@ -14,6 +14,7 @@ contradicts itself is overruled by its own criteria, never re-asked.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
@@ -22,7 +23,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict, TypeVar
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
@@ -33,6 +34,7 @@ from langchain.agents.middleware.types import (
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, UsageMetadata
+from langchain_core.messages.ai import add_usage
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
@@ -60,8 +62,11 @@ from grading.provenance import (
     text_hash,
 )
 from grading.rubric import Rubric, RubricError, parse_rubric, quoted
+from grading.sampling import Graded, Together, together, vote
 
 logger = logging.getLogger(__name__)
+
+CallT = TypeVar("CallT")
 
 FAILURE_REFERENCE_BYTES = 3
 """Random bytes in the reference a grader failure's explanation gives for its log line (six hex
@@ -108,6 +113,12 @@ class CriterionResult(TypedDict):
     """True when the grader abstained: what it was given cannot settle the criterion. `passed` is
     then false and `gap` says what is missing to decide; the criterion is left to a person, not sent
     back to the worker, and does not keep the run going (see `abstained`)."""
+    confidence: NotRequired[float]
+    """Share of the grader's samples that gave this verdict (1 with one sample; see
+    `grading.sampling`); absent on evaluations from before samples were counted."""
+    escalated: NotRequired[bool]
+    """True when the verdict is the escalation model's, asked because the samples' confidence was
+    under the middleware's `escalate_below` (its `confidence` is then 1: one answer)."""
 
 
 class RubricEvaluation(TypedDict):
@@ -185,22 +196,14 @@ class CriteriaMissing(GraderError):
 
 @dataclass(frozen=True)
 class _GraderCall:
-    """One request to the grader sub-agent: answer `payload`, naming items among `names`."""
+    """One request to the grader sub-agent: answer `payload`, naming items among `names`; the
+    escalation model's sub-agent when `escalation`."""
 
     kind: Literal["list", "scored"]
     names: tuple[str, ...]
     payload: GraderPayload
     meter: GraderMeter
-
-
-@dataclass(frozen=True)
-class _Graded:
-    """The grader's usable answer: an item per criterion (by rubric position) and what is left."""
-
-    claimed: str
-    explanation: str
-    items: dict[int, Any]
-    unmatched: list[Any]
+    escalation: bool = False
 
 
 @dataclass(frozen=True)
@@ -211,8 +214,9 @@ class _CalibrationCall:
     runtime: Runtime[Any]
 
 
-_Call = _GraderCall | _CalibrationCall
-"""What the grading step asks of the hook that drives it."""
+_Call = Together[_GraderCall] | _CalibrationCall
+"""What the grading step asks of the hook that drives it: grader calls to make at once (one per
+sample), or the team's examples."""
 
 _Steps = Generator[_Call, Any, dict[str, Any] | None]
 """The grading step: yields calls, receives their answers, returns the state update."""
@@ -253,6 +257,16 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             team-reviewed examples shown to the grader; it receives the rubric
             and the langgraph runtime. The examples used are recorded on the
             evaluation.
+        samples: Times the grader is asked per iteration, at once (a positive
+            int, default 1). Each criterion's verdict is the samples' majority
+            and its `confidence` the share that gave it; an even split is
+            "can't tell" (see `grading.sampling`). Each sample has its own
+            `max_grader_calls`.
+        escalation_model: A stronger grader (string or chat model) that grades
+            once more, together, the criteria whose confidence is under
+            `escalate_below`, before they are acted on or left to a person.
+        escalate_below: The confidence under which a criterion is escalated
+            (default 1: whenever the samples disagree).
     """
 
     state_schema = RubricState
@@ -267,6 +281,9 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         max_grader_calls: int = DEFAULT_MAX_GRADER_CALLS,
         on_evaluation: Callable[[RubricEvaluation], None] | None = None,
         calibration: CalibrationSource | None = None,
+        samples: int = 1,
+        escalation_model: str | BaseChatModel | None = None,
+        escalate_below: float = 1.0,
     ) -> None:
         super().__init__()
         if not model:
@@ -275,6 +292,9 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             )
         _check_positive_int("max_iterations", max_iterations)
         _check_positive_int("max_grader_calls", max_grader_calls)
+        _check_positive_int("samples", samples)
+        if not 0 < escalate_below <= 1:
+            raise ValueError(f"RubricMiddleware: `escalate_below` must be in (0, 1], got {escalate_below}.")
         for name, callback in (("on_evaluation", on_evaluation), ("calibration", calibration)):
             if callback is not None and not callable(callback):
                 raise TypeError(f"RubricMiddleware: `{name}` must be callable.")
@@ -286,7 +306,11 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         self._tools = list(tools or ())
         self._on_evaluation = on_evaluation
         self._calibration = calibration
-        self._graders: OrderedDict[type[BaseModel], GraderAgent] = OrderedDict()
+        self.samples = samples
+        self._escalation_model = escalation_model
+        self._asked_escalation_model = asked_model(escalation_model) if escalation_model else None
+        self.escalate_below = escalate_below
+        self._graders: OrderedDict[tuple[type[BaseModel], bool], GraderAgent] = OrderedDict()
 
     # -- hooks ---------------------------------------------------------------
 
@@ -303,7 +327,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         """Grade the finished answer; loop back to the model when it needs revision."""
         steps = self._grading_steps(state, runtime)
         step = _advance(steps, None)
-        while isinstance(step, _Call):
+        while isinstance(step, (Together, _CalibrationCall)):
             step = _advance(steps, _attempt(self._answer, step))
         return step
 
@@ -312,7 +336,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         """Async twin of `after_agent`: only the grader and calibration calls are awaited."""
         steps = self._grading_steps(state, runtime)
         step = _advance(steps, None)
-        while isinstance(step, _Call):
+        while isinstance(step, (Together, _CalibrationCall)):
             step = _advance(steps, await _aattempt(self._aanswer, step))
         return step
 
@@ -371,9 +395,13 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             }
             return self._conclude(state, runtime, unparsed, None)
         examples = yield from self._team_examples(rubric, runtime)
-        meter = GraderMeter(self.max_grader_calls)
+        meters = [GraderMeter(self.max_grader_calls) for _ in range(self.samples)]
+        escalation_meter = GraderMeter(self.max_grader_calls)
         try:
-            graded = yield from self._grade(rubric, state["messages"], iteration, examples, meter)
+            graded = yield from self._grade_samples(rubric, state["messages"], iteration, examples, meters)
+            graded = yield from self._escalate(
+                rubric, state["messages"], iteration, examples, graded, escalation_meter
+            )
         except Exception as exc:
             verdict: _Judgement = {
                 "kind": rubric.kind,
@@ -384,13 +412,14 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         else:
             verdict = _judge(rubric, graded)
             _log_contradiction(rubric, graded, verdict, base)
+        meter = _merged([*meters, escalation_meter])
         evaluation: RubricEvaluation = {
             **base,
             **verdict,
             "usage": meter.usage,
             "grader_calls": meter.calls,
             "calibration": examples,
-            "provenance": self._provenance(text, rubric.kind, examples, meter, state),
+            "provenance": self._provenance(text, rubric.kind, examples, meters[0], state),
         }
         return self._conclude(state, runtime, evaluation, rubric)
 
@@ -409,6 +438,8 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             grader_prompt_hash=instructions_hash(self._system_prompt, kind),
             calibration_examples=example_ids(examples),
             worker_model=answered_model(answer),
+            samples=self.samples,
+            escalation_model=self._asked_escalation_model,
         )
 
     def _blank_evaluation(self, run_id: str, iteration: int, state: RubricState) -> RubricEvaluation:
@@ -446,6 +477,51 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             )
             return []
 
+    def _grade_samples(
+        self,
+        rubric: Rubric,
+        messages: Sequence[AnyMessage],
+        iteration: int,
+        examples: Sequence[CalibrationExample],
+        meters: Sequence[GraderMeter],
+    ) -> Generator[Together[_GraderCall], Any, Graded]:
+        """Every sample graded at once (one meter each); their majority, with its confidences."""
+        samples = [self._grade(rubric, messages, iteration, examples, meter) for meter in meters]
+        outcomes = yield from together(samples)
+        return vote(outcomes, rubric.is_scored)
+
+    def _escalate(
+        self,
+        rubric: Rubric,
+        messages: Sequence[AnyMessage],
+        iteration: int,
+        examples: Sequence[CalibrationExample],
+        graded: Graded,
+        meter: GraderMeter,
+    ) -> Generator[Together[_GraderCall], Any, Graded]:
+        """The criteria under `escalate_below`, graded once more by the escalation model; its
+        verdicts replace theirs (a failed escalation leaves the samples' verdicts, logged)."""
+        unsure = [p for p, share in graded.confidence.items() if share < self.escalate_below]
+        if self._escalation_model is None or not unsure or graded.claimed == "failed":
+            return graded
+        names = tuple(rubric.names[p] for p in sorted(unsure))
+        payload = build_payload(rubric, messages, iteration=iteration, calibration=examples, only=list(names))
+        call = _GraderCall(rubric.kind, names, payload, meter, escalation=True)
+        (outcome,) = yield from together([_structured(call)])
+        if isinstance(outcome, Exception) or outcome.result == "failed":
+            logger.warning(
+                "RubricMiddleware escalation grader gave no usable answer: %s", _describe_outcome(outcome)
+            )
+            return graded
+        match = match_names(rubric.names, [item.name for item in outcome.criteria], open_=unsure)
+        items = {criterion: outcome.criteria[item] for criterion, item in match.graded.items()}
+        return replace(
+            graded,
+            items=graded.items | items,
+            confidence=graded.confidence | dict.fromkeys(items, 1.0),
+            escalated=frozenset(items),
+        )
+
     @staticmethod
     def _grade(
         rubric: Rubric,
@@ -453,12 +529,12 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         iteration: int,
         examples: Sequence[CalibrationExample],
         meter: GraderMeter,
-    ) -> Generator[_GraderCall, Any, _Graded]:
+    ) -> Generator[_GraderCall, Any, Graded]:
         """Ask the grader; match its items to the criteria; re-ask once for the ones still missing."""
         payload = build_payload(rubric, messages, iteration=iteration, calibration=examples)
         grade = yield from _structured(_GraderCall(rubric.kind, tuple(rubric.names), payload, meter))
         if grade.result == "failed":
-            return _Graded(
+            return Graded(
                 grade.result, grade.explanation, {}, []
             )  # an unevaluable rubric has nothing to cover
         match = match_names(rubric.names, [item.name for item in grade.criteria])
@@ -476,26 +552,38 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
                 missing = again.missing
         if missing:
             raise CriteriaMissing([rubric.names[i] for i in missing], _item_results(rubric, unmatched))
-        return _Graded(grade.result, grade.explanation, items, unmatched)
+        return Graded(grade.result, grade.explanation, items, unmatched)
 
     def _grader(self, call: _GraderCall) -> GraderAgent:
-        """The grader sub-agent for this call's schema, built on first use and kept (LRU)."""
-        schema = grade_schema(call.kind, call.names)
-        if schema in self._graders:
-            self._graders.move_to_end(schema)
-            return self._graders[schema]
-        # Resolved lazily: a model string can need provider credentials.
-        if isinstance(self._model, str):
-            self._model = init_chat_model(self._model)
-        grader = GraderAgent.build(self._model, self._tools, self._system_prompt, schema)
-        self._graders[schema] = grader
+        """The grader sub-agent for this call's schema and model, built on first use and kept (LRU)."""
+        key = (grade_schema(call.kind, call.names), call.escalation)
+        if key in self._graders:
+            self._graders.move_to_end(key)
+            return self._graders[key]
+        grader = GraderAgent.build(
+            self._chat_model(call.escalation), self._tools, self._system_prompt, key[0]
+        )
+        self._graders[key] = grader
         if len(self._graders) > MAX_CACHED_GRADERS:
             self._graders.popitem(last=False)
         return grader
 
+    def _chat_model(self, escalation: bool) -> BaseChatModel:
+        """The grader's chat model, or the escalation model's; a string is resolved on first use (it
+        can need provider credentials)."""
+        if escalation:
+            assert self._escalation_model is not None  # only escalated to when there is one
+            if isinstance(self._escalation_model, str):
+                self._escalation_model = init_chat_model(self._escalation_model)
+            return self._escalation_model
+        if isinstance(self._model, str):
+            self._model = init_chat_model(self._model)
+        return self._model
+
     def _answer(self, call: _Call) -> Any:
-        if isinstance(call, _GraderCall):
-            return self._grader(call).ask(call.payload, call.meter)
+        if isinstance(call, Together):
+            # The sync API asks one sample after the other; the async one asks them at once.
+            return [_attempt(self._ask, grader_call) for grader_call in call.calls]
         found = self._calibrate(call)
         if inspect.isawaitable(found):
             if inspect.iscoroutine(found):
@@ -504,10 +592,16 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         return found
 
     async def _aanswer(self, call: _Call) -> Any:
-        if isinstance(call, _GraderCall):
-            return await self._grader(call).aask(call.payload, call.meter)
+        if isinstance(call, Together):
+            return await asyncio.gather(*(_aattempt(self._aask, grader_call) for grader_call in call.calls))
         found = self._calibrate(call)
         return await found if inspect.isawaitable(found) else found
+
+    def _ask(self, call: _GraderCall) -> Any:
+        return self._grader(call).ask(call.payload, call.meter)
+
+    async def _aask(self, call: _GraderCall) -> Any:
+        return await self._grader(call).aask(call.payload, call.meter)
 
     def _calibrate(self, call: _CalibrationCall) -> Any:
         assert self._calibration is not None  # only asked for when there is a source
@@ -579,7 +673,7 @@ def _advance(steps: _Steps, outcome: Any) -> _Call | dict[str, Any] | None:
         return done.value
 
 
-def _attempt(ask: Callable[[_Call], Any], call: _Call) -> Any:
+def _attempt(ask: Callable[[CallT], Any], call: CallT) -> Any:
     """`ask(call)`'s answer, or the exception it raised (to be thrown into the grading step)."""
     try:
         return ask(call)
@@ -589,7 +683,7 @@ def _attempt(ask: Callable[[_Call], Any], call: _Call) -> Any:
         return exc
 
 
-async def _aattempt(ask: Callable[[_Call], Awaitable[Any]], call: _Call) -> Any:
+async def _aattempt(ask: Callable[[CallT], Awaitable[Any]], call: CallT) -> Any:
     """Async twin of `_attempt`."""
     try:
         return await ask(call)
@@ -608,6 +702,27 @@ def _structured(call: _GraderCall) -> Generator[_GraderCall, Any, Any]:
             if not call.meter.left:
                 raise call.meter.spent() from exc
             call = replace(call, payload=call.payload.with_reminder(STRUCTURED_REMINDER))
+
+
+def _merged(meters: Sequence[GraderMeter]) -> GraderMeter:
+    """One iteration's meters (its samples' and the escalation's) as one: calls and tokens summed."""
+    usage: UsageMetadata | None = None
+    for meter in meters:
+        if meter.usage:
+            usage = add_usage(usage, meter.usage)
+    return GraderMeter(
+        limit=sum(meter.limit for meter in meters),
+        calls=sum(meter.calls for meter in meters),
+        usage=usage,
+        model=next((meter.model for meter in meters if meter.model), None),
+    )
+
+
+def _describe_outcome(outcome: Any) -> str:
+    """An escalation's unusable outcome in words: the exception, or the grader's own "failed"."""
+    if isinstance(outcome, Exception):
+        return _describe(outcome)
+    return "it answered that the rubric cannot be evaluated"
 
 
 def _check_positive_int(name: str, value: object) -> None:
@@ -659,7 +774,7 @@ class _Judgement(TypedDict, total=False):
     verdict: Literal["PASS", "REVIEW", "FAIL"] | None
 
 
-def _judge(rubric: Rubric, graded: _Graded) -> _Judgement:
+def _judge(rubric: Rubric, graded: Graded) -> _Judgement:
     """Turn the grader's answer into criteria and a verdict from the rubric's rules."""
     if graded.claimed == "failed":
         return {"kind": rubric.kind, "result": "failed", "explanation": graded.explanation}
@@ -669,9 +784,13 @@ def _judge(rubric: Rubric, graded: _Graded) -> _Judgement:
         "unmatched": _item_results(rubric, graded.unmatched),
     }
     if not rubric.is_scored:
-        criteria = [
-            _criterion_result(name, item) for name, item in zip(rubric.names, _in_order(graded), strict=True)
-        ]
+        criteria = _with_confidence(
+            [
+                _criterion_result(name, item)
+                for name, item in zip(rubric.names, _in_order(graded), strict=True)
+            ],
+            graded,
+        )
         # A criterion the grader could not tell is a person's to judge: it neither passes nor fails the run.
         passed = all(c["passed"] for c in criteria if not c.get("cannot_tell"))
         return {**verdict, "result": "satisfied" if passed else "needs_revision", "criteria": criteria}
@@ -686,6 +805,7 @@ def _judge(rubric: Rubric, graded: _Graded) -> _Judgement:
         )
         for name, item in zip(rubric.names, _in_order(graded), strict=True)
     ]
+    criteria = _with_confidence(criteria, graded)
     return {
         **verdict,
         "result": "satisfied" if outcome.verdict == "PASS" else "needs_revision",
@@ -704,12 +824,21 @@ def _criterion_result(name: str, item: Any) -> CriterionResult:
     )
 
 
+def _with_confidence(results: list[CriterionResult], graded: Graded) -> list[CriterionResult]:
+    """`results` (one per criterion, in rubric order) with each one's confidence and escalation."""
+    for position, result in zip(sorted(graded.items), results, strict=True):
+        result["confidence"] = graded.confidence.get(position, 1.0)
+        if position in graded.escalated:
+            result["escalated"] = True
+    return results
+
+
 def abstained(evaluation: RubricEvaluation) -> list[str]:
     """The criteria the grader could not tell in `evaluation` (left to a person), in rubric order."""
     return [c["name"] for c in evaluation["criteria"] if c.get("cannot_tell")]
 
 
-def _in_order(graded: _Graded) -> list[Any]:
+def _in_order(graded: Graded) -> list[Any]:
     """The grader's item for each criterion, in rubric order."""
     return [graded.items[index] for index in sorted(graded.items)]
 
@@ -728,11 +857,13 @@ def _item_results(rubric: Rubric, items: Sequence[Any]) -> list[CriterionResult]
 
 
 def _log_contradiction(
-    rubric: Rubric, graded: _Graded, verdict: _Judgement, evaluation: RubricEvaluation
+    rubric: Rubric, graded: Graded, verdict: _Judgement, evaluation: RubricEvaluation
 ) -> None:
     """Log a list grader whose overall word contradicts its criteria; the criteria have won."""
     if rubric.is_scored or graded.claimed == verdict["result"]:
         return  # a scored rubric's verdict is the aggregation's, which the grader cannot know
+    if graded.samples > 1 or graded.escalated:
+        return  # the criteria are a vote or another model's: no one answer contradicted itself
     logger.warning(
         "RubricMiddleware: the grader answered %s but its criteria say %s; going by the criteria "
         "(grading run %s, iteration %d)",

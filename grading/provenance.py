@@ -37,6 +37,11 @@ class Provenance(TypedDict):
     """Ids of the calibration examples shown (see `CalibrationExample.id`), in the order shown."""
     worker_model: str | None
     """The model that wrote the graded answer, as its provider named it; None when it did not say."""
+    samples: int
+    """Times the grader was asked for this verdict (each criterion's `confidence` is a share of them)."""
+    escalation_model: str | None
+    """The model asked for criteria whose confidence was low (see `CriterionResult.escalated`); None
+    when there is none."""
 
 
 def text_hash(text: str) -> str:

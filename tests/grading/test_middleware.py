@@ -68,6 +68,7 @@ def test_revision_loop_injects_grader_feedback_and_ends_satisfied(run):
         "passed": False,
         "gap": "fix it: The theme is spring",
         "score": None,
+        "confidence": 1.0,  # one sample
     }
     assert seen[0]["answer_message_id"] == result["messages"][1].id
 

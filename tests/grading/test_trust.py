@@ -55,7 +55,14 @@ def test_a_criterion_the_grader_cannot_tell_ends_the_run_satisfied_after_one_ite
     [evaluation] = seen
     assert abstained(evaluation) == [SPRING]
     spring = next(c for c in evaluation["criteria"] if c["name"] == SPRING)
-    assert spring == {"name": SPRING, "passed": False, "gap": REASON, "score": None, "cannot_tell": True}
+    assert spring == {
+        "name": SPRING,
+        "passed": False,
+        "gap": REASON,
+        "score": None,
+        "cannot_tell": True,
+        "confidence": 1.0,  # one sample: the share of one
+    }
     assert all("cannot_tell" not in c for c in evaluation["criteria"] if c["name"] != SPRING)
 
 
@@ -95,6 +102,8 @@ def test_provenance_names_the_models_as_they_answered_and_hashes_what_the_grader
         "grader_prompt_hash": instructions_hash(GRADER_SYSTEM_PROMPT, "list"),
         "calibration_examples": ["r7"],
         "worker_model": "worker-2026-01-01",
+        "samples": 1,
+        "escalation_model": None,
     }
 
 
