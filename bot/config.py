@@ -177,6 +177,14 @@ HINTS: dict[str, str] = {
         "set it to a whole number of grader model calls per iteration, evidence-tool rounds and "
         f"re-asks included, at least 1 (default {DEFAULT_MAX_GRADER_CALLS})"
     ),
+    "RUBRIC_BOT_GRADER_SAMPLES": (
+        "set it to the times the grader is asked per iteration, a whole number, at least 1 (default 1); "
+        "each criterion's verdict is then the samples' majority and its confidence their share"
+    ),
+    "RUBRIC_BOT_ESCALATION_MODEL": (
+        'set it to a langchain "provider:model" string that grades again the criteria on which the '
+        "grader's samples disagree, or unset it for no escalation"
+    ),
     "RUBRIC_BOT_DB": (
         f"set it to the path of the bot's SQLite file (default {DEFAULT_DB}) "
         "or to a PostgreSQL URL, postgresql://USER:PASSWORD@HOST:5432/DBNAME"
@@ -293,6 +301,8 @@ class Settings(BaseSettings):
     max_grader_calls: PositiveInt = Field(
         DEFAULT_MAX_GRADER_CALLS, validation_alias="RUBRIC_BOT_MAX_GRADER_CALLS"
     )
+    grader_samples: PositiveInt = Field(1, validation_alias="RUBRIC_BOT_GRADER_SAMPLES")
+    escalation_model: str | None = Field(None, validation_alias="RUBRIC_BOT_ESCALATION_MODEL")
     # NoDecode: the setting is text for `Database.parse`, not JSON as for other non-scalar fields.
     database: Annotated[Database, NoDecode] = Field(
         Database.parse(DEFAULT_DB), validation_alias="RUBRIC_BOT_DB"

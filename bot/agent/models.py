@@ -149,10 +149,12 @@ class ModelPair:
 
 
 def configured_models(settings: Settings) -> dict[str, BaseChatModel]:
-    """Every model a run may use, by model string: the deployment's worker, grader and summarizer,
-    and `RUBRIC_BOT_ALLOWED_MODELS`; a bad one is a `ConfigError` naming its setting."""
+    """Every model a run may use, by model string: the deployment's worker, grader, summarizer and
+    escalation grader, and `RUBRIC_BOT_ALLOWED_MODELS`; a bad one is a `ConfigError` naming its setting."""
     specs = _deployment_models(settings)
     specs += [("RUBRIC_BOT_ALLOWED_MODELS", spec) for spec in settings.allowed_models]
     if settings.summary_model_override:
         specs.append(("RUBRIC_BOT_SUMMARY_MODEL", settings.summary_model_override))
+    if settings.escalation_model:
+        specs.append(("RUBRIC_BOT_ESCALATION_MODEL", settings.escalation_model))
     return _load_models(specs, settings.model_timeout)

@@ -77,12 +77,15 @@ def build_agent(
     calibration: CalibrationSource | None = None,
     context_tokens: int = 0,
     summarizer: BaseChatModel | None = None,
+    grader_samples: int = 1,
+    escalation: BaseChatModel | None = None,
 ) -> ConversationAgent:
     """The worker agent whose answers are graded against the thread's rubric and revised.
 
     `calibration` supplies the team's worked examples for the grader; it is given each run's
     `ThreadContext` (see `run_turn`). With `context_tokens`, history past that many tokens is
-    summarized for the worker, by `summarizer` (default: the worker); 0 never summarizes.
+    summarized for the worker, by `summarizer` (default: the worker); 0 never summarizes. The grader
+    is asked `grader_samples` times an iteration; `escalation` grades again what its samples split on.
     """
     rubric = RubricMiddleware(
         model=grader,
@@ -90,6 +93,8 @@ def build_agent(
         max_grader_calls=max_grader_calls,
         tools=EVIDENCE_TOOLS,
         calibration=calibration,
+        samples=grader_samples,
+        escalation_model=escalation,
     )
     middleware: list[AgentMiddleware[Any, Any]] = [rubric, *prompt_caching(worker)]
     if context_tokens:
@@ -165,6 +170,8 @@ def configured_agents(
             calibration=calibration,
             context_tokens=settings.context_tokens,
             summarizer=summarizer,
+            grader_samples=settings.grader_samples,
+            escalation=models.get(settings.escalation_model or ""),
         )
 
     default = ModelPair(settings.worker_model or "", settings.grader_model or "")

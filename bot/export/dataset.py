@@ -94,6 +94,13 @@ class DatasetRow(TypedDict):
     """A list criterion's ``pass``/``fail``/``cannot_tell``; a scored dimension's 1–5 score as text (as
     its reviews' verdicts are), so weighted κ can be recomputed from the export."""
     grader_reason: str
+    confidence: float
+    """Share of the grader's samples that gave `grader_verdict` (1 with one sample, and on rows graded
+    before samples were counted); 1 too for a verdict the escalation model gave."""
+    samples: int
+    """Times the grader was asked for this iteration (``RUBRIC_BOT_GRADER_SAMPLES``)."""
+    escalated: bool
+    """Whether `grader_verdict` is the escalation model's (``RUBRIC_BOT_ESCALATION_MODEL``)."""
     rubric_version: str
     grader_model: str
     grader_prompt_hash: str
@@ -179,10 +186,11 @@ def _rows(
     request, answer = case
     provenance = record.provenance
     verdicts = grader_verdicts(record.evaluation)
-    reasons = {c["name"]: c["gap"] for c in record.evaluation["criteria"]}
+    graded = {c["name"]: c for c in record.evaluation["criteria"]}
     cost = exported_cost(record.run_cost)
     rows = []
     for name, verdict in verdicts.items():
+        criterion = graded.get(name)
         rows.append(
             DatasetRow(
                 workspace=record.team,
@@ -194,7 +202,10 @@ def _rows(
                 request=request,
                 answer=answer,
                 grader_verdict=verdict,
-                grader_reason=reasons.get(name, ""),
+                grader_reason=criterion["gap"] if criterion else "",
+                confidence=criterion.get("confidence", 1.0) if criterion else 1.0,
+                samples=provenance["samples"] if provenance else 1,
+                escalated=bool(criterion and criterion.get("escalated")),
                 rubric_version=provenance["rubric_version"] if provenance else UNKNOWN,
                 grader_model=provenance["grader_model"] if provenance else UNKNOWN,
                 grader_prompt_hash=provenance["grader_prompt_hash"] if provenance else UNKNOWN,

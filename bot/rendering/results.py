@@ -109,7 +109,8 @@ def evaluation_message(evaluation: RubricEvaluation, *, review: Sequence[Block] 
         - text_length(head_dicts + tail_dicts)
         - (len(FLAGGED_HEADING) + 2) * bool(flagged)
     )
-    entries = _criterion_entries([*criteria, *flagged], scored, room)
+    samples = evaluation.get("provenance", {}).get("samples", 1)
+    entries = _criterion_entries([*criteria, *flagged], scored, room, samples)
     if flagged:
         entries.insert(len(criteria), f"\n{FLAGGED_HEADING}")
     body = [section_block(text) for text in _pack(entries)]
@@ -127,12 +128,17 @@ def evaluation_message(evaluation: RubricEvaluation, *, review: Sequence[Block] 
     }
 
 
-def _criterion_entries(criteria: Sequence[CriterionResult], scored: bool, room: int) -> list[str]:
-    """One mrkdwn entry per criterion (mark, name, score, quoted gap), sized to share ``room``."""
+def _criterion_entries(
+    criteria: Sequence[CriterionResult], scored: bool, room: int, samples: int = 1
+) -> list[str]:
+    """One mrkdwn entry per criterion (mark, name, score, how sure, quoted gap), sized to share ``room``."""
     names = [escape(c["name"]) for c in criteria]
     name_cap = _fair_cap([len(n) for n in names], room // 2)
     name_cap = CRITERION_NAME_MAX if name_cap is None else min(name_cap, CRITERION_NAME_MAX)
-    heads = [_criterion_head(c, truncate(n, name_cap), scored) for c, n in zip(criteria, names, strict=True)]
+    heads = [
+        _criterion_head(c, truncate(n, name_cap), scored) + _sureness_words(c, samples)
+        for c, n in zip(criteria, names, strict=True)
+    ]
     gaps = [_quoted_gap(c) for c in criteria]
     # Each entry costs its head, a newline before its gap and one joining it to the next.
     gap_room = room - sum(len(h) + 2 for h in heads)
@@ -158,6 +164,17 @@ def _criterion_head(criterion: CriterionResult, name: str, scored: bool) -> str:
         return f"{mark} {name}"
     score = criterion["score"]
     return f"{mark} {name} — *{score}/5*" if score is not None else f"{mark} {name} — no score"
+
+
+def _sureness_words(criterion: CriterionResult, samples: int) -> str:
+    """How sure the grader was, where it was not unanimous: `` · 2 of 3 samples`` (the verdict's
+    confidence, as the count it is a share of), or that the escalation model gave the verdict."""
+    if criterion.get("escalated"):
+        return " · _samples split: regraded by the escalation model_"
+    confidence = criterion.get("confidence", 1.0)
+    if samples < 2 or confidence >= 1:
+        return ""
+    return f" · _{round(confidence * samples)} of {samples} samples_"
 
 
 def _quoted_gap(criterion: CriterionResult) -> str:

@@ -36,6 +36,11 @@ class EvaluationProvenance(TypedDict):
     calibration_examples: list[str]
     worker_model: str
     bot_version: str
+    samples: int
+    """Times the grader was asked (each criterion's ``confidence`` is a share of them); 1 on
+    evaluations stored before samples were counted, when the grader was always asked once."""
+    escalation_model: str | None
+    """The model asked again for criteria whose samples disagreed; None when there was none."""
 
 
 def stored_provenance(evaluation: RubricEvaluation) -> EvaluationProvenance:
@@ -50,6 +55,8 @@ def stored_provenance(evaluation: RubricEvaluation) -> EvaluationProvenance:
         calibration_examples=list(engine["calibration_examples"]) if engine else [],
         worker_model=(engine["worker_model"] if engine else None) or UNKNOWN,
         bot_version=bot_version(),
+        samples=engine.get("samples", 1) if engine else 1,
+        escalation_model=engine.get("escalation_model") if engine else None,
     )
 
 
@@ -70,4 +77,6 @@ def read_provenance(stored: dict[str, Any] | None) -> EvaluationProvenance:
         calibration_examples=[str(i) for i in found.get("calibration_examples") or []],
         worker_model=str(found.get("worker_model") or UNKNOWN),
         bot_version=str(found.get("bot_version") or UNKNOWN),
+        samples=int(found.get("samples") or 1),
+        escalation_model=found.get("escalation_model") or None,
     )

@@ -46,6 +46,8 @@ ALL_SETTINGS = (
     "RUBRIC_BOT_DB_POOL_SIZE",
     "RUBRIC_BOT_AUDIT_MODEL",
     "RUBRIC_BOT_AUDIT_SHARE",
+    "RUBRIC_BOT_GRADER_SAMPLES",
+    "RUBRIC_BOT_ESCALATION_MODEL",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
 )
@@ -110,6 +112,20 @@ def test_the_audit_share_is_none_without_an_audit_model_a_tenth_with_one_and_bet
         load_settings()
     assert "RUBRIC_BOT_AUDIT_SHARE is invalid" in str(caught.value)
     assert "a number from 0 to 1" in str(caught.value)
+
+
+def test_the_grader_is_asked_once_unless_more_samples_are_set_as_a_whole_number_of_at_least_1(monkeypatch):
+    assert (load_settings().grader_samples, load_settings().escalation_model) == (1, None)
+    monkeypatch.setenv("RUBRIC_BOT_GRADER_SAMPLES", "3")
+    monkeypatch.setenv("RUBRIC_BOT_ESCALATION_MODEL", "openai:gpt-4.1")
+    assert (load_settings().grader_samples, load_settings().escalation_model) == (3, "openai:gpt-4.1")
+
+    for bad in ("0", "2.5", "three"):
+        monkeypatch.setenv("RUBRIC_BOT_GRADER_SAMPLES", bad)
+        with pytest.raises(ConfigError) as caught:
+            load_settings()
+        assert "RUBRIC_BOT_GRADER_SAMPLES is invalid" in str(caught.value)
+        assert "a whole number, at least 1" in str(caught.value)
 
 
 def test_the_run_timeout_follows_the_model_timeout_unless_set(monkeypatch):
