@@ -11,6 +11,7 @@ import re
 from collections.abc import Collection, Sequence
 from typing import Annotated, Literal
 
+from cryptography.fernet import Fernet
 from pydantic import (
     Field,
     NonNegativeFloat,
@@ -220,6 +221,7 @@ HINTS: dict[str, str] = {
         "set it to the TCP port (1-65535) of /healthz, /readyz and /metrics in Socket Mode and in "
         f"rubric-bot worker (default {DEFAULT_METRICS_PORT})"
     ),
+    "RUBRIC_BOT_ENCRYPTION_KEY": "set it to Fernet keys, comma-separated (README: Tokens encrypted at rest)",
     "RUBRIC_BOT_MODEL_TIMEOUT": (
         f"set it to the seconds one model call may take, more than 0 (default {DEFAULT_MODEL_TIMEOUT:g})"
     ),
@@ -289,6 +291,10 @@ class Settings(BaseSettings):
     slack_client_id: str | None = Field(None, validation_alias="SLACK_CLIENT_ID")
     slack_client_secret: SecretStr | None = Field(None, validation_alias="SLACK_CLIENT_SECRET")
     oauth_redirect_url: str | None = Field(None, validation_alias="SLACK_OAUTH_REDIRECT_URL")
+    # NoDecode: comma-separated keys, the one that encrypts first (see bot.workspaces.encryption).
+    encryption_keys: Annotated[tuple[SecretStr, ...], NoDecode] = Field(
+        (), validation_alias="RUBRIC_BOT_ENCRYPTION_KEY"
+    )
     # NoDecode: a comma-separated list as Slack writes scopes, not JSON.
     scopes: Annotated[tuple[str, ...] | None, NoDecode] = Field(None, validation_alias="RUBRIC_BOT_SCOPES")
     worker_model: str | None = Field(None, validation_alias="RUBRIC_BOT_MODEL")
@@ -421,6 +427,18 @@ class Settings(BaseSettings):
         if value is not None and not value.startswith(("https://", "http://")):
             raise ValueError("it is not an http(s) URL")
         return value
+
+    @field_validator("encryption_keys", mode="before")
+    @classmethod
+    def _fernet_keys(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        for number, key in enumerate(keys := comma_list(value), start=1):
+            try:
+                Fernet(key)
+            except ValueError:
+                raise ValueError(f"entry {number} is not a Fernet key") from None
+        return tuple(SecretStr(key) for key in keys)
 
     @field_validator("scopes", mode="before")
     @classmethod

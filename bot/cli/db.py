@@ -36,6 +36,11 @@ def _configure_db(parser: argparse.ArgumentParser) -> None:
     add_database_option(upgrade, "the database")
     add_wait_for_db(upgrade)
     upgrade.set_defaults(db_run=_run_db_upgrade)
+    rotate = actions.add_parser(
+        "rotate-key", help="encrypt every stored OAuth token with the first key of RUBRIC_BOT_ENCRYPTION_KEY"
+    )
+    add_database_option(rotate, "the database")
+    rotate.set_defaults(db_run=_run_db_rotate_key)
     copy = actions.add_parser(
         "copy", help="copy every conversation, rubric, run and review into an empty database"
     )
@@ -92,6 +97,30 @@ def _run_db_upgrade(args: argparse.Namespace) -> int:
     # A database that cannot be used is a ConfigError (one line, exit 2), or waited for.
     report = asyncio.run(prepare_database(database, wait=args.wait_for_db))
     print(f"{database}: {report}")
+    return EXIT_OK
+
+
+def _run_db_rotate_key(args: argparse.Namespace) -> int:
+    from bot.workspaces.encryption import KEY_SETTING, cipher_of, rotate_stored_tokens  # Slack's packages
+
+    settings = load_settings()
+    cipher = cipher_of(settings.encryption_keys)
+    if cipher is None:
+        fail(f"set {KEY_SETTING} to the new key, then the key the tokens are encrypted with, comma-separated")
+        return EXIT_CONFIG
+    database = _named(args, args.db or settings.database)
+    if not database_exists(database):
+        fail(f"no database at {database}")
+        return EXIT_CONFIG
+    try:
+        resealed = asyncio.run(rotate_stored_tokens(database, cipher))
+    except DATABASE_ERRORS as exc:
+        fail(f"cannot rotate the key of {database}: {describe_database_error(exc)}")
+        return EXIT_CONFIG
+    print(
+        f"{database}: encrypted {resealed.tokens} token(s) of {resealed.rows} installation record(s) with "
+        f"the first key of {KEY_SETTING}; the other keys can now be removed from it"
+    )
     return EXIT_OK
 
 
@@ -183,11 +212,13 @@ DB = CliSubcommand(
         "and settings, runs, evaluations and reviews into an empty database, e.g. from the SQLite "
         "file to PostgreSQL. A database is a SQLite path (sqlite:PATH also works) or a "
         "postgresql://USER:PASSWORD@HOST/DBNAME URL. "
+        "`db rotate-key` encrypts every stored OAuth token with the first key of "
+        "RUBRIC_BOT_ENCRYPTION_KEY (the others only decrypt). "
         "`db prune [--days N]` deletes the finished threads idle for more than N days (default "
         "RUBRIC_BOT_RETENTION_DAYS), keeping review verdicts without their comments; `db purge "
         "--team T | --channel C | --thread LINK` deletes that team's, channel's or thread's data, "
         "reviews included, after asking (--yes: without asking). Both print what they deleted. "
-        f"upgrade, prune and purge read RUBRIC_BOT_DB {SETTINGS_SOURCE} unless --db is given."
+        f"upgrade, rotate-key, prune and purge read RUBRIC_BOT_DB {SETTINGS_SOURCE} unless --db is given."
     ),
 )
 """`rubric-bot db`."""

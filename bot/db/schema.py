@@ -407,5 +407,17 @@ installations = AsyncSQLAlchemyInstallationStore.build_installations_table(metad
 installed_bots = AsyncSQLAlchemyInstallationStore.build_bots_table(metadata, INSTALLED_BOTS_TABLE)
 """The bot token of each installation."""
 
+INSTALLATION_TOKENS = ("bot_token", "bot_refresh_token", "user_token", "user_refresh_token")
+"""The secrets of an installation (attributes of slack_sdk's `Installation`, columns of its table)."""
+
+BOT_TOKENS = ("bot_token", "bot_refresh_token")
+"""The secrets of an installed bot (attributes of slack_sdk's `Bot`, columns of its table)."""
+
+# Unbounded, not slack_sdk's 200 characters: a token may be stored encrypted (about twice as long;
+# see bot.workspaces.encryption and migration 0016).
+for _table, _tokens in ((installations, INSTALLATION_TOKENS), (installed_bots, BOT_TOKENS)):
+    for _name in _tokens:
+        _table.c[_name].type = Text()
+
 oauth_states = AsyncSQLAlchemyOAuthStateStore.build_oauth_states_table(metadata, OAUTH_STATES_TABLE)
 """OAuth states issued and not yet consumed or expired."""

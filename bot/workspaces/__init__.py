@@ -5,6 +5,8 @@ installation, the token each workspace's work runs with, and each workspace's ow
   stores on the bot's database, and the authorization that finds (and refreshes) a workspace's token.
 - ``authorization``: Bolt's authorization with its cache on: a token is checked with Slack once per
   process, and forgotten when the app is uninstalled, the token revoked or Slack refuses it.
+- ``encryption``: the stored OAuth tokens encrypted with `RUBRIC_BOT_ENCRYPTION_KEY`: the store
+  that encrypts and decrypts them, encrypting those left in plain text, and rotating keys.
 - ``clients``: `WorkspaceClients`: the Web API client of a workspace, for jobs run after the request.
 - ``manifest``: the shipped app manifest, its bot scopes, and the variant for a distributed app.
 - ``settings``: a workspace's settings over the deployment's (models, daily limits, rubric editors):

@@ -16,10 +16,12 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.listener.async_builtins import AsyncTokenRevocationListeners
 from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
+from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.oauth.installation_store.sqlalchemy import AsyncSQLAlchemyInstallationStore
 from slack_sdk.oauth.sqlalchemy_utils import normalize_datetime_for_db
 from slack_sdk.oauth.state_store.sqlalchemy import AsyncSQLAlchemyOAuthStateStore
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.config import Settings
 from bot.db.database import WRITE_LOCK_OPTION
@@ -27,6 +29,12 @@ from bot.db.schema import INSTALLATIONS_TABLE, INSTALLED_BOTS_TABLE, OAUTH_STATE
 from bot.slack.http import INSTALL_PATH, OAUTH_REDIRECT_PATH
 from bot.vocabulary.workspace import Workspace
 from bot.workspaces.authorization import CachedAuthorize, RefusedTokenWatch
+from bot.workspaces.encryption import (
+    EncryptedInstallationStore,
+    TokenCipher,
+    cipher_of,
+    prepare_stored_tokens,
+)
 from bot.workspaces.manifest import bot_scopes
 
 logger = logging.getLogger(__name__)
@@ -103,13 +111,9 @@ async def open_installations(settings: Settings, client: AsyncWebClient) -> Asyn
     # meanwhile could not write at all (SQLITE_BUSY, which Bolt would report as an invalid state).
     writer = engine.execution_options(**{WRITE_LOCK_OPTION: True})
     try:
-        store = AsyncSQLAlchemyInstallationStore(
-            client_id,
-            writer,
-            bots_table_name=INSTALLED_BOTS_TABLE,
-            installations_table_name=INSTALLATIONS_TABLE,
-            logger=logger,
-        )
+        cipher = cipher_of(settings.encryption_keys)
+        await prepare_stored_tokens(writer, cipher)
+        store = _installation_store(client_id, writer, cipher)
         authorize = CachedAuthorize(
             logger=logger,
             installation_store=store,
@@ -140,3 +144,18 @@ async def open_installations(settings: Settings, client: AsyncWebClient) -> Asyn
         yield Installations(oauth_settings, authorize, AsyncTokenRevocationListeners(store))
     finally:
         await engine.dispose()
+
+
+def _installation_store(
+    client_id: str, engine: AsyncEngine, cipher: TokenCipher | None
+) -> AsyncInstallationStore:
+    """slack_sdk's SQLAlchemy installation store on the bot's tables, its tokens encrypted when
+    `RUBRIC_BOT_ENCRYPTION_KEY` is set."""
+    store = AsyncSQLAlchemyInstallationStore(
+        client_id,
+        engine,
+        bots_table_name=INSTALLED_BOTS_TABLE,
+        installations_table_name=INSTALLATIONS_TABLE,
+        logger=logger,
+    )
+    return store if cipher is None else EncryptedInstallationStore(store, cipher)

@@ -9,6 +9,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
 from bot.agent import models
 from bot.agent.models import PROVIDERS, init_models, install_command
@@ -253,6 +254,28 @@ def test_bad_app_token_is_reported_without_its_value(monkeypatch):
 
     assert "SLACK_APP_TOKEN is invalid" in str(caught.value)
     assert "pasted-into-the-wrong-variable" not in str(caught.value)
+
+
+def test_an_encryption_key_that_is_not_a_fernet_key_is_named_without_its_value(monkeypatch):
+    good = Fernet.generate_key().decode()
+    monkeypatch.setenv("RUBRIC_BOT_ENCRYPTION_KEY", f"{good}, not-a-key-but-a-secret-anyway")
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+
+    message = str(caught.value)
+    assert "RUBRIC_BOT_ENCRYPTION_KEY is invalid" in message and "entry 2 is not a Fernet key" in message
+    assert "not-a-key-but-a-secret-anyway" not in message and good not in message
+
+
+def test_encryption_keys_are_kept_in_order_and_do_not_print(monkeypatch):
+    new, old = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    monkeypatch.setenv("RUBRIC_BOT_ENCRYPTION_KEY", f"{new},{old},")
+
+    settings = load_settings()
+
+    assert [key.get_secret_value() for key in settings.encryption_keys] == [new, old]
+    assert new not in repr(settings)
 
 
 def test_tokens_do_not_print_from_settings(monkeypatch):

@@ -36,6 +36,7 @@ def oauth_env(monkeypatch, tmp_path):
 
 async def install_link_query() -> dict[str, list[str]]:
     settings = load_settings()
+    await (await Store.open(settings.database)).close()  # the bot's tables, Bolt's among them
     async with open_installations(settings, AsyncWebClient(base_url=settings.slack_api_url)) as installations:
         generator = installations.oauth_settings.authorize_url_generator
         return parse_qs(urlsplit(generator.generate(state="a-state")).query)
