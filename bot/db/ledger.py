@@ -7,7 +7,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.db.base import StoreBase
@@ -49,8 +49,30 @@ class PostStanding(NamedTuple):
     the ledger knows)."""
 
 
+POSTING = ""
+"""The ``message_ts`` of a ledger entry recorded before its message is posted (see
+`LedgerStore.intend_post`): Slack may have it, its ts not recorded yet."""
+
+
 class LedgerStore(StoreBase):
     """What the runs have posted."""
+
+    async def intend_post(self, run_id: int, step: Step, part: int) -> str | None:
+        """Record that an attempt is about to post part `part` of the run's `step`, before it does:
+        None if no attempt recorded it before (post it, then `record_posted`); else the ts recorded
+        (`POSTING` if an attempt was posting it and never recorded its ts: a database that failed
+        after Slack took the message, say). A part recorded either way is not posted again: a
+        failed ledger write never shows a message twice."""
+        async with self._write() as connection:
+            row = ledger_row(run_id, step, part, POSTING)
+            if (await connection.execute(_intent_insert(self._postgres), row)).first() is not None:
+                return None
+            return str(await connection.scalar(_RECORDED_TS, row))
+
+    async def withdraw_post(self, run_id: int, step: Step, part: int) -> None:
+        """Forget an intent (`intend_post`) whose message Slack did not take: a later attempt posts it."""
+        async with self._write() as connection:
+            await connection.execute(_WITHDRAW, {"run_id": run_id, "iteration": str(step), "part": part})
 
     async def posted_messages(self, run_id: int) -> list[PostedMessage]:
         """What the run has posted so far, in the order it was posted."""
@@ -103,7 +125,29 @@ def ledger_row(run_id: int, step: Step, part: int, message_ts: str) -> dict[str,
 
 @cache
 def ledger_insert(postgres: bool) -> Any:
-    """Insert a ledger entry (`ledger_row`) unless that part was recorded before; returns the run id
-    if inserted. Built once per dialect."""
+    """Insert a ledger entry (`ledger_row`) unless that part was recorded before, or complete the
+    intent recorded for it (`POSTING`) with its ts; returns the run id if either. Built once per
+    dialect."""
+    upsert = (postgresql.insert if postgres else sqlite.insert)(posted)
+    return upsert.on_conflict_do_update(
+        index_elements=[posted.c.run_id, posted.c.iteration, posted.c.part],
+        set_={"message_ts": upsert.excluded.message_ts, "posted_at": upsert.excluded.posted_at},
+        where=posted.c.message_ts == POSTING,
+    ).returning(posted.c.run_id)
+
+
+@cache
+def _intent_insert(postgres: bool) -> Any:
+    """Insert a ledger entry (`ledger_row`) unless that part was recorded before; returns the run
+    id if inserted. Built once per dialect."""
     upsert = postgresql.insert if postgres else sqlite.insert
     return upsert(posted).on_conflict_do_nothing().returning(posted.c.run_id)
+
+
+_WITHDRAW = delete(posted).where(
+    *bound(posted, "run_id", "iteration", "part"), posted.c.message_ts == POSTING
+)
+"""Delete one part's intent, unless its ts was recorded since."""
+
+_RECORDED_TS = select(posted.c.message_ts).where(*bound(posted, "run_id", "iteration", "part"))
+"""The ts recorded for one part of a run's step (parameters as `ledger_row`'s)."""

@@ -17,7 +17,7 @@ from bot.agent.turn import TurnOutcome, messages_through, run_turn, turn_evaluat
 from bot.agent.worker import ConversationAgent, ThreadContext, agent_config
 from bot.assistant.pane import in_pane, pane_channel, set_title
 from bot.audit.auditor import FinishedRun
-from bot.db.database import UNAVAILABLE_ERRORS, describe_database_error, unavailable_error
+from bot.db.database import describe_database_error, unavailable_error
 from bot.db.evaluations import PostedEvaluation
 from bot.db.ledger import PostedPart
 from bot.db.material import RunMaterial
@@ -120,7 +120,7 @@ class Answering(Recovery):
                     raise
                 if number + 1 == MAX_ATTEMPTS:
                     metrics.run_finished(FAILED, time.monotonic() - started)
-                    await self._tell_database_failed(client, message, run_id, failure)
+                    await self._tell_database_failed(client, message, run_id, failure, lease)
                     return
                 delay = retry_delay(number)
                 logger.warning(
@@ -227,10 +227,21 @@ class Answering(Recovery):
             log_failure(logger, f"auditing run {run_id} in thread {message.thread_id}", exc)
 
     async def _tell_database_failed(
-        self, client: AsyncWebClient, message: UserMessage, run_id: int, failure: BaseException
+        self,
+        client: AsyncWebClient,
+        message: UserMessage,
+        run_id: int,
+        failure: BaseException,
+        lease: RunLease | None,
     ) -> None:
-        """Tell the thread its run was given up because the database kept failing (and record that,
-        if the database lets us)."""
+        """Tell the thread its run was given up because the database kept failing, and record that.
+
+        The notice is the run's closing message, posted through the ledger's check like an answer:
+        a run another process took over meanwhile (its job re-queued while this one was cut off
+        from the database) gets that process's ending, not a second one. Where another process may
+        hold the run (`lease`) and the database still cannot say, nothing is posted and the failure
+        is raised: the queue runs the job again, and its last attempt gives the run up through the
+        ledger. Where none can (the embedded queue), the thread is told all the same."""
         logger.error(
             "run %d in thread %s: given up after %d attempts, the database failing each time (%s)",
             run_id,
@@ -238,18 +249,34 @@ class Answering(Recovery):
             MAX_ATTEMPTS,
             describe_database_error(failure),
         )
-        told = await self.reply(
-            client,
-            message,
-            error_message(
-                "The bot's database failed, so this request could not be finished",
-                f"It was tried {MAX_ATTEMPTS} times. Send it again in this thread in a little while.",
-            ),
+        notice = error_message(
+            "The bot's database failed, so this request could not be finished",
+            f"It was tried {MAX_ATTEMPTS} times. Send it again in this thread in a little while.",
         )
         try:
-            await self._finish(message, run_id, FAILED, delivered=told is not None)
-        except UNAVAILABLE_ERRORS as exc:
-            logger.error("could not record how run %d ended: %s", run_id, describe_database_error(exc))
+            if lease is not None and not await self._store.holds_run(run_id, lease.key):
+                raise RunTakenOver(f"run {run_id} in thread {message.thread_id} was taken over")
+            delivery = await self._delivery(
+                client, message, run_id, resumed=True, lease=lease.key if lease else None
+            )
+            if (FINAL_STEP, 0) in delivery.posted:
+                return  # the run has its ending already
+            await delivery.post(FINAL_STEP, 0, notice)
+            delivered = await delivery.settle()
+            await self._finish(message, run_id, FAILED, delivered=delivered, posted=delivery.unrecorded())
+        except RunTakenOver:
+            logger.warning(
+                "run %d in thread %s was taken over by another process; leaving its ending to it",
+                run_id,
+                message.thread_id,
+            )
+        except Exception as exc:
+            unavailable = unavailable_error(exc)
+            if unavailable is None or lease is not None:
+                raise
+            reason = describe_database_error(unavailable)
+            logger.error("could not record how run %d ended: %s", run_id, reason)
+            await self.reply(client, message, notice)
 
     async def _answer(
         self,

@@ -131,9 +131,11 @@ class Delivery:
 
     With a `lease` (see `bot.db.store.Store.take_run`), each message is posted only while the
     lease is still the run's, else `RunTakenOver` is raised: the attempt that took the run over
-    posts it instead, unless the ledger shows it posted by then. (A crash between Slack taking a
-    message and the ledger recording it, or a take-over between one attempt's check and the other's,
-    is the one window in which a message can appear twice.)
+    posts it instead, unless the ledger shows it posted by then. An iteration's message is recorded
+    in the ledger before it is posted (`_intend`), its ts once Slack took it: one whose ts could not
+    be recorded is not posted again by a later attempt. (A take-over between one attempt's check
+    and the other's is the one window in which a message can appear twice; a crash between an
+    intent and the post, one in which an iteration's message can be missing.)
     """
 
     post_message: Poster
@@ -150,6 +152,8 @@ class Delivery:
     the streamed message, so the answer ends the stream instead of following it."""
     _owed: list[_Owed] = field(default_factory=list)
     _unrecorded: list[PostedPart] = field(default_factory=list)
+    _intended: set[tuple[Step, int]] = field(default_factory=set)
+    """The iteration messages this attempt recorded its intent to post (see `_intend`)."""
     _final_lost: bool = False
 
     @property
@@ -215,7 +219,8 @@ class Delivery:
             await self._post_owed()
         if self._owed:
             self.window.give_up(len(self._owed))
-            self._lose(*self._owed)
+            for owed in self._owed:
+                await self._lose(owed)
             self._owed.clear()
         return not self._final_lost
 
@@ -225,8 +230,12 @@ class Delivery:
         taken, self._unrecorded = self._unrecorded, []
         return taken
 
-    def _lose(self, *messages: _Owed) -> None:
-        self._final_lost = self._final_lost or any(owed.step == FINAL_STEP for owed in messages)
+    async def _lose(self, owed: _Owed) -> None:
+        """A message Slack did not take: its intent withdrawn, so that a later attempt posts it."""
+        self._final_lost = self._final_lost or owed.step == FINAL_STEP
+        if (owed.step, owed.part) in self._intended:
+            self._intended.discard((owed.step, owed.part))
+            await self.store.withdraw_post(self.run_id, owed.step, owed.part)
 
     async def _post_owed(self) -> None:
         """Post owed messages in order until Slack refuses one for now (it stays owed, with those
@@ -234,6 +243,9 @@ class Delivery:
         while self._owed:
             owed = self._owed[0]
             if self.lease is not None and await self._posted_by_another_attempt(owed, self.lease):
+                self._owed.pop(0)
+                continue
+            if not await self._intend(owed):
                 self._owed.pop(0)
                 continue
             try:
@@ -244,7 +256,7 @@ class Delivery:
                     self.window.refused(exc)
                     return
                 logger.warning("could not post in thread %s: %s", self.thread, describe_error(exc))
-                self._lose(owed)
+                await self._lose(owed)
             else:
                 self.posted[(owed.step, owed.part)] = ts
                 posted = PostedPart(owed.step, owed.part, ts)
@@ -254,6 +266,26 @@ class Delivery:
                     await self._record(posted, owed.evaluation)
             self._owed.pop(0)
 
+    async def _intend(self, owed: _Owed) -> bool:
+        """Record in the ledger that this attempt is about to post `owed`, an iteration's message,
+        before it does (the closing messages are recorded with the run's end); False if an attempt
+        recorded it before: it is in the thread, or may be (posted, its ts never recorded: the
+        database failed meanwhile, a full disk say), and is not posted again."""
+        key = (owed.step, owed.part)
+        if owed.step == FINAL_STEP or key in self._intended:
+            return True
+        recorded: list[str | None] = []
+
+        async def write() -> None:
+            recorded.append(await self.store.intend_post(self.run_id, owed.step, owed.part))
+
+        await record_retrying(write, self.thread)
+        if recorded[-1] is not None:
+            self.posted[key] = recorded[-1]
+            return False
+        self._intended.add(key)
+        return True
+
     async def _posted_by_another_attempt(self, owed: _Owed, lease: str) -> bool:
         """Whether the attempt this one took the run from recorded `owed` after this one read the
         ledger (it posted it just before the take-over, and the ledger got it late, as a database
@@ -261,8 +293,8 @@ class Delivery:
         standing = await self.store.post_standing(self.run_id, lease, owed.step, owed.part)
         if not standing.holds_run:
             raise RunTakenOver(f"run {self.run_id} in thread {self.thread} was taken over")
-        if standing.recorded_ts is None:
-            return False
+        if standing.recorded_ts is None or (owed.step, owed.part) in self._intended:
+            return False  # not recorded, or recorded by this attempt's own intent
         self.posted[(owed.step, owed.part)] = standing.recorded_ts
         return True
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import pytest
+import sqlalchemy.exc
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.slack_response import SlackResponse
 
 from bot.db.schema import FINAL_STEP
 from bot.db.store import Store
 from bot.slack.messages import SlackMessage
+from bot.threads import delivery as delivery_module
 from bot.threads.delivery import Delivery, Poster, RunTakenOver, open_delivery
 from bot.vocabulary.thread import ThreadKey
 
@@ -72,3 +76,65 @@ async def test_a_message_an_earlier_attempt_recorded_after_the_take_over_is_not_
         await store.close()
 
     assert thread == ["iteration 1", "the answer"]
+
+
+async def test_a_message_whose_ledger_entry_could_not_be_written_is_not_posted_again(
+    database_url, monkeypatch
+):
+    """Slack took iteration 1, then the database failed as its ledger entry was written (a full
+    disk, say), and the attempt was cut short: the attempt that resumes the run does not post it
+    again, and posts the rest."""
+    monkeypatch.setattr(delivery_module, "LEDGER_RETRIES", 1)
+    store = await Store.open(database_url)
+    thread, post = slack_thread()
+    try:
+        run_id = await store.start_run(THREAD, THREAD.thread_ts)
+        first = await attempt(store, post, run_id, resumed=False)
+
+        async def disk_full(*args, **kwargs):
+            raise sqlalchemy.exc.OperationalError("INSERT", {}, Exception("database or disk is full"))
+
+        with monkeypatch.context() as failing:
+            failing.setattr(store, "record_posted", disk_full)
+            with pytest.raises(sqlalchemy.exc.OperationalError):
+                await first.post(0, 0, {"text": "iteration 1"})
+
+        resumed = await attempt(store, post, run_id, resumed=True)
+        await resumed.post(0, 0, {"text": "iteration 1"})
+        await resumed.post(1, 0, {"text": "iteration 2"})
+    finally:
+        await store.close()
+
+    assert thread == ["iteration 1", "iteration 2"]
+
+
+async def test_a_message_slack_would_not_take_is_posted_by_a_later_attempt(tmp_path):
+    """An iteration's intent is withdrawn when Slack refuses the message for good: a later attempt
+    posts it."""
+    store = await Store.open(str(tmp_path / "bot.sqlite"))
+    thread, post = slack_thread()
+    refusing = True
+
+    async def flaky(payload: SlackMessage) -> str:
+        if refusing:
+            answer = SlackResponse(
+                client=None,
+                http_verb="POST",
+                api_url="chat.postMessage",
+                req_args={},
+                data={"ok": False, "error": "msg_too_long"},
+                headers={},
+                status_code=200,
+            )
+            raise SlackApiError("refused", answer)
+        return await post(payload)
+
+    try:
+        run_id = await store.start_run(THREAD, THREAD.thread_ts)
+        await (await attempt(store, flaky, run_id, resumed=False)).post(0, 0, {"text": "iteration 1"})
+        refusing = False
+        await (await attempt(store, flaky, run_id, resumed=True)).post(0, 0, {"text": "iteration 1"})
+    finally:
+        await store.close()
+
+    assert thread == ["iteration 1"]

@@ -26,6 +26,8 @@ from langchain_core.messages import AIMessage
 from sqlalchemy import Engine, event
 
 from bot.agent.worker import agent_config
+from bot.db.runs import RunLease
+from bot.db.schema import FINAL_STEP
 from bot.material.files import shared_files
 from bot.material.reader import MaterialReader
 from bot.material.sources import Sources
@@ -134,9 +136,9 @@ async def test_a_run_writes_once_as_it_starts_once_per_iteration_and_once_as_it_
         "rubric_evaluation",
         "rubric_final",
     ]
-    # Queued (claim, thread, run), started, two iterations (message and evaluation), ended
-    # (closing message and status).
-    assert transactions.count("BEGIN IMMEDIATE") == 5
+    # Queued (claim, thread, run), started, two iterations (each: its intent before it is posted,
+    # then its message and evaluation), ended (closing message and status).
+    assert transactions.count("BEGIN IMMEDIATE") == 7
     # Besides, whether the thread's data is still kept, as the job starts and as it ends: nothing
     # else is read apart from these writes.
     assert transactions.count("BEGIN") == 2
@@ -825,3 +827,26 @@ async def test_a_resumed_run_reads_nothing_again_and_still_names_what_was_not_re
     assert final.event_type == "rubric_final"
     assert "Not read: *photo.png*: an image" in final.all_text
     assert len(harness.slack.calls("files.download")) == 1  # the text file, by the first attempt only
+
+
+async def test_a_run_given_up_for_the_database_after_another_process_took_it_over_ends_once(harness):
+    """The two-endings case: a process cut off from the database gives its run up after its last
+    attempt, while another process took the run over (its job re-queued) and answered it. The
+    give-up notice goes through the ledger's check like an answer: the thread shows one ending, the
+    other process's, and the run stays answered."""
+    runner = harness.use(answers("Paris."), grader_wanting("Paris"))
+    request = harness.message("Capital?")
+    store = harness.store
+    run_id = await store.start_run(request.thread, request.ts)
+    cut_off = RunLease(await store.take_run(run_id), taking=False)  # the first process's attempt
+    taking_over = await runner._delivery(
+        harness.client, request, run_id, resumed=True, lease=await store.take_run(run_id)
+    )
+    await taking_over.post(FINAL_STEP, 0, {"text": "The answer is Paris."})
+    await store.finish_run(run_id, "answered", 40, taking_over.unrecorded())
+
+    lost = sqlalchemy.exc.OperationalError("INSERT", {}, Exception("server closed the connection"))
+    await runner._tell_database_failed(harness.client, request, run_id, lost, cut_off)
+
+    assert [m.all_text for m in harness.thread(request.ts)] == ["The answer is Paris."]
+    assert [status for _, status, _ in harness.runs()] == ["answered"]
