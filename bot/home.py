@@ -28,7 +28,8 @@ from slack_sdk.models.blocks import Block, DividerBlock, ImageBlock
 from slack_sdk.models.views import View
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agreement.report import Report, chart_title, chart_upload, load_report, report_blocks
+from bot.agreement.report import Report, load_report, report_blocks
+from bot.agreement.report_chart import chart_title, chart_upload
 from bot.db.runs import RunRecord
 from bot.db.store import Store
 from bot.db.usage import CostTally

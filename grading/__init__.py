@@ -30,6 +30,8 @@ Public API:
 - `calibrate`, `agreement_lower_bound`, `min_kept` — selective evaluation: the confidence threshold
   above which the grader's verdicts agree with people at a chosen rate with a chosen risk (fixed-
   sequence testing with an exact binomial bound), the bound itself, and the fewest reviews it needs.
+- `agreement_intervals`, `share_interval`, `Intervals` — cluster-bootstrap intervals on one grader's
+  agreement and κ with the humans, and on a share (coverage, say).
 """
 
 from grading.aggregation import Aggregate, aggregate
@@ -38,12 +40,15 @@ from grading.agreement import (
     MIN_REVIEWS_FOR_KAPPA,
     CriterionAgreement,
     DifferenceIntervals,
+    Intervals,
+    agreement_intervals,
     agreement_report,
     correlated_dimensions,
     difference_intervals,
     kappa,
     majority_baseline,
     percent_agreement,
+    share_interval,
 )
 from grading.answer import agrade_answer, answer_only, grade_answer
 from grading.caching import ANTHROPIC_LLM_TYPE
@@ -91,6 +96,7 @@ __all__ = [
     "CriterionResult",
     "DifferenceIntervals",
     "Dimension",
+    "Intervals",
     "Provenance",
     "Rubric",
     "RubricError",
@@ -102,6 +108,7 @@ __all__ = [
     "abstained",
     "aggregate",
     "agrade_answer",
+    "agreement_intervals",
     "agreement_lower_bound",
     "agreement_report",
     "answer_only",
@@ -120,5 +127,6 @@ __all__ = [
     "parse_rubric",
     "percent_agreement",
     "regex_match",
+    "share_interval",
     "text_hash",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -89,6 +89,10 @@ def majority_baseline(human: Sequence[Any]) -> float | None:
     return count / len(human)
 
 
+Interval = tuple[float, float]
+"""A 95 % interval ``(low, high)``."""
+
+
 @dataclass(frozen=True)
 class CriterionAgreement:
     """Human–grader agreement on one criterion or dimension."""
@@ -101,31 +105,51 @@ class CriterionAgreement:
     weights: str | None
     enough: bool
     flagged: bool
+    """Enough pairs and κ under :data:`KAPPA_TARGET`: its whole interval when there is one, else κ."""
     note: str
+    clusters: int = 0
+    """Distinct clusters (graded runs, say) the pairs come from; 0 when none were given."""
+    agreement_interval: Interval | None = None
+    """Cluster-bootstrap interval on percent agreement, once there are enough pairs."""
+    kappa_interval: Interval | None = None
+    """Cluster-bootstrap interval on κ, once there are enough pairs and it is defined."""
 
 
 def agreement_report(
     pairs: Mapping[str, Sequence[tuple[Any, Any]]],
     *,
     min_reviews: int = MIN_REVIEWS_FOR_KAPPA,
+    clusters: Mapping[str, Sequence[Hashable]] | None = None,
 ) -> list[CriterionAgreement]:
     """Agreement per criterion from ``(human_label, judge_label)`` pairs, in mapping order.
 
     Labels are bools (pass/fail: unweighted kappa) or ints 1–5 (scores: quadratic kappa); one
-    criterion's labels must all be of one kind. A criterion is flagged only when it has at least
-    ``min_reviews`` pairs and a defined kappa under :data:`KAPPA_TARGET`.
+    criterion's labels must all be of one kind. With ``clusters`` (per criterion, one key per pair:
+    the graded run it comes from, say) agreement and κ get cluster-bootstrap intervals once there
+    are ``min_reviews`` pairs, and a criterion is flagged when κ's whole interval lies under
+    :data:`KAPPA_TARGET`; without, when it has ``min_reviews`` pairs and κ under the target.
     """
-    return [_criterion_agreement(name, list(rows), min_reviews) for name, rows in pairs.items()]
+    return [
+        _criterion_agreement(name, list(rows), min_reviews, None if clusters is None else clusters[name])
+        for name, rows in pairs.items()
+    ]
 
 
-def _criterion_agreement(criterion: str, rows: list[tuple[Any, Any]], min_reviews: int) -> CriterionAgreement:
+def _criterion_agreement(
+    criterion: str, rows: list[tuple[Any, Any]], min_reviews: int, clusters: Sequence[Hashable] | None
+) -> CriterionAgreement:
     human = [h for h, _ in rows]
     judge = [j for _, j in rows]
     weights = _weights_for(criterion, [*human, *judge])
     value = kappa(human, judge, weights)
     n = len(rows)
     enough = n >= min_reviews
-    flagged = enough and value is not None and value < KAPPA_TARGET
+    intervals = agreement_intervals(_clustered(rows, clusters)) if clusters is not None and enough else None
+    kappa_interval = intervals.kappa if intervals and value is not None else None
+    if intervals is None:
+        flagged = enough and value is not None and value < KAPPA_TARGET
+    else:
+        flagged = kappa_interval is not None and kappa_interval[1] < KAPPA_TARGET
     return CriterionAgreement(
         criterion=criterion,
         n=n,
@@ -136,7 +160,20 @@ def _criterion_agreement(criterion: str, rows: list[tuple[Any, Any]], min_review
         enough=enough,
         flagged=flagged,
         note=_note(n, value, enough=enough, flagged=flagged, min_reviews=min_reviews),
+        clusters=len(set(clusters)) if clusters is not None else 0,
+        agreement_interval=intervals.agreement if intervals else None,
+        kappa_interval=kappa_interval,
     )
+
+
+def _clustered(rows: Sequence[tuple[Any, Any]], clusters: Sequence[Hashable]) -> list[list[tuple[Any, Any]]]:
+    """The pairs grouped by their cluster key, in order of first appearance."""
+    if len(clusters) != len(rows):
+        raise ValueError(f"{len(rows)} pairs but {len(clusters)} cluster keys")
+    groups: dict[Hashable, list[tuple[Any, Any]]] = {}
+    for key, pair in zip(clusters, rows, strict=True):
+        groups.setdefault(key, []).append(pair)
+    return list(groups.values())
 
 
 def _weights_for(criterion: str, labels: Sequence[Any]) -> Weights | None:
@@ -193,14 +230,18 @@ def correlated_dimensions(
 
 
 @dataclass(frozen=True)
-class DifferenceIntervals:
-    """Bootstrap intervals on how much a second judge's agreement with the humans beats the first's.
+class Intervals:
+    """Bootstrap intervals on percent agreement and κ (or on their differences between two judges).
 
-    Each is ``(low, high)`` of after − before, or None where too few resamples define it.
+    Each is ``(low, high)``, or None where too few resamples define it.
     """
 
-    agreement: tuple[float, float] | None
-    kappa: tuple[float, float] | None
+    agreement: Interval | None
+    kappa: Interval | None
+
+
+DifferenceIntervals = Intervals
+"""Intervals on how much a second judge's agreement with the humans beats the first's (after − before)."""
 
 
 def difference_intervals(
@@ -209,7 +250,7 @@ def difference_intervals(
     resamples: int = BOOTSTRAP_RESAMPLES,
     confidence: float = BOOTSTRAP_CONFIDENCE,
     seed: int = BOOTSTRAP_SEED,
-) -> DifferenceIntervals:
+) -> Intervals:
     """Percentile-bootstrap intervals on after − before percent agreement and κ with the humans.
 
     Each group holds ``(human, before, after)`` labels of one graded item — every reviewer's
@@ -219,38 +260,95 @@ def difference_intervals(
     either side are left out of κ's interval; it is None when that leaves fewer than half.
     """
     groups = [group for group in groups if group]
-    flat = [label for group in groups for triple in group for label in triple]
     if not groups:
-        return DifferenceIntervals(None, None)
-    weights = _weights_for("labels", flat)
-    labels = list(SCORE_LABELS) if weights else [False, True]
+        return Intervals(None, None)
+    weights, labels = _scale([label for group in groups for triple in group for label in triple])
     before, after = (_confusions(groups, labels, side) for side in (1, 2))
-    picks = np.random.default_rng(seed).integers(0, len(groups), size=(resamples, len(groups)))
-    counts = np.zeros((resamples, len(groups)))
-    np.add.at(counts, (np.arange(resamples)[:, None], picks), 1)
+    counts = resampled_counts(len(groups), resamples, seed)
     was, now = (np.einsum("rg,gij->rij", counts, matrices) for matrices in (before, after))
-    tail = (1 - confidence) / 2 * 100
-
-    def interval(differences: np.ndarray) -> tuple[float, float] | None:
-        defined = differences[~np.isnan(differences)]
-        if len(defined) < resamples / 2:
-            return None
-        low, high = np.percentile(defined, [tail, 100 - tail])
-        return float(low), float(high)
-
-    return DifferenceIntervals(
-        agreement=interval(_trace_share(now) - _trace_share(was)),
-        kappa=interval(confusion_kappa(now, weights) - confusion_kappa(was, weights)),
+    return Intervals(
+        agreement=percentile_interval(_trace_share(now) - _trace_share(was), confidence),
+        kappa=percentile_interval(confusion_kappa(now, weights) - confusion_kappa(was, weights), confidence),
     )
 
 
-def _confusions(groups: Sequence[Sequence[tuple[Any, Any, Any]]], labels: list[Any], side: int) -> np.ndarray:
+def agreement_intervals(
+    groups: Sequence[Sequence[tuple[Any, Any]]],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    confidence: float = BOOTSTRAP_CONFIDENCE,
+    seed: int = BOOTSTRAP_SEED,
+) -> Intervals:
+    """Percentile-bootstrap intervals on one judge's percent agreement and κ with the humans.
+
+    Each group holds the ``(human, judge)`` labels of one cluster — every reviewed verdict of one
+    graded run, say, whose iterations are alike — and whole groups are resampled, as
+    :func:`difference_intervals` does. Labels as in :func:`agreement_report`.
+    """
+    groups = [group for group in groups if group]
+    if not groups:
+        return Intervals(None, None)
+    weights, labels = _scale([label for group in groups for pair in group for label in pair])
+    counts = resampled_counts(len(groups), resamples, seed)
+    totals = np.einsum("rg,gij->rij", counts, _confusions(groups, labels, 1))
+    return Intervals(
+        agreement=percentile_interval(_trace_share(totals), confidence),
+        kappa=percentile_interval(confusion_kappa(totals, weights), confidence),
+    )
+
+
+def share_interval(
+    groups: Sequence[tuple[int, int]],
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    confidence: float = BOOTSTRAP_CONFIDENCE,
+    seed: int = BOOTSTRAP_SEED,
+) -> Interval | None:
+    """Percentile-bootstrap interval on a share ``sum(hits) / sum(total)`` over clusters of
+    ``(hits, total)`` (a run's judged criteria of all it graded, say), whole clusters resampled."""
+    groups = [group for group in groups if group[1]]
+    if not groups:
+        return None
+    hits, totals = (np.asarray(column, dtype=float) for column in zip(*groups, strict=True))
+    counts = resampled_counts(len(groups), resamples, seed)
+    return percentile_interval((counts @ hits) / (counts @ totals), confidence)
+
+
+def resampled_counts(
+    groups: int, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> np.ndarray:
+    """How often each of ``groups`` clusters is drawn in each of ``resamples`` bootstrap resamples
+    (shape ``(resamples, groups)``); each resample draws ``groups`` clusters with replacement."""
+    picks = np.random.default_rng(seed).integers(0, groups, size=(resamples, groups))
+    counts = np.zeros((resamples, groups))
+    np.add.at(counts, (np.arange(resamples)[:, None], picks), 1)
+    return counts
+
+
+def percentile_interval(values: np.ndarray, confidence: float = BOOTSTRAP_CONFIDENCE) -> Interval | None:
+    """The central ``confidence`` percentile interval of resampled values, nan ones left out; None
+    when fewer than half of them are defined."""
+    defined = values[~np.isnan(values)]
+    if len(defined) < len(values) / 2:
+        return None
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(defined, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _scale(labels: Sequence[Any]) -> tuple[Weights | None, list[Any]]:
+    """κ's weights and the full label set for pass/fail booleans or 1–5 scores."""
+    weights = _weights_for("labels", labels)
+    return weights, list(SCORE_LABELS) if weights else [False, True]
+
+
+def _confusions(groups: Sequence[Sequence[tuple[Any, ...]]], labels: list[Any], side: int) -> np.ndarray:
     """Per group, the confusion matrix of human labels (rows) against one judge's (columns)."""
     index = {label: i for i, label in enumerate(labels)}
     matrices = np.zeros((len(groups), len(labels), len(labels)))
     for g, group in enumerate(groups):
-        for triple in group:
-            matrices[g, index[triple[0]], index[triple[side]]] += 1
+        for labelled in group:
+            matrices[g, index[labelled[0]], index[labelled[side]]] += 1
     return matrices
 
 

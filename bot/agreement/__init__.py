@@ -1,6 +1,9 @@
 """How far the grader agrees with the team, and whether another grader would agree more.
 
-- ``report``: the agreement report per criterion, from the store: Slack blocks, terminal table, chart.
+- ``pooling``: a criterion's verdicts pooled over the rubric versions in which its text is unchanged,
+  per grader model, with its coverage by run (the report's unit; reusable by anything per criterion).
+- ``report``: the agreement report per criterion, from the store: Slack blocks and terminal table.
+- ``report_chart``: the report's chart (κ with its interval, agreement against the baseline) as PNG.
 - ``replay``: the replay engine: reviewed iterations rebuilt and graded again by a candidate.
 - ``comparison``: a replayed grader's agreement next to the original's (Slack, terminal, JSON, chart).
 - ``channel_replay``: `/rubric replay` in the background, one per channel.

@@ -39,6 +39,16 @@ def kappa_words(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
+def interval_words(interval: tuple[float, float] | None, *, percent: bool = False) -> str:
+    """A 95 % interval as reported, e.g. ``0.41–0.93`` or ``71–96%``; ``—`` when there is none."""
+    if interval is None:
+        return "—"
+    low, high = interval
+    if percent:
+        return f"{low:.0%}".removesuffix("%") + f"–{high:.0%}"
+    return f"{low:.2f}–{high:.2f}"
+
+
 def period_words(days: int | None) -> str:
     """A period of the last ``days`` days in words: ``last 7 days``, ``last day``, ``all time``."""
     if days is None:

@@ -1,12 +1,15 @@
 """The agreement report: how far a channel's grader can be trusted, per criterion.
 
-From the team's stored reviews it gives, per criterion, the number of reviewed verdicts, the
-share on which reviewer and grader agreed, Cohen's κ (quadratic-weighted for 1–5 scores,
-unweighted for pass/fail) and the agreement of a constant majority-label grader, so agreement
-can be told from luck; and, from the grader's own scores, dimension pairs so correlated they
-likely measure one thing. The numbers come from :mod:`grading.agreement`; this module groups
-the reviews and presents the result three ways: Block Kit, a terminal table and a PNG chart.
-:func:`load_report` builds it from the bot's store.
+Per criterion — pooled over the rubric versions in which its text is unchanged, per grader model
+(:mod:`bot.agreement.pooling`) — it gives the reviewed verdicts and the runs they come from, the
+share on which reviewer and grader agreed, Cohen's κ (quadratic-weighted for 1–5 scores, unweighted
+for pass/fail) with 95 % intervals (cluster bootstrap by run: a run's iterations are alike), the
+agreement of a constant majority-label grader, so agreement can be told from luck, and coverage
+(the verdicts the grader judged of all it gave); and, from the grader's own scores, dimension pairs
+so correlated they likely measure one thing. A criterion is flagged when κ's whole interval lies
+under the bar or the grader judged under half of it. The numbers come from
+:mod:`grading.agreement`; this module presents them as Block Kit and a terminal table
+(:mod:`bot.agreement.report_chart` draws the chart). :func:`load_report` builds it from the store.
 """
 
 from __future__ import annotations
@@ -17,40 +20,33 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from os import PathLike
-from typing import IO, TYPE_CHECKING, Any
 
 from slack_sdk.models.blocks import Block
 
-from bot.agreement.charts import (
-    criterion_axis,
-    kappa_target_line,
-    no_value_band,
-    png_bytes,
-    two_panel_figure,
-    write_png,
-)
+from bot.agreement.pooling import PooledCriterion, pooled_criteria
 from bot.agreement.presentation import (
     LIST_KIND,
     SCORED_KIND,
     TABLE_NAME_MAX,
     aligned_columns,
     clipped_name,
-    criterion_kind,
+    interval_words,
     kappa_words,
     percent_words,
     period_words,
     shown_kappa,
     slack_name,
 )
+from bot.db.evaluations import EvaluationRecord
 from bot.db.feedback import FeedbackTally
 from bot.db.reviews import ReviewRow
 from bot.db.store import Store
 from bot.feedback.satisfaction import satisfaction_blocks, satisfaction_table
-from bot.provenance.grouping import Coverage, Waiting, by_provenance, coverage, waiting_for_people
+from bot.provenance.grouping import Coverage, Waiting, coverage, waiting_for_people
 from bot.review.verdicts import grader_verdicts, is_judged, verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
 from bot.slack.messages import SlackMessage
+from bot.vocabulary.provenance import UNKNOWN
 from bot.vocabulary.workspace import Workspace
 from grading import RubricEvaluation
 from grading.agreement import (
@@ -58,25 +54,20 @@ from grading.agreement import (
     KAPPA_TARGET,
     MIN_REVIEWS_FOR_KAPPA,
     CriterionAgreement,
+    Interval,
     agreement_report,
     correlated_dimensions,
+    share_interval,
 )
 from grading.rubric import normalize_name
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
 __all__ = [
     "CorrelatedPair",
+    "CriterionFigures",
     "Report",
     "build_report",
-    "chart_figure",
-    "chart_png",
-    "chart_title",
-    "chart_upload",
     "load_report",
     "period_start",
-    "render_chart",
     "report_blocks",
     "report_table",
     "rows_by_criterion",
@@ -92,14 +83,18 @@ differently, so its wording or anchors need to change), said once per report."""
 MERGE_ADVICE = "likely the same dimension — merge or drop one"
 """What a pair of dimensions whose grader scores correlate too strongly is flagged with."""
 
+COVERAGE_FLOOR = 0.5
+"""Coverage under which a criterion is flagged: the grader leaves most of it to people, so a fine κ
+over its few judged verdicts says little about it."""
+
+COVERAGE_ADVICE = (
+    f"Coverage under {COVERAGE_FLOOR:.0%} means the grader mostly answers “can't tell” on the criterion: "
+    "make it checkable from the answer (or share the material it needs), or leave it to people."
+)
+"""What to do about a criterion the grader mostly cannot tell, said once per report."""
+
 SLACK_PAIRS_MAX = 10
 """Most correlated pairs listed in Slack (strongest first); the rest are counted."""
-
-KAPPA_COLOURS = {"ok": "#2e7d32", "flagged": "#c62828"}
-"""Bar colours for a κ at or above the target and one below it."""
-
-AGREEMENT_COLOURS = {"agreement with reviewers": "#1565c0", "always-majority baseline": "#b0bec5"}
-"""Bar colours for percent agreement and the majority baseline."""
 
 Label = bool | int
 """A verdict as agreement is computed on it: pass/fail as a bool, a score as an int."""
@@ -116,10 +111,42 @@ class CorrelatedPair:
 
 
 @dataclass(frozen=True)
+class CriterionFigures:
+    """One criterion's line: its agreement with the reviewers, its coverage and what was pooled."""
+
+    agreement: CriterionAgreement
+    pooled: PooledCriterion
+    coverage_interval: Interval | None
+    """Cluster-bootstrap interval on coverage, once the grader gave `min_reviews` verdicts on it."""
+    min_reviews: int
+
+    @property
+    def name(self) -> str:
+        return self.agreement.criterion
+
+    @property
+    def coverage(self) -> float | None:
+        """Judged ÷ all the grader's verdicts on it; None when it graded none in the window."""
+        graded = self.pooled.graded
+        return self.pooled.judged / graded if graded else None
+
+    @property
+    def low_coverage(self) -> bool:
+        """Enough verdicts to read, and the grader judged under COVERAGE_FLOOR of them."""
+        share = self.coverage
+        return self.pooled.graded >= self.min_reviews and share is not None and share < COVERAGE_FLOOR
+
+    @property
+    def flagged(self) -> bool:
+        """κ's interval lies under the bar, or coverage is under the floor."""
+        return self.agreement.flagged or self.low_coverage
+
+
+@dataclass(frozen=True)
 class Report:
     """A channel's agreement report; build it with :func:`build_report`."""
 
-    criteria: list[CriterionAgreement]
+    criteria: list[CriterionFigures]
     correlated: list[CorrelatedPair]
     reviews: int
     reviewers: int
@@ -129,16 +156,22 @@ class Report:
     """How many criteria the grader judged of all it graded in the period (None: not worked out)."""
     waiting: tuple[Waiting, ...] = ()
     """Iterations whose criteria the grader could not tell still wait for a person's verdict."""
-    parts: tuple[tuple[str, Report], ...] = ()
-    """Set when the period's reviewed verdicts come from more than one rubric version or grader
-    model: the report of each (label, report), since one κ over mixed versions would mean nothing."""
+    versions: tuple[str, ...] = ()
+    """The rubric versions the window's verdicts come from, oldest first."""
+    models: tuple[str, ...] = ()
+    """The grader models (as they answered) the window's verdicts come from."""
     satisfaction: FeedbackTally | None = None
     """The askers' 👍/👎 on the period's answers beside the grader's pass rate (`bot.feedback`)."""
 
     @property
-    def flagged(self) -> list[CriterionAgreement]:
-        """Criteria with enough reviews and κ under the target."""
+    def flagged(self) -> list[CriterionFigures]:
+        """Criteria whose κ interval lies under the bar or whose coverage is under the floor."""
         return [c for c in self.criteria if c.flagged]
+
+    @property
+    def reviewed(self) -> list[CriterionFigures]:
+        """Criteria with reviews (the chart's rows: a criterion nobody reviewed has no agreement to draw)."""
+        return [c for c in self.criteria if c.agreement.n]
 
     @property
     def period(self) -> str:
@@ -156,15 +189,29 @@ def build_report(
     *,
     days: int | None,
     min_reviews: int = MIN_REVIEWS_FOR_KAPPA,
+    records: Sequence[EvaluationRecord] = (),
 ) -> Report:
     """The report over the given reviews and grader evaluations of one channel.
 
-    The caller picks the period (``days`` only names it): ``reviews`` are the stored review
-    rows, ``evaluations`` the grader's evaluation dicts, whose scores feed the correlation
-    check. A criterion is identified by its name (ignoring case and trailing punctuation), and
-    by its kind when two rubrics use one name for a pass/fail criterion and a scored dimension.
+    The caller picks the period (``days`` only names it): ``reviews`` are the stored review rows,
+    ``records`` the evaluations posted in the period (their rubric texts and provenance pool each
+    criterion, see :func:`bot.agreement.pooling.pooled_criteria`), ``evaluations`` the grader's
+    evaluation dicts, whose scores feed the correlation check. A review of an evaluation outside
+    ``records`` pools by its criterion's name (ignoring case and trailing punctuation) and kind.
     """
-    criteria = agreement_report(_pairs_by_criterion(reviews), min_reviews=min_reviews)
+    pooled = pooled_criteria(reviews, records)
+    names = _line_names(pooled)
+    pairs = {
+        name: [(verdict_label(r.reviewer_verdict), verdict_label(r.grader_verdict)) for r in item.reviews]
+        for name, item in zip(names, pooled, strict=True)
+    }
+    runs = {name: [r.grading_run_id for r in item.reviews] for name, item in zip(names, pooled, strict=True)}
+    agreements = agreement_report(pairs, min_reviews=min_reviews, clusters=runs)
+    criteria = [
+        CriterionFigures(agreement, item, _coverage_interval(item, min_reviews), min_reviews)
+        for agreement, item in zip(agreements, pooled, strict=True)
+    ]
+    provenance = [r.provenance for r in records if r.provenance]
     return Report(
         criteria=criteria,
         correlated=_correlated(evaluations),
@@ -172,7 +219,34 @@ def build_report(
         reviewers=len({r.reviewer for r in reviews}),
         days=days,
         min_reviews=min_reviews,
+        versions=tuple(dict.fromkeys(p["rubric_version"] for p in provenance)),
+        models=tuple(dict.fromkeys(p["grader_model"] for p in provenance)),
     )
+
+
+def _line_names(pooled: Sequence[PooledCriterion]) -> list[str]:
+    """Each pooled criterion's name on its line: its own, with its kind when a name is used for a
+    pass/fail criterion and a scored dimension, the grader model when there are several, and where
+    its figures start when its text changed (so that no two lines read alike)."""
+    kinds = Counter(name for _, name in {(p.key.kind, normalize_name(p.name)) for p in pooled})
+    models = {p.key.grader_model for p in pooled}
+    names = []
+    for item in pooled:
+        name = item.name
+        if kinds[normalize_name(name)] > 1:
+            name += f" ({SCORED_KIND if item.key.kind == 'scored' else LIST_KIND})"
+        if len(models) > 1:
+            name += f" · grader {item.key.grader_model}"
+        if item.since is not None:
+            name += f" · since {item.since} ({item.change})"
+        names.append(name)
+    return names
+
+
+def _coverage_interval(item: PooledCriterion, min_reviews: int) -> Interval | None:
+    if item.graded < min_reviews:
+        return None
+    return share_interval([(run.judged, run.total) for run in item.coverage.values()])
 
 
 async def load_report(
@@ -189,18 +263,11 @@ async def load_report(
     records = [record async for record in store.evaluation_records(workspace, channel, since)]
 
     def build() -> Report:
-        report = build_report(reviews, [r.evaluation for r in records], days=days)
-        groups = by_provenance(reviews, records)
-        parts = (
-            tuple((g.label, build_report(g.reviews, g.evaluations, days=days)) for g in groups)
-            if len(groups) > 1
-            else ()
-        )
+        report = build_report(reviews, [r.evaluation for r in records], days=days, records=records)
         return replace(
             report,
             coverage=coverage(r.evaluation for r in records),
             waiting=tuple(waiting_for_people(records, reviews)),
-            parts=parts,
             satisfaction=satisfaction,
         )
 
@@ -233,14 +300,6 @@ def rows_by_criterion(reviews: Iterable[ReviewRow]) -> dict[str, list[ReviewRow]
     }
 
 
-def _pairs_by_criterion(reviews: Iterable[ReviewRow]) -> dict[str, list[tuple[Label, Label]]]:
-    """(reviewer, grader) label pairs per criterion (see :func:`rows_by_criterion`)."""
-    return {
-        name: [(verdict_label(r.reviewer_verdict), verdict_label(r.grader_verdict)) for r in rows]
-        for name, rows in rows_by_criterion(reviews).items()
-    }
-
-
 def _correlated(evaluations: Iterable[RubricEvaluation]) -> list[CorrelatedPair]:
     """Dimension pairs whose scores, paired within each graded answer, correlate too strongly.
 
@@ -265,11 +324,53 @@ def _correlated(evaluations: Iterable[RubricEvaluation]) -> list[CorrelatedPair]
     return sorted(found, key=lambda pair: pair.r, reverse=True)
 
 
-def _kappa_note(criterion: CriterionAgreement) -> str:
-    """Why a criterion has no κ or is flagged ('' when its κ is fine)."""
-    if criterion.flagged:
-        return f"κ under {KAPPA_TARGET}: rewrite its anchors"
-    return criterion.note
+def criterion_note(figures: CriterionFigures) -> str:
+    """Why a criterion has no κ or is flagged ('' when its figures are fine)."""
+    agreement = figures.agreement
+    notes = []
+    if agreement.flagged:
+        notes.append(f"κ's interval under {KAPPA_TARGET}: rewrite its anchors")
+    elif agreement.n:
+        notes.append(agreement.note)
+    if figures.low_coverage:
+        notes.append(f"coverage under {COVERAGE_FLOOR:.0%}")
+    return "; ".join(note for note in notes if note)
+
+
+def _kind(figures: CriterionFigures) -> str:
+    return SCORED_KIND if figures.pooled.key.kind == "scored" else LIST_KIND
+
+
+def _coverage_figure(figures: CriterionFigures) -> str:
+    """E.g. ``coverage 45% (30–61%) of 40`` or, under the minimum, ``judged 3 of 4``."""
+    pooled = figures.pooled
+    if figures.coverage_interval is None or figures.coverage is None:
+        return f"judged {pooled.judged} of {pooled.graded}"
+    interval = interval_words(figures.coverage_interval, percent=True)
+    return f"coverage {percent_words(figures.coverage)} ({interval}) of {pooled.graded}"
+
+
+def _agreement_figure(agreement: CriterionAgreement) -> str:
+    """E.g. ``agree 88% (71–96%), baseline 60%``."""
+    interval = agreement.agreement_interval
+    shown = percent_words(agreement.percent_agreement)
+    if interval is not None:
+        shown += f" ({interval_words(interval, percent=True)})"
+    return f"agree {shown}, baseline {percent_words(agreement.baseline)}"
+
+
+def _kappa_figure(agreement: CriterionAgreement) -> str | None:
+    """E.g. ``κ 0.72 (0.41–0.93)``; None when κ is not shown."""
+    value = shown_kappa(agreement)
+    if value is None:
+        return None
+    interval = agreement.kappa_interval
+    return f"κ {kappa_words(value)}" + (f" ({interval_words(interval)})" if interval else "")
+
+
+def _reviews_figure(agreement: CriterionAgreement) -> str:
+    """E.g. ``24 reviews from 9 runs``."""
+    return f"{plural(agreement.n, 'review')} from {plural(agreement.clusters, 'run')}"
 
 
 # --- Slack -------------------------------------------------------------------------------------
@@ -282,21 +383,16 @@ def report_blocks(report: Report, *, channel: str) -> SlackMessage:
     """
     title = f"Grader agreement · {report.period}"
     blocks: list[Block] = [header_block(title)]
-    if report.criteria:
+    if report.reviews:
         blocks.append(
             context_block(
                 f"<#{channel}> · {report.summary()} · κ is measured once a criterion has "
-                f"{report.min_reviews} reviews; {KAPPA_TARGET} is the bar"
+                f"{report.min_reviews} reviews; {KAPPA_TARGET} is the bar, and a criterion is flagged "
+                f"when κ's 95% interval lies under it or coverage is under {COVERAGE_FLOOR:.0%}"
             )
         )
-        if report.parts:
-            blocks.append(section_block(f"⚠️ {_mixed_words(report)}"))
-            for label, part in report.parts:
-                lines = "\n".join(_slack_line(c) for c in part.criteria)
-                blocks += sections(f"*{slack_name(label)}* — {part.summary()}\n{lines}")
-        else:
-            lines = "\n".join(_slack_line(c) for c in report.criteria)
-            blocks += sections(lines)
+        blocks.append(context_block(slack_name(_source_words(report), SOURCE_WORDS_MAX)))
+        blocks += sections("\n".join(_slack_line(c) for c in report.criteria))
     else:
         blocks.append(
             section_block(
@@ -304,8 +400,10 @@ def report_blocks(report: Report, *, channel: str) -> SlackMessage:
                 "or *Disagree…* on its messages in a thread."
             )
         )
-    if report.flagged:
+    if any(c.agreement.flagged for c in report.criteria):
         blocks.append(section_block(f"⚠️ {ANCHOR_ADVICE}"))
+    if any(c.low_coverage for c in report.criteria):
+        blocks.append(section_block(f"⚠️ {COVERAGE_ADVICE}"))
     if report.correlated:
         blocks.append(section_block(_slack_pairs(report.correlated)))
     if report.coverage is not None and report.coverage.total:
@@ -313,48 +411,68 @@ def report_blocks(report: Report, *, channel: str) -> SlackMessage:
     if report.waiting:
         blocks.append(section_block(_slack_waiting(report.waiting)))
     blocks += satisfaction_blocks(report.satisfaction)
-    if report.criteria:
-        blocks.append(
-            context_block(
-                "Agreement: share of verdicts where reviewer and grader matched. Baseline: what "
-                "always giving the reviewers' most common verdict would score. κ: agreement beyond "
-                "chance (quadratic-weighted for 1–5 scores)."
-            )
-        )
+    if report.reviews:
+        blocks.append(context_block(FIGURES_WORDS))
     return {"text": f"{title}: {_headline(report)}", "blocks": block_dicts(blocks)}
 
 
+FIGURES_WORDS = (
+    "Agreement: share of verdicts where reviewer and grader matched. Baseline: what always giving the "
+    "reviewers' most common verdict would score. κ: agreement beyond chance (quadratic-weighted for 1–5 "
+    "scores). Coverage: the grader's verdicts it judged rather than left to a person. In brackets: 95% "
+    "intervals, resampling whole runs (a run's iterations are alike)."
+)
+"""How to read a criterion's figures, under every report."""
+
+SOURCE_WORDS_MAX = 600
+"""Longest line naming the rubric versions and grader models a report covers."""
+
+
 def _headline(report: Report) -> str:
-    """E.g. ``5 criteria, 1 below κ 0.6`` (the notification text)."""
-    if not report.criteria:
+    """E.g. ``5 criteria, 1 flagged`` (the notification text)."""
+    if not report.reviews:
         return "no reviews yet"
     flagged = len(report.flagged)
     text = plural(len(report.criteria), "criterion", "criteria")
-    return text + (f", {flagged} below κ {KAPPA_TARGET}" if flagged else "")
+    return text + (f", {flagged} flagged" if flagged else "")
 
 
-def _slack_line(criterion: CriterionAgreement) -> str:
-    """E.g. ``⚠️ *Tone* (1–5) — 28 reviews · agree 25% (baseline 25%) · *κ 0.33*``."""
-    value = shown_kappa(criterion)
-    agree = (
-        f"agree {percent_words(criterion.percent_agreement)} (baseline {percent_words(criterion.baseline)})"
-    )
-    if value is not None:
-        mark = "⚠️" if criterion.flagged else "✅"
-        facts = [plural(criterion.n, "review"), agree, f"*κ {kappa_words(value)}*"]
-    elif not criterion.enough:
-        mark, facts = "⏳", [f"_{criterion.note}_", agree]
+def _slack_line(figures: CriterionFigures) -> str:
+    """E.g. ``⚠️ *Tone* (1–5) — 28 reviews from 12 runs · agree 25% (10–40%), baseline 25% ·
+    *κ 0.33 (0.05–0.52)* · coverage 90% (80–97%) of 40``."""
+    agreement = figures.agreement
+    kappa = _kappa_figure(agreement)
+    if kappa is not None:
+        mark = "⚠️" if figures.flagged else "✅"
+        facts = [_reviews_figure(agreement), _agreement_figure(agreement), f"*{kappa}*"]
+    elif not agreement.enough:
+        mark = "⚠️" if figures.flagged else "⏳"
+        facts = [f"_{agreement.note}_", _agreement_figure(agreement)] if agreement.n else ["_no reviews yet_"]
     else:
-        mark, facts = "➖", [plural(criterion.n, "review"), agree, f"_{criterion.note}_"]
-    name = slack_name(criterion.criterion)
-    return f"{mark} *{name}* ({criterion_kind(criterion)}) — {' · '.join(facts)}"
+        mark = "⚠️" if figures.flagged else "➖"
+        facts = [_reviews_figure(agreement), _agreement_figure(agreement), f"_{agreement.note}_"]
+    if figures.pooled.graded:
+        facts.append(_coverage_figure(figures) + (" ⚠️" if figures.low_coverage else ""))
+    name = slack_name(figures.name)
+    return f"{mark} *{name}* ({_kind(figures)}) — {' · '.join(facts)}"
 
 
-def _mixed_words(report: Report) -> str:
-    """The one line saying the period's verdicts come from several versions, so κ is given per each."""
+def _source_words(report: Report) -> str:
+    """The versions and models the window covers and, when several, what was pooled: e.g. ``Rubric v1,
+    v2 · grader gpt-4o-mini. Each criterion pools the versions in which its text is unchanged, per
+    grader model: Is polite v1–v2; Cites a source since v2 (text changed).``"""
+    versions = ", ".join(report.versions) or UNKNOWN
+    models = ", ".join(report.models) or UNKNOWN
+    text = f"Rubric {versions} · grader {models}."
+    if len(report.versions) < 2 and len(report.models) < 2:
+        return text
+    pooled = "; ".join(
+        f"{c.pooled.name} {', '.join(c.pooled.versions)}" for c in report.criteria if c.pooled.since is None
+    )
     return (
-        f"These verdicts come from {len(report.parts)} rubric versions or grader models: agreement "
-        "is given for each, never pooled."
+        f"{text} Each criterion pools the versions in which its text is unchanged, per grader model"
+        + (f": {pooled}" if pooled else "")
+        + "; one whose text changed starts afresh (“since …”)."
     )
 
 
@@ -363,7 +481,7 @@ def _coverage_words(found: Coverage) -> str:
     share = percent_words(found.share) if found.share is not None else "–"
     left = found.total - found.judged
     total = plural(found.total, "criterion", "criteria")
-    text = f"Coverage: the grader judged {found.judged} of {total} ({share})"
+    text = f"Overall, the grader judged {found.judged} of {total} ({share})"
     return text + (
         f"; {left} left to a person (can't tell). Agreement is over the judged ones." if left else "."
     )
@@ -409,12 +527,10 @@ def _slack_pairs(pairs: Sequence[CorrelatedPair]) -> str:
 def report_table(report: Report) -> str:
     """The report as plain text for a terminal: a table, then the advice and correlated pairs."""
     lines = [f"Grader agreement, {report.period}: {report.summary()}"]
-    if report.parts:
-        lines.append(_mixed_words(report))
-        for label, part in report.parts:
-            lines += ["", f"{label}: {part.summary()}", *_table(part)]
+    if report.reviews:
+        lines += [_source_words(report), *_table(report)]
     else:
-        lines += _table(report) if report.criteria else ["No reviews yet."]
+        lines.append("No reviews yet.")
     if report.coverage is not None and report.coverage.total:
         lines += ["", _coverage_words(report.coverage)]
     if report.waiting:
@@ -425,8 +541,10 @@ def report_table(report: Report) -> str:
             for w in report.waiting
         ]
     if report.flagged:
-        names = ", ".join(c.criterion for c in report.flagged)
-        lines += ["", f"Flagged: {names}", ANCHOR_ADVICE]
+        names = ", ".join(c.name for c in report.flagged)
+        lines += ["", f"Flagged: {names}"]
+        lines += [ANCHOR_ADVICE] if any(c.agreement.flagged for c in report.flagged) else []
+        lines += [COVERAGE_ADVICE] if any(c.low_coverage for c in report.flagged) else []
     if report.correlated:
         lines += [
             "",
@@ -441,107 +559,45 @@ def report_table(report: Report) -> str:
 
 def _table(report: Report) -> list[str]:
     """One aligned line per criterion under a header line, and a note on when κ is shown."""
-    header = ("Criterion", "Kind", "n", "Agree", "Baseline", "κ", "Flag")
-    rows = [
-        (
-            clipped_name(c.criterion, TABLE_NAME_MAX),
-            criterion_kind(c),
-            str(c.n),
-            percent_words(c.percent_agreement),
-            percent_words(c.baseline),
-            kappa_words(shown_kappa(c)),
-            ("⚠ " if c.flagged else "") + _kappa_note(c),
-        )
-        for c in report.criteria
-    ]
-    lines = aligned_columns([header, *rows], numeric={2, 3, 4, 5})
+    header = (
+        "Criterion",
+        "Kind",
+        "n",
+        "Runs",
+        "Agree",
+        "95% CI",
+        "Baseline",
+        "κ",
+        "95% CI",
+        "Coverage",
+        "95% CI",
+        "Flag",
+    )
+    rows = [_table_row(c) for c in report.criteria]
+    lines = aligned_columns([header, *rows], numeric=set(range(2, 11)))
     lines.append(
-        f"κ is shown once a criterion has {report.min_reviews} reviews; quadratic-weighted for 1–5 scores."
+        f"κ is shown once a criterion has {report.min_reviews} reviews; quadratic-weighted for 1–5 scores. "
+        "Intervals: 95%, resampling whole runs."
     )
     return lines
 
 
-# --- Chart -----------------------------------------------------------------------------------
-
-
-def chart_figure(report: Report) -> Figure:
-    """The report as a figure: κ per criterion against the 0.6 line, and agreement vs baseline.
-
-    Criteria without a κ (too few reviews, one label only) get a hatched band saying why,
-    never a bar at 0.
-    """
-
-    def draw(kappa_axes: Any, agreement_axes: Any) -> None:
-        _draw_kappa(kappa_axes, report)
-        _draw_agreement(agreement_axes, report)
-
-    return two_panel_figure(
-        title=f"Grader agreement, {report.period} — {report.summary()}",
-        title_size=13,
-        rows=len(report.criteria),
-        row_height=0.42,
-        empty="No reviews yet",
-        draw=draw,
+def _table_row(figures: CriterionFigures) -> tuple[str, ...]:
+    agreement = figures.agreement
+    pooled = figures.pooled
+    kappa = shown_kappa(agreement)
+    return (
+        clipped_name(figures.name, TABLE_NAME_MAX),
+        _kind(figures),
+        str(agreement.n),
+        str(agreement.clusters),
+        percent_words(agreement.percent_agreement),
+        interval_words(agreement.agreement_interval, percent=True),
+        percent_words(agreement.baseline),
+        kappa_words(kappa),
+        interval_words(agreement.kappa_interval if kappa is not None else None),
+        f"{pooled.judged}/{pooled.graded}"
+        + (f" {percent_words(figures.coverage)}" if figures.coverage_interval else ""),
+        interval_words(figures.coverage_interval, percent=True),
+        ("⚠ " if figures.flagged else "") + criterion_note(figures),
     )
-
-
-def render_chart(report: Report, path_or_buffer: str | PathLike[str] | IO[bytes]) -> None:
-    """Write the report's chart (:func:`chart_figure`) as a PNG."""
-    write_png(chart_figure(report), path_or_buffer)
-
-
-def chart_png(report: Report) -> bytes:
-    """The report's chart as PNG bytes, e.g. for an upload."""
-    return png_bytes(chart_figure(report))
-
-
-CHART_FILENAME = "grader-agreement.png"
-"""File name of the agreement chart wherever it is uploaded to Slack."""
-
-
-def chart_title(report: Report) -> str:
-    """The agreement chart's title in Slack: what it shows and over which period."""
-    return f"Grader agreement, {report.period}"
-
-
-def chart_upload(report: Report) -> dict[str, Any]:
-    """``files_upload_v2`` arguments for the report's chart (rendering it: run off the event loop)."""
-    return {"file": chart_png(report), "filename": CHART_FILENAME, "title": chart_title(report)}
-
-
-def _draw_kappa(axes: Any, report: Report) -> None:
-    values = [shown_kappa(c) for c in report.criteria]
-    left = min([-0.2, *[v - 0.3 for v in values if v is not None]])
-    for row, (criterion, value) in enumerate(zip(report.criteria, values, strict=True)):
-        if value is None:
-            note = _kappa_note(criterion)
-            label = "no κ (why is written in the band)"
-            no_value_band(axes, row, note, left=left, right=1.1, height=0.6, label=label)
-            continue
-        colour = KAPPA_COLOURS["flagged" if criterion.flagged else "ok"]
-        bars = axes.barh(row, value, height=0.6, color=colour)
-        axes.bar_label(bars, fmt="%.2f", padding=3, fontsize=9)
-    kappa_target_line(axes)
-    axes.set_xlim(left, 1.1)
-    criterion_axis(axes, [c.criterion for c in report.criteria])
-    axes.set_title("Cohen's κ per criterion (red: under the target)")
-    axes.set_xlabel("κ, quadratic-weighted for 1–5 scores")
-
-
-def _draw_agreement(axes: Any, report: Report) -> None:
-    from matplotlib.ticker import PercentFormatter
-
-    rows = range(len(report.criteria))
-    series = (
-        ("agreement with reviewers", [c.percent_agreement for c in report.criteria], -0.2),
-        ("always-majority baseline", [c.baseline for c in report.criteria], 0.2),
-    )
-    for label, values, offset in series:
-        bars = axes.barh(
-            [r + offset for r in rows], values, height=0.38, color=AGREEMENT_COLOURS[label], label=label
-        )
-        axes.bar_label(bars, fmt=lambda v: f"{v:.0%}", padding=2, fontsize=8)
-    axes.set_xlim(0, 1.12)
-    axes.xaxis.set_major_formatter(PercentFormatter(1.0))
-    axes.set_title("Agreement vs. a grader always giving the majority verdict")
-    axes.set_xlabel("share of reviewed verdicts")

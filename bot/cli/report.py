@@ -14,7 +14,8 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
-from bot.agreement.report import Report, load_report, period_start, render_chart, report_table
+from bot.agreement.report import Report, load_report, period_start, report_table
+from bot.agreement.report_chart import render_chart
 from bot.audit.report import AuditFigures, audit_lines, load_audit
 from bot.cli.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from bot.cli.subcommand import (

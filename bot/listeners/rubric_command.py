@@ -26,7 +26,8 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agreement.channel_replay import ReplayRequest, refusal_words
-from bot.agreement.report import Report, chart_upload, load_report, report_blocks
+from bot.agreement.report import Report, load_report, report_blocks
+from bot.agreement.report_chart import chart_upload
 from bot.audit.report import AuditFigures, audit_blocks, load_audit
 from bot.db.spend import QuotaExceeded
 from bot.db.store import Store

@@ -1,5 +1,5 @@
-"""Where each verdict came from, and agreement kept apart by it. What is stored beside each
+"""Where each verdict came from. What is stored beside each
 evaluation (`EvaluationProvenance`) is vocabulary every floor shares: `bot.vocabulary.provenance`.
 
-- ``grouping``: reviews and evaluations split by rubric version and grader model, for the reports.
+- ``grouping``: what produced a group of verdicts, in words; coverage; what waits for a person.
 """

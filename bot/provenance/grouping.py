@@ -1,9 +1,10 @@
-"""Reviews and evaluations kept apart by what produced them, and what the grader left to people.
+"""What produced a group of verdicts, in words, and what the grader left to people.
 
-Agreement over verdicts from different rubric versions or grader models means nothing, so the
-reports split their figures by (rubric version, grader model) when a window holds several. They also
-say how much the grader judged (coverage) and which criteria it could not tell still wait for a
-person's verdict; once someone reviews such a criterion, it is theirs and waits no more.
+What produced a verdict is labelled by its rubric version and grader model (the agreement report
+pools each criterion over the versions in which its text is unchanged: `bot.agreement.pooling`).
+The reports also say how much the grader judged (coverage) and which criteria it could not tell
+still wait for a person's verdict; once someone reviews such a criterion, it is theirs and waits
+no more.
 """
 
 from __future__ import annotations
@@ -31,33 +32,6 @@ def provenance_counts(labels: Iterable[str]) -> str:
     """E.g. ``rubric v1 · grader gpt-4o-mini-2024-07-18 (3 cases); rubric v2 · … (1 case)``."""
     counted = Counter(labels)
     return "; ".join(f"{label} ({plural(count, 'case')})" for label, count in counted.items())
-
-
-@dataclass(frozen=True)
-class ProvenanceGroup:
-    """The reviews and evaluations of one (rubric version, grader model)."""
-
-    label: str
-    reviews: list[ReviewRow]
-    evaluations: list[RubricEvaluation]
-
-
-def by_provenance(reviews: Iterable[ReviewRow], records: Iterable[EvaluationRecord]) -> list[ProvenanceGroup]:
-    """The reviews and evaluations grouped by what produced the reviewed verdicts, in order of first
-    review; a review of an evaluation outside `records` counts as of unknown provenance."""
-    labels: dict[tuple[str, int], str] = {}
-    groups: dict[str, ProvenanceGroup] = {}
-    for record in records:
-        label = provenance_label(record.provenance)
-        labels[(record.grading_run_id, record.iteration)] = label
-        groups.setdefault(label, ProvenanceGroup(label, [], [])).evaluations.append(record.evaluation)
-    reviewed: dict[str, ProvenanceGroup] = {}
-    for row in reviews:
-        label = labels.get((row.grading_run_id, row.iteration), provenance_label(None))
-        group = groups.setdefault(label, ProvenanceGroup(label, [], []))
-        group.reviews.append(row)
-        reviewed.setdefault(label, group)
-    return list(reviewed.values())
 
 
 @dataclass(frozen=True)

@@ -588,3 +588,23 @@ def ephemerals(slack: SlackApiStandin, channel: str) -> list[SlackCall]:
 def responses(slack: SlackApiStandin, name: str) -> list[SlackCall]:
     """Answers posted to the response_url named `name` (see SlackApiStandin.response_url)."""
     return [c for c in slack.calls("response_url") if c.args.get("name") == name]
+
+
+def posted_report(s: Service, channel: str) -> str:
+    """The text of the report `/rubric report` posts in the channel now (not of an earlier one)."""
+
+    def reports() -> list[str]:
+        return [
+            m.all_text
+            for m in s.slack.messages(channel)
+            if m.thread_ts is None and "Grader agreement" in m.text
+        ]
+
+    before = len(reports())
+    s.send(sr.slash_command("report", channel, response_url=s.slack.response_url(channel)))
+
+    def posted() -> str | None:
+        found = reports()
+        return found[-1] if len(found) > before else None
+
+    return wait_for(posted, RUN_TIMEOUT, message=lambda: f"the report in {channel}")

@@ -1,4 +1,4 @@
-"""Verdicts kept apart by what produced them: the report's groups, coverage, the waiting list and the
+"""What produced verdicts and what waits for people: coverage, the waiting list and the
 replay's provenance lines, from hand-made rows (no database, no model)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from bot.agreement.comparison import compare, comparison_table
 from bot.agreement.replay import Case
 from bot.db.evaluations import EvaluationRecord
 from bot.db.reviews import ReviewRow
-from bot.provenance.grouping import by_provenance, coverage, provenance_counts, waiting_for_people
+from bot.provenance.grouping import coverage, provenance_counts, waiting_for_people
 from bot.vocabulary.provenance import EvaluationProvenance
 
 NOW = datetime.now(UTC)
@@ -42,21 +42,6 @@ def record(
 
 def review(run: str, criterion: str = "Cites a source") -> ReviewRow:
     return ReviewRow("T1", "C1", "1.0", run, 1, criterion, "pass", "fail", "", "U1", NOW)
-
-
-def test_reviews_are_grouped_by_rubric_version_and_grader_model_and_old_rows_are_unknown():
-    records = [
-        record("a", provenance("v1", "grader-2026-01-01")),
-        record("b", provenance("v2", "grader-2026-01-01")),
-        record("c", None),
-    ]
-    groups = by_provenance([review("a"), review("b"), review("b", "Under 200 words"), review("c")], records)
-
-    assert [(g.label, len(g.reviews)) for g in groups] == [
-        ("rubric v1 · grader grader-2026-01-01", 1),
-        ("rubric v2 · grader grader-2026-01-01", 2),
-        ("rubric unknown · grader unknown", 1),
-    ]
 
 
 def test_coverage_counts_only_judged_criteria_and_a_reviewed_abstention_waits_no_more():

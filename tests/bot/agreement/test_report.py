@@ -11,15 +11,8 @@ from matplotlib.colors import to_rgba
 from PIL import Image
 from sklearn.metrics import cohen_kappa_score
 
-from bot.agreement.report import (
-    AGREEMENT_COLOURS,
-    KAPPA_COLOURS,
-    build_report,
-    chart_figure,
-    render_chart,
-    report_blocks,
-    report_table,
-)
+from bot.agreement.report import build_report, report_blocks, report_table
+from bot.agreement.report_chart import AGREEMENT_COLOURS, KAPPA_COLOURS, chart_figure, render_chart
 from bot.db.reviews import ReviewRow
 from grading.rubric import MAX_CRITERIA
 from tests.bot.agreement import chart_reading as chart
@@ -59,7 +52,7 @@ TEN_PASS_FAIL = [("pass", "pass")] * 4 + [("fail", "fail")] * 3 + [("fail", "pas
 
 
 def only(report, name):
-    (found,) = [c for c in report.criteria if c.criterion == name]
+    (found,) = [c.agreement for c in report.criteria if c.name == name]
     return found
 
 
@@ -71,7 +64,12 @@ def test_pass_fail_numbers_checked_by_hand():
     assert criterion.baseline == pytest.approx(0.6)
     assert criterion.kappa == pytest.approx(0.4)
     assert criterion.weights is None
-    assert criterion.flagged
+    # Ten runs say little: κ's 95% interval (runs resampled) reaches above the 0.6 bar, so no flag.
+    assert criterion.clusters == 10
+    low, high = criterion.kappa_interval
+    assert low < 0.4 < 0.6 < high
+    assert criterion.agreement_interval[0] < 0.7 < criterion.agreement_interval[1]
+    assert not criterion.flagged
 
 
 def test_scored_dimension_uses_quadratic_kappa_as_scikit_learn_does():
@@ -125,12 +123,13 @@ def test_one_label_only_has_no_kappa_but_full_agreement():
     assert "one label only" in "\n".join(texts(report_blocks(report, channel="C1")))
 
 
-def test_low_kappa_is_flagged_with_the_anchor_advice_and_a_good_one_is_not():
-    rows = reviews_of("Cites a source", TEN_PASS_FAIL) + reviews_of(
+def test_low_kappa_is_flagged_once_its_interval_lies_under_the_bar_and_a_good_one_is_not():
+    rows = reviews_of("Cites a source", TEN_PASS_FAIL * 12) + reviews_of(
         "States the deadline", [("pass", "pass")] * 6 + [("fail", "fail")] * 4
     )
     report = build_report(rows, [], days=None)
-    assert [c.criterion for c in report.flagged] == ["Cites a source"]
+    assert [c.name for c in report.flagged] == ["Cites a source"]
+    assert only(report, "Cites a source").kappa_interval[1] < 0.6  # 120 runs at κ 0.4
     table = report_table(report)
     assert "Flagged: Cites a source" in table
     assert "rewrite its anchors" in table
@@ -138,15 +137,15 @@ def test_low_kappa_is_flagged_with_the_anchor_advice_and_a_good_one_is_not():
     assert "⚠️ *Cites a source*" in body
     assert "✅ *States the deadline*" in body
     assert "rewrite its anchors" in body
-    assert "*κ 1.00*" in body
+    assert "*κ 1.00 (1.00–1.00)*" in body and "*κ 0.40 (0.24–0.55)*" in body
 
 
 def test_long_names_are_shortened_in_the_table():
     long_word = "Supercalifragilistic" * 5
     rows = [review(long_word, "pass", "pass"), review("Short\nand  spaced", "pass", "pass")]
     lines = report_table(build_report(rows, [], days=None)).splitlines()
-    assert lines[2].startswith("Supercalifragilistic" + "Supercalifragilisti…  pass/fail")
-    assert lines[3].startswith("Short and spaced  ")
+    assert lines[3].startswith("Supercalifragilistic" + "Supercalifragilisti…  pass/fail")
+    assert lines[4].startswith("Short and spaced  ")
 
 
 def test_names_group_ignoring_case_and_kinds_stay_apart():
@@ -156,7 +155,10 @@ def test_names_group_ignoring_case_and_kinds_stay_apart():
         review("Clarity", "3", "4", run="r3"),
     ]
     report = build_report(rows, [], days=None)
-    assert [(c.criterion, c.n) for c in report.criteria] == [("Clarity (pass/fail)", 2), ("Clarity (1–5)", 1)]
+    assert [(c.name, c.agreement.n) for c in report.criteria] == [
+        ("Clarity (pass/fail)", 2),
+        ("Clarity (1–5)", 1),
+    ]
 
 
 def test_dimensions_whose_grader_scores_correlate_are_flagged():
@@ -240,16 +242,17 @@ def test_chart_is_a_readable_png(tmp_path):
 def test_chart_shows_each_criterions_kappa_or_why_not_and_its_agreement_against_the_baseline():
     rows = reviews_of("Cites a source", TEN_PASS_FAIL) + reviews_of("Tone", [("3", "4")] * 3)
     report = build_report(rows, [], days=30)
-    cites, tone = report.criteria
+    cites, tone = (c.agreement for c in report.criteria)
     figure = chart_figure(report)
 
     assert chart.title(figure) == f"Grader agreement, last 30 days — {report.summary()}"
     kappa, agreement = chart.panels(figure)
     assert chart.row_labels(kappa) == ["Cites a source", "Tone"]
-    assert kappa.get_title() == "Cohen's κ per criterion (red: under the target)"
+    assert kappa.get_title() == "Cohen's κ per criterion, with its 95% interval (red: flagged)"
     (cites_bar, tone_band) = chart.bars(kappa)
     assert (cites_bar.row, cites_bar.width, cites_bar.hatched) == (0, pytest.approx(cites.kappa), False)
-    assert cites_bar.colour == to_rgba(KAPPA_COLOURS["flagged"])  # κ 0.4, under the 0.6 target
+    # κ 0.4 over 10 runs: its interval reaches above the 0.6 bar, so it is not flagged.
+    assert cites_bar.colour == to_rgba(KAPPA_COLOURS["ok"])
     assert chart.value_labels(kappa) == [f"{cites.kappa:.2f}"]
     assert tone_band.row == 1 and tone_band.hatched  # 3 reviews: no κ, and the band says why
     assert chart.notes(kappa) == [tone.note] and "3 reviews" in tone.note

@@ -99,26 +99,42 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def table_rows(output: str) -> dict[str, list[str]]:
-    """Criterion → its table cells (kind, n, agree, baseline, κ, flag) from the printed table."""
+def table_rows(output: str) -> dict[str, dict[str, str]]:
+    """Criterion → its table cells by column (the two "95% CI" columns named after the figure before
+    them: ``Agree CI``, ``κ CI``, ``Coverage CI``) from the printed table."""
     lines = output.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Criterion"))
+    header: list[str] = []
+    for name in re.split(r"\s{2,}", lines[start].strip())[1:]:
+        header.append(f"{header[-1]} CI" if name == "95% CI" else name)
     rows = {}
     for line in lines[start + 1 :]:
         if not line.strip() or line.startswith("κ is shown"):
             break
         name, *cells = re.split(r"\s{2,}", line.strip())
-        rows[name] = cells
+        rows[name] = dict(zip(header, cells, strict=False))
     return rows
 
 
-def expected(reviewer: list, grader: list, *, scored: bool) -> tuple[str, str, str, str]:
-    """n, agreement, baseline and κ as the table prints them, computed here with scikit-learn."""
+def expected(reviewer: list, grader: list, *, scored: bool) -> dict[str, str]:
+    """Kind, n, runs, agreement, baseline and κ as the table prints them, computed with scikit-learn
+    (each review here is of its own run)."""
     agreement = sum(r == g for r, g in zip(reviewer, grader, strict=True)) / len(reviewer)
     baseline = Counter(reviewer).most_common(1)[0][1] / len(reviewer)
     options = {"weights": "quadratic", "labels": [1, 2, 3, 4, 5]} if scored else {}
     kappa = cohen_kappa_score(reviewer, grader, **options)
-    return str(len(reviewer)), f"{agreement:.0%}", f"{baseline:.0%}", f"{kappa:.2f}"
+    return {
+        "Kind": "1–5" if scored else "pass/fail",
+        "n": str(len(reviewer)),
+        "Runs": str(len(reviewer)),
+        "Agree": f"{agreement:.0%}",
+        "Baseline": f"{baseline:.0%}",
+        "κ": f"{kappa:.2f}",
+    }
+
+
+def shown(row: dict[str, str]) -> dict[str, str]:
+    return {column: row[column] for column in ("Kind", "n", "Runs", "Agree", "Baseline", "κ")}
 
 
 def test_report_prints_each_criterions_numbers_as_scikit_learn_computes_them(db, capsys):
@@ -127,25 +143,31 @@ def test_report_prints_each_criterions_numbers_as_scikit_learn_computes_them(db,
     rows = table_rows(output)
 
     assert output.startswith("Channel C1\nGrader agreement, last 7 days: 24 reviews by 2 reviewers")
-    assert rows["Cites a source"][:5] == ["pass/fail", *expected(*CITES, scored=False)]
-    assert rows["Clarity"][:5] == ["1–5", *expected(*CLARITY, scored=True)]
-    assert rows["Tone"][:5] == ["1–5", *expected(*TONE, scored=True)]
-    # κ 0.66 and 0.87 clear the 0.6 bar; Tone's 0.12 does not and gets the advice to rewrite it.
-    assert len(rows["Cites a source"]) == len(rows["Clarity"]) == 5
-    assert rows["Tone"][5] == "⚠ κ under 0.6: rewrite its anchors"
+    assert shown(rows["Cites a source"]) == expected(*CITES, scored=False)
+    assert shown(rows["Clarity"]) == expected(*CLARITY, scored=True)
+    assert shown(rows["Tone"]) == expected(*TONE, scored=True)
+    # Each κ with its 95% interval (12 runs resampled): around the κ, and bounded by ±1.
+    for name in ("Cites a source", "Clarity", "Tone"):
+        low, high = (float(x) for x in rows[name]["κ CI"].split("–"))
+        assert -1 <= low <= float(rows[name]["κ"]) <= high <= 1
+    # κ 0.66 and 0.87 clear the 0.6 bar; Tone's 0.12 lies under it with its whole interval.
+    assert "Flag" not in rows["Cites a source"] and "Flag" not in rows["Clarity"]
+    assert rows["Tone"]["Flag"] == "⚠ κ's interval under 0.6: rewrite its anchors"
     assert "Flagged: Tone" in output and "rewrite its anchors" in output
     # Too few reviews: said plainly, with no κ.
-    assert rows["Is polite"][1:] == ["3", "67%", "67%", "—", "3 reviews so far; κ needs at least 10"]
+    polite = rows["Is polite"]
+    assert (polite["n"], polite["Agree"], polite["Baseline"], polite["κ"]) == ("3", "67%", "67%", "—")
+    assert polite["Flag"] == "3 reviews so far; κ needs at least 10"
     assert re.search(r"Clarity & Concision: r = 0\.9\d over 4 answers", output)
 
 
 def test_period_and_channel_choose_the_reviews(db, capsys):
     assert main(["report", "--db", str(db), "--channel", "C1"]) == 0  # all time: the old two count
-    assert table_rows(capsys.readouterr().out)["Cites a source"][1] == "14"
+    assert table_rows(capsys.readouterr().out)["Cites a source"]["n"] == "14"
 
     assert main(["report", "--db", str(db)]) == 0  # every channel: C2's review too
     output = capsys.readouterr().out
-    assert output.startswith("All channels\n") and table_rows(output)["Cites a source"][1] == "15"
+    assert output.startswith("All channels\n") and table_rows(output)["Cites a source"]["n"] == "15"
 
 
 def test_report_needs_no_slack_or_model_settings_and_writes_the_chart(db, tmp_path):
