@@ -20,8 +20,8 @@ from langchain_core.messages.ai import UsageMetadata
 
 from bot.agreement import charts
 from bot.agreement import presentation as kit
+from bot.agreement.pooling import rows_by_criterion
 from bot.agreement.replay import Case, Regrade, Skipped, describe
-from bot.agreement.report import rows_by_criterion
 from bot.rendering.results import usage_words
 from bot.review.verdicts import is_judged, verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections

@@ -4,17 +4,20 @@ A rubric edit that adds or reorders criteria does not change what an unchanged c
 reviews and gradings under every version where its text (normalized) is the same are one criterion's
 evidence, kept apart only by the grader model that gave the verdicts. A criterion whose text changed
 starts afresh: it is another criterion, "since v4 (text changed)". The report, and anything else that
-judges the grader per criterion (trust thresholds, say), reads :func:`pooled_criteria`.
+judges the grader per criterion (trust thresholds, say), reads :func:`pooled_criteria`; a replay,
+which compares two graders on the same reviews, groups them by name with :func:`rows_by_criterion`.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
+from bot.agreement.presentation import LIST_KIND, SCORED_KIND
 from bot.db.evaluations import EvaluationRecord
 from bot.db.reviews import ReviewRow
 from bot.review.verdicts import is_judged, verdict_label
@@ -186,3 +189,24 @@ def _mark_starts(
 
 def _same_name(old: PooledCriterion, new: PooledCriterion) -> bool:
     return normalize_name(old.name) == normalize_name(new.name)
+
+
+def rows_by_criterion(reviews: Iterable[ReviewRow]) -> dict[str, list[ReviewRow]]:
+    """The review rows of each criterion, named as first reviewed, in that order.
+
+    A criterion is identified by its name (ignoring case and trailing punctuation) and the kind of
+    its verdicts; a name used for both a pass/fail criterion and a scored dimension gets its kind
+    added. Reviews of criteria the grader could not tell are left out: agreement is over judged ones.
+    """
+    rows: dict[tuple[str, str], list[ReviewRow]] = {}
+    for row in reviews:
+        if not is_judged(row.grader_verdict):
+            continue  # the grader left it to the reviewer: their verdict, nothing to agree with
+        judge = verdict_label(row.grader_verdict)
+        key = (normalize_name(row.criterion), LIST_KIND if isinstance(judge, bool) else SCORED_KIND)
+        rows.setdefault(key, []).append(row)
+    kinds = Counter(name for name, _ in rows)
+    return {
+        found[0].criterion + (f" ({kind})" if kinds[name] > 1 else ""): found
+        for (name, kind), found in rows.items()
+    }

@@ -43,7 +43,7 @@ from bot.db.reviews import ReviewRow
 from bot.db.store import Store
 from bot.feedback.satisfaction import satisfaction_blocks, satisfaction_table
 from bot.provenance.grouping import Coverage, Waiting, coverage, waiting_for_people
-from bot.review.verdicts import grader_verdicts, is_judged, verdict_label
+from bot.review.verdicts import grader_verdicts, verdict_label
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block, sections
 from bot.slack.messages import SlackMessage
 from bot.vocabulary.provenance import UNKNOWN
@@ -70,7 +70,6 @@ __all__ = [
     "period_start",
     "report_blocks",
     "report_table",
-    "rows_by_criterion",
 ]
 
 ANCHOR_ADVICE = (
@@ -277,27 +276,6 @@ async def load_report(
 def period_start(days: int | None) -> datetime | None:
     """When a report over the last ``days`` days begins; None for all time."""
     return datetime.now(UTC) - timedelta(days=days) if days is not None else None
-
-
-def rows_by_criterion(reviews: Iterable[ReviewRow]) -> dict[str, list[ReviewRow]]:
-    """The review rows of each criterion, named as first reviewed, in that order.
-
-    A criterion is identified by its name (ignoring case and trailing punctuation) and the kind of
-    its verdicts; a name used for both a pass/fail criterion and a scored dimension gets its kind
-    added. Reviews of criteria the grader could not tell are left out: agreement is over judged ones.
-    """
-    rows: dict[tuple[str, str], list[ReviewRow]] = {}
-    for row in reviews:
-        if not is_judged(row.grader_verdict):
-            continue  # the grader left it to the reviewer: their verdict, nothing to agree with
-        judge = verdict_label(row.grader_verdict)
-        key = (normalize_name(row.criterion), LIST_KIND if isinstance(judge, bool) else SCORED_KIND)
-        rows.setdefault(key, []).append(row)
-    kinds = Counter(name for name, _ in rows)
-    return {
-        found[0].criterion + (f" ({kind})" if kinds[name] > 1 else ""): found
-        for (name, kind), found in rows.items()
-    }
 
 
 def _correlated(evaluations: Iterable[RubricEvaluation]) -> list[CorrelatedPair]:
