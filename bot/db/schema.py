@@ -414,7 +414,7 @@ BOT_TOKENS = ("bot_token", "bot_refresh_token")
 """The secrets of an installed bot (attributes of slack_sdk's `Bot`, columns of its table)."""
 
 # Unbounded, not slack_sdk's 200 characters: a token may be stored encrypted (about twice as long;
-# see bot.workspaces.encryption and migration 0016).
+# see bot.workspaces.encryption and migration 0017).
 for _table, _tokens in ((installations, INSTALLATION_TOKENS), (installed_bots, BOT_TOKENS)):
     for _name in _tokens:
         _table.c[_name].type = Text()
