@@ -18,6 +18,8 @@ Public API:
 - `EVIDENCE_TOOLS` and each tool — safe counting and matching tools for the grader.
 - `CalibrationExample`, `CalibrationSource` — team verdicts shown to the grader as worked examples,
   and the (plain or async) function that supplies them.
+- `TrustSource` — the (plain or async) function that supplies, per criterion, the confidence under
+  which a verdict is withheld and left to a person (thresholds from `calibrate`, say).
 - `TranscriptGrader` — grade a transcript you already have once, as the middleware would.
 - `answer_only`, `agrade_answer`, `grade_answer` — grade a final answer on its own, once: the
   request and the answer, none of the loop's drafts, feedback or calibration (an audit grader).
@@ -63,6 +65,7 @@ from grading.middleware import (
     RubricMiddleware,
     RubricState,
     Status,
+    TrustSource,
     abstained,
 )
 from grading.once import TranscriptGrader
@@ -105,6 +108,7 @@ __all__ = [
     "RubricState",
     "Status",
     "TranscriptGrader",
+    "TrustSource",
     "abstained",
     "aggregate",
     "agrade_answer",

@@ -18,10 +18,11 @@ import asyncio
 import functools
 import inspect
 import logging
+import math
 import secrets
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, NotRequired, TypedDict, TypeVar
 
@@ -119,6 +120,11 @@ class CriterionResult(TypedDict):
     escalated: NotRequired[bool]
     """True when the verdict is the escalation model's, asked because the samples' confidence was
     under the middleware's `escalate_below` (its `confidence` is then 1: one answer)."""
+    trust_threshold: NotRequired[float]
+    """Set when the grader judged the criterion but its `confidence` was under this threshold (from
+    the middleware's `trust` source): the verdict is withheld, `cannot_tell` is true and `gap` says
+    what the grader said and why it is left to a person. `math.inf` when the thresholds could not
+    be read."""
 
 
 class RubricEvaluation(TypedDict):
@@ -176,6 +182,25 @@ class RubricState(AgentState):
     a new run however the current one ended (an error, a cancellation, an interrupt)."""
 
 
+TrustSource = Callable[[Rubric, str, Runtime[Any]], Mapping[str, float] | Awaitable[Mapping[str, float]]]
+"""Returns, per criterion name of a pass/fail rubric, the confidence under which the grader's
+verdict is not acted on (a criterion it leaves out is acted on at any confidence). It gets the
+rubric, the grader model as it answered (thresholds are calibrated per model) and the langgraph
+runtime. Plain or async, as a `CalibrationSource`. When it fails, the failure is logged and every
+verdict of the iteration is withheld: a promise that cannot be checked is not kept by acting."""
+
+TRUST_GAP = (
+    "Left to a person: the grader said {said} with confidence {confidence:.2f}, under {threshold:.2f}, "
+    "the confidence from which its verdicts on this criterion are trusted."
+)
+"""The gap of a verdict withheld for its confidence (see `CriterionResult.trust_threshold`)."""
+
+UNREAD_TRUST_GAP = (
+    "Left to a person: the grader said {said} with confidence {confidence:.2f}, but the confidence "
+    "from which its verdicts are trusted could not be read."
+)
+"""The gap of a verdict withheld because the `trust` source failed."""
+
 CalibrationSource = Callable[
     [Rubric, Runtime[Any]], Sequence[CalibrationExample] | Awaitable[Sequence[CalibrationExample]]
 ]
@@ -207,16 +232,18 @@ class _GraderCall:
 
 
 @dataclass(frozen=True)
-class _CalibrationCall:
-    """A request for the team's examples for `rubric`, answered by the calibration source."""
+class _SourceCall:
+    """A request to one of the caller's sources (`what` names it): `source(*arguments)`, plain or
+    async."""
 
-    rubric: Rubric
-    runtime: Runtime[Any]
+    what: str
+    source: Callable[..., Any]
+    arguments: tuple[Any, ...]
 
 
-_Call = Together[_GraderCall] | _CalibrationCall
+_Call = Together[_GraderCall] | _SourceCall
 """What the grading step asks of the hook that drives it: grader calls to make at once (one per
-sample), or the team's examples."""
+sample), or a source (the team's examples, the trust thresholds)."""
 
 _Steps = Generator[_Call, Any, dict[str, Any] | None]
 """The grading step: yields calls, receives their answers, returns the state update."""
@@ -267,6 +294,10 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             `escalate_below`, before they are acted on or left to a person.
         escalate_below: The confidence under which a criterion is escalated
             (default 1: whenever the samples disagree).
+        trust: A `TrustSource` (plain or async): per criterion of a pass/fail
+            rubric, the confidence under which its verdict is withheld — made
+            "can't tell", left to a person and not sent back to the worker, as
+            an abstention is (see `CriterionResult.trust_threshold`).
     """
 
     state_schema = RubricState
@@ -284,6 +315,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         samples: int = 1,
         escalation_model: str | BaseChatModel | None = None,
         escalate_below: float = 1.0,
+        trust: TrustSource | None = None,
     ) -> None:
         super().__init__()
         if not model:
@@ -295,7 +327,11 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         _check_positive_int("samples", samples)
         if not 0 < escalate_below <= 1:
             raise ValueError(f"RubricMiddleware: `escalate_below` must be in (0, 1], got {escalate_below}.")
-        for name, callback in (("on_evaluation", on_evaluation), ("calibration", calibration)):
+        for name, callback in (
+            ("on_evaluation", on_evaluation),
+            ("calibration", calibration),
+            ("trust", trust),
+        ):
             if callback is not None and not callable(callback):
                 raise TypeError(f"RubricMiddleware: `{name}` must be callable.")
         self.max_iterations = max_iterations
@@ -306,6 +342,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         self._tools = list(tools or ())
         self._on_evaluation = on_evaluation
         self._calibration = calibration
+        self._trust = trust
         self.samples = samples
         self._escalation_model = escalation_model
         self._asked_escalation_model = asked_model(escalation_model) if escalation_model else None
@@ -327,7 +364,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         """Grade the finished answer; loop back to the model when it needs revision."""
         steps = self._grading_steps(state, runtime)
         step = _advance(steps, None)
-        while isinstance(step, (Together, _CalibrationCall)):
+        while isinstance(step, (Together, _SourceCall)):
             step = _advance(steps, _attempt(self._answer, step))
         return step
 
@@ -336,7 +373,7 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         """Async twin of `after_agent`: only the grader and calibration calls are awaited."""
         steps = self._grading_steps(state, runtime)
         step = _advance(steps, None)
-        while isinstance(step, (Together, _CalibrationCall)):
+        while isinstance(step, (Together, _SourceCall)):
             step = _advance(steps, await _aattempt(self._aanswer, step))
         return step
 
@@ -412,6 +449,8 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         else:
             verdict = _judge(rubric, graded)
             _log_contradiction(rubric, graded, verdict, base)
+            thresholds = yield from self._thresholds(rubric, meters[0].model or self._asked_model, runtime)
+            verdict = _withhold(verdict, thresholds)
         meter = _merged([*meters, escalation_meter])
         evaluation: RubricEvaluation = {
             **base,
@@ -465,17 +504,33 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
 
     def _team_examples(
         self, rubric: Rubric, runtime: Runtime[Any]
-    ) -> Generator[_CalibrationCall, Any, list[CalibrationExample]]:
+    ) -> Generator[_SourceCall, Any, list[CalibrationExample]]:
         if self._calibration is None:
             return []
         try:
-            return list((yield _CalibrationCall(rubric, runtime)))
+            return list((yield _SourceCall("calibration source", self._calibration, (rubric, runtime))))
         except Exception as exc:
             # Team examples improve a grade; a store that cannot supply them must not stop one.
             logger.warning(
                 "RubricMiddleware calibration source failed, grading without examples: %s", _describe(exc)
             )
             return []
+
+    def _thresholds(
+        self, rubric: Rubric, model: str, runtime: Runtime[Any]
+    ) -> Generator[_SourceCall, Any, Mapping[str, float]]:
+        """The trust source's thresholds for this rubric and grader model ({} without a source or for
+        a scored rubric); every criterion's is infinite when the source fails."""
+        if self._trust is None or rubric.is_scored:
+            return {}
+        try:
+            found = yield _SourceCall("trust source", self._trust, (rubric, model, runtime))
+            return {name: float(threshold) for name, threshold in found.items()}
+        except Exception as exc:
+            logger.warning(
+                "RubricMiddleware trust source failed, withholding every verdict: %s", _describe(exc)
+            )
+            return dict.fromkeys(rubric.names, math.inf)
 
     def _grade_samples(
         self,
@@ -584,17 +639,17 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         if isinstance(call, Together):
             # The sync API asks one sample after the other; the async one asks them at once.
             return [_attempt(self._ask, grader_call) for grader_call in call.calls]
-        found = self._calibrate(call)
+        found = call.source(*call.arguments)
         if inspect.isawaitable(found):
             if inspect.iscoroutine(found):
                 found.close()  # never awaited: close it so Python does not warn
-            raise TypeError("the calibration source is async: run the agent with ainvoke or astream")
+            raise TypeError(f"the {call.what} is async: run the agent with ainvoke or astream")
         return found
 
     async def _aanswer(self, call: _Call) -> Any:
         if isinstance(call, Together):
             return await asyncio.gather(*(_aattempt(self._aask, grader_call) for grader_call in call.calls))
-        found = self._calibrate(call)
+        found = call.source(*call.arguments)
         return await found if inspect.isawaitable(found) else found
 
     def _ask(self, call: _GraderCall) -> Any:
@@ -602,10 +657,6 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
 
     async def _aask(self, call: _GraderCall) -> Any:
         return await self._grader(call).aask(call.payload, call.meter)
-
-    def _calibrate(self, call: _CalibrationCall) -> Any:
-        assert self._calibration is not None  # only asked for when there is a source
-        return self._calibration(call.rubric, call.runtime)
 
     # -- concluding an iteration -------------------------------------------------
 
@@ -831,6 +882,25 @@ def _with_confidence(results: list[CriterionResult], graded: Graded) -> list[Cri
         if position in graded.escalated:
             result["escalated"] = True
     return results
+
+
+def _withhold(verdict: _Judgement, thresholds: Mapping[str, float]) -> _Judgement:
+    """`verdict` with each judged criterion whose confidence is under its threshold made "can't
+    tell" (its gap says what the grader said), and the result worked out again without them."""
+    criteria = verdict.get("criteria")
+    if not thresholds or not criteria or verdict.get("result") not in ("satisfied", "needs_revision"):
+        return verdict
+    for criterion in criteria:
+        threshold = thresholds.get(criterion["name"])
+        confidence = criterion.get("confidence", 1.0)
+        if threshold is None or criterion.get("cannot_tell") or confidence >= threshold:
+            continue
+        said = "it passes" if criterion["passed"] else "it fails"
+        gap = UNREAD_TRUST_GAP if math.isinf(threshold) else TRUST_GAP
+        criterion["passed"], criterion["cannot_tell"], criterion["trust_threshold"] = False, True, threshold
+        criterion["gap"] = gap.format(said=said, confidence=confidence, threshold=threshold)
+    passed = all(c["passed"] for c in criteria if not c.get("cannot_tell"))
+    return {**verdict, "result": "satisfied" if passed else "needs_revision"}
 
 
 def abstained(evaluation: RubricEvaluation) -> list[str]:
