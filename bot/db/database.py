@@ -77,6 +77,35 @@ WRITE_LOCK_OPTION = "rubric_bot_write_lock"
 ``BEGIN IMMEDIATE``, taking the database's write lock up front so that a read-then-write
 transaction waits its turn instead of failing with "database is locked" halfway."""
 
+CONNECT_TIMEOUT_SECONDS = 3
+"""How long opening a PostgreSQL connection may take (libpq's ``connect_timeout``): a server that
+cannot be reached (a dropped route, no refusal) fails the connection that much later, not after the
+operating system's minutes of retries."""
+
+STATEMENT_TIMEOUT_MS = 60_000
+"""Longest a PostgreSQL statement of the bot's may run (``statement_timeout``), a lock it waits for
+included; the migrations are not bound (see `bot.db.store.migrate`)."""
+
+TCP_USER_TIMEOUT_MS = 10_000
+"""How long what a PostgreSQL connection sent may stay unacknowledged before the connection is
+dropped (``tcp_user_timeout``, with keepalives on an idle one): in a partition, a statement in
+flight fails instead of waiting the kernel's quarter of an hour."""
+
+POOL_TIMEOUT_SECONDS = 5.0
+"""How long a statement waits for a free connection of the store's PostgreSQL pools (SQLAlchemy's
+default is 30 s)."""
+
+BOUNDED_WAITS = {
+    "connect_timeout": str(CONNECT_TIMEOUT_SECONDS),
+    "tcp_user_timeout": str(TCP_USER_TIMEOUT_MS),
+    "keepalives": "1",
+    "keepalives_idle": "5",
+    "keepalives_interval": "2",
+    "keepalives_count": "3",
+}
+"""libpq's connection parameters bounding every wait of a PostgreSQL connection on the network
+(besides ``statement_timeout``, see `Database.bounded_parameters`)."""
+
 Checkpointer = AsyncSqliteSaver | AsyncPostgresSaver
 """langgraph's checkpointer on either backend."""
 
@@ -141,6 +170,11 @@ def lacks_privilege(exc: BaseException) -> bool:
     return isinstance(getattr(exc, "orig", None) or exc, psycopg.errors.InsufficientPrivilege)
 
 
+class DatabaseTimeout(TimeoutError):
+    """The database did not answer within the time a caller may wait (Slack's acknowledgement,
+    say): taken as the database being unavailable (see `UNAVAILABLE_ERRORS`)."""
+
+
 UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
     sqlalchemy.exc.OperationalError,
     sqlalchemy.exc.InterfaceError,
@@ -149,6 +183,7 @@ UNAVAILABLE_ERRORS: tuple[type[Exception], ...] = (
     psycopg.InterfaceError,
     sqlite3.OperationalError,
     ConnectorException,
+    DatabaseTimeout,
 )
 """What a statement raises when the database could not answer it (down, restarting, the connection
 cut, no connection free in time, SQLite's file locked) rather than because the statement is wrong:
@@ -245,14 +280,25 @@ class Database:
         return {"application_name": self.application_name}
 
     @property
+    def bounded_parameters(self) -> dict[str, str]:
+        """The PostgreSQL connection parameters bounding its waits (`BOUNDED_WAITS`, and
+        `STATEMENT_TIMEOUT_MS` added to the URL's own ``options``), unless the URL sets them."""
+        options = str(self.url.query.get("options", ""))
+        if "statement_timeout" not in options:
+            options = f"{options} -c statement_timeout={STATEMENT_TIMEOUT_MS}".strip()
+        waits = {key: value for key, value in BOUNDED_WAITS.items() if key not in self.url.query}
+        return {**waits, "options": options}
+
+    @property
     def conninfo(self) -> str:
         """The PostgreSQL URL as libpq (and so psycopg) takes it, password included: never print it."""
-        url = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        name = self._connection_name.get("application_name")
-        if name is None:
-            return url
-        # Encoded here: SQLAlchemy would write its spaces as "+", which libpq keeps as "+".
-        return f"{url}{'&' if '?' in url else '?'}application_name={quote(name, safe='')}"
+        bounded = self.bounded_parameters
+        url = self.url.difference_update_query(bounded).set(drivername="postgresql")
+        added = {**bounded, **self._connection_name}
+        # Encoded here: SQLAlchemy would write spaces as "+", which libpq keeps as "+".
+        query = "&".join(f"{key}={quote(value, safe='')}" for key, value in added.items())
+        text = url.render_as_string(hide_password=False)
+        return f"{text}{'&' if '?' in text else '?'}{query}"
 
     def __str__(self) -> str:
         """How messages name the database: the file path, or the URL with any password masked."""
@@ -275,7 +321,9 @@ class Database:
         `flushed_commits` its commits do not wait for the server's disk (see `UNFLUSHED_COMMITS`)."""
         if self.is_postgres:
             options: dict[str, Any] = (
-                {"poolclass": NullPool} if pool_size is None else {"pool_size": pool_size, "max_overflow": 0}
+                {"poolclass": NullPool}
+                if pool_size is None
+                else {"pool_size": pool_size, "max_overflow": 0, "pool_timeout": POOL_TIMEOUT_SECONDS}
             )
             # Set on each connection as it opens: as execution options instead, SQLAlchemy sets
             # them again each time a connection is checked out, and a claim checks out two.
@@ -283,7 +331,8 @@ class Database:
                 options["execution_options"] = {"postgresql_readonly": True}
             if autocommit:
                 options["isolation_level"] = "AUTOCOMMIT"
-            engine = create_async_engine(self.url, connect_args=self._connection_name, **options)
+            parameters = {**self._connection_name, **self.bounded_parameters}
+            engine = create_async_engine(self.url, connect_args=parameters, **options)
             if not flushed_commits:
                 event.listen(engine.sync_engine, "connect", _commit_without_flush)
             return engine

@@ -144,4 +144,6 @@ async def migrate(engine: AsyncEngine) -> list[str]:
     The caller holds `bot.db.database.schema_lock`, so processes starting together migrate one by one.
     """
     async with engine.execution_options(**{WRITE_LOCK_OPTION: True}).begin() as connection:
+        if connection.dialect.name == "postgresql":  # a migration of a large table takes its time
+            await connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
         return await connection.run_sync(migrations.upgrade)

@@ -8,6 +8,7 @@ across restarts.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from re import Pattern
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.db.database import DatabaseTimeout
 from bot.home import publish_home
 from bot.lifecycle.erase import purge_tenant
 from bot.listeners.context import Services, event_message, services_of, tenant_of, workspace_of
@@ -40,6 +42,10 @@ Next = Callable[[], Awaitable[None]]
 
 EventConstraints = dict[str, str | Sequence[str | Pattern[str] | None] | None]
 """What Bolt matches an event by besides its type (its subtype, say), as `app.event` takes it."""
+
+TAKE_SECONDS = 2.0
+"""How long an event may wait for the database before Slack is answered 503 (Slack gives up on an
+answer after 3 s, and delivers the event again)."""
 
 HOME_TAB = "home"
 """The ``tab`` of an app_home_opened event for the Home tab (the other is ``messages``)."""
@@ -127,13 +133,20 @@ def _listen_acking_when_taken(app: AsyncApp, event_type: str | EventConstraints,
     listener's middleware, which Bolt runs first: when the database fails it raises, Bolt answers
     5xx (and in Socket Mode does not ack; see `bot.slack.client.log_listener_failure`), and Slack
     delivers the event again. Only once `take` has recorded it does the event reach its listener,
-    which Bolt acks.
+    which Bolt acks. `take` has `TAKE_SECONDS`: a database that does not answer (a network
+    partition holds its packets) is one that cannot take the event, answered 503 as quickly as
+    a database that is down; what `take` started goes on (a claim is shielded), so the event is
+    taken once whichever way it ends.
     """
 
     async def before_ack(
         body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext, next: Next
     ) -> None:
-        await take(body, event, context)
+        try:
+            async with asyncio.timeout(TAKE_SECONDS):
+                await take(body, event, context)
+        except TimeoutError as exc:
+            raise DatabaseTimeout(f"the database did not answer within {TAKE_SECONDS:g}s") from exc
         await next()
 
     app.event(event_type, middleware=[before_ack])(_taken)

@@ -1,5 +1,6 @@
 """A TCP link between the bot and its PostgreSQL server that a test can cut, as a failed network or a
-stopped server would: while it is cut, open connections are closed and new ones are refused.
+stopped server would: while it is cut, open connections are closed and new ones are refused. Or
+hold, as a network partition does: no byte passes, and nothing is closed or refused.
 
 The bot is pointed at the link's port instead of the server's (`via_link` rewrites a database URL);
 everything else is the real server, so the bot sees exactly what a database outage looks like from
@@ -32,6 +33,9 @@ class TcpLink:
         self._thread = threading.Thread(target=self._loop.run_forever, name="TcpLink", daemon=True)
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._passing = asyncio.Event()
+        """Set while bytes pass; cleared by `hold`."""
+        self._passing.set()
 
     def start(self) -> Self:
         self._thread.start()
@@ -45,6 +49,16 @@ class TcpLink:
     def restore(self) -> None:
         """Listen on the same port again."""
         self._call(self._listen())
+
+    def hold(self) -> None:
+        """Pass no more bytes either way, keeping every connection open and taking new ones: a
+        dropped route (no reset, no refusal), where a database client waits for an answer that
+        does not come."""
+        self._loop.call_soon_threadsafe(self._passing.clear)
+
+    def release(self) -> None:
+        """Pass bytes again, those held first."""
+        self._loop.call_soon_threadsafe(self._passing.set)
 
     def stop(self) -> None:
         self.cut()
@@ -91,16 +105,19 @@ class TcpLink:
             return
         self._writers |= {client_writer, server_writer}
         await asyncio.gather(
-            _pump(client_reader, server_writer), _pump(server_reader, client_writer), return_exceptions=True
+            _pump(client_reader, server_writer, self._passing),
+            _pump(server_reader, client_writer, self._passing),
+            return_exceptions=True,
         )
         for writer in (client_writer, server_writer):
             writer.close()
             self._writers.discard(writer)
 
 
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, passing: asyncio.Event) -> None:
     try:
         while chunk := await reader.read(RELAY_CHUNK):
+            await passing.wait()
             writer.write(chunk)
             await writer.drain()
     finally:
