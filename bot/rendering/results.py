@@ -74,9 +74,12 @@ VERDICT_EMOJI: Mapping[str, str] = {"PASS": "✅", "REVIEW": "🟡", "FAIL": "�
 """Emoji next to a scored rubric's aggregate verdict."""
 
 
-def evaluation_message(evaluation: RubricEvaluation, *, review: Sequence[Block] = ()) -> SlackMessage:
-    """One grader iteration as a message: verdict, every criterion, gaps, explanation, and at the
-    end the ``review`` blocks (the team review's tally and buttons, see :mod:`bot.review.controls`).
+def evaluation_message(
+    evaluation: RubricEvaluation, *, review: Sequence[Block] = (), rubric_version: str | None = None
+) -> SlackMessage:
+    """One grader iteration as a message: verdict, every criterion, gaps, explanation, a quiet line
+    naming where the verdict came from (`source_words`), and at the end the ``review`` blocks (the
+    team review's tally and buttons, see :mod:`bot.review.controls`).
 
     Every criterion is listed; when the whole would pass Slack's limits, the longest gaps are
     shortened first, each to the same share of the room left (see MESSAGE_TEXT_BUDGET).
@@ -100,6 +103,8 @@ def evaluation_message(evaluation: RubricEvaluation, *, review: Sequence[Block] 
         notes.append(f"Calibrated with {plural(count, 'team review example')}")
     if notes:
         tail.append(context_block(" · ".join(notes)))
+    if source := source_words(evaluation, rubric_version):
+        tail.append(context_block(source))
     tail += review
 
     flagged = evaluation["unmatched"]
@@ -126,6 +131,21 @@ def evaluation_message(evaluation: RubricEvaluation, *, review: Sequence[Block] 
             },
         },
     }
+
+
+def source_words(evaluation: RubricEvaluation, rubric_version: str | None) -> str:
+    """Where the verdict came from, e.g. ``Rubric v3 · grader gpt-4o-mini-2024-07-18 · 3 samples,
+    split on 1 criterion`` ('' for an evaluation without provenance and no version given)."""
+    provenance = evaluation.get("provenance")
+    parts = [f"Rubric {escape(rubric_version)}"] if rubric_version else []
+    if provenance:
+        parts.append(f"grader {escape(provenance['grader_model'])}")
+        samples = provenance.get("samples", 1)
+        if samples > 1:
+            split = sum(1 for c in evaluation["criteria"] if c.get("confidence", 1.0) < 1)
+            agreed = "unanimous" if not split else f"split on {plural(split, 'criterion', 'criteria')}"
+            parts.append(f"{samples} samples, {agreed}")
+    return " · ".join(parts)
 
 
 def _criterion_entries(

@@ -44,7 +44,8 @@ async def refresh_tally(store: Store, client: AsyncWebClient, record: Evaluation
     """Re-render the iteration's message with the tally of every review stored for it."""
     async with store.locked_reviews(record.thread.workspace, record.grading_run_id, record.iteration) as rows:
         controls = review_controls(record.evaluation, ReviewTally.from_rows(rows))
-        message = evaluation_message(record.evaluation, review=controls)
+        version = record.provenance["rubric_version"] if record.provenance else None
+        message = evaluation_message(record.evaluation, review=controls, rubric_version=version)
         await attempt(
             client.chat_update(channel=record.channel, ts=record.message_ts, **message),
             f"show the review tally in {record.channel}",

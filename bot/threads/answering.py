@@ -331,7 +331,10 @@ class Answering(Recovery):
             rubric_text = inputs["rubric"] = channel_rubric
         unread = start.unread
         await self._tell_interrupted_runs(client, start.interrupted, progress)
-        post_evaluation = partial(self._post_evaluation, message, rubric_text or "", progress, delivery)
+        rubric_text = rubric_text or ""
+        thread = message.thread
+        version = await self._store.rubric_version_label(thread.workspace, thread.channel, rubric_text)
+        post_evaluation = partial(self._post_evaluation, message, rubric_text, version, progress, delivery)
         if earlier is not None:
             # Iterations the cut-short attempt checkpointed but may not have posted, in order.
             for evaluation in turn_evaluations(state, state["messages"][len(earlier) :]):
@@ -405,11 +408,14 @@ class Answering(Recovery):
         self,
         message: UserMessage,
         rubric_text: str,
+        rubric_version: str,
         progress: WorkingIndicator,
         delivery: Delivery,
         evaluation: RubricEvaluation,
     ) -> None:
-        payload = evaluation_message(evaluation, review=review_controls(evaluation))
+        payload = evaluation_message(
+            evaluation, review=review_controls(evaluation), rubric_version=rubric_version
+        )
         shown = PostedEvaluation(message.thread, evaluation, rubric_text, stored_provenance(evaluation))
         await progress.graded(evaluation)
         await delivery.post(evaluation["iteration"], 0, payload, shown)

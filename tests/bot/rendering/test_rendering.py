@@ -201,6 +201,42 @@ def test_evaluation_message_says_when_team_examples_calibrated_the_grader():
     assert "Calibrated" not in all_text(posted(evaluation(calibration=[])))
 
 
+def provenance(samples=1, model="gpt-4o-mini-2024-07-18"):
+    return {
+        "rubric_hash": "h",
+        "grader_model": model,
+        "grader_prompt_hash": "p",
+        "calibration_examples": [],
+        "worker_model": None,
+        "samples": samples,
+        "escalation_model": None,
+    }
+
+
+def context_texts(message):
+    return [e["text"] for b in message["blocks"] if b["type"] == "context" for e in b["elements"]]
+
+
+def test_evaluation_message_names_the_rubric_version_and_the_grader_model_that_answered():
+    message = evaluation_message(evaluation(provenance=provenance()), rubric_version="v3")
+
+    assert "Rubric v3 · grader gpt-4o-mini-2024-07-18" in context_texts(message)
+    assert "samples" not in all_text(message)  # one sample: nothing to say about it
+
+
+def test_with_several_samples_the_source_line_says_how_many_and_where_they_split():
+    split = evaluation(provenance=provenance(samples=3))
+    split["criteria"][0]["confidence"] = 2 / 3
+    unanimous = evaluation(provenance=provenance(samples=3))
+
+    assert "Rubric #ab12 · grader gpt-4o-mini-2024-07-18 · 3 samples, split on 1 criterion" in context_texts(
+        evaluation_message(split, rubric_version="#ab12")
+    )
+    assert "Rubric v1 · grader gpt-4o-mini-2024-07-18 · 3 samples, unanimous" in context_texts(
+        evaluation_message(unanimous, rubric_version="v1")
+    )
+
+
 def test_evaluation_message_shows_scores_and_aggregate_for_scored_rubrics():
     message = posted(
         evaluation(
