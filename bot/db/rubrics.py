@@ -24,7 +24,6 @@ from bot.db.scope import (
     utc_now,
     workspace_columns,
 )
-from bot.vocabulary.provenance import rubric_version
 from bot.vocabulary.workspace import Workspace
 
 
@@ -94,12 +93,6 @@ class RubricStore(StoreBase):
         )
         rows = await self._rows(query)
         return RubricVersion(**rows[0]) if rows else None
-
-    async def rubric_version_label(self, workspace: Workspace, channel: str, rubric_text: str) -> str:
-        """What the channel calls ``rubric_text`` (see `bot.vocabulary.provenance.rubric_version`):
-        ``v3`` when version 3 of its default rubric set that text, else ``#`` and the text's hash."""
-        number = await self._scalar(version_numbered(workspace, channel, rubric_text))
-        return rubric_version(number, rubric_text)
 
     async def _add_rubric_version(
         self, connection: AsyncConnection, workspace: Workspace, channel: str, text: str | None, user: str

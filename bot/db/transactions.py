@@ -294,6 +294,9 @@ class AttemptStart:
     """What the request shared that was not read."""
     channel_rubric: str | None
     """The channel's default rubric (None if it has none, or it was not asked for)."""
+    rubric_version: int | None = None
+    """The channel's number for the rubric the run grades with (the one given, else its default), as
+    `bot.vocabulary.provenance.rubric_version` reads it: None when no version of it set that text."""
     settings: WorkspaceSettingsRow | None = None
     """What the workspace's admins set (None if they never did, or it was not asked for)."""
     holds_run: bool = True
@@ -332,6 +335,7 @@ class RunTransactions(UsageStore):
         material: RunMaterial | None,
         *,
         channel_rubric: bool,
+        rubric_text: str | None = None,
         lease: RunLease | None = None,
         settings: bool = False,
     ) -> AttemptStart:
@@ -339,7 +343,8 @@ class RunTransactions(UsageStore):
         takes or checks its `lease` on the run (see `take_run`), claims the thread's unreported
         interrupted runs (see `claim_interrupted_runs`), records the request's `material` (a first
         attempt read it) or reads back what an earlier attempt recorded as unread (None), reads the
-        channel's default rubric if `channel_rubric` and the workspace's settings if `settings`.
+        channel's default rubric if `channel_rubric`, the channel's version number of the rubric the
+        run grades with (`rubric_text`, else that default) and the workspace's settings if `settings`.
 
         An attempt whose lease was taken over records nothing and learns only that
         (``holds_run`` False); once one started with it, the lease is checked, no longer taken.
@@ -358,12 +363,18 @@ class RunTransactions(UsageStore):
                 if channel_rubric
                 else None
             )
+            graded_with = rubric_text or rubric
+            number = (
+                await connection.scalar(version_numbered(thread.workspace, thread.channel, graded_with))
+                if graded_with
+                else None
+            )
             stored = None
             if settings:
                 stored = await connection.run_sync(read_workspace_settings, thread.workspace)
         if lease is not None:
             lease.taking = False  # taken for good: later attempts check it
-        return AttemptStart(interrupted, unread, rubric, stored)
+        return AttemptStart(interrupted, unread, rubric, number, stored)
 
     async def record_posted(
         self, run_id: int, step: Step, part: int, message_ts: str, evaluation: PostedEvaluation | None = None

@@ -44,7 +44,7 @@ from bot.threads.delivery import Delivery, RunTakenOver, record_retrying
 from bot.threads.progress import WorkingIndicator, react
 from bot.threads.recovery import Recovery, gave_up_notice
 from bot.threads.runner_base import logger, retry_delay
-from bot.vocabulary.provenance import stored_provenance
+from bot.vocabulary.provenance import rubric_version, stored_provenance
 from bot.vocabulary.statuses import ANSWERED, FAILED, TIMED_OUT, RunStatus
 from bot.vocabulary.unread import Unread
 from grading import RubricEvaluation
@@ -316,6 +316,7 @@ class Answering(Recovery):
             message.thread,
             read,
             channel_rubric=inputs is not None and not rubric_text,
+            rubric_text=rubric_text,
             lease=lease,
             settings=self._agents is not None and self._workspaces is not None,
         )
@@ -323,17 +324,18 @@ class Answering(Recovery):
             raise RunTakenOver(f"run {delivery.run_id} in thread {message.thread_id} was taken over")
         await progress.run_started()
         channel_rubric = start.channel_rubric
+        number = start.rubric_version
         if inputs is not None and in_pane(message):
             await set_title(client, message)
             if not rubric_text and not channel_rubric:
                 channel_rubric = await self._pane_rubric(client, message)
+                number = None  # the channel beside the pane numbers its rubric, not this one
         if inputs is not None and channel_rubric:
             rubric_text = inputs["rubric"] = channel_rubric
         unread = start.unread
         await self._tell_interrupted_runs(client, start.interrupted, progress)
         rubric_text = rubric_text or ""
-        thread = message.thread
-        version = await self._store.rubric_version_label(thread.workspace, thread.channel, rubric_text)
+        version = rubric_version(number, rubric_text)
         post_evaluation = partial(self._post_evaluation, message, rubric_text, version, progress, delivery)
         if earlier is not None:
             # Iterations the cut-short attempt checkpointed but may not have posted, in order.

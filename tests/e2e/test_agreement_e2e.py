@@ -11,7 +11,8 @@ from collections.abc import Callable
 from bot.cli.main import main
 from tests.e2e.conftest import CRITERIA, RUBRIC, Service, evaluations, posted_report
 from tests.standins import slack_requests as sr
-from tests.standins.model_api import ChatRequest, Json, grade
+from tests.standins.model_api import ChatRequest, Json, answering_model, grade
+from tests.standins.slack_api import SlackMessage
 
 CITES, POLITE = CRITERIA
 GAINED = f"- {POLITE}\n- {CITES}\n- Is short"
@@ -34,12 +35,13 @@ def grader(request: ChatRequest) -> Json:
     return grade(criteria, failing=failing, cannot_tell=[] if "POLITE" in request.all_text else [POLITE])
 
 
-def answered_and_agreed(s: Service, channel: str, request: str, reviewer: str = "U1") -> None:
+def answered_and_agreed(s: Service, channel: str, request: str, reviewer: str = "U1") -> SlackMessage:
+    """Ask in a new thread, wait for the answer and agree with its iteration; that iteration's message."""
     root = s.mention(request, channel)
     s.wait_finals(channel, root, 1)
     [evaluation] = evaluations(s.thread(channel, root))
     s.click("review_agree", evaluation, root, reviewer)
-    s.wait_message(evaluation, "1 review")
+    return s.wait_message(evaluation, "1 review")
 
 
 def set_rubric(s: Service, channel: str, rubric: str) -> None:
@@ -55,12 +57,17 @@ def test_a_rubric_that_gains_a_criterion_keeps_one_pooled_line_per_unchanged_cri
     s.model.grader = grader
     channel = "CPOOL"
     set_rubric(s, channel, RUBRIC)
+    shown_under = {}
     for i in range(5):
-        answered_and_agreed(s, channel, f"Question {i} {'FAIL' if i % 2 else ''}")
+        shown_under["v1"] = answered_and_agreed(s, channel, f"Question {i} {'FAIL' if i % 2 else ''}")
     set_rubric(s, channel, GAINED)
     for i in range(5):
         asked = f"Question {5 + i} {'FAIL' if i % 2 else ''}{' POLITE' if i == 0 else ''}"
-        answered_and_agreed(s, channel, asked)
+        shown_under["v2"] = answered_and_agreed(s, channel, asked)
+
+    # Each iteration message names the rubric version and the grader model as it answered.
+    for version, message in shown_under.items():
+        assert f"Rubric {version} · grader {answering_model('gpt-4o-mini')}" in message.all_text
 
     shown = posted_report(s, channel)
 

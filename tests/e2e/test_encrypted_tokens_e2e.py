@@ -104,9 +104,7 @@ def test_tokens_are_unreadable_without_the_key_and_rotation_keeps_the_bot_servin
         assert "RUBRIC_BOT_ENCRYPTION_KEY cannot decrypt the stored OAuth tokens" in wrong.stderr
 
 
-def test_tokens_stored_before_the_key_are_encrypted_at_the_first_start_with_it(
-    database_url, tmp_path
-):
+def test_tokens_stored_before_the_key_are_encrypted_at_the_first_start_with_it(database_url, tmp_path):
     with SlackApiStandin() as slack, ModelApiStandin() as model:
         slack.add_workspace("T1")
         env = oauth_environment(slack, model, database_url)

@@ -243,12 +243,18 @@ async def test_an_attempt_starts_in_one_write_claiming_interruptions_recording_a
     assert [run.run_id for run in first.interrupted] == [lost]
     assert first.unread == (Unread("chart.png", "an image"),)
     assert first.channel_rubric == "- Be brief"
+    assert first.rubric_version == 1  # what the iteration messages name it: v1
     assert await store.material_tally(T1, "C1") == MaterialTally(
         runs=1, thread_messages=2, files_read=1, files_unread=1
     )
     # A later attempt (the first was cut short) reads back what was not read; the notice is out.
     again = await store.start_attempt(run_id, THREAD, None, channel_rubric=False)
     assert again == AttemptStart(interrupted=[], unread=first.unread, channel_rubric=None)
+    # A thread's own rubric: numbered when a version of the channel's set that text, else not.
+    own = await store.start_attempt(run_id, THREAD, None, channel_rubric=False, rubric_text="- Be brief")
+    assert own.rubric_version == 1
+    other = await store.start_attempt(run_id, THREAD, None, channel_rubric=False, rubric_text="- Be kind")
+    assert other.rubric_version is None
 
 
 async def test_an_attempt_takes_its_lease_as_it_starts_and_one_taken_over_records_nothing(store):
