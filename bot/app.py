@@ -84,7 +84,7 @@ def create_app(settings: Settings, services: Services, clients: WorkspaceClients
         client=clients.client,
         signing_secret=secret.get_secret_value() if secret else "",
         name="rubric-bot",
-        oauth_settings=installations.oauth_settings if installations else None,
+        oauth_flow=installations.oauth_flow if installations else None,
         # Bolt takes an `AsyncAuthorize` as it is (its annotation names only plain functions).
         authorize=cast(Authorize, installations.authorize) if installations else None,
     )

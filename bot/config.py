@@ -7,8 +7,7 @@ echoing a value (tokens are secrets; a mistyped token is still mostly a token).
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from typing import Annotated, Literal
 
 from cryptography.fernet import Fernet
@@ -20,6 +19,7 @@ from pydantic import (
     PositiveInt,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 from pydantic_core import ErrorDetails
@@ -32,6 +32,7 @@ from pydantic_settings import (
 )
 
 from bot.db.database import DEFAULT_DB, STORE_POOL_SIZE, Database
+from bot.ops import setting_entries as entries
 from bot.ops.env_values import PROVIDER_KEY_SUFFIX, pasted_value_problem
 from grading import DEFAULT_MAX_GRADER_CALLS
 
@@ -102,19 +103,6 @@ call per run in cost."""
 DEFAULT_REPLAY_COOLDOWN = 3600.0
 """Seconds between the starts of two `/rubric replay`s in one channel: each costs two grader calls
 per reviewed answer, and a second within the hour rarely tells anything new."""
-
-EDITOR_ID = re.compile(r"[UWS][A-Z0-9]{2,}")
-"""A Slack user id (``U…``, ``W…`` on Enterprise Grid) or user-group id (``S…``)."""
-
-LOGGER_NAME = re.compile(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)*")
-"""A Python logger's dotted name, e.g. ``slack_sdk.web.async_base_client``."""
-
-MODEL_ID = re.compile(r"[a-z][a-z0-9_]*:[^\s,]+")
-"""A langchain model id as the model settings take it: ``provider:model``, e.g. ``openai:gpt-4o-mini``."""
-
-MODEL_ID_MAX = 150
-"""Longest model id `RUBRIC_BOT_ALLOWED_MODELS` takes: what a Slack menu option's value holds, and
-the `/rubric admin` form offers each as one."""
 
 DEFAULT_CONTEXT_TOKENS = 24_000
 """Tokens of thread history the worker is sent at most (`RUBRIC_BOT_CONTEXT_TOKENS`): past it, older
@@ -221,6 +209,8 @@ HINTS: dict[str, str] = {
         "set it to the TCP port (1-65535) of /healthz, /readyz and /metrics in Socket Mode and in "
         f"rubric-bot worker (default {DEFAULT_METRICS_PORT})"
     ),
+    "RUBRIC_BOT_ALLOWED_TEAMS": "set it to workspace ids (T0123ABCD), comma-separated, or leave it unset",
+    "RUBRIC_BOT_ALLOWED_ENTERPRISES": "set it to Enterprise Grid org ids (E0123ABCD), comma-separated",
     "RUBRIC_BOT_ENCRYPTION_KEY": "set it to Fernet keys, comma-separated (README: Tokens encrypted at rest)",
     "RUBRIC_BOT_MODEL_TIMEOUT": (
         f"set it to the seconds one model call may take, more than 0 (default {DEFAULT_MODEL_TIMEOUT:g})"
@@ -272,6 +262,14 @@ HINTS: dict[str, str] = {
 """How to fix each setting, shown next to any problem with it."""
 
 
+SLACK_IDS = {
+    "rubric_editors": (entries.EDITOR_ID, "a user id or user-group id"),
+    "allowed_teams": (entries.TEAM_ID, "a workspace id (T…)"),
+    "allowed_enterprises": (entries.ENTERPRISE_ID, "an Enterprise Grid org id (E…)"),
+}
+"""What each list of Slack ids must hold, and how a wrong entry is named."""
+
+
 class Settings(BaseSettings):
     """Everything the bot reads from its environment. Tokens are `SecretStr` so they never print."""
 
@@ -294,6 +292,13 @@ class Settings(BaseSettings):
     # NoDecode: comma-separated keys, the one that encrypts first (see bot.workspaces.encryption).
     encryption_keys: Annotated[tuple[SecretStr, ...], NoDecode] = Field(
         (), validation_alias="RUBRIC_BOT_ENCRYPTION_KEY"
+    )
+    # NoDecode: comma-separated ids; both unset, any workspace may install (bot.workspaces.install_flow).
+    allowed_teams: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), validation_alias="RUBRIC_BOT_ALLOWED_TEAMS"
+    )
+    allowed_enterprises: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), validation_alias="RUBRIC_BOT_ALLOWED_ENTERPRISES"
     )
     # NoDecode: a comma-separated list as Slack writes scopes, not JSON.
     scopes: Annotated[tuple[str, ...] | None, NoDecode] = Field(None, validation_alias="RUBRIC_BOT_SCOPES")
@@ -388,14 +393,15 @@ class Settings(BaseSettings):
     def _database_location(cls, value: object) -> object:
         return Database.parse(value) if isinstance(value, str) else value
 
-    @field_validator("rubric_editors", mode="before")
+    @field_validator("rubric_editors", "allowed_teams", "allowed_enterprises", mode="before")
     @classmethod
-    def _editor_ids(cls, value: object) -> object:
+    def _slack_ids(cls, value: object, info: ValidationInfo) -> object:
         if not isinstance(value, str):
             return value
-        ids = comma_list(value)
-        if wrong := _unmatched_entries(ids, EDITOR_ID):
-            raise ValueError(f"entry {wrong} is not a user id or user-group id")
+        ids = entries.comma_list(value)
+        pattern, what = SLACK_IDS[str(info.field_name)]
+        if wrong := entries.unmatched_entries(ids, pattern):
+            raise ValueError(f"entry {wrong} is not {what}")
         return ids
 
     @field_validator("debug_loggers", mode="before")
@@ -403,8 +409,8 @@ class Settings(BaseSettings):
     def _logger_names(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
-        names = comma_list(value)
-        if wrong := _unmatched_entries(names, LOGGER_NAME):
+        names = entries.comma_list(value)
+        if wrong := entries.unmatched_entries(names, entries.LOGGER_NAME):
             raise ValueError(f"entry {wrong} is not a logger name")
         return names
 
@@ -413,12 +419,12 @@ class Settings(BaseSettings):
     def _model_ids(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
-        ids = tuple(dict.fromkeys(comma_list(value)))
-        if wrong := _unmatched_entries(ids, MODEL_ID):
+        ids = tuple(dict.fromkeys(entries.comma_list(value)))
+        if wrong := entries.unmatched_entries(ids, entries.MODEL_ID):
             raise ValueError(f'entry {wrong} is not a "provider:model" id')
-        long = [str(n) for n, id_ in enumerate(ids, start=1) if len(id_) > MODEL_ID_MAX]
+        long = [str(n) for n, id_ in enumerate(ids, start=1) if len(id_) > entries.MODEL_ID_MAX]
         if long:
-            raise ValueError(f"entry {', '.join(long)} is longer than {MODEL_ID_MAX} characters")
+            raise ValueError(f"entry {', '.join(long)} is longer than {entries.MODEL_ID_MAX} characters")
         return ids
 
     @field_validator("oauth_redirect_url")
@@ -433,7 +439,7 @@ class Settings(BaseSettings):
     def _fernet_keys(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
-        for number, key in enumerate(keys := comma_list(value), start=1):
+        for number, key in enumerate(keys := entries.comma_list(value), start=1):
             try:
                 Fernet(key)
             except ValueError:
@@ -445,7 +451,7 @@ class Settings(BaseSettings):
     def _scope_list(cls, value: object) -> object:
         if not isinstance(value, str):
             return value
-        scopes = comma_list(value)
+        scopes = entries.comma_list(value)
         if not scopes:
             raise ValueError("it names no scope")
         return scopes
@@ -521,18 +527,6 @@ def _require_prefix(value: SecretStr | None, prefix: str) -> SecretStr | None:
     if value is not None and not value.get_secret_value().startswith(prefix):
         raise ValueError(f'it does not start with "{prefix}"')
     return value
-
-
-def comma_list(value: str) -> tuple[str, ...]:
-    """The entries of a comma-separated setting, as Slack and operators write lists: trimmed, with
-    empty entries (a trailing comma, doubled commas) left out."""
-    return tuple(entry for part in value.split(",") if (entry := part.strip()))
-
-
-def _unmatched_entries(entries: Sequence[str], pattern: re.Pattern[str]) -> str:
-    """The numbers (from 1, comma-separated) of the `entries` that `pattern` does not match whole;
-    '' when every one does."""
-    return ", ".join(str(n) for n, entry in enumerate(entries, start=1) if not pattern.fullmatch(entry))
 
 
 class ConfigError(Exception):

@@ -420,4 +420,6 @@ for _table, _tokens in ((installations, INSTALLATION_TOKENS), (installed_bots, B
         _table.c[_name].type = Text()
 
 oauth_states = AsyncSQLAlchemyOAuthStateStore.build_oauth_states_table(metadata, OAUTH_STATES_TABLE)
-"""OAuth states issued and not yet consumed or expired."""
+"""OAuth states used at the redirect (one row each, until it expires): see bot.workspaces.install_flow."""
+
+Index("slack_oauth_states_state", oauth_states.c.state, unique=True)

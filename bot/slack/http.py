@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import web
+from cachetools import TTLCache
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
@@ -29,12 +30,27 @@ INSTALL_PATH = "/slack/install"
 OAUTH_REDIRECT_PATH = "/slack/oauth_redirect"
 """Where Slack sends the installer back with the code (the app's OAuth Redirect URL); OAuth mode only."""
 
+PAGE_VISITS_PER_WINDOW = 30
+"""Install-page and redirect requests one address may make per `PAGE_WINDOW_SECONDS`: more than any
+person installing needs, few enough that a script cannot make the redirect write at will."""
+
+PAGE_WINDOW_SECONDS = 60
+"""The window `PAGE_VISITS_PER_WINDOW` counts in."""
+
+PAGE_ADDRESSES_TRACKED = 10_000
+"""Addresses counted at once; beyond it the oldest counts are dropped (memory stays bounded)."""
+
+PAGE_RETRY_AFTER = PAGE_WINDOW_SECONDS
+"""What an address over the limit is told to wait (at most the rest of its window)."""
+
 FORM_FIELDS_NEEDED = frozenset({"payload", "command", "ssl_check"})
 """A form Slack posts carries one of these: interactivity's JSON ``payload``, a slash command's
 fields, or the ``ssl_check`` Slack sends when a command's URL is configured."""
 
 
-def slack_web_app(app: AsyncApp, signing_secret: str) -> web.Application:
+def slack_web_app(
+    app: AsyncApp, signing_secret: str, page_visits: PageVisits | None = None
+) -> web.Application:
     """The aiohttp application Slack posts to: each request is verified, then parsed, then Bolt's.
 
     Bolt's own adapter parses a body before checking its signature, so anyone who can reach the
@@ -43,6 +59,9 @@ def slack_web_app(app: AsyncApp, signing_secret: str) -> web.Application:
     what Slack sends is a 400; either is one log line, without the body. A body over aiohttp's
     ``client_max_size`` is still refused with 413 while it is read. Bolt verifies the signature
     again: that check stays on in case this application is ever bypassed.
+
+    The installation pages (OAuth mode) take `PAGE_VISITS_PER_WINDOW` requests per address and
+    window (`page_visits`), and answer 429 beyond.
     """
     verifier = SignatureVerifier(signing_secret)
 
@@ -61,21 +80,59 @@ def slack_web_app(app: AsyncApp, signing_secret: str) -> web.Application:
     web_app = web.Application()
     web_app.router.add_post(EVENTS_PATH, answer)
     if app.oauth_flow is not None:
-        _add_oauth_pages(web_app, app.oauth_flow)
+        _add_oauth_pages(web_app, app.oauth_flow, page_visits or PageVisits())
     return web_app
 
 
-def _add_oauth_pages(web_app: web.Application, flow: AsyncOAuthFlow) -> None:
-    """Serve Bolt's installation page and OAuth redirect (it issues and checks the state itself)."""
+def _add_oauth_pages(web_app: web.Application, flow: AsyncOAuthFlow, visits: PageVisits) -> None:
+    """Serve Bolt's installation page and OAuth redirect (it issues and checks the state itself),
+    each address limited by `visits`."""
 
     async def install(request: web.Request) -> web.StreamResponse:
+        if not visits.admit(request.remote):
+            return _too_many_visits()
         return await to_aiohttp_response(await flow.handle_installation(_page_request(request)))
 
     async def redirect(request: web.Request) -> web.StreamResponse:
+        if not visits.admit(request.remote):
+            return _too_many_visits()
         return await to_aiohttp_response(await flow.handle_callback(_page_request(request)))
 
     web_app.router.add_get(flow.install_path, install)
     web_app.router.add_get(flow.redirect_uri_path, redirect)
+
+
+def _too_many_visits() -> web.Response:
+    return web.Response(
+        status=429,
+        text="Too many requests from your address: try again in a minute.\n",
+        headers={"Retry-After": str(PAGE_RETRY_AFTER)},
+    )
+
+
+class PageVisits:
+    """How many install-page and redirect requests each address made in the current window: a
+    fixed window per address, the counts kept in a bounded cache that forgets them when it ends."""
+
+    def __init__(
+        self,
+        per_window: int = PAGE_VISITS_PER_WINDOW,
+        window_seconds: float = PAGE_WINDOW_SECONDS,
+        addresses: int = PAGE_ADDRESSES_TRACKED,
+    ) -> None:
+        self.per_window = per_window
+        self._counts: TTLCache[str, list[int]] = TTLCache(maxsize=addresses, ttl=window_seconds)
+
+    def admit(self, address: str | None) -> bool:
+        """Count a request from `address`; False once it is over the limit for this window."""
+        key = address or "unknown"
+        count = self._counts.get(key)
+        if count is None:  # its window starts now; counting in place keeps the window where it began
+            count = self._counts[key] = [0]
+        count[0] += 1
+        if count[0] == self.per_window + 1:  # one line per address and window, however many follow
+            logger.info("refusing install-page requests from %s until its minute is over: too many", key)
+        return count[0] <= self.per_window
 
 
 def _page_request(request: web.Request) -> AsyncBoltRequest:

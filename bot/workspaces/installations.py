@@ -8,24 +8,21 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import urljoin
 
 from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.listener.async_builtins import AsyncTokenRevocationListeners
+from slack_bolt.oauth.async_callback_options import AsyncCallbackOptions
 from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
 from slack_sdk.oauth.installation_store.async_installation_store import AsyncInstallationStore
 from slack_sdk.oauth.installation_store.sqlalchemy import AsyncSQLAlchemyInstallationStore
-from slack_sdk.oauth.sqlalchemy_utils import normalize_datetime_for_db
-from slack_sdk.oauth.state_store.sqlalchemy import AsyncSQLAlchemyOAuthStateStore
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.config import Settings
 from bot.db.database import WRITE_LOCK_OPTION
-from bot.db.schema import INSTALLATIONS_TABLE, INSTALLED_BOTS_TABLE, OAUTH_STATES_TABLE
+from bot.db.schema import INSTALLATIONS_TABLE, INSTALLED_BOTS_TABLE
 from bot.slack.http import INSTALL_PATH, OAUTH_REDIRECT_PATH
 from bot.vocabulary.workspace import Workspace
 from bot.workspaces.authorization import CachedAuthorize, RefusedTokenWatch
@@ -34,6 +31,13 @@ from bot.workspaces.encryption import (
     TokenCipher,
     cipher_of,
     prepare_stored_tokens,
+)
+from bot.workspaces.install_flow import (
+    AllowedInstalls,
+    AllowlistOAuthFlow,
+    SignedStateStore,
+    failed,
+    succeeded,
 )
 from bot.workspaces.manifest import bot_scopes
 
@@ -47,18 +51,6 @@ STATE_EXPIRATION_SECONDS = 600
 """How long an installer has between opening the install page and coming back with Slack's code."""
 
 
-class ExpiringStateStore(AsyncSQLAlchemyOAuthStateStore):
-    """Bolt's SQLAlchemy OAuth state store, whose rows go only when used: issuing a state first
-    deletes the expired ones (by the store's own ``expire_at``), so visits of the install page that
-    never come back (anyone may open it) leave at most one expiry window's states behind."""
-
-    async def async_issue(self, *args: Any, **kwargs: Any) -> str:
-        now = normalize_datetime_for_db(datetime.now(UTC))
-        async with self.engine.begin() as connection:
-            await connection.execute(self.oauth_states.delete().where(self.oauth_states.c.expire_at <= now))
-        return await super().async_issue(*args, **kwargs)
-
-
 TOKEN_ROTATION_MINUTES = 120
 """A rotating bot token is refreshed when it expires within this many minutes (Slack's tokens live
 12 hours; Bolt's default margin)."""
@@ -69,7 +61,7 @@ class Installations:
     """The installations of a distributed app: the OAuth flow's settings, the authorization on them
     and Bolt's listeners that delete an installation when it is uninstalled or its tokens revoked."""
 
-    oauth_settings: AsyncOAuthSettings
+    oauth_flow: AllowlistOAuthFlow
     authorize: CachedAuthorize
     revocation: AsyncTokenRevocationListeners
 
@@ -135,13 +127,14 @@ async def open_installations(settings: Settings, client: AsyncWebClient) -> Asyn
             authorization_url=urljoin(settings.slack_api_url, AUTHORIZE_PATH),
             installation_store=store,
             token_rotation_expiration_minutes=TOKEN_ROTATION_MINUTES,
-            state_store=ExpiringStateStore(
-                STATE_EXPIRATION_SECONDS, writer, logger=logger, table_name=OAUTH_STATES_TABLE
-            ),
+            state_store=SignedStateStore(client_secret, writer, STATE_EXPIRATION_SECONDS),
             state_expiration_seconds=STATE_EXPIRATION_SECONDS,
+            callback_options=AsyncCallbackOptions(success=succeeded, failure=failed),
             logger=logger,
         )
-        yield Installations(oauth_settings, authorize, AsyncTokenRevocationListeners(store))
+        allowed = AllowedInstalls(settings.allowed_teams, settings.allowed_enterprises)
+        flow = AllowlistOAuthFlow(allowed=allowed, client=client, settings=oauth_settings)
+        yield Installations(flow, authorize, AsyncTokenRevocationListeners(store))
     finally:
         await engine.dispose()
 

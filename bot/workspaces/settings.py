@@ -16,10 +16,11 @@ from datetime import datetime
 from typing import Generic, Literal, TypeVar
 
 from bot.agent.models import ModelPair
-from bot.config import DEFAULT_RUN_TOKEN_ESTIMATE, EDITOR_ID, Settings
+from bot.config import DEFAULT_RUN_TOKEN_ESTIMATE, Settings
 from bot.db.store import Store
 from bot.db.workspace_settings import WorkspaceSettingsRow
 from bot.limits.quota import NO_LIMIT, DailyLimits, MoneyLimits
+from bot.ops.setting_entries import EDITOR_ID
 from bot.vocabulary.workspace import Workspace
 
 T = TypeVar("T")

@@ -268,6 +268,21 @@ def test_an_encryption_key_that_is_not_a_fernet_key_is_named_without_its_value(m
     assert "not-a-key-but-a-secret-anyway" not in message and good not in message
 
 
+def test_install_allowlists_take_workspace_and_org_ids_and_name_a_wrong_entry(monkeypatch):
+    monkeypatch.setenv("RUBRIC_BOT_ALLOWED_TEAMS", "T0123ABCD, T0456EFGH,")
+    monkeypatch.setenv("RUBRIC_BOT_ALLOWED_ENTERPRISES", "E0123ABCD,T0456EFGH")
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+
+    (line,) = caught.value.problems
+    assert "RUBRIC_BOT_ALLOWED_ENTERPRISES is invalid (entry 2 is not an Enterprise Grid org id" in line
+    monkeypatch.setenv("RUBRIC_BOT_ALLOWED_ENTERPRISES", "E0123ABCD")
+    settings = load_settings()
+    assert settings.allowed_teams == ("T0123ABCD", "T0456EFGH")
+    assert settings.allowed_enterprises == ("E0123ABCD",)
+
+
 def test_encryption_keys_are_kept_in_order_and_do_not_print(monkeypatch):
     new, old = Fernet.generate_key().decode(), Fernet.generate_key().decode()
     monkeypatch.setenv("RUBRIC_BOT_ENCRYPTION_KEY", f"{new},{old},")

@@ -119,6 +119,7 @@ KNOWN_METHODS = frozenset(
         "assistant.threads.setStatus",
         "assistant.threads.setSuggestedPrompts",
         "assistant.threads.setTitle",
+        "auth.revoke",
         "auth.test",
         "chat.appendStream",
         "chat.delete",
@@ -424,6 +425,7 @@ class SlackApiStandin(BackgroundServer):
         self._state = _State()
         self._answers: dict[str, Callable[[Args], Answer]] = {
             "auth.test": self._auth_test,
+            "auth.revoke": self._auth_revoke,
             "chat.postMessage": self._post_message,
             "chat.postEphemeral": self._post_ephemeral,
             "chat.update": self._update,
@@ -878,6 +880,12 @@ class SlackApiStandin(BackgroundServer):
         return f"{FIRST_TS_SECONDS + micros // 1_000_000}.{micros % 1_000_000:06d}"
 
     # ----- method answers (called with the lock held) -----
+
+    def _auth_revoke(self, args: Args) -> Answer:
+        """The caller's token stops working; for a bot token, as the app being uninstalled."""
+        if self._state.caller is not None:
+            self._state.caller.uninstalled = True
+        return {"revoked": True}
 
     def _auth_test(self, args: Args) -> Answer:
         caller = self._state.caller

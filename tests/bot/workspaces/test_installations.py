@@ -3,16 +3,14 @@ default and from `RUBRIC_BOT_SCOPES` / `SLACK_OAUTH_REDIRECT_URL` when an operat
 
 from __future__ import annotations
 
-from datetime import datetime
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import select
 
 from bot.config import ConfigError, load_settings
 from bot.db.store import Store
-from bot.workspaces.installations import ExpiringStateStore, open_installations
+from bot.workspaces.installations import open_installations
 from bot.workspaces.manifest import bot_scopes
 
 OAUTH_SETTINGS = {
@@ -38,23 +36,8 @@ async def install_link_query() -> dict[str, list[str]]:
     settings = load_settings()
     await (await Store.open(settings.database)).close()  # the bot's tables, Bolt's among them
     async with open_installations(settings, AsyncWebClient(base_url=settings.slack_api_url)) as installations:
-        generator = installations.oauth_settings.authorize_url_generator
+        generator = installations.oauth_flow.settings.authorize_url_generator
         return parse_qs(urlsplit(generator.generate(state="a-state")).query)
-
-
-async def test_expired_install_states_are_deleted_when_a_new_one_is_issued(oauth_env):
-    settings = load_settings()
-    await (await Store.open(settings.database)).close()  # the bot's tables, Bolt's among them
-    async with open_installations(settings, AsyncWebClient(base_url=settings.slack_api_url)) as installations:
-        states = installations.oauth_settings.state_store
-        assert isinstance(states, ExpiringStateStore)
-        await states.async_issue()
-        async with states.engine.begin() as connection:  # as if nobody came back in time
-            await connection.execute(states.oauth_states.update().values(expire_at=datetime(2000, 1, 1)))
-        fresh = await states.async_issue()
-        async with states.engine.connect() as connection:
-            kept = (await connection.execute(select(states.oauth_states.c.state))).scalars().all()
-    assert kept == [fresh]
 
 
 async def test_the_install_link_asks_for_the_manifests_scopes_by_default(oauth_env):
