@@ -3,6 +3,8 @@ installation, the token each workspace's work runs with, and each workspace's ow
 
 - ``installations``: OAuth mode: Bolt's OAuth flow settings and SQLAlchemy installation and state
   stores on the bot's database, and the authorization that finds (and refreshes) a workspace's token.
+- ``install_flow``: the install pages safe for anyone to open: a signed OAuth state (no write until
+  the redirect), and installs refused for workspaces outside `RUBRIC_BOT_ALLOWED_TEAMS`/`_ENTERPRISES`.
 - ``authorization``: Bolt's authorization with its cache on: a token is checked with Slack once per
   process, and forgotten when the app is uninstalled, the token revoked or Slack refuses it.
 - ``encryption``: the stored OAuth tokens encrypted with `RUBRIC_BOT_ENCRYPTION_KEY`: the store

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet
 
-from tests.e2e.conftest import BOT_COMMAND, BotProcess
+from tests.e2e.conftest import BOT_COMMAND, BOT_START_TIMEOUT, BotProcess
 from tests.e2e.stored_rows import files_containing, tables_containing
 from tests.e2e.test_workspaces_e2e import CHANNEL, install, oauth_environment, start
 from tests.standins import slack_requests as sr
@@ -43,7 +43,7 @@ def readable_anywhere(database_url: str, tokens: list[str]) -> list[str]:
 def exits_at_start(env: dict[str, str], workdir: Path) -> BotProcess:
     """A serve process that is expected to stop before it is ready, stopped."""
     bot = BotProcess(BOT_COMMAND, env, workdir / "refused.log", workdir).launch()
-    wait_for(lambda: bot.returncode is not None, ANSWER_TIMEOUT, message=bot.stderr_text)
+    wait_for(lambda: bot.returncode is not None, BOT_START_TIMEOUT, message=bot.stderr_text)
     bot.sender.close()
     return bot
 
