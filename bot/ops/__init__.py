@@ -4,7 +4,8 @@
   the socket is connected; else 503 with the reason in one line).
 - ``logs``: what a process logs: the bot's lines at `RUBRIC_BOT_LOG_LEVEL`, other libraries' at INFO
   unless named in `RUBRIC_BOT_DEBUG_LOGGERS`, and never a Slack token or a queued job's arguments.
-- ``metrics``: the Prometheus counters the runner and the Slack client move, and `/metrics`.
+- ``metrics``: the Prometheus counters the runner and the auditor move, and `/metrics` (with the Slack
+  client's own count of failed calls).
 - ``env_values``: a setting's value that carries an env file's inline comment, padding or quotes (as
   `docker run --env-file` passes them on), named in one line at start.
 - ``setting_entries``: the entries of list settings: how a comma-separated value is split and what

@@ -1,29 +1,29 @@
 """The bot's Prometheus metrics, and `/metrics`.
 
-The runner, the Slack client, the streamed plan and the auditor move the counters through
-`run_finished`, `slack_error`, `stream_fell_back` and `audit_finished`. Each `serve` or `worker`
-process keeps its own (Prometheus scrapes every process and adds them up): processes are started
-side by side, never forked behind one port, so prometheus_client's multiprocess mode is not needed.
-`rubric_bot_queue_jobs` is read from the job queue when scraped; on PostgreSQL every process
-reports the same shared queue, so take one process's value, not the sum.
+The runner, the streamed plan and the auditor move the counters through `run_finished`,
+`stream_fell_back` and `audit_finished`; the Slack client counts its failed calls itself
+(`bot.slack.client.FAILED_CALLS`: Slack's plumbing sits below ops and imports nothing of it) on the
+same registry, so `/metrics` shows that counter too. Each `serve` or `worker` process keeps its own
+(Prometheus scrapes every process and adds them up): processes are started side by side, never
+forked behind one port, so prometheus_client's multiprocess mode is not needed.
+`rubric_bot_queue_jobs` is read from the job queue when scraped; on PostgreSQL every process reports
+the same shared queue, so take one process's value, not the sum.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from aiohttp import web
+from langchain_core.messages import UsageMetadata
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
 
 from bot.db.audits import ITERATION_BUCKETS, AuditVerdict, iteration_bucket
 from bot.db.database import DATABASE_ERRORS, describe_database_error
-from bot.limits.prices import ROLES
+from bot.limits.prices import ROLES, RunCost
 from bot.vocabulary.statuses import RunStatus
-
-if TYPE_CHECKING:
-    from bot.agent.turn import TurnOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,6 @@ RUN_SECONDS = Histogram(
     "rubric_bot_run_seconds", "Seconds from a run's start to its end", buckets=RUN_SECONDS_BUCKETS
 )
 QUEUE_JOBS = Gauge("rubric_bot_queue_jobs", "Jobs in the job queue, by state", ["state"])
-SLACK_ERRORS = Counter("rubric_bot_slack_errors", "Slack Web API calls that failed after their retries")
 STREAM_FALLBACKS = Counter(
     "rubric_bot_stream_fallbacks",
     "Runs that went on with plain messages instead of a streamed plan: Slack refused to start the "
@@ -93,7 +92,26 @@ for _role in ROLES:
     COST.labels(_role)
 
 
-def run_finished(status: RunStatus, seconds: float, outcome: TurnOutcome | None = None) -> None:
+class SpentTurn(Protocol):
+    """What a run's turn spent, as the counters need it (`bot.agent.turn.TurnOutcome` is one)."""
+
+    @property
+    def worker_usage(self) -> UsageMetadata | None: ...
+
+    @property
+    def grader_usage(self) -> UsageMetadata | None: ...
+
+    @property
+    def summary_usage(self) -> UsageMetadata | None: ...
+
+    @property
+    def grader_calls(self) -> int: ...
+
+    @property
+    def cost(self) -> RunCost | None: ...
+
+
+def run_finished(status: RunStatus, seconds: float, outcome: SpentTurn | None = None) -> None:
     """Count a run that ended with `status` after `seconds`; with its turn's `outcome` (a run that got
     one), also the tokens, money and grader calls the turn used."""
     RUNS.labels(status).inc()
@@ -125,11 +143,6 @@ def audit_finished(verdict: AuditVerdict, *, loop_passed: bool, iterations: int,
     AUDITS.labels(agreement, "passed" if loop_passed else "failed", iteration_bucket(iterations)).inc()
     if tokens:
         TOKENS.labels("grader").inc(tokens)
-
-
-def slack_error() -> None:
-    """Count a Slack Web API call that failed for good."""
-    SLACK_ERRORS.inc()
 
 
 def stream_fell_back(reason: StreamFallback) -> None:

@@ -16,6 +16,7 @@ from http import HTTPStatus
 from typing import Any, TypeVar
 
 import aiohttp
+from prometheus_client import Counter
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -29,11 +30,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Settings
 from bot.db.database import describe_database_error, unavailable_error
-from bot.ops import metrics
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+FAILED_CALLS = Counter("rubric_bot_slack_errors", "Slack Web API calls that failed after their retries")
+"""Web API calls that failed for good (served on `/metrics` with the bot's other counters)."""
 
 SLACK_RETRIES = 3
 """Retries per Web API call for each kind of transient failure: 429s (after their Retry-After),
@@ -96,7 +99,7 @@ async def attempt(call: Awaitable[T], what: str) -> T | None:
     try:
         return await call
     except SLACK_ERRORS as exc:
-        metrics.slack_error()
+        FAILED_CALLS.inc()
         logger.warning("could not %s: %s", what, describe_error(exc))
         return None
 
@@ -124,7 +127,7 @@ async def log_listener_failure(
         )
         return BoltResponse(status=LISTENER_UNAVAILABLE_STATUS, body="") if response is not None else None
     if isinstance(error, SLACK_ERRORS):
-        metrics.slack_error()
+        FAILED_CALLS.inc()
         logger.warning("Slack call failed while handling %s: %s", request, describe_error(error))
     else:
         logger.error("handling %s failed", request, exc_info=error)

@@ -1,7 +1,10 @@
-"""A run's progress shown twice: the thread status (as `bot.threads.progress` does) and the streamed plan.
+"""A run's progress shown twice: the thread status and the streamed plan.
 
-The runner calls the same hooks either way; this one also streams each step as a task (see
-`bot.streaming.plan`) and gives the run's delivery the stream's message for the answer.
+The runner calls the same hooks either way (`RunProgress`); this one passes them on to the thread
+status (`bot.threads.progress` shows it), also streams each step as a task (see
+`bot.streaming.plan`) and gives the run's delivery the stream's message for the answer. What it
+needs of the status and of the delivery are the protocols below, which the runner's classes
+satisfy as they are.
 
 Slack is called no more than what the thread shows needs: the thread status is first set once the
 stream has started (starting it takes the status off), and a graded iteration's tasks wait for the
@@ -10,6 +13,9 @@ next step's (revising, or the stream's close) to go in the same call.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
 from slack_sdk.models.messages.chunk import Chunk
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -17,17 +23,52 @@ from bot.slack.conversation import UserMessage
 from bot.slack.messages import SlackMessage
 from bot.streaming.plan import Plan
 from bot.streaming.stream import PlanStream, finish_stream
-from bot.threads.delivery import Delivery
-from bot.threads.progress import WorkingIndicator
 from grading import RubricEvaluation
 
 
-class StreamedProgress(WorkingIndicator):
-    """`WorkingIndicator` plus one streamed message whose plan follows the run."""
+class RunProgress(Protocol):
+    """What a thread shows of a run while it works: `start` before the run, each step as it
+    begins, `stop` after it."""
 
-    def __init__(self, client: AsyncWebClient, request: UserMessage, delivery: Delivery) -> None:
-        super().__init__(client, request)
+    async def start(self) -> None: ...
+
+    async def run_started(self) -> None: ...
+
+    async def drafting(self) -> None: ...
+
+    async def grading(self, iteration: int, max_iterations: int) -> None: ...
+
+    async def graded(self, evaluation: RubricEvaluation) -> None: ...
+
+    async def revising(self, evaluation: RubricEvaluation) -> None: ...
+
+    async def stop(self, *, posted_last: bool = False) -> None: ...
+
+
+class StreamingDelivery(Protocol):
+    """The run's delivery, as far as a stream needs it: where the run streams, if it does yet, and
+    how its messages are posted."""
+
+    @property
+    def stream_ts(self) -> str | None: ...
+
+    @property
+    def post_message(self) -> Callable[[SlackMessage], Awaitable[str]]: ...
+
+    async def stream_started(
+        self, ts: str, finish: Callable[[str, SlackMessage], Awaitable[str]]
+    ) -> bool: ...
+
+
+class StreamedProgress:
+    """The thread `status` plus one streamed message whose plan follows the run."""
+
+    def __init__(
+        self, status: RunProgress, client: AsyncWebClient, request: UserMessage, delivery: StreamingDelivery
+    ) -> None:
+        self._status = status
         self._client = client
+        self._request = request
         self._delivery = delivery
         self._stream = PlanStream(client, request)
         self._plan = Plan()
@@ -45,7 +86,7 @@ class StreamedProgress(WorkingIndicator):
         try:
             await self._start_stream()
         finally:
-            await super().start()
+            await self._status.start()
 
     async def _start_stream(self) -> None:
         if self._delivery.stream_ts is not None or not self._request.user:
@@ -63,22 +104,25 @@ class StreamedProgress(WorkingIndicator):
         if not adopted:
             await self._stream.withdraw()
 
+    async def drafting(self) -> None:
+        await self._status.drafting()
+
     async def stop(self, *, posted_last: bool = False) -> None:
         """As the thread status's `stop`, once: the answer put into the streamed message stopped it
         first (that was no post, which would have taken the status off)."""
         if not self._stopped:
             self._stopped = True
-            await super().stop(posted_last=posted_last)
+            await self._status.stop(posted_last=posted_last)
 
     async def grading(self, iteration: int, max_iterations: int) -> None:
-        await super().grading(iteration, max_iterations)
+        await self._status.grading(iteration, max_iterations)
         await self._stream.append(self._plan.grading(iteration, max_iterations))
 
     async def graded(self, evaluation: RubricEvaluation) -> None:
         self._held += self._plan.graded(evaluation)
 
     async def revising(self, evaluation: RubricEvaluation) -> None:
-        await super().revising(evaluation)
+        await self._status.revising(evaluation)
         await self._stream.append(self._take_held() + self._plan.revising(evaluation))
 
     def _take_held(self) -> list[Chunk]:

@@ -39,7 +39,7 @@ from bot.slack.client import describe_error
 from bot.slack.conversation import UserMessage, stored_message_id
 from bot.slack.messages import BlockJson, SlackMessage
 from bot.slack.notices import log_failure, reference_words
-from bot.streaming.progress import StreamedProgress
+from bot.streaming.progress import RunProgress, StreamedProgress
 from bot.threads.delivery import Delivery, RunTakenOver, record_retrying
 from bot.threads.progress import WorkingIndicator, react
 from bot.threads.recovery import Recovery, gave_up_notice
@@ -149,8 +149,8 @@ class Answering(Recovery):
         """
         key = lease.key if lease else None
         delivery = await self._delivery(client, message, run_id, resumed=resumed, lease=key)
-        progress = (
-            StreamedProgress(client, message, delivery)
+        progress: RunProgress = (
+            StreamedProgress(WorkingIndicator(client, message), client, message, delivery)
             if self._streaming
             else WorkingIndicator(client, message)
         )
@@ -283,7 +283,7 @@ class Answering(Recovery):
         client: AsyncWebClient,
         message: UserMessage,
         sources: Sources,
-        progress: WorkingIndicator,
+        progress: RunProgress,
         delivery: Delivery,
         lease: RunLease | None,
     ) -> tuple[TurnOutcome, tuple[Unread, ...]]:
@@ -411,7 +411,7 @@ class Answering(Recovery):
         message: UserMessage,
         rubric_text: str,
         rubric_version: str,
-        progress: WorkingIndicator,
+        progress: RunProgress,
         delivery: Delivery,
         evaluation: RubricEvaluation,
     ) -> None:

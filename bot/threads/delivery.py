@@ -29,8 +29,7 @@ from bot.db.evaluations import PostedEvaluation
 from bot.db.ledger import PostedPart, Step
 from bot.db.schema import FINAL_STEP, STREAM_STEP
 from bot.db.store import Store
-from bot.ops import metrics
-from bot.slack.client import SLACK_ERRORS, describe_error, refused_for_now
+from bot.slack.client import FAILED_CALLS, SLACK_ERRORS, describe_error, refused_for_now
 from bot.slack.messages import SlackMessage
 
 logger = logging.getLogger(__name__)
@@ -101,7 +100,7 @@ async def post_in_time(post_message: Poster, payload: SlackMessage, window: Retr
         try:
             return await post_message(payload)
         except SLACK_ERRORS as exc:
-            metrics.slack_error()
+            FAILED_CALLS.inc()
             if not refused_for_now(exc):
                 logger.warning("could not post in thread %s: %s", window.thread, describe_error(exc))
                 return None
@@ -251,7 +250,7 @@ class Delivery:
             try:
                 ts = await self._send(owed)
             except SLACK_ERRORS as exc:
-                metrics.slack_error()
+                FAILED_CALLS.inc()
                 if refused_for_now(exc):
                     self.window.refused(exc)
                     return

@@ -29,8 +29,9 @@ from bot.rendering.errors import error_message
 from bot.slack.client import attempt
 from bot.slack.conversation import UserMessage
 from bot.slack.messages import SlackMessage
+from bot.streaming.progress import RunProgress
 from bot.threads.delivery import Delivery, RetryWindow, post_in_time
-from bot.threads.progress import WorkingIndicator, clear_status, react
+from bot.threads.progress import clear_status, react
 from bot.threads.runner_base import RunnerBase, logger, reply_to, retry_delay
 from bot.vocabulary.thread import ThreadKey
 
@@ -148,7 +149,7 @@ class Recovery(RunnerBase):
             await self._tell_abandoned(client, reply_to(run.thread, run.request_ts), run.run_id)
 
     async def _tell_interrupted_runs(
-        self, client: AsyncWebClient, runs: list[RunRecord], progress: WorkingIndicator
+        self, client: AsyncWebClient, runs: list[RunRecord], progress: RunProgress
     ) -> None:
         """Tell the thread about the interrupted runs a run's start claimed; the notices took the
         thread status off, so it is shown again."""

@@ -155,3 +155,56 @@ def test_no_module_of_bot_is_over_600_lines_migrations_aside():
     }
 
     assert long == {}
+
+
+def folder_of(module: str) -> str:
+    """The folder of `bot` a module is in; a module at the top is a folder of its own."""
+    return module.split(".")[1]
+
+
+FOLDER_IMPORTS = {
+    folder: {
+        folder_of(target)
+        for module, targets in IMPORTS.items()
+        if module != "bot" and folder_of(module) == folder
+        for target in targets
+    }
+    - {folder}
+    for folder in {folder_of(module) for module in MODULES if module != "bot"}
+}
+"""The imports of `bot` folded to its folders: what each folder imports of the others."""
+
+
+def test_no_folder_of_bot_imports_a_folder_that_imports_it_back():
+    """A folder-level cycle ties two features into one: neither can be read, tested or moved alone."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def cycle_from(folder: str) -> list[str]:
+        if folder in path:
+            return [*path[path.index(folder) :], folder]
+        if folder in done:
+            return []
+        path.append(folder)
+        for target in sorted(FOLDER_IMPORTS[folder]):
+            if found := cycle_from(target):
+                return found
+        path.pop()
+        done.add(folder)
+        return []
+
+    assert [found for folder in sorted(FOLDER_IMPORTS) if (found := cycle_from(folder))] == []
+
+
+LOOP_IMPORTERS = frozenset({"threads", "app", "listeners", "home", "cli"})
+"""The folders that may import `bot/threads/` (the loop): itself, and the entry points above it."""
+
+
+def test_the_loop_in_threads_is_imported_only_by_the_entry_points_above_it():
+    importers = sorted(
+        module
+        for module, targets in IMPORTS.items()
+        if module != "bot" and any(folder_of(target) == "threads" for target in targets)
+    )
+
+    assert [module for module in importers if folder_of(module) not in LOOP_IMPORTERS] == []
