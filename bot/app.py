@@ -47,6 +47,7 @@ from bot.slack.client import build_client, log_listener_failure
 from bot.slack.http import EVENTS_PATH, slack_web_app
 from bot.slack.socket_mode import check_tokens, retry_until_stopped, serve_socket_mode
 from bot.threads.runner import ThreadRunner
+from bot.threads.runner_base import RunnerPolicy, RunnerPorts
 from bot.workspaces.clients import WorkspaceClients
 from bot.workspaces.installations import Installations, open_installations
 from bot.workspaces.settings import Deployment, WorkspaceOverrides
@@ -218,21 +219,18 @@ async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Pro
             thread_chars=settings.thread_context_chars,
             max_file_bytes=settings.max_file_bytes,
         )
-        runner = ThreadRunner(
+        ports = RunnerPorts(
             agent=agents.default,
             store=store,
             clients=clients,
             queue=queue,
             reader=reader,
             checkpointer=checkpointer,
-            model_timeout=settings.model_timeout,
-            run_timeout=settings.run_timeout,
-            delivery_retry=settings.delivery_retry,
             workspaces=WorkspaceOverrides(Deployment.from_settings(settings), store),
             agents=agents,
-            streaming=settings.streaming,
             auditor=_auditor(settings, store),
         )
+        runner = ThreadRunner(ports, RunnerPolicy.from_settings(settings))
         if settings.retention_days is not None:
             schedule_retention(queue, store, checkpointer, settings.retention_days)
         await queue.start()

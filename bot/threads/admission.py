@@ -39,9 +39,9 @@ class Admission(RunnerBase):
 
         def request(claim: Claim) -> Starting[JobPayload]:
             now = datetime.now(UTC)
-            limits = self._limits
-            if self._workspaces is not None:
-                limits = self._workspaces.in_force(claim.workspace_settings(message.workspace)).limits
+            limits = self._policy.limits
+            if self._ports.workspaces is not None:
+                limits = self._ports.workspaces.in_force(claim.workspace_settings(message.workspace)).limits
             run = RunStart(message.thread, message.ts, message.user, limits.quota(now))
             return Starting(run, partial(_request_job, message, sources or Sources(), now))
 
@@ -64,9 +64,9 @@ class Admission(RunnerBase):
         the edit's own job (e.g. an edit cut to the limit); the edit's `edit_ts` (its event's ts)
         claimed, so that Slack delivering the edit again does not tell the thread twice."""
         thread = edited.thread
-        if not await self._store.has_thread(thread):
+        if not await self._ports.store.has_thread(thread):
             return
-        if await self._store.request_run(thread.workspace, edited.channel, edited.ts) is None:
+        if await self._ports.store.request_run(thread.workspace, edited.channel, edited.ts) is None:
             return  # not a request the bot took: the edit changes nothing it keeps
         notice = ReplyJob(message=reply_to(thread, edited.ts), title=title, detail=detail)
         await self._accept(notice.message, notice, keys=(f"edit:{thread.message_key(edit_ts)}",))
@@ -94,36 +94,38 @@ class Admission(RunnerBase):
     async def _claim_and_queue(
         self, thread: ThreadKey, keys: tuple[str, ...], admitted: ClaimRecord[JobPayload]
     ) -> None:
-        if self._queue.durable:
-            await self._store.claiming(keys, admitted, thread=thread, enqueue=self._queue.submit_claimed)
+        if self._ports.queue.durable:
+            await self._ports.store.claiming(
+                keys, admitted, thread=thread, enqueue=self._ports.queue.submit_claimed
+            )
             return
-        payload = await self._store.claiming(keys, admitted, thread=thread)
+        payload = await self._ports.store.claiming(keys, admitted, thread=thread)
         if payload is not None:
             await self._submit(thread, payload)
 
     async def forget(self, deleted: MessageChange) -> None:
         """A person deleted a message: if it is in a thread the bot takes part in, take back its queued
         jobs (with their runs) and queue its removal from the thread's conversation."""
-        if not await self._store.has_thread(deleted.thread):
+        if not await self._ports.store.has_thread(deleted.thread):
             return
-        for job in await self._queue.withdraw(deleted.thread, deleted.ts):
+        for job in await self._ports.queue.withdraw(deleted.thread, deleted.ts):
             if isinstance(job, RequestJob):
-                await self._store.delete_run(job.run_id)
+                await self._ports.store.delete_run(job.run_id)
             elif isinstance(job, ForgetJob | ReviseJob) and job.kept is not None:
-                await self._store.change_applied(job.kept)  # superseded by this deletion
+                await self._ports.store.change_applied(job.kept)  # superseded by this deletion
         await self._submit_change("forget", deleted)
 
     async def revise(self, edited: MessageChange) -> None:
         """A person edited a message: if it is in a thread the bot takes part in, a queued request
         takes the new text (its run answers that) and the change of its stored copy is queued."""
-        if not await self._store.has_thread(edited.thread):
+        if not await self._ports.store.has_thread(edited.thread):
             return
-        await self._queue.revise_queued(edited.thread, edited.ts, partial(_with_new_text, edited))
+        await self._ports.queue.revise_queued(edited.thread, edited.ts, partial(_with_new_text, edited))
         await self._submit_change("revise", edited)
 
     async def resume_changes(self) -> int:
         """Queue the deletions and edits an earlier process kept but did not apply; how many."""
-        pending = await self._store.pending_changes()
+        pending = await self._ports.store.pending_changes()
         for kept in pending:
             job = CHANGE_JOBS[kept.kind](message=kept.change, kept=kept.change_id)
             await self._submit(kept.change.thread, job)
@@ -132,7 +134,7 @@ class Admission(RunnerBase):
     async def _submit_change(self, kind: ChangeKind, change: MessageChange) -> None:
         """Queue a deletion or edit; where jobs live in memory, kept in the database first, so that it
         is applied even if this process stops before it gets there."""
-        kept = None if self._queue.durable else await self._store.record_change(kind, change)
+        kept = None if self._ports.queue.durable else await self._ports.store.record_change(kind, change)
         await self._submit(change.thread, CHANGE_JOBS[kind](message=change, kept=kept))
 
 

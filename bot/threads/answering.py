@@ -85,7 +85,7 @@ class Answering(Recovery):
         started = time.monotonic()
         # Taken as the first try starts, checked as each later one does; none with the embedded
         # queue, whose runs no other process can take.
-        lease = RunLease(new_lease()) if self._queue.durable else None
+        lease = RunLease(new_lease()) if self._ports.queue.durable else None
         for number in range(attempt, MAX_ATTEMPTS):
             try:
                 ended = await self._answer_and_post(
@@ -151,7 +151,7 @@ class Answering(Recovery):
         delivery = await self._delivery(client, message, run_id, resumed=resumed, lease=key)
         progress: RunProgress = (
             StreamedProgress(WorkingIndicator(client, message), client, message, delivery)
-            if self._streaming
+            if self._policy.streaming
             else WorkingIndicator(client, message)
         )
         outcome: TurnOutcome | None = None
@@ -167,10 +167,10 @@ class Answering(Recovery):
                 status, notice = self._failure(message, exc)
                 # What it spent before it failed counts towards the channel's budget all the same.
                 outcome = await turn_so_far(
-                    self._agent, agent_config(message.thread_id), request_message_id(message)
+                    self._ports.agent, agent_config(message.thread_id), request_message_id(message)
                 )
-                if outcome is not None and self._workspaces is not None:
-                    effective = await self._workspaces.effective(message.workspace)
+                if outcome is not None and self._ports.workspaces is not None:
+                    effective = await self._ports.workspaces.effective(message.workspace)
                     outcome = outcome.priced(effective.models, effective.summary_model)
                 await delivery.post(FINAL_STEP, 0, notice)
             else:
@@ -180,7 +180,7 @@ class Answering(Recovery):
             return _Attempt(status, outcome, delivered, delivery.unrecorded())
         except asyncio.CancelledError:
             # A durable job cut short runs again elsewhere and resumes; an embedded one is lost.
-            if not self._queue.durable:
+            if not self._ports.queue.durable:
                 await self._tell_interrupted(client, message, run_id, started=True, delivery=delivery)
             raise
         finally:
@@ -199,7 +199,7 @@ class Answering(Recovery):
     ) -> None:
         """Record how the run ended, with the closing messages Slack took that are not in the
         ledger yet (`posted`): retried a moment if the database fails, like any ledger entry."""
-        finish = partial(self._store.finish_run, run_id, status, tokens, posted, cost)
+        finish = partial(self._ports.store.finish_run, run_id, status, tokens, posted, cost)
         if posted:
             await record_retrying(finish, message.thread_id)
         else:
@@ -209,10 +209,10 @@ class Answering(Recovery):
 
     async def _audit(self, message: UserMessage, run_id: int, outcome: TurnOutcome) -> None:
         """Audit the finished run if the auditor chooses it; a failure is logged, never the run's."""
-        if self._auditor is None or not self._auditor.wants(run_id, outcome.status):
+        if self._ports.auditor is None or not self._ports.auditor.wants(run_id, outcome.status):
             return
         try:
-            state = (await self._agent.aget_state(agent_config(message.thread_id))).values
+            state = (await self._ports.agent.aget_state(agent_config(message.thread_id))).values
             finished = FinishedRun(
                 run_id=run_id,
                 thread=message.thread,
@@ -222,7 +222,7 @@ class Answering(Recovery):
                 messages=state.get("messages") or [],
                 answer=outcome.answer,
             )
-            await self._auditor.audit(finished)
+            await self._ports.auditor.audit(finished)
         except Exception as exc:
             log_failure(logger, f"auditing run {run_id} in thread {message.thread_id}", exc)
 
@@ -296,7 +296,7 @@ class Answering(Recovery):
         in the checkpoint, and what it did not read in the run's record).
         """
         config = agent_config(message.thread_id)
-        state = (await self._agent.aget_state(config)).values
+        state = (await self._ports.agent.aget_state(config)).values
         request_id = request_message_id(message)
         earlier = messages_through(state.get("messages", []), request_id)
         rubric_text = state.get("rubric")
@@ -311,14 +311,14 @@ class Answering(Recovery):
         else:
             before = {**state, "messages": earlier}
         # A conversation without its own rubric picks up the channel default.
-        start = await self._store.start_attempt(
+        start = await self._ports.store.start_attempt(
             delivery.run_id,
             message.thread,
             read,
             channel_rubric=inputs is not None and not rubric_text,
             rubric_text=rubric_text,
             lease=lease,
-            settings=self._agents is not None and self._workspaces is not None,
+            settings=self._ports.agents is not None and self._ports.workspaces is not None,
         )
         if not start.holds_run:
             raise RunTakenOver(f"run {delivery.run_id} in thread {message.thread_id} was taken over")
@@ -341,7 +341,7 @@ class Answering(Recovery):
             # Iterations the cut-short attempt checkpointed but may not have posted, in order.
             for evaluation in turn_evaluations(state, state["messages"][len(earlier) :]):
                 await post_evaluation(evaluation)
-        guard = asyncio.timeout(self._run_timeout)
+        guard = asyncio.timeout(self._policy.run_timeout)
         try:
             async with guard:
                 outcome = await run_turn(
@@ -362,43 +362,45 @@ class Answering(Recovery):
             # run that it took over (the ledger skips those posted already), before the answer.
             for evaluation in outcome.evaluations:
                 await post_evaluation(evaluation)
-        if self._workspaces is not None:
-            effective = self._workspaces.in_force(start.settings)
+        if self._ports.workspaces is not None:
+            effective = self._ports.workspaces.in_force(start.settings)
             outcome = outcome.priced(effective.models, effective.summary_model)
         return outcome, unread
 
     async def _pane_rubric(self, client: AsyncWebClient, message: UserMessage) -> str | None:
         """The default rubric of the channel beside the assistant pane `message` is in, if any."""
         beside = await pane_channel(client, message)
-        return await self._store.get_channel_rubric(message.workspace, beside) if beside else None
+        return await self._ports.store.get_channel_rubric(message.workspace, beside) if beside else None
 
     def _agent_for(self, stored: WorkspaceSettingsRow | None) -> ConversationAgent:
         """The agent with the models of a workspace whose admins set `stored` (the deployment's
         without `agents`)."""
-        if self._workspaces is None or self._agents is None:
-            return self._agent
-        return self._agents.agent(self._workspaces.in_force(stored).models)
+        if self._ports.workspaces is None or self._ports.agents is None:
+            return self._ports.agent
+        return self._ports.agents.agent(self._ports.workspaces.in_force(stored).models)
 
     async def _read(
         self, client: AsyncWebClient, message: UserMessage, sources: Sources, *, thread: bool
     ) -> Material:
         """What the request shares, read with `client` (nothing without a reader)."""
-        if self._reader is None:
+        if self._ports.reader is None:
             return NOTHING
-        return await self._reader.read(client, message, sources, thread=thread)
+        return await self._ports.reader.read(client, message, sources, thread=thread)
 
     def _failure(self, message: UserMessage, exc: Exception) -> tuple[RunStatus, SlackMessage]:
         """The run status and the thread's notice for a run that failed with `exc` (logged here)."""
         if isinstance(exc, RunTimeout):
-            logger.warning("run in thread %s took longer than %gs", message.thread_id, self._run_timeout)
+            logger.warning(
+                "run in thread %s took longer than %gs", message.thread_id, self._policy.run_timeout
+            )
             return TIMED_OUT, error_message(
-                f"The model did not finish this request within {self._run_timeout:g} s",
+                f"The model did not finish this request within {self._policy.run_timeout:g} s",
                 "Each request may take that long at most, so one slow provider cannot hold the thread.",
             )
         if _is_timeout(exc):
             logger.warning("model call in thread %s timed out: %s", message.thread_id, describe_error(exc))
             return TIMED_OUT, error_message(
-                f"The model did not answer within {self._model_timeout:g} s",
+                f"The model did not answer within {self._policy.model_timeout:g} s",
                 "The model provider accepted the request but sent no answer in time.",
             )
         reference = log_failure(logger, f"run in thread {message.thread_id} failed", exc)
@@ -456,14 +458,14 @@ class Answering(Recovery):
             message.thread_id,
             status,
         )
-        await self._store.mark_undelivered(run_id)
+        await self._ports.store.mark_undelivered(run_id)
 
     async def _abandon_request(self, client: AsyncWebClient, job: RequestJob, why: Abandoned) -> None:
         message, run_id = job.message, job.run_id
         if why is Abandoned.STOPPING:
             await self._tell_interrupted(client, message, run_id, started=False)
             return
-        lease = await self._store.take_run(run_id) if self._queue.durable else None
+        lease = await self._ports.store.take_run(run_id) if self._ports.queue.durable else None
         delivery = await self._delivery(client, message, run_id, resumed=True, lease=lease)
         await react(client, "reactions_remove", message)
         await delivery.post(FINAL_STEP, 0, gave_up_notice())

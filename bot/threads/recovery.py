@@ -50,7 +50,7 @@ class Recovery(RunnerBase):
         The runs are claimed at once (another process starting now gets none of them); each notice
         is queued in its thread, so it comes before any new request's answer there.
         """
-        runs = await self._store.claim_abandoned_runs(started_before)
+        runs = await self._ports.store.claim_abandoned_runs(started_before)
         for run in runs:
             notice = NoticeJob(message=reply_to(run.thread, run.request_ts), run_id=run.run_id)
             await self._submit(run.thread, notice)
@@ -66,7 +66,7 @@ class Recovery(RunnerBase):
             if thread is None:
                 await run(job, attempt)
                 return
-            if await self._store.has_thread(thread):
+            if await self._ports.store.has_thread(thread):
                 try:
                     await run(job, attempt)
                 except Exception:
@@ -80,9 +80,9 @@ class Recovery(RunnerBase):
 
     async def _erase_if_deleted(self, thread: ThreadKey, kind: str) -> None:
         """Delete what is left of `thread` if its data was deleted while a `kind` job was on it."""
-        if await self._store.has_thread(thread):
+        if await self._ports.store.has_thread(thread):
             return
-        erased = await erase_leftovers(self._store, self._needs_checkpointer(), thread)
+        erased = await erase_leftovers(self._ports.store, self._needs_checkpointer(), thread)
         logger.info(
             "thread %s was deleted while a %s job was on it; deleted what it left: %s",
             thread.thread_id,
@@ -100,7 +100,7 @@ class Recovery(RunnerBase):
             await self.reply(client, message, gave_up_notice())
 
     async def _abandon_notice(self, client: AsyncWebClient, job: NoticeJob, why: Abandoned) -> None:
-        await self._store.release_interrupted(job.run_id)
+        await self._ports.store.release_interrupted(job.run_id)
 
     async def _tell_interrupted(
         self,
@@ -123,9 +123,9 @@ class Recovery(RunnerBase):
         else:
             told = await attempt(delivery.closing_poster()(notice), f"post in thread {message.thread_id}")
         if run_id is not None:
-            await self._store.mark_interrupted(run_id)
+            await self._ports.store.mark_interrupted(run_id)
             if told is not None:  # otherwise the next start-up tells the thread
-                await self._store.acknowledge_interrupted(run_id)
+                await self._ports.store.acknowledge_interrupted(run_id)
 
     async def _tell_abandoned(self, client: AsyncWebClient, request: UserMessage, run_id: int) -> None:
         """Tell the thread a run was lost with the process that ran it (in the streamed message the
@@ -135,17 +135,17 @@ class Recovery(RunnerBase):
             "Your request was interrupted by a restart",
             "The bot stopped before it finished, so it has no answer. Reply in this thread to try again.",
         )
-        window = RetryWindow(request.thread_id, self._delivery_retry)
+        window = RetryWindow(request.thread_id, self._policy.delivery_retry)
         told = await post_in_time(delivery.closing_poster(), notice, window)
         if delivery.stream_ts is not None:  # no post took the run's status off
             await clear_status(client, request)
         await react(client, "reactions_remove", request)
         if told is None:
-            await self._store.release_interrupted(run_id)
+            await self._ports.store.release_interrupted(run_id)
 
     async def _report_interrupted(self, client: AsyncWebClient, message: UserMessage) -> None:
         """Tell the thread about interrupted runs whose notice could not be posted before."""
-        for run in await self._store.claim_interrupted_runs(message.thread):
+        for run in await self._ports.store.claim_interrupted_runs(message.thread):
             await self._tell_abandoned(client, reply_to(run.thread, run.request_ts), run.run_id)
 
     async def _tell_interrupted_runs(

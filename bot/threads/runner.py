@@ -18,23 +18,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent.worker import AgentPool, ConversationAgent, agent_config
+from bot.agent.worker import agent_config
 from bot.assistant.pane import pane_channel
-from bot.audit.auditor import Auditor
-from bot.config import DEFAULT_DELIVERY_RETRY, DEFAULT_MODEL_TIMEOUT, DEFAULT_RUN_TIMEOUT
-from bot.db.store import Store
 from bot.lifecycle.files import empty_write_ahead_log
 from bot.lifecycle.forget import forget_message, revise_request
-from bot.limits.quota import DailyLimits, refusal_message
-from bot.material.reader import MaterialReader
+from bot.limits.quota import refusal_message
 from bot.queue.jobs import (
     Abandoned,
     ForgetJob,
     JobKind,
-    JobQueue,
     LimitJob,
     NoticeJob,
     PromptJob,
@@ -43,20 +37,14 @@ from bot.queue.jobs import (
     ReviseJob,
     RubricJob,
 )
-from bot.queue.scheduler import ThreadScheduler
 from bot.rendering.errors import error_message
 from bot.rendering.rubrics import request_prompt, rubric_confirmation, rubric_error, rubric_forgotten
 from bot.slack.conversation import UserMessage
 from bot.threads.admission import Admission
 from bot.threads.answering import Answering
 from bot.threads.recovery import abandon_change, riding_out_outages
-from bot.threads.runner_base import logger, reply_to
-from bot.workspaces.clients import WorkspaceClients
-from bot.workspaces.settings import WorkspaceOverrides
+from bot.threads.runner_base import DEFAULT_POLICY, RunnerPolicy, RunnerPorts, logger, reply_to
 from grading import RubricError, parse_rubric
-
-NO_LIMITS = DailyLimits()
-"""A runner without daily limits (tests, and the terminal's `grade`)."""
 
 Job = TypeVar("Job", RequestJob, RubricJob, PromptJob, ReplyJob, LimitJob, NoticeJob, ForgetJob)
 """A job the runner answers in Slack, as its payload model."""
@@ -69,53 +57,11 @@ abandoned."""
 class ThreadRunner(Admission, Answering):
     """Does the bot's work in Slack threads: rubric changes and graded runs, posted as they happen."""
 
-    def __init__(
-        self,
-        *,
-        agent: ConversationAgent,
-        store: Store,
-        clients: WorkspaceClients,
-        queue: JobQueue | None = None,
-        reader: MaterialReader | None = None,
-        checkpointer: BaseCheckpointSaver | None = None,
-        model_timeout: float = DEFAULT_MODEL_TIMEOUT,
-        run_timeout: float = DEFAULT_RUN_TIMEOUT,
-        delivery_retry: float = DEFAULT_DELIVERY_RETRY,
-        limits: DailyLimits = NO_LIMITS,
-        workspaces: WorkspaceOverrides | None = None,
-        agents: AgentPool | None = None,
-        streaming: bool = False,
-        auditor: Auditor | None = None,
-    ) -> None:
-        """`model_timeout` is what the models were built with (for the notice); `run_timeout` and
-        the daily `limits` are enforced; `delivery_retry` is how long a run retries messages Slack
-        refuses for now.
-
-        With `workspaces`, each workspace's own limits apply instead of `limits`, and with `agents`
-        too, its runs answer and grade with its own models (`agent` is then the deployment's).
-
-        With `streaming`, a run streams its progress as a plan where Slack takes it (`bot.streaming`).
-
-        `reader` reads what requests share (the thread the bot is called into, attached files);
-        without one, requests are their text alone. `checkpointer` is the agent's: deleted and
-        edited messages need it to drop older checkpoints. Each job talks to Slack with its own
-        workspace's client from `clients`. With an `auditor`, the runs it chooses are audited once
-        they are finished (see `bot.audit`).
-        """
-        self._agent = agent
-        self._limits = limits
-        self._workspaces = workspaces
-        self._agents = agents
-        self._checkpointer = checkpointer
-        self._store = store
-        self._clients = clients
-        self._reader = reader
-        self._queue = queue or ThreadScheduler()
-        self._model_timeout = model_timeout
-        self._run_timeout = run_timeout
-        self._delivery_retry = delivery_retry
-        self._streaming = streaming
-        self._auditor = auditor
+    def __init__(self, ports: RunnerPorts, policy: RunnerPolicy = DEFAULT_POLICY) -> None:
+        """The runner calls out through `ports` (see `RunnerPorts`) within `policy` (see
+        `RunnerPolicy`)."""
+        self._ports = ports
+        self._policy = policy
         kinds: tuple[JobKind[Any], ...] = (
             JobKind(
                 RequestJob,
@@ -142,20 +88,20 @@ class ThreadRunner(Admission, Answering):
             kind.name: replace(kind, run=riding_out_outages(self._while_kept(kind.run))) for kind in kinds
         }
         for kind in self._kinds.values():
-            self._queue.register(kind)
+            self._ports.queue.register(kind)
 
     @property
     def busy_threads(self) -> int:
         """Jobs queued or running in this process."""
-        return self._queue.busy
+        return self._ports.queue.busy
 
     async def drain(self, grace: float) -> None:
         """Stop for a restart: finish what can finish within `grace`, mark the rest interrupted."""
-        await self._queue.drain(grace)
+        await self._ports.queue.drain(grace)
 
     async def job_counts(self) -> dict[str, int]:
         """How many jobs the queue holds per state (for the metrics)."""
-        return await self._queue.job_counts()
+        return await self._ports.queue.job_counts()
 
     def _in_workspace(
         self,
@@ -170,7 +116,7 @@ class ThreadRunner(Admission, Answering):
 
         async def in_workspace(job: Job, detail: Detail) -> None:
             message = job.message
-            client = await self._clients.client_for(message.workspace)
+            client = await self._ports.clients.client_for(message.workspace)
             if client is not None:
                 await work(client, job, detail)
                 return
@@ -186,7 +132,7 @@ class ThreadRunner(Admission, Answering):
 
     async def _close_run(self, job: RequestJob | NoticeJob) -> None:
         """Close the run of a job dropped with its workspace, as reported: nobody is left to tell."""
-        await self._store.acknowledge_interrupted(job.run_id)
+        await self._ports.store.acknowledge_interrupted(job.run_id)
 
     async def _request_job(self, client: AsyncWebClient, job: RequestJob, attempt: int) -> None:
         await self._run_request(client, job.message, job.run_id, job.sources, attempt=attempt)
@@ -212,21 +158,21 @@ class ThreadRunner(Admission, Answering):
 
     async def _forget_job(self, client: AsyncWebClient, job: ForgetJob, attempt: int) -> None:
         deleted = job.message
-        if await forget_message(self._agent, self._needs_checkpointer(), self._store, deleted):
-            default = await self._store.get_channel_rubric(deleted.thread.workspace, deleted.channel)
+        if await forget_message(self._ports.agent, self._needs_checkpointer(), self._ports.store, deleted):
+            default = await self._ports.store.get_channel_rubric(deleted.thread.workspace, deleted.channel)
             notice = rubric_forgotten(channel_default=default is not None)
             await self.reply(client, reply_to(deleted.thread, deleted.ts), notice)
         await self._applied(job)
 
     async def _revise_job(self, job: ReviseJob, attempt: int) -> None:
-        await revise_request(self._agent, self._needs_checkpointer(), self._store, job.message)
+        await revise_request(self._ports.agent, self._needs_checkpointer(), self._ports.store, job.message)
         await self._applied(job)
 
     async def _applied(self, job: ForgetJob | ReviseJob) -> None:
         """Forget the kept copy of a deletion or edit once it is applied (it quotes the message), and
         empty SQLite's write-ahead log after it, as after the change itself."""
         if job.kept is not None:
-            await self._store.change_applied(job.kept)
+            await self._ports.store.change_applied(job.kept)
             await empty_write_ahead_log(self._needs_checkpointer())
 
     async def _replace_rubric(self, client: AsyncWebClient, message: UserMessage, rubric_text: str) -> None:
@@ -236,15 +182,15 @@ class ThreadRunner(Admission, Answering):
         except RubricError as exc:
             await self.reply(client, message, rubric_error(str(exc)))
             return
-        await self._agent.aupdate_state(agent_config(message.thread_id), {"rubric": rubric_text})
+        await self._ports.agent.aupdate_state(agent_config(message.thread_id), {"rubric": rubric_text})
         await self.reply(client, message, rubric_confirmation(rubric))
 
     async def _prompt(self, client: AsyncWebClient, message: UserMessage) -> None:
-        state = await self._agent.aget_state(agent_config(message.thread_id))
+        state = await self._ports.agent.aget_state(agent_config(message.thread_id))
         scope, text = "thread", state.values.get("rubric")
         if not text:
             channel = await pane_channel(client, message) or message.channel
-            scope, text = "channel", await self._store.get_channel_rubric(message.workspace, channel)
+            scope, text = "channel", await self._ports.store.get_channel_rubric(message.workspace, channel)
         try:
             rubric = parse_rubric(text) if text else None
         except RubricError as exc:  # stored before a change to the rubric format

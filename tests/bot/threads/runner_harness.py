@@ -18,6 +18,7 @@ from bot.db.store import Store
 from bot.slack.client import build_client
 from bot.slack.conversation import UserMessage
 from bot.threads.runner import ThreadRunner
+from bot.threads.runner_base import RunnerPolicy, RunnerPorts
 from bot.workspaces.clients import WorkspaceClients
 from grading import CalibrationSource
 from tests.grading.scripted import ScriptedChatModel
@@ -69,13 +70,13 @@ class Harness:
             summarizer=summarizer and ScriptedChatModel(script=summarizer),
         )
         self.agent = agent
-        self.runner = ThreadRunner(
+        ports = RunnerPorts(
             agent=agent,
             store=self.store,
             clients=WorkspaceClients(self.client),
             checkpointer=self.checkpointer,
-            **timeouts,
         )
+        self.runner = ThreadRunner(ports, RunnerPolicy(**timeouts))
         return self.runner
 
     def message(self, text: str, thread_ts: str | None = None) -> UserMessage:

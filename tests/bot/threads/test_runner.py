@@ -36,6 +36,7 @@ from bot.slack.conversation import UserMessage
 from bot.threads import runner_base
 from bot.threads.progress import WORKING_REACTION
 from bot.threads.runner import ThreadRunner
+from bot.threads.runner_base import RunnerPorts
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Workspace
 from bot.workspaces.clients import WorkspaceClients
@@ -734,7 +735,9 @@ async def test_a_run_cut_short_resumes_from_its_checkpoint_and_posts_each_messag
     queue = HeldQueue()
     harness.use(worker, grader_wanting("Seine"))
     runner = ThreadRunner(
-        agent=harness.agent, store=harness.store, clients=WorkspaceClients(harness.client), queue=queue
+        RunnerPorts(
+            agent=harness.agent, store=harness.store, clients=WorkspaceClients(harness.client), queue=queue
+        )
     )
     await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     request = harness.message("What is the capital of France?")
@@ -763,7 +766,9 @@ async def test_an_attempt_after_one_that_posted_everything_adds_nothing(harness)
     queue = HeldQueue()
     harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
     runner = ThreadRunner(
-        agent=harness.agent, store=harness.store, clients=WorkspaceClients(harness.client), queue=queue
+        RunnerPorts(
+            agent=harness.agent, store=harness.store, clients=WorkspaceClients(harness.client), queue=queue
+        )
     )
     await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     request = harness.message("What is the capital of France?")
@@ -781,7 +786,9 @@ async def test_a_run_cut_short_too_often_ends_with_a_notice(harness):
     queue = HeldQueue()
     harness.use(answers("Paris."), grader_wanting("Seine"))
     runner = ThreadRunner(
-        agent=harness.agent, store=harness.store, clients=WorkspaceClients(harness.client), queue=queue
+        RunnerPorts(
+            agent=harness.agent, store=harness.store, clients=WorkspaceClients(harness.client), queue=queue
+        )
     )
     request = harness.message("What is the capital of France?")
     await runner.submit_request(request)
@@ -805,13 +812,14 @@ async def test_a_resumed_run_reads_nothing_again_and_still_names_what_was_not_re
         reader = MaterialReader(
             session, api_url=harness.slack.api_url, thread_chars=1_000, max_file_bytes=1_000
         )
-        runner = ThreadRunner(
+        ports = RunnerPorts(
             agent=harness.agent,
             store=harness.store,
             clients=WorkspaceClients(harness.client),
             queue=queue,
             reader=reader,
         )
+        runner = ThreadRunner(ports)
         request = harness.message("What is the capital of France?")
         await runner.submit_request(request, Sources(files=shared_files({"files": [notes, photo]})))
 
