@@ -39,6 +39,7 @@ other without a cycle; ``home`` and ``listeners`` above them; then ``app``; then
 - ``lifecycle/``: the data's life: deleted and edited messages, retention, purge and uninstall, an
   emptied write-ahead log.
 - ``db/``: the database (SQLite or PostgreSQL), its schema, the store by aggregate, admin and migrations.
+- ``settings/``: how a setting's raw value is read: env-file values, the entries of list settings.
 - ``ops/``: what an operator asks a running process: start-up, `/healthz`, `/readyz`, `/metrics`.
 - ``cli/``: `rubric-bot` in the terminal: one module per subcommand.
 - ``app``: the Slack app: Bolt wiring and the `serve` and `worker` process lifecycles.

@@ -32,8 +32,8 @@ from pydantic_settings import (
 )
 
 from bot.db.database import DEFAULT_DB, STORE_POOL_SIZE, Database
-from bot.ops import setting_entries as entries
-from bot.ops.env_values import PROVIDER_KEY_SUFFIX, pasted_value_problem
+from bot.settings import setting_entries as entries
+from bot.settings.env_values import PROVIDER_KEY_SUFFIX, pasted_value_problem
 from grading import DEFAULT_MAX_GRADER_CALLS
 
 ENV_FILE = ".env"

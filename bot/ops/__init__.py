@@ -6,10 +6,6 @@
   unless named in `RUBRIC_BOT_DEBUG_LOGGERS`, and never a Slack token or a queued job's arguments.
 - ``metrics``: the Prometheus counters the runner and the auditor move, and `/metrics` (with the Slack
   client's own count of failed calls).
-- ``env_values``: a setting's value that carries an env file's inline comment, padding or quotes (as
-  `docker run --env-file` passes them on), named in one line at start.
-- ``setting_entries``: the entries of list settings: how a comma-separated value is split and what
-  each entry must look like (user, workspace and org ids, logger names, model ids).
 - ``startup``: how a `serve` or `worker` process starts: its one start-up line, the schema first, an
   unusable database in one line (or waited for with ``--wait-for-db``).
 - ``server``: those three routes on the HTTP app Slack posts to, or on a port of their own

@@ -254,7 +254,7 @@ class Answering(Recovery):
             f"It was tried {MAX_ATTEMPTS} times. Send it again in this thread in a little while.",
         )
         try:
-            if lease is not None and not await self._store.holds_run(run_id, lease.key):
+            if lease is not None and not await self._ports.store.holds_run(run_id, lease.key):
                 raise RunTakenOver(f"run {run_id} in thread {message.thread_id} was taken over")
             delivery = await self._delivery(
                 client, message, run_id, resumed=True, lease=lease.key if lease else None

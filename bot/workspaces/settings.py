@@ -20,7 +20,7 @@ from bot.config import DEFAULT_RUN_TOKEN_ESTIMATE, Settings
 from bot.db.store import Store
 from bot.db.workspace_settings import WorkspaceSettingsRow
 from bot.limits.quota import NO_LIMIT, DailyLimits, MoneyLimits
-from bot.ops.setting_entries import EDITOR_ID
+from bot.settings.setting_entries import EDITOR_ID
 from bot.vocabulary.workspace import Workspace
 
 T = TypeVar("T")

@@ -48,6 +48,7 @@ FLOORS: tuple[frozenset[str], ...] = (
     frozenset(
         {
             "config",
+            "settings",
             "agent",
             "slack",
             "ops",
