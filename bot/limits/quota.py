@@ -28,6 +28,27 @@ from bot.slack.mrkdwn import slack_date
 NO_LIMIT = 0
 """The value of any limit setting that switches its limit off."""
 
+DEFAULT_WORKSPACE_SHARE = 0.25
+"""A workspace's daily budget, as a share of the deployment's, where the deployment has a budget and
+the workspace's is not set: otherwise the first workspace to install the app could spend all of it.
+Set `RUBRIC_BOT_WORKSPACE_DAILY_USD` / `_TOKENS` (``0``: none) to choose otherwise."""
+
+WorkspaceBudget = Literal["daily_usd_per_workspace", "daily_tokens_per_workspace"]
+
+
+def workspace_budget(settings: Settings, name: WorkspaceBudget, per_deployment: float) -> float:
+    """A workspace's budget `name`: as set (``0``: none), else `DEFAULT_WORKSPACE_SHARE` of
+    `per_deployment` when the deployment has a budget of that kind."""
+    if name in settings.model_fields_set or per_deployment == NO_LIMIT:
+        return float(getattr(settings, name))
+    return per_deployment * DEFAULT_WORKSPACE_SHARE
+
+
+def workspace_tokens(settings: Settings) -> int:
+    """Each workspace's daily token budget (see `workspace_budget`); at least one token."""
+    tokens = workspace_budget(settings, "daily_tokens_per_workspace", settings.daily_tokens)
+    return max(int(tokens), 1) if tokens else NO_LIMIT
+
 
 @dataclass(frozen=True)
 class MoneyLimits:
@@ -47,7 +68,8 @@ class MoneyLimits:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> MoneyLimits:
-        return cls.of(settings.daily_usd_per_channel, settings.daily_usd_per_workspace, settings.daily_usd)
+        per_workspace = workspace_budget(settings, "daily_usd_per_workspace", settings.daily_usd)
+        return cls.of(settings.daily_usd_per_channel, per_workspace, settings.daily_usd)
 
 
 @dataclass(frozen=True)
@@ -70,7 +92,7 @@ class DailyLimits:
         return cls.of(
             settings.daily_requests_per_user,
             settings.daily_tokens_per_channel,
-            settings.daily_tokens_per_workspace,
+            workspace_tokens(settings),
             settings.daily_tokens,
             run_estimate=settings.run_token_estimate,
             money=MoneyLimits.from_settings(settings),

@@ -142,9 +142,10 @@ def _requester(user: str) -> str:
     return f"<@{user}>" if user else UNKNOWN_REQUESTER
 
 
-def usage_message(usage: ChannelUsage, limits: DailyLimits) -> SlackMessage:
+def usage_message(usage: ChannelUsage, limits: DailyLimits, *, many_workspaces: bool = False) -> SlackMessage:
     """`/rubric usage`: the channel's requests and tokens today and over the period, its top
-    requesters, and the limits in force."""
+    requesters, and the limits in force. When the deployment serves `many_workspaces` (OAuth mode),
+    its own budget and spend are left out: a member sees their workspace's figures, not the others'."""
     lines = [
         f"*Today (UTC):* {_amount(usage.today)}",
         f"*Last {usage.days} days:* {_amount(usage.period)}",
@@ -159,15 +160,18 @@ def usage_message(usage: ChannelUsage, limits: DailyLimits) -> SlackMessage:
             [
                 header_block("Bot usage in this channel"),
                 section_block("\n".join(lines)),
-                section_block(budget_lines(usage.budgets, limits)),
-                context_block(limits_words(limits)),
+                section_block(budget_lines(usage.budgets, limits, deployment=not many_workspaces)),
+                context_block(limits_words(limits, deployment=not many_workspaces)),
             ]
         ),
     }
 
 
-def budget_lines(budgets: dict[SpendLevel, LevelSpend], limits: DailyLimits) -> str:
-    """Today's spend of each budget level against its limit, one line each."""
+def budget_lines(
+    budgets: dict[SpendLevel, LevelSpend], limits: DailyLimits, *, deployment: bool = True
+) -> str:
+    """Today's spend of each budget level against its limit, one line each (the whole deployment's
+    only with `deployment`)."""
 
     def of(level: SpendLevel) -> LevelSpend:
         return budgets.get(level, LevelSpend(level, 0, 0))
@@ -183,19 +187,21 @@ def budget_lines(budgets: dict[SpendLevel, LevelSpend], limits: DailyLimits) -> 
     you = f"{of('person').requests:,}" + (
         f" of {limits.requests_per_user:,} requests" if limits.requests_per_user is not None else " requests"
     )
-    return "\n".join(
-        [
-            "*Today's budgets (UTC), runs still going counted at their reservation:*",
-            f"• You: {you}",
-            f"• This channel: {level('channel', limits.tokens_per_channel, money.per_channel)}",
-            f"• This workspace: {level('workspace', limits.tokens_per_workspace, money.per_workspace)}",
-            f"• The whole bot: {level('deployment', limits.tokens_per_deployment, money.per_deployment)}",
-        ]
-    )
+    lines = [
+        "*Today's budgets (UTC), runs still going counted at their reservation:*",
+        f"• You: {you}",
+        f"• This channel: {level('channel', limits.tokens_per_channel, money.per_channel)}",
+        f"• This workspace: {level('workspace', limits.tokens_per_workspace, money.per_workspace)}",
+    ]
+    if deployment:
+        lines.append(
+            f"• The whole bot: {level('deployment', limits.tokens_per_deployment, money.per_deployment)}"
+        )
+    return "\n".join(lines)
 
 
-def limits_words(limits: DailyLimits) -> str:
-    """The daily limits in force, in one sentence."""
+def limits_words(limits: DailyLimits, *, deployment: bool = True) -> str:
+    """The daily limits in force, in one sentence (the whole deployment's only with `deployment`)."""
 
     def budget(limit: int | None, per: str) -> str:
         return f"{limit:,} tokens per {per}" if limit is not None else f"no token budget per {per}"
@@ -205,22 +211,14 @@ def limits_words(limits: DailyLimits) -> str:
         if limits.requests_per_user is not None
         else "no request limit per person"
     )
-    budgets = ", ".join(
-        [
-            budget(limits.tokens_per_channel, "channel"),
-            budget(limits.tokens_per_workspace, "workspace"),
-            budget(limits.tokens_per_deployment, "day for the whole bot"),
-        ]
-    )
-    money = [
-        f"{dollars(limit)} per {per}"
-        for limit, per in (
-            (limits.money.per_channel, "channel"),
-            (limits.money.per_workspace, "workspace"),
-            (limits.money.per_deployment, "day for the whole bot"),
-        )
-        if limit is not None
+    levels = [
+        (limits.tokens_per_channel, limits.money.per_channel, "channel"),
+        (limits.tokens_per_workspace, limits.money.per_workspace, "workspace"),
     ]
+    if deployment:
+        levels.append((limits.tokens_per_deployment, limits.money.per_deployment, "day for the whole bot"))
+    budgets = ", ".join(budget(tokens, per) for tokens, _, per in levels)
+    money = [f"{dollars(usd)} per {per}" for _, usd, per in levels if usd is not None]
     in_money = f"; in money: {', '.join(money)} at list prices" if money else ""
     return f"Daily limits (reset at midnight UTC): {person}, {budgets} (worker and grader tokens){in_money}."
 

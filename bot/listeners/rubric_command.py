@@ -213,7 +213,8 @@ async def _usage(call: Invocation) -> None:
         call.store, workspace=call.workspace, channel=call.channel, now=datetime.now(UTC), asker=call.user
     )
     limits = await call.services.workspaces.limits(call.workspace)
-    await _answer_with(call.ack, usage_message(usage, limits))
+    many_workspaces = call.services.installations is not None
+    await _answer_with(call.ack, usage_message(usage, limits, many_workspaces=many_workspaces))
 
 
 async def _report(call: Invocation) -> None:

@@ -19,7 +19,7 @@ from bot.agent.models import ModelPair
 from bot.config import DEFAULT_RUN_TOKEN_ESTIMATE, Settings
 from bot.db.store import Store
 from bot.db.workspace_settings import WorkspaceSettingsRow
-from bot.limits.quota import NO_LIMIT, DailyLimits, MoneyLimits
+from bot.limits.quota import NO_LIMIT, DailyLimits, MoneyLimits, workspace_tokens
 from bot.settings.setting_entries import EDITOR_ID
 from bot.vocabulary.workspace import Workspace
 
@@ -100,7 +100,7 @@ class Deployment:
             allowed_models=settings.allowed_models,
             daily_requests_per_user=settings.daily_requests_per_user,
             daily_tokens_per_channel=settings.daily_tokens_per_channel,
-            daily_tokens_per_workspace=settings.daily_tokens_per_workspace,
+            daily_tokens_per_workspace=workspace_tokens(settings),
             daily_tokens=settings.daily_tokens,
             run_token_estimate=settings.run_token_estimate,
             money=MoneyLimits.from_settings(settings),

@@ -14,6 +14,7 @@ from langchain_core.messages import UsageMetadata
 from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError
 
+from bot.config import load_settings
 from bot.db.audits import AuditResult
 from bot.db.database import SPEND_POOL_SIZE, STORE_POOL_SIZE, Database
 from bot.db.replays import ReplayLease, ReplayRefused
@@ -485,3 +486,24 @@ async def test_a_settlement_retried_after_a_fault_counts_once(store):
     assert {level: (s.requests, s.tokens) for level, s in spent.items()} == {
         level: (1, 400) for level in ("person", "channel", "workspace", "deployment")
     }
+
+
+async def test_with_a_deployment_budget_a_workspace_is_capped_at_a_quarter_of_it_unless_set(
+    store, monkeypatch, tmp_path
+):
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    monkeypatch.delenv("RUBRIC_BOT_WORKSPACE_DAILY_USD", raising=False)
+    monkeypatch.setenv("RUBRIC_BOT_DAILY_USD", "0.08")
+    spent = {"input_tokens": 100_000, "output_tokens": 10_000, "total_tokens": 110_000}
+    cost = run_cost({"worker": ("openai:gpt-4o-mini", spent)})  # $0.021, over a quarter of $0.08
+    by_default = DailyLimits.from_settings(load_settings()).quota(datetime.now(UTC))
+    run = await start(store, quota=by_default)
+    await store.finish_run(run, "answered", tokens=110_000, cost=cost)
+
+    with pytest.raises(QuotaExceeded) as refused:
+        await start(store, requester="U2", channel="C2", quota=by_default)
+    assert (refused.value.quota, refused.value.limit) == ("workspace_usd", 0.02)
+    await start(store, quota=by_default, team="T2")  # another workspace: the deployment has room
+    monkeypatch.setenv("RUBRIC_BOT_WORKSPACE_DAILY_USD", "0")  # the operator's choice: no workspace cap
+    unset = DailyLimits.from_settings(load_settings()).quota(datetime.now(UTC))
+    await start(store, requester="U2", channel="C2", quota=unset)

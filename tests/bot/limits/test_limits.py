@@ -9,7 +9,7 @@ import pytest
 
 from bot.db.spend import Cap, LevelSpend
 from bot.db.usage import UsageRow
-from bot.limits.quota import DailyLimits, day_start, next_reset, refusal_message
+from bot.limits.quota import DailyLimits, MoneyLimits, day_start, next_reset, refusal_message
 from bot.limits.usage import summarize, usage_message
 
 NOW = datetime(2026, 12, 3, 23, 59, tzinfo=UTC)
@@ -105,3 +105,20 @@ def test_usage_shows_every_budget_level_spent_against_its_limit():
     assert "You: 3 of 10 requests" in text and "This channel: 21,000 of 50,000 tokens" in text
     assert "This workspace: 48,000 of 60,000 tokens" in text and "The whole bot: 0 tokens (no budget)" in text
     assert "60,000 tokens per workspace" in text and "no token budget per day for the whole bot" in text
+
+
+def test_a_member_of_one_of_many_workspaces_sees_their_workspaces_figures_not_the_deployments():
+    spent = {
+        "workspace": LevelSpend("workspace", 9, 48_000),
+        "deployment": LevelSpend("deployment", 400, 2_345_678, usd=41.5),
+    }
+    usage = replace(summarize([], channel="C1", today=date(2026, 12, 3), days=30), budgets=spent)
+    limits = DailyLimits.of(10, 50_000, 60_000, 5_000_000, money=MoneyLimits.of(0, 12.5, 50))
+
+    shared = str(usage_message(usage, limits, many_workspaces=True))
+    own = str(usage_message(usage, limits))
+
+    assert "This workspace: 48,000 of 60,000 tokens" in shared and "$12.50 per workspace" in shared
+    for deployments in ("whole bot", "2,345,678", "5,000,000", "$41.50", "$50.00"):
+        assert deployments not in shared
+        assert deployments in own
