@@ -104,6 +104,8 @@ DEFAULT_REPLAY_COOLDOWN = 3600.0
 """Seconds between the starts of two `/rubric replay`s in one channel: each costs two grader calls
 per reviewed answer, and a second within the hour rarely tells anything new."""
 
+DEFAULT_REPLAY_MAX_CASES = 500
+"""Most reviewed answers (the latest) one `/rubric replay` grades again, twice each."""
 DEFAULT_CONTEXT_TOKENS = 24_000
 """Tokens of thread history the worker is sent at most (`RUBRIC_BOT_CONTEXT_TOKENS`): past it, older
 turns are summarized. Generous for a conversation, and a small share of any current model's window."""
@@ -235,6 +237,7 @@ HINTS: dict[str, str] = {
         "set it to the seconds between two replays' starts in one channel, 0 or more "
         f"(default {DEFAULT_REPLAY_COOLDOWN:g})"
     ),
+    "RUBRIC_BOT_REPLAY_MAX_CASES": f"set it to 1 or more (default {DEFAULT_REPLAY_MAX_CASES})",
     "RUBRIC_BOT_RUN_TIMEOUT": (
         "set it to the seconds one whole request may take, more than 0 "
         f"(default {RUN_TIMEOUT_FACTOR} times RUBRIC_BOT_MODEL_TIMEOUT)"
@@ -365,6 +368,9 @@ class Settings(BaseSettings):
     )
     replay_cooldown: NonNegativeFloat = Field(
         DEFAULT_REPLAY_COOLDOWN, validation_alias="RUBRIC_BOT_REPLAY_COOLDOWN"
+    )
+    replay_max_cases: PositiveInt = Field(
+        DEFAULT_REPLAY_MAX_CASES, validation_alias="RUBRIC_BOT_REPLAY_MAX_CASES"
     )
     retention_days: PositiveInt | None = Field(None, validation_alias="RUBRIC_BOT_RETENTION_DAYS")
     context_tokens: NonNegativeInt = Field(

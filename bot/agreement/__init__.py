@@ -7,6 +7,7 @@
 - ``replay``: the replay engine: reviewed iterations rebuilt and graded again by a candidate.
 - ``comparison``: a replayed grader's agreement next to the original's (Slack, terminal, JSON, chart).
 - ``channel_replay``: `/rubric replay` in the background, one per channel.
+- ``budget``: a channel replay inside the day's budgets: each grader call reserved, then settled.
 - ``presentation``: the shared wording (kinds, shares, κ, periods, names) and the terminal's aligned table.
 - ``charts``: the shared two-panel chart (κ beside agreement) and its pieces, rendered to PNG.
 """

@@ -15,12 +15,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Final
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent.models import configured_models
+from bot.agreement.budget import ReplayBudget
 from bot.agreement.comparison import Comparison, chart_png, compare, comparison_blocks
 from bot.agreement.presentation import period_words
 from bot.agreement.replay import (
@@ -32,12 +34,11 @@ from bot.agreement.replay import (
     regrade,
     total_usage,
 )
-from bot.config import DEFAULT_REPLAY_COOLDOWN, Settings
+from bot.config import DEFAULT_REPLAY_COOLDOWN, DEFAULT_REPLAY_MAX_CASES, Settings
 from bot.db.database import open_checkpointer
 from bot.db.replays import ReplayLease, ReplayRefused
-from bot.db.spend import QuotaExceeded
+from bot.db.spend import QuotaExceeded, RunQuota
 from bot.db.store import Store
-from bot.limits.prices import role_usage
 from bot.limits.quota import DailyLimits
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.messages import NO_UNFURLS
@@ -107,9 +108,12 @@ class ChannelReplays:
         graders: GraderOf,
         limits: LimitsOf | None = None,
         cooldown: float = DEFAULT_REPLAY_COOLDOWN,
+        max_cases: int = DEFAULT_REPLAY_MAX_CASES,
     ) -> None:
         """`graders` gives a workspace's grader; `limits` its daily limits (None: no budget refuses a
-        replay); `cooldown`: seconds from one replay's start in a channel to the next's."""
+        replay); `cooldown`: seconds from one replay's start in a channel to the next's;
+        `max_cases`: the most reviewed cases (the latest) one replay grades."""
+        self._max_cases = max_cases
         self._store = store
         self._checkpointer = checkpointer
         self._graders = graders
@@ -124,6 +128,7 @@ class ChannelReplays:
         nothing and charging nothing) while a budget it spends from (the channel's, its workspace's,
         the deployment's) is spent for the day, one runs in any process, or the cooldown since the
         latest start lasts."""
+        quota = None
         if self._limits is not None:
             quota = (await self._limits(request.workspace)).quota(datetime.now(UTC))
             spent = await self._store.replay_refusal(request.workspace, request.channel, quota)
@@ -135,7 +140,7 @@ class ChannelReplays:
         if isinstance(lease, ReplayRefused):
             return lease
         task = asyncio.create_task(
-            self._run_holding(lease, request, tell, client), name=f"replay {request.channel}"
+            self._run_holding(lease, request, quota, tell, client), name=f"replay {request.channel}"
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -149,11 +154,16 @@ class ChannelReplays:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _run_holding(
-        self, lease: ReplayLease, request: ReplayRequest, tell: Tell, client: AsyncWebClient
+        self,
+        lease: ReplayLease,
+        request: ReplayRequest,
+        quota: RunQuota | None,
+        tell: Tell,
+        client: AsyncWebClient,
     ) -> None:
         graded = True
         try:
-            graded = await self._run(request, tell, client)
+            graded = await self._run(request, quota, tell, client)
         finally:
             await asyncio.shield(lease.release(graded=graded))
         if not graded:  # told once the channel is free, so that asking again at once is not refused
@@ -162,11 +172,13 @@ class ChannelReplays:
                 f"tell who asked that {request.channel} has nothing to replay",
             )
 
-    async def _run(self, request: ReplayRequest, tell: Tell, client: AsyncWebClient) -> bool:
+    async def _run(
+        self, request: ReplayRequest, quota: RunQuota | None, tell: Tell, client: AsyncWebClient
+    ) -> bool:
         """Replay and post the comparison; whether there was anything to grade (a replay that found
         nothing starts no cooldown)."""
         try:
-            comparison = await self._compare(request)
+            comparison = await self._compare(request, quota)
             if comparison is None:
                 return False
             await self._post(request, comparison, client)
@@ -190,16 +202,27 @@ class ChannelReplays:
             await tell(text=f"The replay failed. {reference_words(reference)}")
         return True
 
-    async def _compare(self, request: ReplayRequest) -> Comparison | None:
+    async def _compare(self, request: ReplayRequest, quota: RunQuota | None) -> Comparison | None:
+        """Both passes over the latest `max_cases` reviewed cases, side by side within the day's
+        budgets (`quota`): a budget that refuses the next grader call stops both."""
         reviewed = await load_cases(
             self._store, workspace=request.workspace, channel=request.channel, days=request.days
         )
-        cases, skipped = await attach_transcripts(self._checkpointer, reviewed)
+        chosen = reviewed[-self._max_cases :]
+        cases, skipped = await attach_transcripts(self._checkpointer, chosen)
         if not cases:
             return None
         grader = await self._graders(request.workspace)
-        baseline = await self._regrade(request, cases, grader, BASELINE)
-        candidate = await self._regrade(request, cases, grader, CANDIDATE)
+        budget = ReplayBudget(self._store, request.workspace, request.channel, grader.model, quota)
+        try:
+            baseline, candidate = await asyncio.gather(
+                self._regrade(cases, grader, BASELINE, budget),
+                self._regrade(cases, grader, CANDIDATE, budget),
+            )
+        finally:
+            await asyncio.shield(budget.give_back())
+        if budget.refused is not None:
+            logger.info("the replay of %s stopped at the budget: %s", request.channel, budget.refused)
         failed = [r for r in [*baseline, *candidate] if r.error is not None]
         return await asyncio.to_thread(
             compare,
@@ -211,26 +234,27 @@ class ChannelReplays:
             skipped=skipped,
             failed=failed,
             usage=total_usage([*baseline, *candidate]),
+            stopped_at_budget=budget.refused is not None,
+            left_out=len(reviewed) - len(chosen),
         )
 
     async def _regrade(
-        self, request: ReplayRequest, cases: list[Case], grader: WorkspaceGrader, calibration: Calibration
+        self, cases: list[Case], grader: WorkspaceGrader, calibration: Calibration, budget: ReplayBudget
     ) -> list[Regrade]:
-        """Regrade the cases; their grader tokens, and their cost at the grader model's rate, count
-        toward the day's budgets of the channel, its workspace and the deployment, even if the replay
-        stops before the end."""
+        """Regrade the cases the `budget` admits (see `bot.agreement.budget`): their grader tokens,
+        and their cost at the grader model's rate, count toward the day's budgets of the channel,
+        its workspace and the deployment as each call is made."""
         done: list[Regrade] = []
-        try:
-            await regrade(
-                cases, grader.grader, calibration, self._store, concurrency=CONCURRENCY, on_graded=done.append
-            )
-        finally:
-            spent = role_usage(grader.model, total_usage(done))
-            if spent.total_tokens:
-                charging = self._store.charge_replay(
-                    request.workspace, request.channel, spent.total_tokens, spent.usd or 0.0
-                )
-                await asyncio.shield(charging)
+        await regrade(
+            cases,
+            grader.grader,
+            calibration,
+            self._store,
+            concurrency=CONCURRENCY // 2,  # the two passes run side by side
+            on_graded=done.append,
+            admit=partial(budget.admit, calibration),
+            settle=partial(budget.settle, calibration),
+        )
         return done
 
     async def _post(self, request: ReplayRequest, comparison: Comparison, client: AsyncWebClient) -> None:
@@ -294,6 +318,7 @@ async def open_replays(settings: Settings, store: Store) -> AsyncIterator[Channe
             graders=grader_of,
             limits=workspaces.limits,
             cooldown=settings.replay_cooldown,
+            max_cases=settings.replay_max_cases,
         )
         try:
             yield replays

@@ -153,12 +153,21 @@ class Comparison:
     provenance: tuple[str, str] = ("", "")
     """What produced each side's verdicts (before, after): rubric versions and grader models, with
     how many cases each (see `bot.provenance.grouping.provenance_counts`); '' when not known."""
+    stopped_at_budget: bool = False
+    """A day's budget refused the replay's next grader call: it stopped with what it had."""
+    left_out: int = 0
+    """Reviewed cases beyond the replay's cap on cases (the oldest), not replayed."""
 
     def summary(self) -> str:
         """E.g. ``12 cases compared · 1 skipped · 2 failed``."""
         parts = [plural(self.compared, "case") + " compared"]
-        if self.interrupted:
+        if self.stopped_at_budget:
+            graded = self.compared + len(self.failed)
+            parts.append(f"stopped at the budget after {graded:,} of {self.planned:,} cases")
+        elif self.interrupted:
             parts.append(f"stopped early: {self.compared + len(self.failed)} of {self.planned} graded")
+        if self.left_out:
+            parts.append(f"the latest {self.planned:,} of {self.planned + self.left_out:,} reviewed")
         if self.skipped:
             parts.append(f"{len(self.skipped)} skipped")
         if self.failed:
@@ -178,6 +187,8 @@ def compare(
     usage: UsageMetadata | None = None,
     interrupted: bool = False,
     provenance: tuple[str, str] = ("", ""),
+    stopped_at_budget: bool = False,
+    left_out: int = 0,
 ) -> Comparison:
     """Compare two graders' verdicts (per case key, criterion name → verdict) with the team's.
 
@@ -211,6 +222,8 @@ def compare(
         usage=usage,
         interrupted=interrupted,
         provenance=provenance,
+        stopped_at_budget=stopped_at_budget,
+        left_out=left_out,
     )
 
 

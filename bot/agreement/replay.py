@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Literal, get_args
@@ -238,8 +238,12 @@ async def regrade(
     *,
     concurrency: int,
     on_graded: Callable[[Regrade], None],
+    admit: Callable[[Case], Awaitable[bool]] | None = None,
+    settle: Callable[[Regrade], Awaitable[None]] | None = None,
 ) -> None:
-    """Grade every case again, ``concurrency`` at a time, handing each result to ``on_graded``.
+    """Grade every case again, ``concurrency`` at a time, handing each result to ``on_graded``;
+    with `admit`, only the cases it admits as their turn comes (a budget: see
+    `bot.agreement.budget`), each result then handed to `settle` too.
 
     Results arrive as they finish, so a caller that is cancelled keeps what was graded.
     """
@@ -247,6 +251,8 @@ async def regrade(
 
     async def one(case: Case) -> None:
         async with slots:
+            if admit is not None and not await admit(case):
+                return
             examples = await examples_for(store, case, calibration)
             evaluation = await grader.agrade(
                 case.record.rubric_text,
@@ -255,7 +261,10 @@ async def regrade(
                 max_iterations=case.max_iterations,
                 calibration=examples,
             )
-        on_graded(Regrade(case, evaluation))
+        graded = Regrade(case, evaluation)
+        on_graded(graded)
+        if settle is not None:
+            await settle(graded)
 
     async with asyncio.TaskGroup() as group:
         for case in cases:

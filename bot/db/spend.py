@@ -188,19 +188,20 @@ def _charging(postgres: bool) -> Any:
 
 
 def admit_all(
-    connection: Connection, admissions: Sequence[tuple[Spender, RunQuota]]
+    connection: Connection, admissions: Sequence[tuple[Spender, RunQuota]], *, requests: int = 1
 ) -> list[QuotaExceeded | None]:
     """Count new runs against every level of their spenders and reserve each one's estimated tokens
     and dollars, in one statement however many runs there are; for each run, in order, None if it
     was admitted, else the cap that refused it (what it reserved is given back, in one more
     statement).
 
-    Each run is judged as if the runs were admitted one after another: against the counters as they
+    Each counts as `requests` requests (a replay's case: none). Each run is judged as if the runs
+    were admitted one after another: against the counters as they
     were before this statement, plus what the runs before it here that were admitted reserved. A
     counter several runs share (their person's, the deployment's) is written once with their sum,
     since one statement cannot update a row twice.
     """
-    reserved = [spender.rows(1, quota.estimate, quota.estimate_usd) for spender, quota in admissions]
+    reserved = [spender.rows(requests, quota.estimate, quota.estimate_usd) for spender, quota in admissions]
     totals = _summed(row for rows in reserved for row in rows)
     after = _charge_rows(connection, totals)
     spent = {_key_of(row): _added(after[_key_of(row)], row, -1) for row in totals}

@@ -27,6 +27,7 @@ from bot.db.spend import (
     SpendCounter,
     Spender,
     SpendLevel,
+    admit_all,
     charge,
     counters_of,
     reached,
@@ -190,12 +191,32 @@ class UsageStore(StoreBase):
         replay spends from) has already reached on the quota's day; None: a replay may start."""
         return reached((await self.spent_today(Spender(quota.day, workspace, channel))).values(), quota)
 
-    async def charge_replay(self, workspace: Workspace, channel: str, tokens: int, usd: float = 0.0) -> None:
-        """Count a replay's grader `tokens` and what they cost (`usd`) against today's budgets of its
-        channel, its workspace and the deployment (no person's: a replay is not a request)."""
-        spender = Spender(utc_now().date(), workspace, channel)
+    async def charge_replay(
+        self, workspace: Workspace, channel: str, tokens: int, usd: float = 0.0, day: date | None = None
+    ) -> None:
+        """Count a replay's grader `tokens` and what they cost (`usd`; either negative: a reservation
+        given back) against the budgets of its channel, its workspace and the deployment on `day`
+        (today by default; no person's: a replay is not a request)."""
+        spender = Spender(day or utc_now().date(), workspace, channel)
         async with self._write() as connection:
             await connection.run_sync(self._charge, spender, 0, tokens, usd)
+
+    async def reserve_replay(
+        self, workspace: Workspace, channel: str, quota: RunQuota
+    ) -> QuotaExceeded | None:
+        """Reserve `quota`'s estimate for a replay's next grader call from the budgets it spends from
+        (its channel's, its workspace's, the deployment's, on the quota's day), as a run's admission
+        does (see `bot.db.spend.admit_all`), no request counted; the cap that refuses it (nothing
+        reserved), else None."""
+        spender = Spender(quota.day, workspace, channel)
+        async with self._write() as connection:
+            return await connection.run_sync(self._admit_spending, spender, quota)
+
+    def _admit_spending(
+        self, transaction: Connection, spender: Spender, quota: RunQuota
+    ) -> QuotaExceeded | None:
+        with self._spending(transaction) as counters:
+            return admit_all(counters, [(spender, quota)], requests=0)[0]
 
     async def _recharge(
         self,

@@ -19,9 +19,10 @@ from bot.agreement.channel_replay import ChannelReplays, ReplayRequest, Workspac
 from bot.db.replays import ReplayRefused
 from bot.db.spend import Spender
 from bot.db.store import Store
+from bot.limits.quota import DailyLimits
 from bot.vocabulary.workspace import Workspace
 from grading import TranscriptGrader
-from tests.bot.agreement.replay_seed import CHANNEL, TEAM, replayed_grader, seed
+from tests.bot.agreement.replay_seed import CASES, CHANNEL, TEAM, replayed_grader, seed
 from tests.grading.scripted import ScriptedChatModel
 from tests.standins import wait_for
 from tests.standins.slack_api import SlackApiStandin
@@ -120,3 +121,81 @@ async def test_a_replays_grader_tokens_and_their_cost_at_the_graders_rate_count_
     for level in ("channel", "workspace", "deployment"):
         assert spent[level].tokens == calls * 1_100
         assert spent[level].usd == pytest.approx(calls * per_call)
+
+
+async def test_a_replay_stops_at_the_budget_with_what_it_has(tmp_path):
+    """A channel budget that holds a few grader calls: the replay reserves each call's estimate
+    before making it and stops at the first the budget refuses; it posts what it graded, saying it
+    stopped at the budget, and its spend is what its calls used (nothing reserved is left over)."""
+    path = tmp_path / "bot.sqlite"
+    await seed(path)
+    model = ScriptedChatModel(script=replayed_grader, usage=(1_000, 100))
+
+    async def graders(workspace: Workspace) -> WorkspaceGrader:
+        return WorkspaceGrader(GRADER, TranscriptGrader(model))
+
+    async def limits(workspace: Workspace) -> DailyLimits:
+        return DailyLimits(tokens_per_channel=5 * 1_100)
+
+    async def tell(**message):
+        raise AssertionError(f"nothing should go wrong: {message}")
+
+    with SlackApiStandin(token=TOKEN) as slack:
+        store = await Store.open(str(path))
+        try:
+            async with AsyncSqliteSaver.from_conn_string(str(path)) as checkpointer:
+                replays = ChannelReplays(
+                    store=store, checkpointer=checkpointer, graders=graders, limits=limits
+                )
+                client = AsyncWebClient(token=TOKEN, base_url=slack.api_url)
+                request = ReplayRequest(Workspace(TEAM), CHANNEL, "U7", days=None)
+                assert await replays.start(request, tell, client) is None
+                (posted,) = await asyncio.to_thread(
+                    wait_for,
+                    lambda: [m for m in slack.messages(CHANNEL) if "Does calibration help?" in m.text],
+                    WAIT,
+                    message="the replay's comparison",
+                )
+                spent = await store.spent_today(Spender(datetime.now(UTC).date(), Workspace(TEAM), CHANNEL))
+                await replays.drain()
+        finally:
+            await store.close()
+
+    calls = len(model.calls)
+    assert 0 < calls < 2 * CASES  # stopped before grading every case twice
+    assert "stopped at the budget after" in posted.all_text and f"of {CASES} cases" in posted.all_text
+    assert spent["channel"].tokens == calls * 1_100  # what the calls used; no reservation left over
+    assert spent["channel"].requests == 0
+
+
+async def test_a_replay_grades_at_most_its_cap_of_the_latest_reviewed_cases(tmp_path):
+    path = tmp_path / "bot.sqlite"
+    await seed(path)
+    model = ScriptedChatModel(script=replayed_grader, usage=(1_000, 100))
+
+    async def graders(workspace: Workspace) -> WorkspaceGrader:
+        return WorkspaceGrader(GRADER, TranscriptGrader(model))
+
+    async def tell(**message):
+        raise AssertionError(f"nothing should go wrong: {message}")
+
+    with SlackApiStandin(token=TOKEN) as slack:
+        store = await Store.open(str(path))
+        try:
+            async with AsyncSqliteSaver.from_conn_string(str(path)) as checkpointer:
+                replays = ChannelReplays(store=store, checkpointer=checkpointer, graders=graders, max_cases=4)
+                client = AsyncWebClient(token=TOKEN, base_url=slack.api_url)
+                request = ReplayRequest(Workspace(TEAM), CHANNEL, "U7", days=None)
+                assert await replays.start(request, tell, client) is None
+                (posted,) = await asyncio.to_thread(
+                    wait_for,
+                    lambda: [m for m in slack.messages(CHANNEL) if "Does calibration help?" in m.text],
+                    WAIT,
+                    message="the replay's comparison",
+                )
+                await replays.drain()
+        finally:
+            await store.close()
+
+    assert len(model.calls) == 2 * 4  # four cases, each with calibration off and leave-one-out
+    assert f"the latest 4 of {CASES} reviewed" in posted.all_text

@@ -507,3 +507,19 @@ async def test_with_a_deployment_budget_a_workspace_is_capped_at_a_quarter_of_it
     monkeypatch.setenv("RUBRIC_BOT_WORKSPACE_DAILY_USD", "0")  # the operator's choice: no workspace cap
     unset = DailyLimits.from_settings(load_settings()).quota(datetime.now(UTC))
     await start(store, requester="U2", channel="C2", quota=unset)
+
+
+async def test_a_replays_grader_calls_are_reserved_within_the_channel_budget_and_settled(store):
+    """Each of a replay's grader calls reserves its estimate like a run (no request counted) until
+    the channel's budget refuses one; settling replaces a reservation by what the call used."""
+    budget = quota(estimate=400, channel=Cap(tokens=1_000))
+    admitted = [await store.reserve_replay(T1, "C1", budget) for _ in range(4)]
+    assert admitted[:3] == [None, None, None]  # 0, 400 and 800 reserved were under 1,000
+    assert admitted[3] is not None and admitted[3].quota == "tokens"
+    for _ in range(3):
+        await store.charge_replay(T1, "C1", 250 - 400, day=budget.day)  # each call used 250
+
+    spent = await store.spent_today(Spender(budget.day, T1, "C1"))
+    assert {level: (s.requests, s.tokens) for level, s in spent.items()} == {
+        level: (0, 750) for level in ("channel", "workspace", "deployment")
+    }
