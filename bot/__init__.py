@@ -30,6 +30,7 @@ other without a cycle; ``home`` and ``listeners`` above them; then ``app``; then
   and the audit disagreement by iterations (is the worker learning the grader?).
 - ``provenance/``: where each verdict came from (rubric version, grader model, instructions, examples).
 - ``export/``: the reviewed cases as a JSON Lines dataset (`rubric-bot export`).
+- ``sessions/``: each run as an agent session of its thread (Slack's Stop button), and stopping runs.
 - ``feedback/``: people's 👍/👎 on the final answers, and the askers' satisfaction beside the pass rate.
 - ``limits/``: daily limits (requests per person, tokens per channel) and the usage they count.
 - ``governance/``: who may change grading (editors, admins), and rubric changes: versions, history,

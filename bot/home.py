@@ -41,7 +41,7 @@ from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.members import channels_of
 from bot.slack.messages import BlockJson
 from bot.slack.notices import slack_failure_words
-from bot.vocabulary.statuses import FAILED, INTERRUPTED, TIMED_OUT, RunStatus
+from bot.vocabulary.statuses import FAILED, INTERRUPTED, STOPPED, TIMED_OUT, RunStatus
 from bot.vocabulary.workspace import Workspace
 
 __all__ = ["ChannelHome", "home_view", "load_home", "publish_home"]
@@ -62,6 +62,7 @@ RUN_WORDS: dict[RunStatus | None, tuple[str, str]] = {
     INTERRUPTED: ("🔌", "Interrupted by a restart"),
     TIMED_OUT: ("⌛", "Timed out"),
     FAILED: ("⚠️", "The model failed"),
+    STOPPED: ("✋", "Stopped"),
 }
 """Emoji and words for the run statuses that are not grading statuses (see render.STATUS_WORDS)."""
 

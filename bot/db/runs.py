@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.db.base import StoreBase
 from bot.db.schema import runs
-from bot.db.scope import in_channel, in_scope, thread_columns, utc_now
+from bot.db.scope import in_channel, in_scope, in_thread, thread_columns, utc_now
 from bot.db.spend import RunQuota
 from bot.vocabulary.statuses import ANSWERED, INTERRUPTED, RunStatus
 from bot.vocabulary.thread import ThreadKey
@@ -115,6 +115,32 @@ class RunStore(StoreBase):
     async def holds_run(self, run_id: int, lease: str) -> bool:
         """Whether `lease` (from `take_run`) is still the run's: no other attempt has taken it over."""
         return bool(await self._scalar(HOLDS_RUN, {"run_id": run_id, "lease": lease}))
+
+    async def request_stop(self, thread: ThreadKey, person: str) -> list[int]:
+        """Ask, as `person`, to stop every run of `thread` that has not ended (the one running and
+        any queued behind it); the runs newly asked, oldest first (none: nothing was running, or
+        someone asked already)."""
+        return await self._request_stop(in_thread(runs, thread), person)
+
+    async def request_stop_of(self, workspace: Workspace, channel: str, person: str) -> list[int]:
+        """`request_stop` for the runs `person` asked for in `channel`, in whichever thread."""
+        return await self._request_stop(
+            [*in_channel(runs, workspace, channel), runs.c.requester == person], person
+        )
+
+    async def _request_stop(self, conditions: list[Any], person: str) -> list[int]:
+        asking = (
+            update(runs)
+            .where(*conditions, runs.c.finished_at.is_(None), runs.c.stopped_by.is_(None))
+            .values(stopped_by=person)
+            .returning(runs.c.run_id)
+        )
+        async with self._write() as connection:
+            return sorted(row.run_id for row in await connection.execute(asking))
+
+    async def stop_requested(self, run_id: int) -> str | None:
+        """Who asked to stop run `run_id`, if anyone has."""
+        return await self._scalar(STOPPED_BY, {"run_id": run_id})
 
     async def mark_undelivered(self, run_id: int) -> None:
         """Record that the run's closing message could not be posted in its thread."""
@@ -242,6 +268,8 @@ def run_thread(thread: ThreadKey) -> dict[str, str]:
 # much CPU as sending it.
 RUN_INSERT = insert(runs).returning(runs.c.run_id, sort_by_parameter_order=True)
 """Insert runs' rows (the columns `insert_runs` gives), returning their ids in the rows' order."""
+
+STOPPED_BY = select(runs.c.stopped_by).where(runs.c.run_id == bindparam("run_id"))
 
 HOLDS_RUN = select(runs.c.lease == bindparam("lease")).where(runs.c.run_id == bindparam("run_id"))
 

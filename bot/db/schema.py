@@ -185,6 +185,7 @@ runs = Table(
     Column("token_usage", Document),
     Column("charged_tokens", Integer, nullable=False, server_default="0"),
     Column("charged_usd", Float, nullable=False, server_default="0"),
+    Column("stopped_by", Text),
     Index("runs_by_thread", "thread_id", "finished_at"),
     Index("runs_by_channel", "team", "channel", "started_at"),
     Index("runs_by_requester", "team", "requester", "started_at"),
@@ -207,7 +208,9 @@ were kept.
 may post in its thread (on PostgreSQL, where another process can take a run over; see
 `bot.db.store.Store.take_run`). ``charged_tokens`` is what the run adds to the day's spend
 counters (`daily_spend`): the estimate reserved at admission until it ends, then its ``tokens``;
-``charged_usd`` likewise in money: the estimated cost reserved at admission, then its ``cost_usd``."""
+``charged_usd`` likewise in money: the estimated cost reserved at admission, then its ``cost_usd``.
+``stopped_by`` is the Slack user who asked to stop the run (Slack's Stop button or `/rubric stop`),
+set once, while it runs or waits; whichever process runs it ends it (see `bot.sessions.stop`)."""
 
 evaluations = Table(
     "evaluations",

@@ -33,6 +33,7 @@ from bot.db.rubrics import CHANNEL_RUBRIC, version_numbered
 from bot.db.runs import (
     CLAIM_INTERRUPTED_IN_THREAD,
     RUN_UPDATE,
+    STOPPED_BY,
     RunLease,
     RunRecord,
     RunStart,
@@ -301,6 +302,8 @@ class AttemptStart:
     """What the workspace's admins set (None if they never did, or it was not asked for)."""
     holds_run: bool = True
     """False if the lease the attempt held was taken over by another attempt (nothing recorded)."""
+    stopped_by: str | None = None
+    """Who asked to stop the run before this attempt started, if anyone (see `Store.request_stop`)."""
 
 
 class RunTransactions(UsageStore):
@@ -344,7 +347,8 @@ class RunTransactions(UsageStore):
         interrupted runs (see `claim_interrupted_runs`), records the request's `material` (a first
         attempt read it) or reads back what an earlier attempt recorded as unread (None), reads the
         channel's default rubric if `channel_rubric`, the channel's version number of the rubric the
-        run grades with (`rubric_text`, else that default) and the workspace's settings if `settings`.
+        run grades with (`rubric_text`, else that default), the workspace's settings if `settings`,
+        and whether someone asked to stop the run meanwhile.
 
         An attempt whose lease was taken over records nothing and learns only that
         (``holds_run`` False); once one started with it, the lease is checked, no longer taken.
@@ -372,9 +376,10 @@ class RunTransactions(UsageStore):
             stored = None
             if settings:
                 stored = await connection.run_sync(read_workspace_settings, thread.workspace)
+            stopped_by = await connection.scalar(STOPPED_BY, {"run_id": run_id})
         if lease is not None:
             lease.taking = False  # taken for good: later attempts check it
-        return AttemptStart(interrupted, unread, rubric, number, stored)
+        return AttemptStart(interrupted, unread, rubric, number, stored, stopped_by=stopped_by)
 
     async def record_posted(
         self, run_id: int, step: Step, part: int, message_ts: str, evaluation: PostedEvaluation | None = None

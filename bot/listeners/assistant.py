@@ -1,5 +1,6 @@
-"""The assistant pane's events: it opened (greet it), its channel changed (remember it), and a
-suggested question asked in it (answer it); requests in the pane are messages like any other
+"""The assistant pane's events: it opened (greet it), its channel changed (remember it), a
+suggested question asked in it (answer it), and Stop clicked on a thread's agent session (stop its
+runs, `bot.sessions`); requests in the pane are messages like any other
 (`bot.listeners.events`). The work is `bot.assistant`'s.
 
 Bolt's `Assistant` middleware is not used: it swallows the deletions and edits of messages in
@@ -8,6 +9,7 @@ every DM thread, which the bot must see (`bot.lifecycle.forget`); its thread con
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,7 +22,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.assistant.pane import answer_question, open_pane
 from bot.assistant.prompts import PaneQuestion, pane_question
 from bot.listeners.context import event_message, services_of, workspace_of
+from bot.sessions.stop import ask_to_stop
 from bot.slack.conversation import is_direct_message, is_from_person
+from bot.vocabulary.thread import ThreadKey
+
+logger = logging.getLogger(__name__)
 
 
 def register(app: AsyncApp) -> None:
@@ -29,6 +35,7 @@ def register(app: AsyncApp) -> None:
     # Greeted before Bolt acks: a delivery Slack repeats finds the pane greeted already.
     app.event("assistant_thread_started", middleware=[greet_before_ack])(_greeted)
     app.event("assistant_thread_context_changed")(on_context_changed)
+    app.event("agent_session_stopped")(on_session_stopped)
     app.event("message", matchers=[asks_pane_question])(on_pane_question)
 
 
@@ -53,6 +60,18 @@ async def on_context_changed(event: dict[str, Any], context: AsyncBoltContext) -
         await DefaultAsyncAssistantThreadContextStore(context).save(
             channel_id=thread["channel_id"], thread_ts=thread["thread_ts"], context=thread["context"]
         )
+
+
+async def on_session_stopped(event: dict[str, Any], context: AsyncBoltContext) -> None:
+    """Someone clicked Stop on a thread's agent session: its unfinished runs are asked to stop
+    (each then says so in the thread and moves the session on); after the end it changes nothing."""
+    channel, thread_ts, user = event.get("channel"), event.get("thread_ts"), event.get("user")
+    if not channel or not thread_ts or not user:
+        logger.info("ignored an agent_session_stopped event without its thread or person")
+        return
+    thread = ThreadKey.of(workspace_of(context), str(channel), str(thread_ts))
+    if not await ask_to_stop(services_of(context).store, thread, str(user)):
+        logger.info("Stop clicked in thread %s with nothing running there", thread.thread_id)
 
 
 async def asks_pane_question(event: dict[str, Any], context: AsyncBoltContext) -> bool:

@@ -49,6 +49,8 @@ from bot.listeners.context import Services, services_of, workspace_of
 from bot.rendering.errors import help_text
 from bot.rendering.rubrics import no_rubric_hint, rubric_error, rubric_modal
 from bot.review.calibration import examples_in_force
+from bot.sessions.stop import ask_to_stop_mine
+from bot.slack.blocks import plural
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.conversation import slack_unescape
 from bot.slack.messages import NO_UNFURLS, BlockJson, SlackMessage
@@ -68,6 +70,12 @@ CHART_COMMENT = (
     "what always giving the most common verdict would score."
 )
 """The message the chart is uploaded with: how to read it."""
+
+NOTHING_TO_STOP = (
+    "You have no request running in this channel, so there is nothing to stop (a request that "
+    "already ended stays as it is)."
+)
+"""Told to someone whose `/rubric stop` finds none of their requests running."""
 
 
 def register(app: AsyncApp) -> None:
@@ -330,6 +338,20 @@ async def _replay(call: Invocation) -> None:
     )
 
 
+async def _stop(call: Invocation) -> None:
+    """Stop the caller's requests still running in this channel (Slack's Stop button, where Slack
+    has no agent sessions); each thread says when its run stopped."""
+    stopped = await ask_to_stop_mine(call.store, call.workspace, call.channel, call.user)
+    if not stopped:
+        await _answer(call.ack, NOTHING_TO_STOP)
+        return
+    await _answer(
+        call.ack,
+        f"Stopping {plural(len(stopped), 'request')} of yours in this channel; each thread says when it "
+        "has stopped, with the best draft so far.",
+    )
+
+
 RUBRIC_SUBCOMMANDS: tuple[RubricSubcommand, ...] = (
     RubricSubcommand(
         "set",
@@ -386,6 +408,7 @@ RUBRIC_SUBCOMMANDS: tuple[RubricSubcommand, ...] = (
         "workspace admins: this workspace's models, daily limits and rubric editors",
         _admin,
     ),
+    RubricSubcommand("stop", "/rubric stop", "stop your requests still running in this channel", _stop),
     RubricSubcommand("help", "/rubric help", "show this help", _help),
 )
 """Every `/rubric` subcommand, in the order the help lists them; a new one is one more entry."""

@@ -35,9 +35,11 @@ RUN_STATUSES: tuple[RunStatus, ...] = (
     "answered",
     "error",
     "timed_out",
+    "stopped",
 )
-"""How a run ends: the four grading statuses, ``answered`` (no rubric), ``error`` (the run failed) and
-``timed_out``; each is shown from the start, at 0, so a rate over it is defined before the first."""
+"""How a run ends: the four grading statuses, ``answered`` (no rubric), ``error`` (the run failed),
+``timed_out`` and ``stopped`` (a person stopped it); each is shown from the start, at 0, so a rate
+over it is defined before the first."""
 
 RUN_SECONDS_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200)
 """Upper bounds of the run-duration histogram: runs wait on models for seconds to minutes."""

@@ -305,6 +305,37 @@ def final_messages(
     return messages
 
 
+STOPPED_STATUS = "stopped"
+"""Status put in the final-message metadata of a run a person stopped."""
+
+
+def stopped_messages(
+    person: str, answer_markdown: str | None, *, iterations: int, max_iterations: int | None
+) -> list[SlackMessage]:
+    """A stopped run's closing message: who stopped it and when, then the best draft so far (if
+    the worker wrote one), split as `final_messages` splits an answer."""
+    if iterations and max_iterations:
+        when = f"after iteration {iterations} of {max_iterations}"
+    else:
+        when = "before the grader saw a draft"
+    line = f"✋ Stopped by <@{person}> {when}"
+    if not answer_markdown:
+        messages: list[SlackMessage] = [
+            {"text": f"{line}.", "blocks": block_dicts([section_block(f"{line}; nothing was answered.")])}
+        ]
+    else:
+        messages = final_messages(None, answer_markdown, iterations=iterations, max_iterations=max_iterations)
+        first = messages[0]
+        lead = section_block(f"{line}; the best draft so far is below.").to_dict()
+        messages[0] = {
+            **first,
+            "text": f"{line}: {first['text']}",
+            "blocks": [lead, *first.get("blocks", [])],
+        }
+    messages[0]["metadata"] = {"event_type": FINAL_EVENT, "event_payload": {"status": STOPPED_STATUS}}
+    return messages
+
+
 def _status_headline(status: Status | None, iterations: int | None, max_iterations: int | None) -> str:
     """E.g. ``Max iterations reached (3/3)``; '' when there is no status."""
     if status is None:

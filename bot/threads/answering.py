@@ -31,9 +31,11 @@ from bot.material.sources import Sources
 from bot.ops import metrics
 from bot.queue.jobs import MAX_ATTEMPTS, Abandoned, RequestJob
 from bot.rendering.errors import error_message
-from bot.rendering.results import evaluation_message, final_messages, unread_note
+from bot.rendering.results import evaluation_message, final_messages, stopped_messages, unread_note
 from bot.rendering.rubrics import no_rubric_hint
 from bot.review.controls import review_controls
+from bot.sessions.status import session_active, session_processing
+from bot.sessions.stop import RunStopped, stoppable
 from bot.slack.blocks import MAX_BLOCKS, context_block
 from bot.slack.client import describe_error
 from bot.slack.conversation import UserMessage, stored_message_id
@@ -45,7 +47,7 @@ from bot.threads.progress import WorkingIndicator, react
 from bot.threads.recovery import Recovery, gave_up_notice
 from bot.threads.runner_base import logger, retry_delay
 from bot.vocabulary.provenance import rubric_version, stored_provenance
-from bot.vocabulary.statuses import ANSWERED, FAILED, TIMED_OUT, RunStatus
+from bot.vocabulary.statuses import ANSWERED, FAILED, STOPPED, TIMED_OUT, RunStatus
 from bot.vocabulary.unread import Unread
 from grading import RubricEvaluation
 
@@ -94,6 +96,8 @@ class Answering(Recovery):
                 outcome = ended.outcome
                 metrics.run_finished(ended.status, time.monotonic() - started, outcome)
                 tokens = outcome.usage["total_tokens"] if outcome and outcome.usage else None
+                if ended.status == STOPPED:  # its reservation gives way to what it spent, maybe nothing
+                    tokens = tokens or 0
                 await self._finish(
                     message,
                     run_id,
@@ -103,6 +107,8 @@ class Answering(Recovery):
                     posted=ended.posted,
                     cost=outcome.cost if outcome else None,
                 )
+                # Only now: a Stop clicked until the session leaves `processing` finds the run unfinished.
+                await session_active(client, message.thread)
                 if outcome is not None:
                     await self._audit(message, run_id, outcome)
                 return
@@ -121,6 +127,7 @@ class Answering(Recovery):
                 if number + 1 == MAX_ATTEMPTS:
                     metrics.run_finished(FAILED, time.monotonic() - started)
                     await self._tell_database_failed(client, message, run_id, failure, lease)
+                    await session_active(client, message.thread)
                     return
                 delay = retry_delay(number)
                 logger.warning(
@@ -161,17 +168,17 @@ class Answering(Recovery):
             await progress.start()
             try:
                 outcome, unread = await self._answer(client, message, sources, progress, delivery, lease)
+            except RunStopped as stop:
+                status = STOPPED
+                outcome = await self._turn_so_far(message)
+                for part, payload in enumerate(self._stopped(stop, outcome)):
+                    await delivery.post(FINAL_STEP, part, payload)
             except Exception as exc:
                 if isinstance(exc, RunTakenOver) or unavailable_error(exc) is not None:
                     raise
                 status, notice = self._failure(message, exc)
                 # What it spent before it failed counts towards the channel's budget all the same.
-                outcome = await turn_so_far(
-                    self._ports.agent, agent_config(message.thread_id), request_message_id(message)
-                )
-                if outcome is not None and self._ports.workspaces is not None:
-                    effective = await self._ports.workspaces.effective(message.workspace)
-                    outcome = outcome.priced(effective.models, effective.summary_model)
+                outcome = await self._turn_so_far(message)
                 await delivery.post(FINAL_STEP, 0, notice)
             else:
                 status = outcome.status or ANSWERED
@@ -185,6 +192,27 @@ class Answering(Recovery):
             raise
         finally:
             await progress.stop(posted_last=delivered)
+
+    async def _turn_so_far(self, message: UserMessage) -> TurnOutcome | None:
+        """The request's turn as far as its checkpoint holds it, priced (what a run that failed or
+        was stopped spent counts towards the budgets all the same)."""
+        outcome = await turn_so_far(
+            self._ports.agent, agent_config(message.thread_id), request_message_id(message)
+        )
+        if outcome is not None and self._ports.workspaces is not None:
+            effective = await self._ports.workspaces.effective(message.workspace)
+            outcome = outcome.priced(effective.models, effective.summary_model)
+        return outcome
+
+    @staticmethod
+    def _stopped(stop: RunStopped, outcome: TurnOutcome | None) -> list[SlackMessage]:
+        """The closing message of a run `stop` ended, with the best draft `outcome` holds."""
+        return stopped_messages(
+            stop.person,
+            outcome.answer if outcome is not None else None,
+            iterations=outcome.iterations or 0 if outcome is not None else 0,
+            max_iterations=outcome.max_iterations if outcome is not None else None,
+        )
 
     async def _finish(
         self,
@@ -323,6 +351,7 @@ class Answering(Recovery):
         if not start.holds_run:
             raise RunTakenOver(f"run {delivery.run_id} in thread {message.thread_id} was taken over")
         await progress.run_started()
+        await session_processing(client, message)
         channel_rubric = start.channel_rubric
         number = start.rubric_version
         if inputs is not None and in_pane(message):
@@ -344,7 +373,8 @@ class Answering(Recovery):
         guard = asyncio.timeout(self._policy.run_timeout)
         try:
             async with guard:
-                outcome = await run_turn(
+                turn = partial(
+                    run_turn,
                     self._agent_for(start.settings),
                     inputs,
                     config,
@@ -352,6 +382,9 @@ class Answering(Recovery):
                     on_grading=progress.grading,
                     context=ThreadContext(workspace=message.workspace, channel=message.channel),
                     before=before,
+                )
+                outcome = await stoppable(
+                    self._ports.store, delivery.run_id, turn, stopped_by=start.stopped_by
                 )
         except TimeoutError as exc:
             if guard.expired():

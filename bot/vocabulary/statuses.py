@@ -9,7 +9,7 @@ from typing import Final, Literal
 
 from grading import Status
 
-RunStatus = Status | Literal["interrupted", "answered", "timed_out", "error"]
+RunStatus = Status | Literal["interrupted", "answered", "timed_out", "error", "stopped"]
 """How a run ended (`runs.status`): its grading's final status, or one of the bot's own below."""
 
 INTERRUPTED: Final = "interrupted"
@@ -23,3 +23,6 @@ TIMED_OUT: Final = "timed_out"
 
 FAILED: Final = "error"
 """Run status of a run ended by any other failure of the models or the agent."""
+
+STOPPED: Final = "stopped"
+"""Run status of a run a person stopped (Slack's Stop button, or `/rubric stop`) before it ended."""

@@ -68,6 +68,7 @@ FLOORS: tuple[frozenset[str], ...] = (
             "provenance",
             "export",
             "feedback",
+            "sessions",
         }
     ),
     frozenset({"home", "listeners"}),
