@@ -34,7 +34,7 @@ from bot.config import DEFAULT_CONCURRENCY, Settings
 from bot.db.database import Checkpointer, open_checkpointer
 from bot.db.store import Store
 from bot.governance.editors import RubricEditors
-from bot.lifecycle.retention import schedule_retention
+from bot.lifecycle.retention import schedule_claims_pruning, schedule_retention
 from bot.listeners import register
 from bot.listeners.context import Services
 from bot.material.reader import MaterialReader
@@ -198,8 +198,6 @@ async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Pro
     async with AsyncExitStack() as stack:
         # Upgraded by `prepare_database`, just before.
         store = await Store.open(settings.database, upgraded=True, pool_size=settings.db_pool_size)
-        # Dedupe keys only matter while Slack may still retry; don't let them pile up forever.
-        await store.prune_claims()
         stack.push_async_callback(store.close)
         await store.fill_pools()
         checkpointer = await stack.enter_async_context(open_checkpointer(settings.database))
@@ -231,6 +229,8 @@ async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Pro
             auditor=_auditor(settings, store),
         )
         runner = ThreadRunner(ports, RunnerPolicy.from_settings(settings))
+        # Dedupe keys only matter while Slack may still retry; don't let them pile up forever.
+        schedule_claims_pruning(queue, store)
         if settings.retention_days is not None:
             schedule_retention(queue, store, checkpointer, settings.retention_days)
         await queue.start()

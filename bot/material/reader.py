@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import mimetypes
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,6 +175,12 @@ def read_local_files(
     return Material(thread=None, files=files, unread=unread)
 
 
+FILE_READERS = 4
+"""Files one process reads at once: each reading thread waits on its PDF's child process (up to
+`bot.material.pdf.CHILD_MEMORY_BYTES` each), and a burst of PDFs must not hold the threads the
+rest of the bot's blocking work (charts, say) runs on."""
+
+
 class MaterialReader:
     """Reads what requests share: threads through the Web API, files over `session` with the bot token."""
 
@@ -192,6 +199,9 @@ class MaterialReader:
         self._max_file_bytes = max_file_bytes
         self._files_chars = files_chars
         self._names = AuthorNames()
+        self._file_readers = ThreadPoolExecutor(max_workers=FILE_READERS, thread_name_prefix="file-reader")
+        """Threads of their own for reading files (see `FILE_READERS`): not the default pool, which
+        chart rendering and every `asyncio.to_thread` share."""
 
     async def read(
         self, client: AsyncWebClient, message: UserMessage, sources: Sources, *, thread: bool
@@ -233,6 +243,7 @@ class MaterialReader:
             data = await download(self._session, file, token, self._max_file_bytes)
             # Extracting a PDF's text takes CPU (in a child process the thread waits on, up to its
             # deadline); keep the event loop (and other threads' runs) free.
-            return await asyncio.to_thread(file_text, kind, data, self._files_chars)
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._file_readers, file_text, kind, data, self._files_chars)
         except UnreadableFile as exc:
             return exc
