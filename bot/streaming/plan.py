@@ -2,8 +2,10 @@
 
 Each step completes the task before it and opens its own, so the plan reads like the loop: a draft,
 a grading per iteration (with how many criteria it met), a revision after each failing one (naming
-the criteria it fixes). Criterion names come from the rubric people wrote: they are shown as plain
-text titles, on one line and shortened (`TITLE_MAX`), never as markup.
+the criteria it fixes). A graded task's ``output`` is the verdict in a few words and its ``details``
+the criteria failed or left to a person, with the grader's gaps. Criterion names and gaps come from
+the rubric people wrote and the grader's words: they are shown as plain text, on one line each and
+shortened (`TITLE_MAX`, `DETAILS_MAX`), never as markup.
 """
 
 from __future__ import annotations
@@ -37,6 +39,22 @@ GRADED = "Grading iteration {position}: {result}"
 REVISING = "Revising: {criteria}"
 """Title of a revision task, naming the criteria the grader failed."""
 
+OUTPUTS = {
+    "satisfied": "Passed: the rubric is satisfied",
+    "needs_revision": "Needs revision",
+    "max_iterations_reached": "Not passed, and no tries left",
+    "failed": "Failed",
+    "grader_error": "The grader failed",
+}
+"""A graded task's ``output``: the iteration's verdict in a few words, by its result."""
+
+DETAILS_MAX = 1000
+"""Longest ``details`` of a graded task (the failing and can't-tell criteria with their gaps): the
+plan is a summary, the iteration's own message holds every word."""
+
+DETAIL_LINE_MAX = 200
+"""Longest line of ``details``, one criterion and its gap, so one long gap leaves room for others."""
+
 
 @dataclass
 class Plan:
@@ -61,6 +79,8 @@ class Plan:
             id=_grading_id(evaluation["iteration"]),
             title=_one_line(GRADED.format(position=position, result=_result(evaluation))),
             status="error" if evaluation["result"] == "grader_error" else "complete",
+            output=OUTPUTS.get(evaluation["result"], evaluation["result"]),
+            details=_details(evaluation),
         )
         self._open = None
         return [task]
@@ -111,6 +131,19 @@ def _result(evaluation: RubricEvaluation) -> str:
     return f"{result}, {open_} can't tell" if open_ else result
 
 
-def _one_line(title: str) -> str:
-    """`title` on one line, shortened to `TITLE_MAX`."""
-    return truncate(" ".join(title.split()), TITLE_MAX)
+def _details(evaluation: RubricEvaluation) -> str | None:
+    """The criteria the grader failed or could not tell, each with its gap, as plain text lines
+    (None when every criterion passed)."""
+    lines = [
+        _one_line(
+            f"{'Can’t tell' if c.get('cannot_tell') else 'Failed'}: {c['name']} — {c['gap']}", DETAIL_LINE_MAX
+        )
+        for c in evaluation["criteria"]
+        if c.get("cannot_tell") or not c["passed"]
+    ]
+    return truncate("\n".join(lines), DETAILS_MAX) if lines else None
+
+
+def _one_line(title: str, limit: int = TITLE_MAX) -> str:
+    """`title` on one line, shortened to `limit`."""
+    return truncate(" ".join(title.split()), limit)

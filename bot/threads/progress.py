@@ -29,6 +29,21 @@ GRADING = "is grading iteration {position}…"
 REVISING = "is revising…"
 """Thread status while the worker revises its answer after the grader's feedback."""
 
+WRITING_MESSAGES = [
+    "Reading what you shared…",
+    "Writing an answer…",
+    "Checking it against each criterion before the grader does…",
+]
+"""What Slack rotates under the status while the worker writes (a draft or a revision): shown
+verbatim, where the status text itself is fixed."""
+
+REVISING_MESSAGES = [
+    "Reading the grader's gaps…",
+    "Revising the answer…",
+    "Keeping what already passed…",
+]
+"""What Slack rotates under the status while the worker revises after the grader's feedback."""
+
 CLEARED = ""
 """The empty status, which takes the status off the thread."""
 
@@ -44,7 +59,7 @@ class WorkingIndicator:
 
     async def start(self) -> None:
         """Show that the worker is drafting; ⏳ on the request where the status is refused."""
-        if not await self._show(DRAFTING):
+        if not await self._show(DRAFTING, WRITING_MESSAGES):
             self._reacting = True
             await react(self._client, "reactions_add", self._request)
 
@@ -53,7 +68,7 @@ class WorkingIndicator:
 
     async def drafting(self) -> None:
         """Show again that the worker is drafting, after a post in the thread took the status off."""
-        await self._show(DRAFTING)
+        await self._show(DRAFTING, WRITING_MESSAGES)
 
     async def grading(self, iteration: int, max_iterations: int) -> None:
         """Show that the grader is checking iteration ``iteration`` (0-based) of ``max_iterations``."""
@@ -64,7 +79,7 @@ class WorkingIndicator:
 
     async def revising(self, evaluation: RubricEvaluation) -> None:
         """Show that the worker is revising after the grader's `evaluation`."""
-        await self._show(REVISING)
+        await self._show(REVISING, REVISING_MESSAGES)
 
     async def stop(self, *, posted_last: bool = False) -> None:
         """Take the status (or ⏳) off the thread; `posted_last` when the run's last step was a post
@@ -74,11 +89,15 @@ class WorkingIndicator:
         elif not posted_last:
             await self._show(CLEARED)
 
-    async def _show(self, status: str) -> bool:
-        """Set the thread status; False (logged) if Slack refused it or this run uses ⏳."""
+    async def _show(self, status: str, loading_messages: list[str] | None = None) -> bool:
+        """Set the thread status (with `loading_messages` rotating under it, if given); False
+        (logged) if Slack refused it or this run uses ⏳."""
         if self._reacting:
             return False
-        shown = await attempt(self._set_status(status), f"set the thread status in {self._request.thread_id}")
+        shown = await attempt(
+            self._set_status(status, loading_messages=loading_messages),
+            f"set the thread status in {self._request.thread_id}",
+        )
         return shown is not None
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from bot.slack.client import SLACK_RETRIES
+from bot.threads.progress import DRAFTING, REVISING, REVISING_MESSAGES, WRITING_MESSAGES
 from tests.e2e.conftest import CRITERIA, RUBRIC, Service, evaluations, finals, metrics, shared_service, value
 from tests.standins.model_api import REVISED_ANSWER, ChatRequest, Json, Script, scripted_revision
 from tests.standins.slack_api import SlackMessage
@@ -60,6 +61,9 @@ def test_a_run_streams_one_message_whose_plan_names_each_iteration_and_ends_with
     assert stream.ts == final.ts and not stream.streaming
     assert stream.task_titles() == PLAN
     assert {task["status"] for task in stream.tasks.values()} == {"complete"}
+    graded = [stream.tasks["grade-1"], stream.tasks["grade-2"]]
+    assert [task["output"] for task in graded] == ["Needs revision", "Passed: the rubric is satisfied"]
+    assert f"Failed: {CRITERIA[0]}" in graded[0]["details"] and "details" not in graded[1]
     assert REVISED_ANSWER in stream.all_text
     # Each iteration's results follow the streamed message, with their review buttons.
     after = thread[thread.index(stream) + 1 :]
@@ -72,6 +76,12 @@ def test_a_run_streams_one_message_whose_plan_names_each_iteration_and_ends_with
         if c.args.get("thread_ts") == root
     ]
     assert any("grading iteration 1/3" in status for status in statuses)
+    writing = [
+        c.args.get("loading_messages")
+        for c in s.slack.calls("assistant.threads.setStatus")
+        if c.args.get("thread_ts") == root and c.args["status"] in (DRAFTING, REVISING)
+    ]
+    assert WRITING_MESSAGES in writing and REVISING_MESSAGES in writing
 
 
 def test_a_stream_slack_ends_mid_run_still_gets_every_iteration_and_the_answer_once(s):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.streaming.plan import TITLE_MAX, Plan
+from bot.streaming.plan import DETAIL_LINE_MAX, DETAILS_MAX, TITLE_MAX, Plan
 from grading import RubricEvaluation
 
 
@@ -82,3 +82,31 @@ def test_a_criterion_the_grader_could_not_tell_is_neither_met_nor_named_for_revi
     [graded] = steps(plan.graded(satisfied))
     assert graded == ("grade-2", "Grading iteration 2/3: all met, 1 can't tell", "complete")
     assert "not met" not in graded[1]
+
+
+def test_a_graded_task_says_its_verdict_and_the_gaps_of_what_failed_or_is_left_to_a_person():
+    plan = Plan()
+    plan.start()
+    graded = evaluation(0, ["Cites a source"], ["Is polite"])
+    graded["criteria"][0]["gap"] = "No\nsource is named."
+    graded["criteria"].append({"name": "Is kind", "passed": False, "gap": "Unclear.", "cannot_tell": True})  # type: ignore[typeddict-item]
+
+    (task,) = plan.graded(graded)
+
+    assert task.output == "Needs revision"
+    assert task.details == "Failed: Cites a source — No source is named.\nCan’t tell: Is kind — Unclear."
+    (passed,) = plan.graded(evaluation(1, [], ["Cites a source"]))
+    assert passed.output == "Passed: the rubric is satisfied" and passed.details is None
+
+
+def test_a_graded_tasks_details_stay_within_their_bounds():
+    plan = Plan()
+    plan.start()
+    graded = evaluation(0, [f"Criterion {n}" for n in range(30)], [])
+    for criterion in graded["criteria"]:
+        criterion["gap"] = "g" * 500
+
+    (task,) = plan.graded(graded)
+
+    assert len(task.details) <= DETAILS_MAX
+    assert all(len(line) <= DETAIL_LINE_MAX for line in task.details.splitlines())
