@@ -232,7 +232,7 @@ async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Pro
         # Dedupe keys only matter while Slack may still retry; don't let them pile up forever.
         schedule_claims_pruning(queue, store)
         if settings.retention_days is not None:
-            schedule_retention(queue, store, checkpointer, settings.retention_days)
+            schedule_retention(queue, store, checkpointer, settings.retention_days, clients.client_for)
         await queue.start()
         # A durable queue resumes the runs a dead process left; the embedded one lost them, and
         # kept the deletions and edits it had not applied.

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -53,9 +52,6 @@ MAX_HOME_CHANNELS = 10
 
 RECENT_RUNS = 5
 """Graded runs listed per channel, newest first."""
-
-CHART_UPLOADS_KEPT = 256
-"""Uploaded charts remembered per process, so reopening the tab does not upload an unchanged chart."""
 
 RUN_WORDS: dict[RunStatus | None, tuple[str, str]] = {
     None: ("⏳", "In progress"),
@@ -111,7 +107,7 @@ async def publish_home(client: AsyncWebClient, store: Store, *, workspace: Works
     homes = await load_home(store, workspace=workspace, channels=channels)
     if await _publish(client, user, home_view(homes)) is None:
         return
-    charted = [await _with_chart(client, workspace, home) for home in homes]
+    charted = [await _with_chart(client, store, workspace, home) for home in homes]
     if charted != homes:
         await _publish(client, user, home_view(charted))
 
@@ -145,12 +141,16 @@ def _recent_first(ordered: Sequence[str], runs: dict[str, list[RunRecord]]) -> l
     return with_runs + [c for c in ordered if not runs[c]]
 
 
-async def _with_chart(client: AsyncWebClient, workspace: Workspace, home: ChannelHome) -> ChannelHome:
-    """The channel's home with its chart uploaded (or reused); unchanged without reviews or on failure."""
+async def _with_chart(
+    client: AsyncWebClient, store: Store, workspace: Workspace, home: ChannelHome
+) -> ChannelHome:
+    """The channel's home with its chart uploaded (or reused while the report is unchanged, in any
+    process); unchanged without reviews or on failure. Each upload is recorded (`bot.db.uploads`)
+    so that the chart is deleted from Slack with the data it shows."""
     if home.report.reviews == 0:
         return home
-    key = _chart_key(workspace, home)
-    file_id = _CHART_FILES.get(key)
+    digest = hashlib.sha256(repr(home.report).encode()).hexdigest()
+    file_id = await store.home_chart(workspace, home.channel, digest)
     if file_id is None:
         chart = await asyncio.to_thread(chart_upload, home.report)
         uploaded = await attempt(
@@ -160,26 +160,8 @@ async def _with_chart(client: AsyncWebClient, workspace: Workspace, home: Channe
         if uploaded is None:
             return home
         file_id = str(uploaded["file"]["id"])
-        _remember_chart(key, file_id)
+        await store.record_upload(workspace, home.channel, file_id, "home", digest)
     return replace(home, chart=file_id)
-
-
-_CHART_FILES: OrderedDict[str, str] = OrderedDict()
-"""Uploaded chart file ids by channel and report content, least recently used first."""
-
-
-def _chart_key(workspace: Workspace, home: ChannelHome) -> str:
-    """Names one channel's chart as drawn from one state of its report (a file one workspace
-    uploaded is not another's to show)."""
-    digest = hashlib.sha256(repr(home.report).encode()).hexdigest()
-    return f"{workspace.enterprise}:{workspace.team}:{home.channel}:{digest}"
-
-
-def _remember_chart(key: str, file_id: str) -> None:
-    _CHART_FILES[key] = file_id
-    _CHART_FILES.move_to_end(key)
-    while len(_CHART_FILES) > CHART_UPLOADS_KEPT:
-        _CHART_FILES.popitem(last=False)
 
 
 async def _publish(client: AsyncWebClient, user: str, view: dict[str, Any]) -> object | None:

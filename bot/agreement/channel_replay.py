@@ -263,13 +263,17 @@ class ChannelReplays:
         )
         await client.chat_postMessage(channel=request.channel, **message, **NO_UNFURLS)
         chart = await asyncio.to_thread(chart_png, comparison)
-        await client.files_upload_v2(
+        uploaded = await client.files_upload_v2(
             channel=request.channel,
             file=chart,
             filename=CHART_FILENAME,
             title=request.title,
             initial_comment=f"Agreement and κ with the team's reviews, calibration off vs leave-one-out "
             f"(asked by <@{request.user}>).",
+        )
+        # Recorded so that the chart goes with the data it shows (bot.lifecycle.uploads).
+        await self._store.record_upload(
+            request.workspace, request.channel, str(uploaded["file"]["id"]), "replay"
         )
 
 

@@ -152,11 +152,12 @@ def _run_db_prune(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     database = _named(args, args.db or settings.database)
     what = f"the finished threads idle for more than {days} day(s)"
-    return _erase(database, what, partial(purge_cli.prune_database, database, days))
+    return _erase(database, what, partial(purge_cli.prune_database, database, days, settings))
 
 
 def _run_db_purge(args: argparse.Namespace) -> int:
-    database = _named(args, args.db or load_settings().database)
+    settings = load_settings()
+    database = _named(args, args.db or settings.database)
     channel, thread_ts = args.thread or (args.channel, None)
     if args.enterprise and not args.team:
         fail("--enterprise names the org of the workspace given with --team; add --team T")
@@ -181,7 +182,9 @@ def _run_db_purge(args: argparse.Namespace) -> int:
             print("Nothing deleted.")
             return EXIT_FAILURE
     return _erase(
-        database, f"everything of {scope.describe()}", partial(purge_cli.purge_database, database, scope)
+        database,
+        f"everything of {scope.describe()}",
+        partial(purge_cli.purge_database, database, scope, settings),
     )
 
 
@@ -217,7 +220,10 @@ DB = CliSubcommand(
         "`db prune [--days N]` deletes the finished threads idle for more than N days (default "
         "RUBRIC_BOT_RETENTION_DAYS), keeping review verdicts without their comments; `db purge "
         "--team T | --channel C | --thread LINK` deletes that team's, channel's or thread's data, "
-        "reviews included, after asking (--yes: without asking). Both print what they deleted. "
+        "reviews included, after asking (--yes: without asking). Both also delete from Slack the "
+        "charts the bot uploaded about what they delete (a team's or channel's; prune: those older "
+        "than N days), with SLACK_BOT_TOKEN or, for a bot installed with OAuth, the workspace's "
+        "installation. Both print what they deleted. "
         f"upgrade, rotate-key, prune and purge read RUBRIC_BOT_DB {SETTINGS_SOURCE} unless --db is given."
     ),
 )

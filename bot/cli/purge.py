@@ -13,10 +13,15 @@ from contextlib import asynccontextmanager
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from bot.config import Settings
 from bot.db.database import Database, open_checkpointer
 from bot.db.store import Store
 from bot.lifecycle.erase import Erased, Scope, prune, purge
+from bot.lifecycle.uploads import ClientFor, one_client
 from bot.ops.startup import prepare_database
+from bot.slack.client import build_client
+from bot.workspaces.clients import WorkspaceClients
+from bot.workspaces.installations import open_installations
 
 ERASED_KINDS = (
     "conversations",
@@ -32,9 +37,10 @@ ERASED_KINDS = (
     "channel rubrics",
     "channel rubric versions",
     "channel settings",
+    "chart files",
 )
 """The kinds of data a prune or purge reports, in the order it prints them (review comments are
-blanked, not deleted, by prune)."""
+blanked, not deleted, by prune; chart files are deleted from Slack)."""
 
 CHANNEL_AND_TS = re.compile(r"(?P<channel>[CDG][A-Z0-9]+):(?P<ts>\d+\.\d+)")
 """A thread written as ``CHANNEL:TS``: the channel's id and the thread root's ts."""
@@ -71,14 +77,38 @@ def non_negative_days(text: str) -> int:
     return int(text)
 
 
-async def prune_database(database: Database, days: int) -> Erased:
-    """Delete every finished thread idle for more than `days` days from `database`."""
-    return await _with_data(database, lambda store, checkpointer: prune(store, checkpointer, days))
+async def prune_database(database: Database, days: int, settings: Settings) -> Erased:
+    """Delete every finished thread idle for more than `days` days from `database`, and the charts
+    uploaded as long ago from Slack (with the tokens `settings` give)."""
+    async with slack_clients(settings) as clients:
+        return await _with_data(
+            database, lambda store, checkpointer: prune(store, checkpointer, days, clients)
+        )
 
 
-async def purge_database(database: Database, scope: Scope) -> Erased:
-    """Delete everything `database` keeps of `scope`."""
-    return await _with_data(database, lambda store, checkpointer: purge(store, checkpointer, scope))
+async def purge_database(database: Database, scope: Scope, settings: Settings) -> Erased:
+    """Delete everything `database` keeps of `scope`, its charts in Slack included (with the tokens
+    `settings` give)."""
+    async with slack_clients(settings) as clients:
+        return await _with_data(
+            database, lambda store, checkpointer: purge(store, checkpointer, scope, clients)
+        )
+
+
+@asynccontextmanager
+async def slack_clients(settings: Settings) -> AsyncIterator[ClientFor | None]:
+    """Each workspace's Web API client as the bot has it: `SLACK_BOT_TOKEN`'s, or in OAuth mode the
+    installation's (read from `RUBRIC_BOT_DB`); None without either (charts are then named in a
+    warning instead of deleted)."""
+    if settings.slack_bot_token is None and not settings.oauth:
+        yield None
+        return
+    client = build_client(settings)
+    if not settings.oauth:
+        yield one_client(client)
+        return
+    async with open_installations(settings, client) as installations:
+        yield WorkspaceClients(client, installations).client_for
 
 
 async def threads_of(database: Database, scope: Scope) -> int:

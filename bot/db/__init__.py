@@ -26,6 +26,7 @@ aggregate, each owning its statements and the types of its rows, composed into `
 - ``feedback``: people's 👍/👎 on final answers, tallied per channel and read for the export.
 - ``audits``: the audit grader's second look at finished runs, as rows and statements.
 - ``erasure``: deleting whole threads' data and channels' settings.
+- ``uploads``: the files (charts) the bot uploaded to Slack, kept to delete them with their data.
 - ``workspace_settings``: what a workspace's admins set.
 - ``transactions``: the transactions spanning aggregates: a request's admission, a run's start and end.
 - ``admin``: `rubric-bot db` (upgrade, copy).

@@ -335,6 +335,25 @@ asker_feedback = Table(
 a second click replaces the first (``created_at`` is then the later click's). It judges the answer,
 not the grader: it is never a review (`reviews`)."""
 
+uploaded_files = Table(
+    "uploaded_files",
+    metadata,
+    Column("file_id", Text, primary_key=True),
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("purpose", Text, nullable=False),
+    Column("digest", Text),
+    Column("created_at", UtcTimestamp, nullable=False),
+    Index("uploaded_files_by_channel", "team", "channel", "purpose", "digest"),
+)
+"""Files the bot uploaded to Slack: its agreement charts (the Home tab's, `/rubric report`'s,
+`/rubric replay`'s), which show a channel's criterion names and figures. Each is deleted from Slack
+(``files.delete``) with the data it shows: a purge of its channel or workspace, uninstall, and
+retention once it is older than the retention period. ``purpose`` says which surface uploaded it;
+``digest`` names the report state a Home chart was drawn from, so that it is reused while that
+state lasts."""
+
 workspace_settings = Table(
     "workspace_settings",
     metadata,

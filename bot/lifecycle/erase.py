@@ -2,9 +2,10 @@
 
 A thread's data is its checkpointed conversation (every checkpoint, blob and pending write), its
 runs, evaluations, posted-message ledger, dedupe records and reviews, and its jobs in PostgreSQL's
-queue. Purging a team or channel also deletes its channel rubrics and settings. Retention keeps
-review verdicts for the agreement figures, without their comments (the evaluations they reviewed,
-with the grader's words, go with the thread).
+queue. Purging a team or channel also deletes its channel rubrics and settings, and the charts the
+bot uploaded to Slack about them (`bot.lifecycle.uploads`). Retention keeps review verdicts for the
+agreement figures, without their comments (the evaluations they reviewed, with the grader's words,
+go with the thread), and deletes the charts older than its period.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.db.store import Store
 from bot.lifecycle.files import empty_write_ahead_log
+from bot.lifecycle.uploads import ClientFor, delete_uploads
 from bot.queue.durable import erase_jobs
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Tenant, tenant_words
@@ -50,32 +52,46 @@ class Scope:
         return tenant_words(self.tenant)
 
 
-async def purge(store: Store, checkpointer: BaseCheckpointSaver, scope: Scope) -> Erased:
-    """Delete everything the bot keeps of `scope` now, its queued jobs included."""
+async def purge(
+    store: Store, checkpointer: BaseCheckpointSaver, scope: Scope, clients: ClientFor | None = None
+) -> Erased:
+    """Delete everything the bot keeps of `scope` now, its queued jobs included; for a channel or
+    workspace, the charts it uploaded about it too, from Slack with `clients`' tokens."""
     refs = await store.threads_in(scope.tenant, scope.channel, scope.thread_ts)
     erased = await _erase(store, checkpointer, refs, finished_only=False, keep_verdicts=False)
     if scope.thread_ts is None:
         erased += await store.erase_channel_settings(scope.tenant, scope.channel)
+        uploads = await store.uploads_in(scope.tenant, scope.channel)
+        erased["chart files"] += await delete_uploads(store, clients, uploads)
         await empty_write_ahead_log(checkpointer)
     return erased
 
 
-async def purge_tenant(store: Store, checkpointer: BaseCheckpointSaver, tenant: Tenant) -> Erased:
+async def purge_tenant(
+    store: Store, checkpointer: BaseCheckpointSaver, tenant: Tenant, clients: ClientFor | None = None
+) -> Erased:
     """Delete a workspace's (or a whole org's) data (uninstall, revoked token, `db purge --team`),
     with one log line."""
-    erased = await purge(store, checkpointer, Scope(tenant=tenant))
+    erased = await purge(store, checkpointer, Scope(tenant=tenant), clients)
     logger.warning(
         "deleted every thread, rubric and setting of %s: %s", tenant_words(tenant), describe(erased)
     )
     return erased
 
 
-async def prune(store: Store, checkpointer: BaseCheckpointSaver, days: int) -> Erased:
+async def prune(
+    store: Store, checkpointer: BaseCheckpointSaver, days: int, clients: ClientFor | None = None
+) -> Erased:
     """Delete every finished thread whose last activity is more than `days` days old; review
-    verdicts stay, without their comments."""
+    verdicts stay, without their comments. Charts uploaded more than `days` days ago are deleted from
+    Slack with `clients`' tokens: whatever they showed came from threads idle that long."""
     before = datetime.now(UTC) - timedelta(days=days)
     refs = await store.idle_threads(before)
-    return await _erase(store, checkpointer, refs, finished_only=True, keep_verdicts=True)
+    erased = await _erase(store, checkpointer, refs, finished_only=True, keep_verdicts=True)
+    erased["chart files"] += await delete_uploads(
+        store, clients, await store.uploads_in(None, None, before=before)
+    )
+    return erased
 
 
 async def erase_leftovers(store: Store, checkpointer: BaseCheckpointSaver, thread: ThreadKey) -> Erased:

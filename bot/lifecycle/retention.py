@@ -15,6 +15,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.db.store import Store
 from bot.lifecycle.erase import describe, prune
+from bot.lifecycle.uploads import ClientFor
 from bot.queue.jobs import JobQueue
 
 logger = logging.getLogger(__name__)
@@ -23,9 +24,11 @@ RETENTION_JOB = "retention"
 """Name of the daily sweep among the queue's jobs."""
 
 
-def schedule_retention(queue: JobQueue, store: Store, checkpointer: BaseCheckpointSaver, days: int) -> None:
-    """Have `queue` run the sweep daily (before the queue starts)."""
-    queue.every_day(RETENTION_JOB, partial(sweep, store, checkpointer, days))
+def schedule_retention(
+    queue: JobQueue, store: Store, checkpointer: BaseCheckpointSaver, days: int, clients: ClientFor
+) -> None:
+    """Have `queue` run the sweep daily (before the queue starts); `clients` delete old charts."""
+    queue.every_day(RETENTION_JOB, partial(sweep, store, checkpointer, days, clients))
 
 
 CLAIMS_JOB = "prune_claims"
@@ -44,7 +47,8 @@ async def prune_claims(store: Store) -> None:
     logger.info("pruned %d dedupe claims", await store.prune_claims())
 
 
-async def sweep(store: Store, checkpointer: BaseCheckpointSaver, days: int) -> None:
-    """Delete the threads idle for more than `days` days, logging what went."""
-    erased = await prune(store, checkpointer, days)
+async def sweep(store: Store, checkpointer: BaseCheckpointSaver, days: int, clients: ClientFor) -> None:
+    """Delete the threads idle for more than `days` days (and charts uploaded as long ago), logging
+    what went."""
+    erased = await prune(store, checkpointer, days, clients)
     logger.info("retention (%d days): deleted %s", days, describe(erased))

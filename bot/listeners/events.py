@@ -19,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.db.database import DatabaseTimeout
 from bot.home import publish_home
 from bot.lifecycle.erase import purge_tenant
+from bot.lifecycle.uploads import one_client
 from bot.listeners.context import Services, event_message, services_of, tenant_of, workspace_of
 from bot.material.files import shared_files
 from bot.material.sources import Sources
@@ -103,7 +104,9 @@ async def on_app_uninstalled(body: dict[str, Any], event: dict[str, Any], contex
     if services.installations is not None:
         services.installations.forget_token(context)
         await services.installations.revocation.handle_app_uninstalled_events(context)
-    await purge_tenant(services.store, services.checkpointer, tenant_of(context))
+    # The charts go with the request's token; Slack has revoked it by now, so those it refuses
+    # are named in the log for an admin to delete (see bot.lifecycle.uploads).
+    await purge_tenant(services.store, services.checkpointer, tenant_of(context), one_client(context.client))
 
 
 async def on_tokens_revoked(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext) -> None:
@@ -122,7 +125,9 @@ async def on_tokens_revoked(body: dict[str, Any], event: dict[str, Any], context
             services.installations.forget_token(context)
             await revocation.handle_app_uninstalled_events(context)
     if bot_revoked:
-        await purge_tenant(services.store, services.checkpointer, tenant_of(context))
+        await purge_tenant(
+            services.store, services.checkpointer, tenant_of(context), one_client(context.client)
+        )
 
 
 def _listen_acking_when_taken(app: AsyncApp, event_type: str | EventConstraints, take: EventWork) -> None:

@@ -239,7 +239,7 @@ async def _report(call: Invocation) -> None:
         await _respond(call.context, **_with_audit(report_blocks(report, channel=channel), audit))
         return
     try:
-        await _post_report(call.client, report, audit, channel)
+        await _post_report(call, report, audit, channel)
     except SLACK_ERRORS as exc:
         logger.warning("could not post the agreement report in %s: %s", channel, describe_error(exc))
         await _respond(
@@ -254,12 +254,14 @@ def _with_audit(message: SlackMessage, audit: AuditFigures) -> SlackMessage:
     return {**message, "blocks": [*message.get("blocks", []), *audit_blocks(audit)]}
 
 
-async def _post_report(client: AsyncWebClient, report: Report, audit: AuditFigures, channel: str) -> None:
-    await client.chat_postMessage(
+async def _post_report(call: Invocation, report: Report, audit: AuditFigures, channel: str) -> None:
+    await call.client.chat_postMessage(
         channel=channel, **_with_audit(report_blocks(report, channel=channel), audit), **NO_UNFURLS
     )
     chart = await asyncio.to_thread(chart_upload, report)
-    await client.files_upload_v2(channel=channel, initial_comment=CHART_COMMENT, **chart)
+    uploaded = await call.client.files_upload_v2(channel=channel, initial_comment=CHART_COMMENT, **chart)
+    # Recorded so that the chart goes with the data it shows (bot.lifecycle.uploads).
+    await call.store.record_upload(call.workspace, channel, str(uploaded["file"]["id"]), "report")
 
 
 async def _respond(context: AsyncBoltContext, **message: Any) -> None:

@@ -132,6 +132,7 @@ KNOWN_METHODS = frozenset(
         "conversations.list",
         "conversations.replies",
         "files.completeUploadExternal",
+        "files.delete",
         "files.getUploadURLExternal",
         "oauth.v2.access",
         "reactions.add",
@@ -306,6 +307,8 @@ class Upload:
     channel: str | None = None
     thread_ts: str | None = None
     completed: bool = False
+    deleted: bool = False
+    """Deleted with files.delete: Slack no longer shows it anywhere."""
 
 
 @dataclass(frozen=True)
@@ -453,6 +456,7 @@ class SlackApiStandin(BackgroundServer):
             "users.info": self._user_info,
             "files.getUploadURLExternal": self._get_upload_url,
             "files.completeUploadExternal": self._complete_upload,
+            "files.delete": self._delete_file,
             "apps.connections.open": self._open_connection,
             "oauth.v2.access": self._oauth_access,
         }
@@ -1162,9 +1166,9 @@ class SlackApiStandin(BackgroundServer):
         return {"view": published}
 
     def _usable_file(self, image: dict[str, Any]) -> bool:
-        """Whether an image block's slack_file names a completed upload of the bot's."""
+        """Whether an image block's slack_file names a completed upload of the bot's, not deleted."""
         upload = self._state.uploads.get((image.get("slack_file") or {}).get("id", ""))
-        return upload is not None and upload.completed
+        return upload is not None and upload.completed and not upload.deleted
 
     def _users_conversations(self, args: Args) -> Answer:
         caller = self._state.caller
@@ -1263,6 +1267,16 @@ class SlackApiStandin(BackgroundServer):
         if not completed:
             raise SlackError("invalid_arguments")
         return {"files": completed}
+
+    def _delete_file(self, args: Args) -> Answer:
+        """files.delete of a file the bot uploaded (Slack lets a bot delete its own files)."""
+        upload = self._state.uploads.get(str(args.get("file") or ""))
+        if upload is None or not upload.completed:
+            raise SlackError("file_not_found")
+        if upload.deleted:
+            raise SlackError("file_deleted")
+        upload.deleted = True
+        return {}
 
 
 def _plain_ok(args: Args) -> Answer:
