@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from bot.agreement.report import period_start
+from bot.cli.channels import CHANNEL_HELP, channel_argument, channel_id
 from bot.cli.exits import EXIT_CONFIG, EXIT_OK, exit_status_help
 from bot.cli.subcommand import (
     SETTINGS_SOURCE,
@@ -19,7 +20,6 @@ from bot.cli.subcommand import (
     positive_int,
     read_only_store,
 )
-from bot.cli.usage import channel_id_argument
 from bot.config import load_settings
 from bot.db.database import Database, open_checkpointer
 from bot.export.dataset import dataset_rows, jsonl
@@ -27,9 +27,7 @@ from bot.vocabulary.workspace import Workspace
 
 
 def _configure_export(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--channel", type=channel_id_argument, help="only this channel, by id, e.g. C0123ABCD"
-    )
+    parser.add_argument("--channel", type=channel_argument, help=CHANNEL_HELP)
     parser.add_argument("--team", help="only this workspace, by team id, e.g. T0123ABCD")
     parser.add_argument(
         "--days", type=positive_int, help="only evaluations of the last N days (default: all)"
@@ -42,7 +40,9 @@ def _configure_export(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    database = args.db or load_settings().database
+    settings = load_settings()
+    database = args.db or settings.database
+    args.channel = channel_id(args.channel, settings)
     try:
         if args.output is None:
             count = asyncio.run(_export(database, args, sys.stdout))

@@ -1,7 +1,8 @@
 """`rubric-bot` (also `python -m bot`): the Slack bot that grades its work against a rubric.
 
 Subcommands serve the bot, print its manifest, try a rubric in the terminal, report how far
-the grader agrees with the team's reviews, show usage, and upgrade or copy its database.
+the grader agrees with the team's reviews, show usage (requests, tokens and what they cost), and
+upgrade or copy its database.
 
 Every error is one line on stderr, never a traceback; configuration and usage problems exit with 2.
 """

@@ -35,6 +35,7 @@ from bot.agreement.replay import (
     regrade,
     total_usage,
 )
+from bot.cli.channels import CHANNEL_HELP, channel_argument, channel_id
 from bot.cli.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, exit_status_help
 from bot.cli.subcommand import (
     SETTINGS_SOURCE,
@@ -83,7 +84,7 @@ class Candidate:
 
 def _configure_replay(parser: argparse.ArgumentParser) -> None:
     which = parser.add_argument_group("which reviewed iterations")
-    which.add_argument("--channel", help="a Slack channel id, e.g. C0123ABCD (default: every channel)")
+    which.add_argument("--channel", type=channel_argument, help=f"{CHANNEL_HELP} (default: every channel)")
     which.add_argument("--days", type=days_argument, help="only those reviewed in the last N days")
     which.add_argument("--rubric-match", metavar="TEXT", help="only rubrics containing TEXT (ignoring case)")
     which.add_argument("--limit", type=positive_int, metavar="N", help="only the latest N of them")
@@ -118,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     """Run `rubric-bot replay`; the exit code."""
     try:
         settings = load_settings()
+        args.channel = channel_id(args.channel, settings)
         db, candidate = _inputs(args, settings)
         model = None if args.dry_run else _model(candidate.model, settings.model_timeout)
     except UsageError as exc:

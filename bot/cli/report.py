@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
+import sys
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-import aiohttp
-from slack_sdk.errors import SlackApiError
+from pydantic import TypeAdapter
 from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
 from bot.agreement.report import Report, load_report, period_start, report_table
 from bot.agreement.report_chart import render_chart
 from bot.audit.report import AuditFigures, audit_lines, load_audit
+from bot.cli.channels import CHANNEL_HELP, Channel, channel_argument, resolve_channel
 from bot.cli.exits import EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from bot.cli.subcommand import (
     SETTINGS_SOURCE,
@@ -26,7 +26,7 @@ from bot.cli.subcommand import (
     days_argument,
     fail,
 )
-from bot.config import Settings, load_settings
+from bot.config import load_settings
 from bot.db.database import Database
 from bot.db.material import MaterialTally
 from bot.db.runs import RunRecord
@@ -34,20 +34,20 @@ from bot.db.store import Store
 from bot.db.usage import CostTally
 from bot.limits.usage import spend_words
 from bot.slack.blocks import plural
+from bot.vocabulary.workspace import Workspace
 
 T = TypeVar("T")
 """What a query of `_recorded` reads."""
 
 
 def _configure_report(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--channel",
-        help="#name (looked up with SLACK_BOT_TOKEN) or id, e.g. C0123ABCD (default: every channel)",
-    )
+    parser.add_argument("--channel", type=channel_argument, help=f"{CHANNEL_HELP} (default: every channel)")
+    parser.add_argument("--team", help="only this workspace, by team id, e.g. T0123ABCD (default: every one)")
     parser.add_argument(
         "--days", type=days_argument, help="only reviews and runs of the last N days (default: all time)"
     )
     parser.add_argument("--chart", type=Path, metavar="FILE", help="also write the chart to FILE (PNG)")
+    parser.add_argument("--json", action="store_true", help="print JSON (the report and the runs' facts)")
     add_database_option(parser)
 
 
@@ -59,28 +59,53 @@ def _run_report(args: argparse.Namespace) -> int:
     # Only the database is needed (and Slack only to look up a channel's #name): nothing is required.
     settings = load_settings()
     database = args.db or settings.database
+    workspace = Workspace(args.team) if args.team else None
     try:
-        report, title, runs = asyncio.run(_report(database, settings, channel=args.channel, days=args.days))
+        if not database_exists(database):
+            raise NothingToReport(f"no database at {database} (set RUBRIC_BOT_DB or pass --db)")
+        channel = resolve_channel(args.channel, settings) if args.channel else None
+        report, runs = asyncio.run(_report(database, workspace, channel, days=args.days))
     except NothingToReport as exc:
         fail(str(exc))
         return EXIT_CONFIG
-    print(title)
-    print(report_table(report))
-    print()
-    print(undelivered_table(runs.undelivered))
-    print(material_line(runs.material))
-    print(cost_line(runs.cost))
-    if runs.audit is not None and (lines := audit_lines(runs.audit)):
-        print()
-        print("\n".join(lines))
+    if args.json:
+        print(
+            report_json(report, runs, channel=channel.id if channel else None, team=args.team, days=args.days)
+        )
+    else:
+        print(channel.title if channel else "All channels")
+        print(report_text(report, runs))
     if args.chart:
         try:
             render_chart(report, args.chart)
         except OSError as exc:
             fail(f"cannot write {args.chart}: {exc.strerror}")
             return EXIT_FAILURE
-        print(f"\nChart written to {args.chart}")
+        print(f"\nChart written to {args.chart}", file=sys.stderr if args.json else sys.stdout)
     return EXIT_OK
+
+
+def report_text(report: Report, runs: RunFacts) -> str:
+    """`rubric-bot report`'s text after its title: the agreement table, the undelivered answers, what
+    the requests shared, the cost, and the audit disagreement when any run was audited."""
+    parts = [
+        report_table(report),
+        "",
+        undelivered_table(runs.undelivered),
+        material_line(runs.material),
+        cost_line(runs.cost),
+    ]
+    if runs.audit is not None and (lines := audit_lines(runs.audit)):
+        parts += ["", *lines]
+    return "\n".join(parts)
+
+
+def report_json(
+    report: Report, runs: RunFacts, *, channel: str | None, team: str | None, days: int | None
+) -> str:
+    """`rubric-bot report --json`: what the text shows, for scripts (NaN and infinities as null)."""
+    document = {"channel": channel, "team": team, "days": days, "report": report, "runs": runs}
+    return TypeAdapter(dict[str, Any]).dump_json(document, indent=2).decode()
 
 
 @dataclass(frozen=True)
@@ -99,21 +124,19 @@ class RunFacts:
 
 
 async def _report(
-    database: Database, settings: Settings, *, channel: str | None, days: int | None
-) -> tuple[Report, str, RunFacts]:
-    """The report of `channel` (#name or id; None: every channel), its title line, and what the
+    database: Database, workspace: Workspace | None, channel: Channel | None, *, days: int | None
+) -> tuple[Report, RunFacts]:
+    """The report of `channel` (None: every channel) in `workspace` (None: every one), and what the
     runs of the same channel and period say besides."""
-    if not database_exists(database):
-        raise NothingToReport(f"no database at {database} (set RUBRIC_BOT_DB or pass --db)")
-    channel_id, title = (None, "All channels") if channel is None else await _channel(channel, settings)
     # Read-only: a report must never change (or create the tables in) whatever database it is given.
     try:
         store = await Store.open(database, read_only=True)
         try:
-            if channel_id is not None:
-                await _check_channel_known(store, channel_id, title, database)
-            report = await load_report(store, workspace=None, channel=channel_id, days=days)
-            return report, title, await _run_facts(store, channel_id, days)
+            if channel is not None:
+                await _check_channel_known(store, workspace, channel, database)
+            channel_id = channel.id if channel else None
+            report = await load_report(store, workspace=workspace, channel=channel_id, days=days)
+            return report, await _run_facts(store, workspace, channel_id, days)
         finally:
             await store.close()
     except SQLAlchemyError as exc:
@@ -121,13 +144,15 @@ async def _report(
         raise NothingToReport(f"{database} is not a rubric-bot database ({reason})") from None
 
 
-async def _run_facts(store: Store, channel: str | None, days: int | None) -> RunFacts:
+async def _run_facts(
+    store: Store, workspace: Workspace | None, channel: str | None, days: int | None
+) -> RunFacts:
     since = period_start(days)
     return RunFacts(
-        undelivered=await _recorded(store.undelivered_runs(None, channel, since)),
-        material=await _recorded(store.material_tally(None, channel, since)),
-        cost=await _recorded(store.cost_tally(None, channel, since)),
-        audit=await _recorded(load_audit(store, workspace=None, channel=channel, days=days)),
+        undelivered=await _recorded(store.undelivered_runs(workspace, channel, since)),
+        material=await _recorded(store.material_tally(workspace, channel, since)),
+        cost=await _recorded(store.cost_tally(workspace, channel, since)),
+        audit=await _recorded(load_audit(store, workspace=workspace, channel=channel, days=days)),
     )
 
 
@@ -174,50 +199,15 @@ def undelivered_table(runs: Sequence[RunRecord] | None) -> str:
     return "\n".join(lines)
 
 
-CHANNEL_ID = re.compile(r"[CDG][A-Z0-9]+")
-"""What a Slack conversation id looks like; channel names are lower-case, so they never match."""
-
-
-async def _channel(text: str, settings: Settings) -> tuple[str, str]:
-    """The id and the title line of the channel given as `text`: an id, or a #name looked up in Slack."""
-    if CHANNEL_ID.fullmatch(text):
-        return text, f"Channel {text}"
-    name = text.removeprefix("#")
-    or_id = "or pass the channel's id (C0123ABCD: the channel's details, at the bottom of About)"
-    if settings.slack_bot_token is None:
-        raise NothingToReport(f"looking up #{name} needs SLACK_BOT_TOKEN (environment or .env); {or_id}")
-    from bot.slack.client import build_client, describe_error  # Slack's client is only needed for a name
-
-    try:
-        pages = await build_client(settings).conversations_list(
-            types="public_channel,private_channel", exclude_archived=False, limit=CHANNEL_PAGE
-        )
-        async for page in pages:
-            for found in page["channels"]:
-                if found["name"] == name:
-                    return found["id"], f"Channel #{name} ({found['id']})"
-    except SlackApiError as exc:
-        error = describe_error(exc)
-        raise NothingToReport(
-            f"Slack would not list channels to find #{name} ({error}); the bot needs the channels:read "
-            f"and groups:read scopes (in manifest.yml; reinstall the app after adding them), {or_id}"
-        ) from None
-    except aiohttp.ClientError as exc:
-        raise NothingToReport(f"cannot reach Slack to look up #{name} ({exc}); {or_id}") from None
-    raise NothingToReport(f"Slack has no channel named #{name} that the bot can see; {or_id}")
-
-
-CHANNEL_PAGE = 1000
-"""Channels asked for per `conversations.list` page (Slack's maximum)."""
-
-
-async def _check_channel_known(store: Store, channel: str, title: str, database: Database) -> None:
+async def _check_channel_known(
+    store: Store, workspace: Workspace | None, channel: Channel, database: Database
+) -> None:
     """Raise `NothingToReport` when the database has never seen `channel`, naming the ones it has."""
-    reviewed = sorted({row.channel for row in await store.reviews_in_channel(None, None)})
-    if channel in reviewed or await store.evaluations_in_channel(None, channel):
+    reviewed = sorted({row.channel for row in await store.reviews_in_channel(workspace, None)})
+    if channel.id in reviewed or await store.evaluations_in_channel(workspace, channel.id):
         return
     known = f"channels with reviews: {', '.join(reviewed)}" if reviewed else "it has no reviews at all"
-    raise NothingToReport(f"{database} has nothing from {title.removeprefix('Channel ')}; {known}")
+    raise NothingToReport(f"{database} has nothing from {channel.title.removeprefix('Channel ')}; {known}")
 
 
 REPORT = CliSubcommand(
@@ -230,7 +220,9 @@ REPORT = CliSubcommand(
         "baseline and Cohen's kappa), and optionally write the chart. It only reads the database "
         f"(--db, else RUBRIC_BOT_DB {SETTINGS_SOURCE}; default rubric-bot.sqlite), never writes "
         "to it, and needs no model keys; a channel given as #name is looked up in Slack with "
-        "SLACK_BOT_TOKEN (and SLACK_API_URL), one given as an id needs nothing more."
+        "SLACK_BOT_TOKEN (and SLACK_API_URL), one given as an id needs nothing more. It covers "
+        "every workspace the database holds unless --team names one; --json prints the same as JSON. "
+        "Cost is in US dollars at list prices."
     ),
 )
 """`rubric-bot report`."""
