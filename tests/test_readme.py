@@ -3,6 +3,7 @@ when something goes wrong."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import shlex
 import shutil
@@ -14,8 +15,11 @@ import tomllib
 from contextlib import closing
 from pathlib import Path
 
+from bot.cli.main import build_parser
 from bot.config import Settings
 from bot.db.database import PRIVILEGES_NEEDED
+from bot.listeners.rubric_command import RUBRIC_SUBCOMMANDS
+from tests.readme_samples import samples
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -202,3 +206,85 @@ def test_your_data_says_what_is_stored_for_how_long_and_how_to_delete_it():
                   "**How to delete it:**", "delete it in Slack", "rubric-bot db prune --days N",
                   "rubric-bot db purge --team T", "Uninstalling the app", "0600"):  # fmt: skip
         assert words in text
+
+
+def test_the_sample_outputs_are_what_the_code_prints(tmp_path):
+    shown = dict(re.findall(r"<!-- sample: (\w+) -->\n```text\n(.*?)\n```", README, flags=re.S))
+
+    rendered = samples(tmp_path)
+
+    assert set(shown) == set(rendered), "each sample of tests/readme_samples.py appears once in README.md"
+    for name, text in rendered.items():
+        assert shown[name] == text, (
+            f"README's {name} sample is stale: python -m tests.readme_samples prints it"
+        )
+
+
+def test_the_final_messages_sample_ends_with_its_cost_line():
+    final = re.search(r"<!-- sample: final -->\n```text\n(.*?)\n```", README, flags=re.S)
+
+    assert final and re.search(r"^Tokens this run: .* · \$\d+\.\d{4}$", final.group(1), flags=re.M)
+
+
+def readme_commands() -> list[str]:
+    """Every `rubric-bot …` command README shows, in code spans and in ```bash blocks, as written."""
+    spans = re.findall(r"`(rubric-bot [^`]+)`", README)
+    lines = [line.split("#")[0].strip() for line in shell_lines() if line.startswith("rubric-bot ")]
+    embedded = re.findall(r"ExecStart=\S*/(rubric-bot [^\n]+)", README)
+    return [*spans, *lines, *embedded]
+
+
+def parser_of(words: list[str]) -> tuple[argparse.ArgumentParser, list[str]]:
+    """The (sub)parser the command `words` (after `rubric-bot`) reaches, and the words left."""
+    parser = build_parser()
+    while words:
+        subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subparsers or words[0] not in subparsers[0].choices:
+            break
+        parser = subparsers[0].choices[words.pop(0)]
+    return parser, words
+
+
+def test_every_command_and_flag_the_readme_shows_exists():
+    commands = readme_commands()
+    assert len(commands) > 30, commands
+    missing = []
+    for command in commands:
+        words = command.split()[1:]
+        if words[:1] == ["…"]:  # "rubric-bot …": any command
+            continue
+        parser, rest = parser_of(list(words))
+        if parser.prog == "rubric-bot" and words and words[0] != "--version":
+            missing.append(f"{command}: no subcommand {words[0]!r}")
+            continue
+        options = {option for action in parser._actions for option in action.option_strings}
+        flags = {m.group(1) for word in rest if (m := re.match(r"\[?(--[a-z][a-z-]*)", word))}
+        missing += [f"{command}: no option {flag}" for flag in sorted(flags - options)]
+
+    assert missing == []
+
+
+def test_every_slash_command_the_readme_shows_exists():
+    shown = set(re.findall(r"`/rubric ([a-z]+)", README))
+
+    assert shown and shown <= {subcommand.name for subcommand in RUBRIC_SUBCOMMANDS}
+
+
+def test_the_readme_says_how_the_postgresql_tests_behave_under_ci_and_how_to_start_a_server_anywhere():
+    text = " ".join(section("Install and test").split())
+
+    assert "`CI=true`" in text and "fail instead" in text
+    assert "docker run" in text and "RUBRIC_BOT_TEST_PG=postgresql://" in text
+
+
+def test_the_settings_table_says_the_bot_token_is_required_only_for_one_workspace():
+    (row,) = [line for line in README.splitlines() if line.startswith("| `SLACK_BOT_TOKEN` |")]
+
+    assert "required with one workspace" in row and "unset" in row and "SLACK_CLIENT_ID" in row
+
+
+def test_group_dms_are_listed_as_not_supported_and_the_manifest_agrees():
+    manifest = (ROOT / "bot" / "manifest.yml").read_text()
+
+    assert "mpim:history" not in manifest and "message.mpim" not in manifest
+    assert "Group DMs" in README and "not supported" in " ".join(README.split())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from bot.cli.channels import CHANNEL_HELP, channel_argument, channel_id
 from bot.cli.exits import EXIT_CONFIG, EXIT_OK, exit_status_help
@@ -58,10 +58,14 @@ def _run_usage(args: argparse.Namespace) -> int:
     else:
         where = f"channel {args.channel}" if args.channel else "every channel"
         where += f" of workspace {args.team}" if args.team else ""
-        print(f"Bot usage in {where} since {since:%Y-%m-%d} (UTC)\n")
-        print(usage_table(rows))
-        print(f"\n{counters_table(counters)}")
+        print(usage_text(rows, counters, since=since.date(), where=where))
     return EXIT_OK
+
+
+def usage_text(rows: list[UsageRow], counters: list[SpendCounter], *, since: date, where: str) -> str:
+    """`rubric-bot usage`'s text: the period, its requests, tokens and cost, and today's budgets."""
+    head = f"Bot usage in {where} since {since:%Y-%m-%d} (UTC)"
+    return f"{head}\n\n{usage_table(rows)}\n\n{counters_table(counters)}"
 
 
 async def _usage(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import sqlite3
@@ -378,3 +379,47 @@ def test_the_report_gives_the_cost_per_satisfied_run_and_the_graders_share(db, c
         "1 run used a model with no list price (not counted)"
     )
     assert expected in capsys.readouterr().out
+
+
+def test_report_json_carries_the_same_figures_as_the_table(db, capsys):
+    assert main(["report", "--db", str(db), "--channel", "C1"]) == 0
+    table = table_rows(capsys.readouterr().out)
+
+    assert main(["report", "--db", str(db), "--channel", "C1", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+
+    assert document["channel"] == "C1" and document["team"] is None and document["days"] is None
+    criteria = {c["criterion"]: c for c in document["report"]["criteria"]}
+    assert set(criteria) == set(table)
+    cites = criteria["Cites a source"]
+    assert str(cites["n"]) in table["Cites a source"]
+    assert document["runs"]["undelivered"] == []
+
+
+def test_report_team_keeps_to_that_workspace(db, capsys):
+    assert main(["report", "--db", str(db), "--team", "T1", "--json"]) == 0
+    ours = json.loads(capsys.readouterr().out)["report"]["reviews"]
+    assert main(["report", "--db", str(db), "--team", "T9", "--json"]) == 0
+    none = json.loads(capsys.readouterr().out)["report"]["reviews"]
+
+    assert ours > 0 and none == 0
+
+
+REPLAY_DRY_RUN = ["replay", "--dry-run", "--grader-model", "openai:gpt-4o-mini"]
+
+
+@pytest.mark.parametrize(
+    "command", [["usage"], ["export"], REPLAY_DRY_RUN], ids=["usage", "export", "replay"]
+)
+def test_every_command_looks_a_channels_name_up_as_report_does(db, slack_api, capsys, command):
+    assert main([*command, "--db", str(db), "--channel", "#nosuch"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "Slack has no channel named #nosuch" in line
+
+
+@pytest.mark.parametrize("command", [["usage"], REPLAY_DRY_RUN], ids=["usage", "replay"])
+def test_a_channels_name_and_its_id_give_the_same_output(db, slack_api, capsys, command):
+    assert main([*command, "--db", str(db), "--channel", "#general"]) == 0
+    by_name = capsys.readouterr().out
+    assert main([*command, "--db", str(db), "--channel", "C1"]) == 0
+    assert by_name == capsys.readouterr().out
