@@ -402,7 +402,7 @@ RUBRIC_SUBCOMMANDS: tuple[RubricSubcommand, ...] = (
         Argument.OPTIONAL,
     ),
     RubricSubcommand(
-        "usage", "/rubric usage", "this channel's requests, tokens and cost (US$), and the daily limits", _usage
+        "usage", "/rubric usage", "this channel's requests, tokens and cost in US$, and the limits", _usage
     ),
     RubricSubcommand(
         "admin",
