@@ -30,6 +30,7 @@ from bot.cli.serve import SERVE, WORKER
 from bot.cli.subcommand import CliSubcommand
 from bot.cli.usage import USAGE
 from bot.config import ENV_FILE, ConfigError
+from bot.material.pdf import keep_main_out_of_children
 
 CLI_SUBCOMMANDS: tuple[CliSubcommand, ...] = (
     SERVE,
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `rubric-bot`; returns the exit code."""
+    keep_main_out_of_children()
     # Provider keys (e.g. OPENAI_API_KEY) may live in .env too; the real environment wins.
     load_dotenv(ENV_FILE, override=False)
     args = build_parser().parse_args(argv)

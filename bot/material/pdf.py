@@ -8,14 +8,17 @@ than `MAX_PAGES` pages, and stops as soon as the text passes what the worker can
 applies while extracting, not after). It runs under ``RLIMIT_AS`` of `CHILD_MEMORY_BYTES` and is killed after
 `DEADLINE_SECONDS`: a file that needs more fails on its own, named as not read, and the process
 that asked (and, on PostgreSQL, a worker retrying the job) goes on. Children are forked from a
-forkserver that has this module loaded, so each starts in milliseconds.
+forkserver that has this module loaded, so each starts in milliseconds, and import nothing more
+before their limit applies (see `keep_main_out_of_children`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import multiprocessing
 import resource
+import sys
 from multiprocessing.connection import Connection
 from typing import Literal
 
@@ -38,6 +41,18 @@ DEADLINE_SECONDS = 20.0
 
 _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload([__name__])
+
+
+def keep_main_out_of_children() -> None:
+    """Have the children that read PDFs skip the process's main script, as they do for ``python -m
+    bot``. Under the ``rubric-bot`` console script, ``__main__`` is the script file, and
+    multiprocessing runs it again in each child before its target: the child would import the whole
+    bot (the script's ``from bot.cli.main import main``) before `_read_in_child` sets its memory
+    limit. A main module named ``….__main__`` is one multiprocessing does not run again."""
+    main = sys.modules["__main__"]
+    if getattr(main, "__spec__", None) is None:
+        main.__spec__ = importlib.util.find_spec("bot.__main__")
+
 
 Outcome = tuple[Literal["text", "unreadable"], str]
 """What the child sends back: the text, or why there is none."""
