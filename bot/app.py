@@ -33,7 +33,7 @@ from bot.audit.auditor import Auditor
 from bot.config import DEFAULT_CONCURRENCY, Settings
 from bot.db.database import Checkpointer, open_checkpointer
 from bot.db.store import Store
-from bot.governance.editors import RubricEditors
+from bot.governance.editors import EditorsNow, RubricEditors
 from bot.lifecycle.retention import schedule_claims_pruning, schedule_retention
 from bot.listeners import register
 from bot.listeners.context import Services
@@ -103,6 +103,8 @@ class Process:
     clients: WorkspaceClients
     runner: ThreadRunner
     checkpointer: Checkpointer
+    workspaces: WorkspaceOverrides
+    editors: RubricEditors
 
 
 async def serve(
@@ -136,8 +138,7 @@ async def serve(
             open_replays(settings, process.store) as replays,
         ):
             store, clients, runner = process.store, process.clients, process.runner
-            workspaces = WorkspaceOverrides(Deployment.from_settings(settings), store)
-            editors = RubricEditors(settings.rubric_editors, workspace_editors=workspaces.rubric_editors)
+            workspaces, editors = process.workspaces, process.editors
             services = Services(
                 settings,
                 store,
@@ -201,13 +202,17 @@ async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Pro
         stack.push_async_callback(store.close)
         await store.fill_pools()
         checkpointer = await stack.enter_async_context(open_checkpointer(settings.database))
-        agents = configured_agents(settings, checkpointer, calibration=calibration_source(store))
         session = await stack.enter_async_context(aiohttp.ClientSession())
         client = build_client(settings, session)
         installations: Installations | None = None
         if settings.oauth:
             installations = await stack.enter_async_context(open_installations(settings, client))
         clients = WorkspaceClients(client, installations)
+        workspaces = WorkspaceOverrides(Deployment.from_settings(settings), store)
+        editors = RubricEditors(settings.rubric_editors, workspace_editors=workspaces.rubric_editors)
+        # Calibration asks who is an editor as the grader reads its examples, not as they were saved.
+        calibration = calibration_source(store, EditorsNow(editors, clients.client_for))
+        agents = configured_agents(settings, checkpointer, calibration=calibration)
         queue = await stack.enter_async_context(
             open_queue(settings.database, concurrency=concurrency, stalled_after=settings.stalled_after)
         )
@@ -241,7 +246,7 @@ async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Pro
                 logger.info("applying %d deletion(s) and edit(s) of messages an earlier process kept", kept)
             if abandoned := await runner.report_abandoned_runs(started):
                 logger.info("telling %d thread(s) that a restart interrupted their request", abandoned)
-        yield Process(store, clients, runner, checkpointer)
+        yield Process(store, clients, runner, checkpointer, workspaces, editors)
 
 
 def _auditor(settings: Settings, store: Store) -> Auditor | None:

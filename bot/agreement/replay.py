@@ -31,7 +31,7 @@ from bot.db.evaluations import EvaluationRecord
 from bot.db.reviews import ReviewRow
 from bot.db.store import Store
 from bot.material.fence import holds_material
-from bot.review.calibration import CALIBRATION_EXAMPLES, ROWS_PER_EXAMPLE, team_examples
+from bot.review.calibration import CANDIDATE_ROWS, Trust, team_examples
 from bot.review.verdicts import grader_verdicts
 from bot.vocabulary.verdicts import Verdict
 from bot.vocabulary.workspace import Workspace
@@ -223,11 +223,12 @@ async def examples_for(store: Store, case: Case, calibration: Calibration) -> li
         record.thread.workspace,
         record.channel,
         record.rubric_text,
-        limit=CALIBRATION_EXAMPLES * ROWS_PER_EXAMPLE + own,
-        trusted_only=True,
+        limit=CANDIDATE_ROWS + own,
+        undropped_only=True,
     )
     others = [row for row in rows if (row.grading_run_id, row.iteration) != case.key]
-    return [example.for_grader() for example in team_examples(others)]
+    # Trusted as each review recorded it: a replay has no Slack to ask who is an editor now.
+    return [example.for_grader() for example in team_examples(others, Trust.recorded(rows))]
 
 
 async def regrade(

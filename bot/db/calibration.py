@@ -1,5 +1,5 @@
-"""Which reviews calibrate the grader, as SQL: trusted ones (`reviews.editor`, or a second reviewer
-agreeing) whose case no editor dropped; and the record of the drops (`calibration_drops`).
+"""Which reviews may calibrate the grader, as SQL: those whose case no editor dropped; and the record
+of the drops (`calibration_drops`). Which of them are trusted is `bot.review.calibration`'s to decide.
 
 `bot.db.store` builds its calibration queries from these conditions and runs the statements.
 """
@@ -10,25 +10,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, exists, or_, select
+from sqlalchemy import Select, and_, exists, select
 
 from bot.db.schema import calibration_drops, reviews
 
 _SAME_CASE = ("enterprise", "team", "grading_run_id", "iteration", "criterion")
 """The columns naming a reviewed case: one criterion of one iteration."""
-
-_seconding = reviews.alias("seconding")
-"""Another reviewer's review of the same case, in the trusted condition."""
-
-
-def trusted() -> Any:
-    """The review's reviewer may edit the channel's grading, or another reviewer of the case agrees."""
-    seconded = exists().where(
-        *(_seconding.c[name] == reviews.c[name] for name in _SAME_CASE),
-        _seconding.c.reviewer != reviews.c.reviewer,
-        _seconding.c.reviewer_verdict == reviews.c.reviewer_verdict,
-    )
-    return or_(reviews.c.editor, seconded)
 
 
 def not_dropped() -> Any:

@@ -186,18 +186,18 @@ class ReviewStore(StoreBase):
         limit: int = 5,
         *,
         calibrating_only: bool = False,
-        trusted_only: bool = False,
+        undropped_only: bool = False,
     ) -> list[ReviewRow]:
         """The channel's latest reviews that differ from the grader, newest first.
 
         With ``rubric_text`` only those of evaluations graded against that exact rubric. With
-        ``trusted_only`` only those that may calibrate the grader: an editor's, or one a second
-        reviewer agrees with, of a case no editor dropped (`bot.db.calibration`). ``calibrating_only``
-        is ``trusted_only`` and none at all if calibration is switched off in the channel: the grader
-        reads its examples in one query.
+        ``undropped_only`` only those of cases no editor dropped (`bot.db.calibration`); which of
+        them are trusted enough to calibrate is `bot.review.calibration`'s to decide. ``calibrating_only``
+        is ``undropped_only`` and none at all if calibration is switched off in the channel: the
+        grader reads its candidates in one query.
         """
         query = _disagreements_query(
-            rubric_text is not None, calibrating_only, trusted_only or calibrating_only
+            rubric_text is not None, calibrating_only, undropped_only or calibrating_only
         )
         parameters = {**channel_columns(workspace, channel), "rubric_text": rubric_text, "limit": limit}
         return [ReviewRow(**row) for row in await self._rows(query, parameters)]
@@ -257,13 +257,13 @@ class ReviewStore(StoreBase):
 
 
 @cache
-def _disagreements_query(of_rubric: bool, calibrating_only: bool, trusted_only: bool) -> Select[Any]:
+def _disagreements_query(of_rubric: bool, calibrating_only: bool, undropped_only: bool) -> Select[Any]:
     """A channel's latest reviews that differ from the grader (see `Store.recent_disagreements`),
     built once for each choice; parameters: the channel's columns, ``rubric_text``, ``limit``."""
     disagreeing = reviews.c.reviewer_verdict != reviews.c.grader_verdict
     query = select(*_REVIEW_COLUMNS).where(*bound(reviews, *CHANNEL_KEYS), disagreeing)
-    if trusted_only:
-        query = query.where(calibration.trusted(), calibration.not_dropped())
+    if undropped_only:
+        query = query.where(calibration.not_dropped())
     if calibrating_only:
         settings = channel_settings
         query = query.where(

@@ -130,10 +130,14 @@ class RubricEditors:
         return self._members[key]
 
     async def is_editor(self, client: AsyncWebClient, workspace: Workspace, user: str) -> bool:
-        """Whether `user` may change grading in `workspace`; False when Slack cannot say (logged):
-        a review's trust fails closed like a change does, and the review is saved all the same."""
+        """Whether `user` is a named editor (or an admin) of `workspace`, whose review may calibrate
+        on its own: False where no editors are named (anyone may change grading there, so nobody's
+        word counts alone) and when Slack cannot say (logged): trust fails closed like a change does."""
+        editors = await self.editors_of(workspace)
+        if not editors.restricted:
+            return False
         try:
-            return await self.may_edit(client, workspace, user)
+            return await self._may_edit(client, workspace, user, editors)
         except SLACK_ERRORS as exc:
             log_failure(logger, f"checking whether reviewer {user} may change grading", exc, traceback=False)
             return False
@@ -154,3 +158,23 @@ class RubricEditors:
                 f"{reference_words(reference)}"
             )
         return f"Only {editors.who_may()} may change how this channel is graded, so nothing was changed."
+
+
+ClientFor = Callable[[Workspace], Awaitable[AsyncWebClient | None]]
+"""The Slack client of a workspace (None: the bot is no longer installed there)."""
+
+
+@dataclass(frozen=True)
+class EditorsNow:
+    """`bot.review.calibration.EditorsNow` from the editors and each workspace's client: who is an
+    editor when calibration examples are used, not when their reviews were saved."""
+
+    editors: RubricEditors
+    client_for: ClientFor
+
+    async def restricted(self, workspace: Workspace) -> bool:
+        return (await self.editors.editors_of(workspace)).restricted
+
+    async def is_editor(self, workspace: Workspace, user: str) -> bool:
+        client = await self.client_for(workspace)
+        return client is not None and await self.editors.is_editor(client, workspace, user)

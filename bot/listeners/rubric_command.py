@@ -33,6 +33,7 @@ from bot.db.spend import QuotaExceeded
 from bot.db.store import Store
 from bot.governance.calibration_drops import DROPS_IN_HISTORY, drop_example, drops_history, examples_message
 from bot.governance.changes import HISTORY_LENGTH, change_rubric, change_words, history_message
+from bot.governance.editors import EditorsNow
 from bot.limits.quota import refusal_message
 from bot.limits.usage import load_channel_usage, usage_message
 from bot.listeners.command_text import (
@@ -123,6 +124,10 @@ class Invocation:
     @property
     def store(self) -> Store:
         return self.services.store
+
+    async def client_for(self, workspace: Workspace) -> AsyncWebClient:
+        """The client Bolt passed: the calling workspace's (see `bot.governance.editors.ClientFor`)."""
+        return self.client
 
     async def refused(self) -> bool:
         """Whether the caller may not change this channel's grading; if so they were told why."""
@@ -287,7 +292,8 @@ async def _calibration(call: Invocation) -> None:
         await call.store.set_calibration(workspace, channel, switch)
     enabled = switch if switch is not None else await call.store.calibration_enabled(workspace, channel)
     rubric = await call.store.get_channel_rubric(workspace, channel)
-    examples = await examples_in_force(call.store, workspace, channel, rubric) if enabled else []
+    editors = EditorsNow(call.services.editors, call.client_for)
+    examples = await examples_in_force(call.store, editors, workspace, channel, rubric) if enabled else []
     await _answer_with(call.ack, examples_message(enabled, examples))
 
 

@@ -139,15 +139,22 @@ def test_a_slack_call_failing_in_a_listener_is_logged_with_slacks_error_code(s):
 # -- calibration -----------------------------------------------------------------------------------
 
 
-def test_disagreements_reach_the_graders_prompt_until_calibration_is_switched_off(s):
+def test_agreed_disagreements_reach_the_graders_prompt_until_calibration_is_switched_off(s):
     root, first = s.graded_thread("R4")
-    before_review = len(s.model.requests("grader"))
     assert [e["calibration"] for e in s.stored_evaluations("R4")] == [[], []]  # nothing to learn yet
-    s.disagree(first, root, "U1", {"Is polite": ("fail", COMMENT)})
+    s.disagree(first, root, "U1", {"Is polite": ("fail", "LONE: " + COMMENT)})
     s.wait_message(first, "1 disagreement on Is polite")
-
-    s.say("And is tea healthy?", "R4", thread_ts=root)
+    # With no editors named, one person's disagreement never calibrates on its own.
+    before_lone = len(s.model.requests("grader"))
+    s.say("And is coffee healthy?", "R4", thread_ts=root)
     s.wait_finals("R4", root, 2)
+    assert not any("LONE" in text for text in s.grader_requests_after(before_lone))
+
+    s.disagree(first, root, "U2", {"Is polite": ("fail", COMMENT)})
+    s.wait_message(first, "2 disagreements on Is polite")
+    before_review = len(s.model.requests("grader"))
+    s.say("And is tea healthy?", "R4", thread_ts=root)
+    s.wait_finals("R4", root, 3)
     calibrated = s.grader_requests_after(before_review)
     assert calibrated and all(COMMENT in text and "“Is polite”" in text for text in calibrated)
     recorded = s.stored_evaluations("R4")[-1]["calibration"]
@@ -157,7 +164,7 @@ def test_disagreements_reach_the_graders_prompt_until_calibration_is_switched_of
             "grader_verdict": "pass",
             "team_verdict": "fail",
             "comment": COMMENT,
-            "made_by": "U1, a rubric editor",  # with no editors named, anyone may edit
+            "made_by": "U2 and U1, agreeing",  # with no editors named, two people must agree
             "id": recorded[0]["id"],
         }
     ]
@@ -167,7 +174,7 @@ def test_disagreements_reach_the_graders_prompt_until_calibration_is_switched_of
     assert "*off*" in s.send(sr.slash_command("calibration", "R4")).json()["text"]
     switched_off = len(s.model.requests("grader"))
     s.say("And is mate healthy?", "R4", thread_ts=root)
-    s.wait_finals("R4", root, 3)
+    s.wait_finals("R4", root, 4)
 
     plain = s.grader_requests_after(switched_off)
     assert plain and not any(COMMENT in text for text in plain)

@@ -38,7 +38,7 @@ def launch(launch: Callable[..., Service], slack_api: SlackApiStandin) -> Callab
     """The e2e `launch`, with `EDITOR` the channel's one rubric editor and two other people Slack knows."""
 
     def start(**env: str) -> Service:
-        for user in ("UNOBODY", "USECOND"):
+        for user in ("UNOBODY", "USECOND", "UTHIRD"):
             slack_api.add_user(user, user.title())
         return launch(**{"RUBRIC_BOT_RUBRIC_EDITORS": EDITOR, **env})
 
@@ -68,18 +68,23 @@ def ask_again(s: Service, channel: str, root: str, question: str) -> list[str]:
     return shown
 
 
-def test_only_an_editors_or_a_seconded_disagreement_reaches_the_grader_and_an_editor_can_drop_one(launch):
+def test_only_an_editors_or_three_peoples_disagreement_reaches_the_grader_and_an_editor_can_drop_one(launch):
     s = launch()
     root, first = s.graded_thread("C1")
     s.disagree(first, root, "UNOBODY", {"Is polite": ("fail", "LONE-VOICE: too curt")})
     s.wait_message(first, "1 disagreement on Is polite")
     assert not any("LONE-VOICE" in text for text in ask_again(s, "C1", root, "Is tea healthy?"))
 
+    # Two accounts that agree cannot steer the grader while editors are named; a third person can.
     s.disagree(first, root, "USECOND", {"Is polite": ("fail", "SECOND-VOICE: agreed")})
     s.wait_message(first, "2 disagreements on Is polite")
+    shown = ask_again(s, "C1", root, "Is yerba healthy?")
+    assert not any("VOICE" in text for text in shown)
+    s.disagree(first, root, "UTHIRD", {"Is polite": ("fail", "THIRD-VOICE: agreed too")})
+    s.wait_message(first, "3 disagreements on Is polite")
     shown = ask_again(s, "C1", root, "Is mate healthy?")
-    assert all("SECOND-VOICE" in text and "LONE-VOICE" not in text for text in shown)  # one case, newest
-    assert all("USECOND and UNOBODY, agreeing" in text for text in shown)
+    assert all("THIRD-VOICE" in text and "LONE-VOICE" not in text for text in shown)  # one case, newest
+    assert all("UTHIRD and USECOND and UNOBODY, agreeing" in text for text in shown)
 
     second = [m for m in s.thread("C1", root) if m.event_type == "rubric_evaluation"][2]
     s.disagree(second, root, EDITOR, {"Cites a source": ("pass", "EDITOR-VOICE: the link is enough")})
@@ -88,7 +93,9 @@ def test_only_an_editors_or_a_seconded_disagreement_reaches_the_grader_and_an_ed
 
     listing = command(s, "calibration", "C1", "UNOBODY")
     numbers = [int(n) for n in re.findall(r"\*(\d+)\* · ", listing)]
-    assert len(numbers) == 2 and "<@UEDITOR>" in listing and "<@USECOND> and <@UNOBODY>" in listing
+    assert (
+        len(numbers) == 2 and "<@UEDITOR>" in listing and "<@UTHIRD> and <@USECOND> and <@UNOBODY>" in listing
+    )
     editors_example = numbers[0]  # newest first
     refused = command(s, f"calibration drop {editors_example}", "C1", "UNOBODY")
     assert "Only <@UEDITOR>" in refused and "nothing was changed" in refused
@@ -102,7 +109,7 @@ def test_only_an_editors_or_a_seconded_disagreement_reaches_the_grader_and_an_ed
         s, f"calibration drop {editors_example}", "C1", EDITOR
     )
     shown = ask_again(s, "C1", root, "Is milk healthy?")
-    assert all("EDITOR-VOICE" not in text and "SECOND-VOICE" in text for text in shown)
+    assert all("EDITOR-VOICE" not in text and "THIRD-VOICE" in text for text in shown)
 
 
 # -- the audit grader --------------------------------------------------------------------------------

@@ -121,8 +121,9 @@ async def seed(path: Path) -> ScriptedChatModel:
                     _review("Cites a source", "pass", "pass"),
                     _review("Is polite", "pass", polite, comment),
                 ]
+                # A reviewer (an editor) per request: a person makes one example per criterion in force.
                 await store.save_review(
-                    ThreadKey(TEAM, CHANNEL, root), final["grading_run_id"], 1, "U1", verdicts, editor=True
+                    ThreadKey(TEAM, CHANNEL, root), final["grading_run_id"], 1, f"U{i}", verdicts, editor=True
                 )
                 if i in REVIEWED_FIRST_DRAFTS:
                     await store.save_review(

@@ -477,20 +477,17 @@ async def test_disagreements_for_calibration_are_none_while_it_is_switched_off(s
     assert len(await store.recent_disagreements(T1, "C1", calibrating_only=True)) == 1
 
 
-async def test_only_an_editors_or_a_seconded_disagreement_calibrates_and_a_dropped_one_no_longer_does(store):
+async def test_the_calibrating_candidates_are_the_undropped_disagreements_and_a_dropped_case_leaves(store):
+    # Which of them are trusted (editors, agreeing people) is bot.review.calibration's to decide.
     river = ("Mentions the river", "pass", "fail")
-    await review(store, "U3", [(*river, "lone voice")], run="lone", editor=False)
     await review(store, "U3", [(*river, "first voice")], run="seconded", editor=False)
     await review(store, "U9", [(*river, "editor's voice")], run="edited", editor=True)
+    await review(store, "U4", [("Mentions the river", "pass", "pass", "")], run="edited", editor=False)
 
     async def calibrating() -> list[str]:
         return [row.comment for row in await store.recent_disagreements(T1, "C1", calibrating_only=True)]
 
-    assert await calibrating() == ["editor's voice"]
-    assert len(await store.recent_disagreements(T1, "C1")) == 3  # all still count in agreement
-    await review(store, "U4", [("Mentions the river", "pass", "pass", "")], run="lone", editor=False)
-    assert await calibrating() == ["editor's voice"]  # a second review that does not agree
-
+    assert await calibrating() == ["editor's voice", "first voice"]  # agreeing reviews are no candidates
     await review(store, "U4", [(*river, "second voice")], run="seconded", editor=False)
     assert await calibrating() == ["second voice", "editor's voice", "first voice"]
 
@@ -507,6 +504,8 @@ async def test_only_an_editors_or_a_seconded_disagreement_calibrates_and_a_dropp
         "U9",
     )
     assert await store.calibration_drops(T1, "C2", 10) == []
+    await store.set_calibration(T1, "C1", False)
+    assert await calibrating() == []
 
 
 # --- the file itself --------------------------------------------------------------------------------

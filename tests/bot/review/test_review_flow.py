@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,14 @@ from bot.listeners.command_text import (
 )
 from bot.listeners.rubric_command import RUBRIC_SUBCOMMANDS
 from bot.rendering.errors import help_text
-from bot.review.calibration import CALIBRATION_EXAMPLES, TeamExample, calibration_source, team_examples
+from bot.review.calibration import (
+    CALIBRATION_EXAMPLES,
+    TeamExample,
+    Trust,
+    calibration_source,
+    team_examples,
+    trust_now,
+)
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Workspace
 from grading import CalibrationExample, RubricEvaluation
@@ -144,14 +152,35 @@ async def test_reviews_in_channel_can_span_teams_and_channels(store):
 # -- calibration examples ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class NamedEditors:
+    """`EditorsNow` naming `users` in every workspace (none: editors are not named)."""
+
+    users: frozenset[str] = frozenset()
+
+    async def restricted(self, workspace: Workspace) -> bool:
+        return bool(self.users)
+
+    async def is_editor(self, workspace: Workspace, user: str) -> bool:
+        return user in self.users
+
+
 def review_row(
-    criterion: str, grader: str, reviewer: str, comment: str, *, by: str = "U1", review_id: int = 1
+    criterion: str,
+    grader: str,
+    reviewer: str,
+    comment: str,
+    *,
+    by: str = "U1",
+    review_id: int = 1,
+    run: str = "run",
+    editor: bool = False,
 ) -> ReviewRow:
     return ReviewRow(
         "T1",
         "C1",
         "1.0",
-        "run",
+        run,
         0,
         criterion,
         grader,
@@ -160,22 +189,27 @@ def review_row(
         by,
         datetime.now(UTC),
         review_id=review_id,
+        editor=editor,
     )
+
+
+EDITORS = Trust(restricted=True, editors={"UED"})
+"""One editor named: UED."""
 
 
 def test_calibration_examples_say_scores_out_of_five_and_who_made_them():
     rows = [
-        review_row("Mentions the river", "pass", "fail", "The Seine is only implied.", review_id=7),
-        review_row("Clarity", "4", "2", "", review_id=8),
+        review_row("Mentions the river", "pass", "fail", "The Seine is only implied.", by="UED", review_id=7),
+        review_row("Clarity", "4", "2", "", by="UED", review_id=8),
     ]
 
-    assert [example.for_grader() for example in team_examples(rows)] == [
+    assert [example.for_grader() for example in team_examples(rows, EDITORS)] == [
         CalibrationExample(
             criterion="Mentions the river",
             grader_verdict="pass",
             team_verdict="fail",
             comment="The Seine is only implied.",
-            made_by="U1, a rubric editor",
+            made_by="UED, a rubric editor",
             id="7",
         ),
         CalibrationExample(
@@ -183,20 +217,66 @@ def test_calibration_examples_say_scores_out_of_five_and_who_made_them():
             grader_verdict="4/5",
             team_verdict="2/5",
             comment="",
-            made_by="U1, a rubric editor",
+            made_by="UED, a rubric editor",
             id="8",
         ),
     ]
 
 
-def test_two_agreeing_reviews_of_one_case_are_one_example_made_by_both():
-    newer = review_row("Clarity", "pass", "fail", "", by="U2", review_id=9)
-    older = review_row("Clarity", "pass", "fail", "Rambles.", by="U1", review_id=3)
+def test_with_no_editors_named_a_lone_disagreement_never_calibrates_and_a_second_persons_agreement_does():
+    lone = [review_row("Clarity", "pass", "fail", "Rambles.", by="U1", run="a", editor=True)]
+    seconded = [
+        review_row("Clarity", "pass", "fail", "", by="U2", run="b", review_id=9),
+        review_row("Clarity", "pass", "fail", "Rambles.", by="U1", run="b", review_id=3),
+    ]
+    unnamed = Trust(restricted=False)
 
-    (example,) = team_examples([newer, older])
-
-    assert example == TeamExample(newer, ("U2", "U1"))
+    assert team_examples(lone, unnamed) == []  # saved as an editor's: no matter, none are named now
+    (example,) = team_examples(seconded, unnamed)
+    assert example == TeamExample(seconded[0], ("U2", "U1"))
     assert example.for_grader()["made_by"] == "U2 and U1, agreeing"
+
+
+def test_with_editors_named_a_non_editor_pair_does_not_calibrate_but_an_editors_second_or_three_people_do():
+    pair = [review_row("Clarity", "pass", "fail", "", by=u, run="a") for u in ("U1", "U2")]
+    three = [review_row("Clarity", "pass", "fail", "", by=u, run="b") for u in ("U1", "U2", "U3")]
+    with_editor = [review_row("Clarity", "pass", "fail", "", by=u, run="c") for u in ("U4", "UED")]
+
+    assert team_examples(pair, EDITORS) == []
+    assert [e.reviewers for e in team_examples(three, EDITORS)] == [("U1", "U2", "U3")]
+    assert [e.reviewers for e in team_examples(with_editor, EDITORS)] == [("UED", "U4")]
+
+
+def test_the_editors_comment_is_kept_when_others_second_it():
+    rows = [
+        review_row("Clarity", "pass", "fail", "me too", by="U4", run="a", review_id=9),
+        review_row("Clarity", "pass", "fail", "Rambles: cut the intro.", by="UED", run="a", review_id=3),
+    ]
+
+    (example,) = team_examples(rows, EDITORS)
+
+    assert example.for_grader()["comment"] == "Rambles: cut the intro." and example.review.review_id == 3
+    assert example.for_grader()["made_by"] == "UED and U4, agreeing (UED a rubric editor)"
+
+
+def test_a_person_makes_at_most_one_example_per_criterion_in_force():
+    # The editor re-saved disagreements on five cases of one criterion: only the newest is in force.
+    rows = [review_row("Clarity", "pass", "fail", f"take {n}", by="UED", run=f"r{n}") for n in range(5)]
+    rows.append(review_row("Tone", "pass", "fail", "curt", by="UED", run="r9"))
+
+    examples = team_examples(rows, EDITORS)
+
+    assert [(e.review.criterion, e.review.comment) for e in examples] == [
+        ("Clarity", "take 0"),
+        ("Tone", "curt"),
+    ]
+
+
+async def test_editor_status_is_asked_when_the_examples_are_used_not_as_the_review_was_saved():
+    rows = [review_row("Clarity", "pass", "fail", "", by="UOLD", editor=True)]
+
+    assert team_examples(rows, await trust_now(NamedEditors(frozenset({"UED"})), T1, rows)) == []
+    assert len(team_examples(rows, await trust_now(NamedEditors(frozenset({"UOLD"})), T1, rows))) == 1
 
 
 def river_grader(messages: list[Any]) -> Any:
@@ -216,7 +296,7 @@ async def test_the_calibration_source_reads_the_runs_channel_from_its_thread_con
         grader,
         max_iterations=2,
         checkpointer=InMemorySaver(),
-        calibration=calibration_source(store),
+        calibration=calibration_source(store, NamedEditors(frozenset({"U2"}))),
     )
     seen: list[RubricEvaluation] = []
 
@@ -283,14 +363,15 @@ async def test_the_grader_sees_the_latest_disagreements_with_its_rubric_until_sw
         lambda messages: "Paris, on the Seine.",
         river_grader,
         max_iterations=2,
-        calibration=calibration_source(store),
+        calibration=calibration_source(store, NamedEditors(frozenset(f"U{10 + n}" for n in range(10)))),
     )
     grader = harness.grader
     assert grader is not None
     await store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     extra = 2
+    # Each by another editor: a person makes at most one example per criterion in force.
     for number in range(CALIBRATION_EXAMPLES + extra):
-        await disagree(store, f"run-{number}", f"comment {number}")
+        await disagree(store, f"run-{number}", f"comment {number}", reviewer=f"U{10 + number}")
     await disagree(store, "other-rubric", "about another rubric", rubric="- Something else")
 
     await ask(harness)
