@@ -136,19 +136,23 @@ class AgentPool:
         self,
         models: Mapping[str, BaseChatModel],
         default: ModelPair,
-        build: Callable[[BaseChatModel, BaseChatModel], ConversationAgent],
+        build: Callable[[BaseChatModel, BaseChatModel, int], ConversationAgent],
+        grader_samples: int = 1,
     ) -> None:
         self._models = models
         self._build = build
-        self._agents: dict[ModelPair, ConversationAgent] = {}
+        self._grader_samples = grader_samples
+        self._agents: dict[tuple[ModelPair, int], ConversationAgent] = {}
         self.default = self.agent(default)
-        """The agent with the deployment's models."""
+        """The agent with the deployment's models and grader samples."""
 
-    def agent(self, models: ModelPair) -> ConversationAgent:
-        """The agent answering with `models` (KeyError: a model not loaded at start-up)."""
-        if models not in self._agents:
-            self._agents[models] = self._build(self._models[models.worker], self._models[models.grader])
-        return self._agents[models]
+    def agent(self, models: ModelPair, grader_samples: int | None = None) -> ConversationAgent:
+        """The agent answering with `models`, its grader asked `grader_samples` times an iteration
+        (None: the deployment's); KeyError: a model not loaded at start-up."""
+        key = (models, grader_samples or self._grader_samples)
+        if key not in self._agents:
+            self._agents[key] = self._build(self._models[models.worker], self._models[models.grader], key[1])
+        return self._agents[key]
 
 
 def configured_agents(
@@ -160,7 +164,7 @@ def configured_agents(
     # Without a summary model of its own, each agent summarizes with its worker.
     summarizer = models.get(settings.summary_model_override or "")
 
-    def build(worker: BaseChatModel, grader: BaseChatModel) -> ConversationAgent:
+    def build(worker: BaseChatModel, grader: BaseChatModel, grader_samples: int) -> ConversationAgent:
         return build_agent(
             worker,
             grader,
@@ -170,12 +174,12 @@ def configured_agents(
             calibration=calibration,
             context_tokens=settings.context_tokens,
             summarizer=summarizer,
-            grader_samples=settings.grader_samples,
+            grader_samples=grader_samples,
             escalation=models.get(settings.escalation_model or ""),
         )
 
     default = ModelPair(settings.worker_model or "", settings.grader_model or "")
-    return AgentPool(models, default, build)
+    return AgentPool(models, default, build, settings.grader_samples)
 
 
 def agent_config(thread_id: str) -> RunnableConfig:

@@ -365,13 +365,15 @@ workspace_settings = Table(
     Column("daily_tokens_per_channel", Integer),
     Column("daily_tokens_per_workspace", Integer),
     Column("rubric_editors", Document),
+    Column("grader_samples", Integer),
     Column("updated_by", Text, nullable=False),
     Column("updated_at", UtcTimestamp, nullable=False),
     PrimaryKeyConstraint("enterprise", "team"),
 )
 """What a workspace's admins set with `/rubric admin` over the deployment's defaults, and who set it
 when. A NULL setting (or a workspace without a row) takes the deployment's; ``enterprise`` is the
-Enterprise Grid org, "" outside one. ``rubric_editors`` is a JSON list of user and user-group ids."""
+Enterprise Grid org, "" outside one. ``rubric_editors`` is a JSON list of user and user-group ids;
+``grader_samples`` the times the grader is asked per iteration (``RUBRIC_BOT_GRADER_SAMPLES``)."""
 
 message_changes = Table(
     "message_changes",

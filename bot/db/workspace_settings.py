@@ -26,6 +26,7 @@ class WorkspaceSettingsRow:
     updated_by: str
     updated_at: datetime
     daily_tokens_per_workspace: int | None = None
+    grader_samples: int | None = None
 
 
 class WorkspaceSettingsStore(StoreBase):

@@ -406,11 +406,12 @@ class Answering(Recovery):
         return await self._ports.store.get_channel_rubric(message.workspace, beside) if beside else None
 
     def _agent_for(self, stored: WorkspaceSettingsRow | None) -> ConversationAgent:
-        """The agent with the models of a workspace whose admins set `stored` (the deployment's
-        without `agents`)."""
+        """The agent with the models and grader samples of a workspace whose admins set `stored` (the
+        deployment's without `agents`)."""
         if self._ports.workspaces is None or self._ports.agents is None:
             return self._ports.agent
-        return self._ports.agents.agent(self._ports.workspaces.in_force(stored).models)
+        effective = self._ports.workspaces.in_force(stored)
+        return self._ports.agents.agent(effective.models, effective.grader_samples.value)
 
     async def _read(
         self, client: AsyncWebClient, message: UserMessage, sources: Sources, *, thread: bool

@@ -29,6 +29,7 @@ from bot.slack.mrkdwn import slack_date, truncate
 from bot.slack.payloads import SubmittedView, Text
 from bot.workspaces.settings import (
     LIMITS,
+    MAX_GRADER_SAMPLES,
     MODEL_SETTINGS,
     AdminChoices,
     Deployment,
@@ -65,6 +66,7 @@ LABELS: dict[SettingName, str] = {
     "daily_tokens_per_channel": "Model tokens per channel per day",
     "daily_tokens_per_workspace": "Model tokens per workspace per day",
     "rubric_editors": "Rubric editors",
+    "grader_samples": "Grader samples per iteration",
 }
 """How the form and the summaries name each setting."""
 
@@ -119,6 +121,8 @@ def value_words(name: SettingName, value: object) -> str:
         assert isinstance(value, tuple)
         named = [f"<!subteam^{i}>" if i.startswith("S") else f"<@{i}>" for i in value]
         return ", ".join(named) if named else "anyone in the channel"
+    if name == "grader_samples":
+        return f"{value}"
     return f"`{value}`"
 
 
@@ -194,8 +198,8 @@ def settings_modal(
     stored = effective.stored
     blocks: list[Block] = [
         section_block(
-            "Set this workspace's own models, daily limits and rubric editors. An empty field "
-            "(or *Deployment default*) uses the deployment's value, which the operator sets."
+            "Set this workspace's own models, daily limits, rubric editors and grader samples. An empty "
+            "field (or *Deployment default*) uses the deployment's value, which the operator sets."
         )
     ]
     for name in MODEL_SETTINGS:
@@ -204,6 +208,7 @@ def settings_modal(
         blocks.append(_limit_input(limit, deployment, getattr(stored, limit) if stored else None))
     chosen = stored.rubric_editors if stored and stored.rubric_editors is not None else ()
     blocks += _editor_inputs(deployment, chosen, user_groups)
+    blocks.append(_samples_input(deployment, stored.grader_samples if stored else None))
     view = View(
         type="modal",
         callback_id=ADMIN_CALLBACK_ID,
@@ -248,6 +253,27 @@ def _limit_input(name: LimitName, deployment: Deployment, chosen: int | None) ->
         element=NumberInputElement(
             action_id=VALUE_ACTION_ID,
             is_decimal_allowed=False,
+            initial_value=str(chosen) if chosen is not None else None,
+        ),
+    )
+
+
+def _samples_input(deployment: Deployment, chosen: int | None) -> InputBlock:
+    return InputBlock(
+        block_id="grader_samples",
+        label=LABELS["grader_samples"],
+        hint=(
+            "Times the grader is asked each iteration, at once. Each verdict is then the majority, with "
+            "its confidence (the share of samples that gave it); an even split is left to a person. "
+            f"Each sample is a grader call. 1 to {MAX_GRADER_SAMPLES}; "
+            f"empty: the deployment's, {deployment.grader_samples}."
+        ),
+        optional=True,
+        element=NumberInputElement(
+            action_id=VALUE_ACTION_ID,
+            is_decimal_allowed=False,
+            min_value="1",
+            max_value=str(MAX_GRADER_SAMPLES),
             initial_value=str(chosen) if chosen is not None else None,
         ),
     )
@@ -308,6 +334,7 @@ def admin_choices(view: SubmittedView) -> AdminChoices:
             *(view.input("rubric_editors", VALUE_ACTION_ID).selected_users or []),
             *(option.value for option in groups),
         ],
+        grader_samples=view.input("grader_samples", VALUE_ACTION_ID).value or "",
     )
 
 

@@ -32,6 +32,7 @@ SettingName = Literal[
     "daily_tokens_per_channel",
     "daily_tokens_per_workspace",
     "rubric_editors",
+    "grader_samples",
 ]
 """The settings a workspace admin may set, by their column in ``workspace_settings``."""
 
@@ -56,6 +57,10 @@ Source = Literal["workspace", "deployment"]
 
 LIMIT_MAX = 2**31 - 1
 """Largest limit a workspace may set: the range of the INTEGER column that keeps it."""
+
+MAX_GRADER_SAMPLES = 9
+"""Most grader samples per iteration a workspace may ask for: each one is a whole grader call, so
+nine already cost nine times one; past that a confidence gains little (shares of 9 are 0.11 apart)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,9 @@ class Deployment:
     summary_model: str | None = None
     """The model that summarizes long threads (`RUBRIC_BOT_SUMMARY_MODEL`); None: each workspace's
     worker."""
+    grader_samples: int = 1
+    """Times the grader is asked per iteration (`RUBRIC_BOT_GRADER_SAMPLES`), unless a workspace sets
+    its own."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Deployment:
@@ -106,6 +114,7 @@ class Deployment:
             money=MoneyLimits.from_settings(settings),
             rubric_editors=settings.rubric_editors,
             summary_model=settings.summary_model_override,
+            grader_samples=settings.grader_samples,
         )
 
     def ceiling(self, name: LimitName) -> int:
@@ -123,6 +132,7 @@ class EffectiveSettings:
     daily_tokens_per_channel: Resolved[int]
     daily_tokens_per_workspace: Resolved[int]
     rubric_editors: Resolved[tuple[str, ...]]
+    grader_samples: Resolved[int]
     deployment: Deployment
     stored: WorkspaceSettingsRow | None
     """What the workspace's admins set, with who changed it last and when; None: they never did."""
@@ -168,6 +178,11 @@ def resolve(deployment: Deployment, stored: WorkspaceSettingsRow | None) -> Effe
             if stored and stored.rubric_editors is not None
             else Resolved(deployment.rubric_editors, "deployment")
         ),
+        grader_samples=(
+            Resolved(stored.grader_samples, "workspace")
+            if stored and stored.grader_samples is not None
+            else Resolved(deployment.grader_samples, "deployment")
+        ),
         deployment=deployment,
         stored=stored,
     )
@@ -201,6 +216,8 @@ class AdminChoices:
     daily_tokens_per_channel: str = ""
     daily_tokens_per_workspace: str = ""
     rubric_editors: Sequence[str] = ()
+    grader_samples: str = ""
+    """As typed: a whole number from 1 to `MAX_GRADER_SAMPLES`, or empty."""
 
 
 class SettingsInputError(ValueError):
@@ -231,6 +248,10 @@ def checked_settings(
     wrong = [id_ for id_ in choices.rubric_editors if not EDITOR_ID.fullmatch(id_)]
     if wrong:
         problems["rubric_editors"] = f"{', '.join(wrong)} is not a Slack user or user-group id."
+    try:
+        samples = _checked_samples(choices.grader_samples)
+    except ValueError as exc:
+        problems["grader_samples"] = str(exc)
     if problems:
         raise SettingsInputError(problems)
     return WorkspaceSettingsRow(
@@ -240,6 +261,7 @@ def checked_settings(
         daily_tokens_per_channel=limits["daily_tokens_per_channel"],
         daily_tokens_per_workspace=limits["daily_tokens_per_workspace"],
         rubric_editors=tuple(dict.fromkeys(choices.rubric_editors)) or None,
+        grader_samples=samples,
         updated_by=user,
         updated_at=now,
     )
@@ -270,6 +292,17 @@ def _checked_limit(typed: str, ceiling: int) -> int | None:
     if value > highest:
         raise ValueError(f"{value:,} is above {above}, {highest:,}: {fix}.")
     return value
+
+
+def _checked_samples(typed: str) -> int | None:
+    """Grader samples as typed (None: empty, the deployment's); ValueError saying what is wrong."""
+    shown = typed.strip()
+    if not shown:
+        return None
+    fix = f"give a whole number from 1 to {MAX_GRADER_SAMPLES}, or leave it empty for the deployment's"
+    if not shown.isdecimal() or not 1 <= int(shown) <= MAX_GRADER_SAMPLES:
+        raise ValueError(f"`{shown}` is not a number of grader samples: {fix}.")
+    return int(shown)
 
 
 class WorkspaceOverrides:

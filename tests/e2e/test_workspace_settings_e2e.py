@@ -98,6 +98,45 @@ def test_an_admins_grader_choice_grades_the_next_request_and_the_worker_stays(
     assert {r.model for r in s.worker_requests_for("Graded by the chosen model")} == {"gpt-4o-mini"}
 
 
+def test_an_admins_grader_samples_ask_the_grader_that_many_times_from_the_next_request(
+    start_bot, slack_api, model_api
+):
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    s = Service(slack_api, model_api, start_bot())
+    slack_api.add_user("UADMIN", "Ada", admin=True)
+    s.set_channel_rubric("C1")
+    assert "Grader samples per iteration: 1 — deployment default" in admin_command(s, "UADMIN")
+
+    opened = len(s.slack.calls("views.open"))
+    admin_command(s, "UADMIN")
+    form = wait_for(
+        lambda: next((c.args["view"] for c in s.slack.calls("views.open")[opened:]), None),
+        RUN_TIMEOUT,
+        message="the settings form to open",
+    )
+    refused = sr.view_submission(
+        form["callback_id"],
+        {"grader_samples": {"value": {"type": "number_input", "value": "12"}}},
+        form["private_metadata"],
+        "UADMIN",
+    )
+    errors = s.send(refused).json()
+    assert errors["response_action"] == "errors" and "from 1 to 9" in errors["errors"]["grader_samples"]
+    chosen = sr.view_submission(
+        form["callback_id"],
+        {"grader_samples": {"value": {"type": "number_input", "value": "3"}}},
+        form["private_metadata"],
+        "UADMIN",
+    )
+    assert s.send(chosen).json()["response_action"] == "update"
+    root = s.mention("Graded three times", "C1")
+    s.wait_finals("C1", root, 1)
+
+    graded = [r for r in model_api.requests("grader") if "Graded three times" in r.all_text]
+    assert len(graded) == 3 * 2  # the scripted run needs two iterations, each asked three times
+    assert "Grader samples per iteration: 3 — set for this workspace" in admin_command(s, "UADMIN")
+
+
 @pytest.mark.postgres
 def test_a_choice_saved_through_one_serve_process_applies_to_a_request_another_takes(
     start_bot, slack_api, model_api, postgres_url

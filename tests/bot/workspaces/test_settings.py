@@ -189,6 +189,20 @@ def test_every_problem_is_named_at_once_on_its_own_setting():
     assert "bob is not a Slack user or user-group id" in found["rubric_editors"]
 
 
+def test_grader_samples_are_the_deployments_until_a_workspace_sets_its_own():
+    assert resolve(DEPLOYMENT, None).grader_samples == Resolved(1, "deployment")
+    assert resolve(DEPLOYMENT, stored(grader_samples=3)).grader_samples == Resolved(3, "workspace")
+    assert check(grader_samples=" 5 ").grader_samples == 5
+    assert check(grader_samples="").grader_samples is None
+
+
+@pytest.mark.parametrize("typed", ["0", "10", "2.5", "three", "-1"])
+def test_grader_samples_outside_1_to_9_are_refused_with_what_to_give(typed):
+    found = problems(grader_samples=typed)["grader_samples"]
+
+    assert f"`{typed}` is not a number of grader samples" in found and "from 1 to 9" in found
+
+
 # -- RUBRIC_BOT_ALLOWED_MODELS ---------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ ROW = WorkspaceSettingsRow(
     rubric_editors=("U0ADA", "S0LEADS"),
     updated_by="UADMIN",
     updated_at=SAVED_AT,
+    grader_samples=3,
 )
 
 
