@@ -1,7 +1,7 @@
 """A workspace's own number of grader samples per iteration (``workspace_settings.grader_samples``).
 
-Revision ID: 0018
-Revises: 0017
+Revision ID: 0021
+Revises: 0020
 """
 
 from collections.abc import Sequence
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0018"
-down_revision: str | None = "0017"
+revision: str = "0021"
+down_revision: str | None = "0020"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
