@@ -1,6 +1,7 @@
 """The plan a run streams: one task per step of the revise-and-grade loop, as Slack's task chunks.
 
-Each step completes the task before it and opens its own, so the plan reads like the loop: a draft,
+Each step completes the task before it and opens its own, so the plan reads like the loop: a draft
+(naming what the worker read, each file a source),
 a grading per iteration (with how many criteria it met), a revision after each failing one (naming
 the criteria it fixes). A graded task's ``output`` is the verdict in a few words and its ``details``
 the criteria failed or left to a person, with the grader's gaps. Criterion names and gaps come from
@@ -10,10 +11,13 @@ shortened (`TITLE_MAX`, `DETAILS_MAX`), never as markup.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from slack_sdk.models.blocks import UrlSourceElement
 from slack_sdk.models.messages.chunk import Chunk, PlanUpdateChunk, TaskUpdateChunk
 
+from bot.slack.blocks import plural
 from bot.slack.mrkdwn import truncate
 from grading import RubricEvaluation
 
@@ -66,6 +70,26 @@ class Plan:
         """The plan's title and its first task: the worker writing a draft."""
         return [PlanUpdateChunk(title=PLAN_TITLE), *self._next(DRAFT_TASK, DRAFTING)]
 
+    def reading(self, files: Sequence[tuple[str, str | None]], thread_messages: int) -> list[Chunk]:
+        """The draft task names what the worker read: `thread_messages` earlier messages of the
+        thread and `files` (name, URL), each file with a URL a source; nothing once the draft is done."""
+        if self._open is None or self._open.id != DRAFT_TASK or not (files or thread_messages):
+            return []
+        read = []
+        if thread_messages:
+            read.append(f"{plural(thread_messages, 'earlier message')} of this thread")
+        if files:
+            read.append(f"{plural(len(files), 'file')}: " + ", ".join(name for name, _ in files))
+        sources = [UrlSourceElement(url=url, text=_one_line(name)) for name, url in files if url]
+        self._open = TaskUpdateChunk(
+            id=DRAFT_TASK,
+            title=self._open.title,
+            status="in_progress",
+            details=truncate("Read " + " and ".join(read), DETAILS_MAX),
+            sources=sources or None,
+        )
+        return [self._open]
+
     def grading(self, iteration: int, max_iterations: int) -> list[Chunk]:
         """The grader is checking iteration `iteration` (0-based) of `max_iterations`."""
         return self._next(
@@ -99,7 +123,14 @@ class Plan:
         """The run is over: the task still in progress (if any) is completed."""
         if self._open is None:
             return []
-        done = TaskUpdateChunk(id=self._open.id, title=self._open.title, status="complete")
+        opened = self._open
+        done = TaskUpdateChunk(
+            id=opened.id,
+            title=opened.title,
+            status="complete",
+            details=opened.details,
+            sources=opened.sources,
+        )
         self._open = None
         return [done]
 

@@ -13,7 +13,7 @@ next step's (revising, or the stream's close) to go in the same call.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from slack_sdk.models.messages.chunk import Chunk
@@ -35,6 +35,8 @@ class RunProgress(Protocol):
     async def run_started(self) -> None: ...
 
     async def drafting(self) -> None: ...
+
+    async def reading(self, files: Sequence[tuple[str, str | None]], thread_messages: int) -> None: ...
 
     async def grading(self, iteration: int, max_iterations: int) -> None: ...
 
@@ -113,6 +115,11 @@ class StreamedProgress:
         if not self._stopped:
             self._stopped = True
             await self._status.stop(posted_last=posted_last)
+
+    async def reading(self, files: Sequence[tuple[str, str | None]], thread_messages: int) -> None:
+        """The worker read `files` (name, URL) and `thread_messages` earlier messages: the draft task
+        names them (the thread status has nothing to say of it)."""
+        await self._stream.append(self._plan.reading(files, thread_messages))
 
     async def grading(self, iteration: int, max_iterations: int) -> None:
         await self._status.grading(iteration, max_iterations)

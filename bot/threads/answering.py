@@ -352,6 +352,9 @@ class Answering(Recovery):
             raise RunTakenOver(f"run {delivery.run_id} in thread {message.thread_id} was taken over")
         await progress.run_started()
         await session_processing(client, message)
+        if read is not None:
+            urls = {shared.name: shared.url for shared in sources.files}
+            await progress.reading([(name, urls.get(name)) for name in read.files_read], read.thread_messages)
         channel_rubric = start.channel_rubric
         number = start.rubric_version
         if inputs is not None and in_pane(message):

@@ -10,6 +10,8 @@ the method needs, a workspace or conversation that does not support it), the req
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from slack_bolt.async_app import AsyncSetStatus
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -69,6 +71,9 @@ class WorkingIndicator:
     async def drafting(self) -> None:
         """Show again that the worker is drafting, after a post in the thread took the status off."""
         await self._show(DRAFTING, WRITING_MESSAGES)
+
+    async def reading(self, files: Sequence[tuple[str, str | None]], thread_messages: int) -> None:
+        """The worker read what the request shared (the status does not say so; a plan does)."""
 
     async def grading(self, iteration: int, max_iterations: int) -> None:
         """Show that the grader is checking iteration ``iteration`` (0-based) of ``max_iterations``."""

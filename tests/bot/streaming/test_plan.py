@@ -110,3 +110,20 @@ def test_a_graded_tasks_details_stay_within_their_bounds():
 
     assert len(task.details) <= DETAILS_MAX
     assert all(len(line) <= DETAIL_LINE_MAX for line in task.details.splitlines())
+
+
+def test_the_draft_task_names_what_the_worker_read_with_each_file_a_source():
+    plan = Plan()
+    plan.start()
+    files = [("notes.pdf", "https://files.slack.test/notes.pdf"), ("plan.txt", None)]
+
+    (draft,) = plan.reading(files, 3)
+    (done, _) = plan.grading(0, 3)
+
+    assert draft.details == "Read 3 earlier messages of this thread and 2 files: notes.pdf, plan.txt"
+    assert [s.to_dict() for s in draft.sources] == [
+        {"type": "url", "url": "https://files.slack.test/notes.pdf", "text": "notes.pdf"}
+    ]
+    assert (done.status, done.details) == ("complete", draft.details)  # kept as the draft is done
+    assert plan.reading(files, 3) == []  # nothing to say once the draft is done
+    assert Plan().reading([], 0) == []
