@@ -1,9 +1,10 @@
 """The audit disagreement: among finished runs the loop's grader passed, the share the audit grader
 failed — overall and by the iterations the run took (1, 2, 3+).
 
-A share that rises with iterations is the signature of the worker learning the grader rather than
-the rubric: the more rounds of feedback an answer went through, the less an independent grader
-agrees that it is done (Pan et al. 2024, "Spontaneous reward hacking in iterative self-refinement").
+A share that rises with iterations can be the worker learning the grader rather than the rubric
+(Pan et al. 2024, "Spontaneous reward hacking in iterative self-refinement"), but runs that take more
+iterations are also the harder requests, so the report says so rather than read it as drift. Every
+share is said with its count and 95 % interval, and only from `MIN_COUNT_FOR_RATE` audits on.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field
 from bot.agreement.report import period_start
 from bot.db.audits import ITERATION_BUCKETS, AuditRow, iteration_bucket
 from bot.db.store import Store
-from bot.slack.blocks import block_dicts, section_block
+from bot.feedback.satisfaction import MIN_COUNT_FOR_RATE, Rate
+from bot.slack.blocks import block_dicts, plural, section_block
 from bot.slack.messages import BlockJson
 from bot.vocabulary.workspace import Workspace
 
@@ -28,10 +30,13 @@ class AuditShare:
 
     @property
     def words(self) -> str:
-        """E.g. ``1 of 4 (25%)``; ``none audited`` for none."""
+        """E.g. ``6 of 40 audited: 15% (95% CI 7–29%)``; under `MIN_COUNT_FOR_RATE` audits only
+        how many, as too few to read; ``none audited`` for none."""
         if not self.passed:
             return "none audited"
-        return f"{self.failed_by_audit} of {self.passed} ({self.failed_by_audit / self.passed:.0%})"
+        if self.passed < MIN_COUNT_FOR_RATE:
+            return f"{plural(self.passed, 'audit')}: too few audits to read"
+        return Rate(self.failed_by_audit, self.passed).words("audited")
 
 
 @dataclass
@@ -83,8 +88,8 @@ def audit_lines(figures: AuditFigures) -> list[str]:
     lines = [
         f"Audit disagreement: of the runs the loop's grader passed, the audit grader failed "
         f"{figures.overall.words}.",
-        f"By iterations the run took — {per}. A share that rises with iterations means the worker is "
-        "learning the grader rather than the rubric.",
+        f"By iterations the run took — {per}. Runs that take more iterations are the harder requests, "
+        "so a share that rises with iterations does not by itself show the worker learning the grader.",
     ]
     if figures.errors:
         lines.append(f"{figures.errors} audit(s) failed to grade and are left out.")

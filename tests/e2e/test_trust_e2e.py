@@ -169,12 +169,16 @@ def test_with_a_share_of_1_each_finished_run_gets_one_audit_call_never_shown_and
     s.send(sr.slash_command("report", "C2", "UNOBODY", response_url=s.slack.response_url("C2")))
     (told,) = wait_for(lambda: responses(s.slack, "C2"), RUN_TIMEOUT, message="the report's answer")
     shown = json.dumps(told.args["blocks"], ensure_ascii=False)
-    assert "the audit grader failed 1 of 2 (50%)" in shown
-    assert "1 iteration: 0 of 1 (0%) · 2 iterations: 1 of 1 (100%) · 3+ iterations: none audited" in shown
+    assert "the audit grader failed 2 audits: too few audits to read" in shown
+    assert (
+        "1 iteration: 1 audit: too few audits to read · 2 iterations: 1 audit: too few audits to read · "
+        "3+ iterations: none audited" in shown
+    )
+    assert "harder requests" in shown
 
     assert main(["report", "--db", database_url, "--channel", "C2"]) == 0
     printed = capsys.readouterr().out
-    assert "the audit grader failed 1 of 2 (50%)" in printed and "2 iterations: 1 of 1 (100%)" in printed
+    assert "the audit grader failed 2 audits: too few audits to read" in printed
 
     # The export: the rows of each audited run's last iteration (the final answer) carry its audit.
     assert main(["export", "--db", database_url, "--channel", "C2"]) == 0

@@ -39,13 +39,26 @@ def test_the_disagreement_is_among_runs_the_loop_passed_overall_and_by_iteration
     assert (figures.overall.passed, figures.overall.failed_by_audit) == (5, 2)
     assert [(s.passed, s.failed_by_audit) for s in figures.by_iterations.values()] == [(2, 0), (2, 1), (1, 1)]
     assert audit_lines(figures) == [
-        "Audit disagreement: of the runs the loop's grader passed, the audit grader failed 2 of 5 (40%).",
-        "By iterations the run took — 1 iteration: 0 of 2 (0%) · 2 iterations: 1 of 2 (50%) · "
-        "3+ iterations: 1 of 1 (100%). A share that rises with iterations means the worker is learning "
-        "the grader rather than the rubric.",
+        "Audit disagreement: of the runs the loop's grader passed, the audit grader failed "
+        "5 audits: too few audits to read.",
+        "By iterations the run took — 1 iteration: 2 audits: too few audits to read · 2 iterations: "
+        "2 audits: too few audits to read · 3+ iterations: 1 audit: too few audits to read. Runs that "
+        "take more iterations are the harder requests, so a share that rises with iterations does not "
+        "by itself show the worker learning the grader.",
         "1 audit(s) failed to grade and are left out.",
     ]
     assert audit_lines(audit_figures([])) == []
+
+
+def test_a_bucket_of_ten_audits_or_more_gives_its_share_with_a_95_percent_interval():
+    rows = [audit(1, True, "fail" if i < 3 else "pass") for i in range(12)] + [audit(2, True, "fail")]
+
+    figures = audit_figures(rows)
+
+    # Wilson's interval on 3 of 12, as scipy computes it.
+    assert figures.by_iterations["1"].words == "3 of 12 audited: 25% (95% CI 9%–53%)"
+    assert figures.by_iterations["2"].words == "1 audit: too few audits to read"
+    assert figures.overall.words == "4 of 13 audited: 31% (95% CI 13%–58%)"
 
 
 def test_an_exported_row_carries_the_audit_only_on_the_iteration_the_audit_graded():
