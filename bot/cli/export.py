@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -23,19 +24,29 @@ from bot.cli.subcommand import (
 from bot.config import load_settings
 from bot.db.database import Database, open_checkpointer
 from bot.export.dataset import dataset_rows, jsonl
-from bot.vocabulary.workspace import Workspace
+from bot.vocabulary.workspace import NO_ENTERPRISE, Organization, Tenant, Workspace
+
+PRIVATE_FILE_MODE = 0o600
+"""The mode of a file `--output` writes: its owner's alone."""
 
 
 def _configure_export(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--channel", type=channel_argument, help=CHANNEL_HELP)
     parser.add_argument("--team", help="only this workspace, by team id, e.g. T0123ABCD")
     parser.add_argument(
+        "--enterprise", metavar="E",
+        help="the Enterprise Grid org (E0123ABCD) of the --team workspace; alone: every workspace of the org",
+    )  # fmt: skip
+    parser.add_argument(
         "--days", type=positive_int, help="only evaluations of the last N days (default: all)"
     )
     parser.add_argument(
         "--reviewed-only", action="store_true", help="only criteria a person reviewed (default: every one)"
     )
-    parser.add_argument("--output", type=Path, metavar="FILE", help="write to FILE (default: stdout)")
+    parser.add_argument(
+        "--output", type=Path, metavar="FILE",
+        help="write to FILE, readable by its owner only (default: stdout)",
+    )  # fmt: skip
     add_database_option(parser)
 
 
@@ -47,7 +58,7 @@ def _run_export(args: argparse.Namespace) -> int:
         if args.output is None:
             count = asyncio.run(_export(database, args, sys.stdout))
         else:
-            with args.output.open("w", encoding="utf-8") as out:
+            with _private_file(args.output) as out:
                 count = asyncio.run(_export(database, args, out))
     except UnreadableDatabase as exc:
         fail(str(exc))
@@ -62,7 +73,7 @@ async def _export(database: Database, args: argparse.Namespace, out: TextIO) -> 
         rows = dataset_rows(
             store,
             checkpointer,
-            workspace=Workspace(args.team) if args.team else None,
+            workspace=_tenant(args),
             channel=args.channel,
             since=period_start(args.days),
             reviewed_only=args.reviewed_only,
@@ -71,6 +82,21 @@ async def _export(database: Database, args: argparse.Namespace, out: TextIO) -> 
             out.write(jsonl(row))
             count += 1
     return count
+
+
+def _private_file(path: Path) -> TextIO:
+    """`path` opened for writing, created (or made) readable and writable by its owner only: the
+    dataset holds people's requests and reviewers' comments."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+    os.fchmod(descriptor, PRIVATE_FILE_MODE)  # a file that was there keeps its mode otherwise
+    return os.fdopen(descriptor, "w", encoding="utf-8")
+
+
+def _tenant(args: argparse.Namespace) -> Tenant | None:
+    """Whose rows: a workspace (of its Enterprise Grid org, if given), a whole org, or everyone's."""
+    if args.team:
+        return Workspace(args.team, args.enterprise or NO_ENTERPRISE)
+    return Organization(args.enterprise) if args.enterprise else None
 
 
 EXPORT = CliSubcommand(

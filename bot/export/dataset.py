@@ -14,7 +14,7 @@ import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
-from typing import Literal, TypedDict
+from typing import Literal, NamedTuple, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -26,6 +26,7 @@ from bot.db.reviews import ReviewRow
 from bot.db.store import Store
 from bot.limits.prices import Role, RunCost
 from bot.review.verdicts import grader_verdicts
+from bot.slack.conversation import stored_message_id
 from bot.vocabulary.provenance import UNKNOWN
 from bot.vocabulary.verdicts import Verdict
 from bot.vocabulary.workspace import Tenant
@@ -131,6 +132,7 @@ async def dataset_rows(
         votes.setdefault(vote.grading_run_id, []).append(
             FeedbackEntry(person=vote.person, vote="up" if vote.positive else "down", at=vote.at.isoformat())
         )
+    deleted = await _deletions_queued(store)
     async for record in store.evaluation_records(workspace, channel, since, with_cost=True):
         reviews = await store.reviews_for_iteration(
             record.thread.workspace, record.grading_run_id, record.iteration
@@ -139,8 +141,8 @@ async def dataset_rows(
             continue
         messages = await _conversation(checkpointer, record.thread.thread_id, conversations)
         case = _request_and_answer(messages, record.evaluation["answer_message_id"])
-        if case is None:
-            continue  # deleted since: what was deleted is never exported
+        if case is None or (record.thread.thread_id, case.request_id) in deleted:
+            continue  # deleted since (or its deletion still queued): what was deleted is never exported
         for row in _rows(record, case, reviews, audits, votes.get(record.grading_run_id, [])):
             if not reviewed_only or row["reviews"]:
                 yield row
@@ -165,25 +167,44 @@ async def _conversation(
     return messages
 
 
-def _request_and_answer(messages: Sequence[AnyMessage], answer_id: str | None) -> tuple[str, str] | None:
-    """The graded answer's text and the request it answered, or None when either is gone."""
+class Case(NamedTuple):
+    """A graded answer and the request it answered, as the conversation keeps them."""
+
+    request: str
+    answer: str
+    request_id: str | None
+    """The request's message id in the conversation (see `stored_message_id`)."""
+
+
+async def _deletions_queued(store: Store) -> set[tuple[str, str]]:
+    """The messages whose deletion Slack reported but the bot has not applied yet, each as its
+    thread's id and its id in the conversation: the export leaves them out as if it had."""
+    return {
+        (pending.change.thread.thread_id, stored_message_id(pending.change.channel, pending.change.ts))
+        for pending in await store.pending_changes()
+        if pending.kind == "forget"
+    }
+
+
+def _request_and_answer(messages: Sequence[AnyMessage], answer_id: str | None) -> Case | None:
+    """The graded answer and the request it answered, or None when either is gone."""
     index = next((i for i, m in enumerate(messages) if m.id == answer_id and isinstance(m, AIMessage)), None)
     if index is None:
         return None
     request = next((m for m in reversed(messages[:index]) if is_request_message(m)), None)
     if request is None:
         return None
-    return request.text, messages[index].text
+    return Case(request.text, messages[index].text, request.id)
 
 
 def _rows(
     record: EvaluationRecord,
-    case: tuple[str, str],
+    case: Case,
     reviews: Sequence[ReviewRow],
     audits: dict[str, AuditRow],
     votes: list[FeedbackEntry],
 ) -> list[DatasetRow]:
-    request, answer = case
+    request, answer = case.request, case.answer
     provenance = record.provenance
     verdicts = grader_verdicts(record.evaluation)
     graded = {c["name"]: c for c in record.evaluation["criteria"]}

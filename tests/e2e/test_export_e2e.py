@@ -3,8 +3,10 @@ stand-ins, then the dataset the terminal command writes from the bot's database.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +14,8 @@ from contextlib import closing
 
 import pytest
 
+from bot.db.store import Store
+from bot.vocabulary.thread import MessageChange
 from tests.e2e.conftest import CRITERIA, RUBRIC, Service, evaluations, shared_service
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
@@ -22,6 +26,7 @@ from tests.standins.model_api import (
     answering_model,
     grade,
 )
+from tests.standins.slack_api import TEAM_ID
 
 CITES, POLITE = CRITERIA
 EXPORT_TIMEOUT = 120.0
@@ -188,3 +193,45 @@ def test_a_scored_dimension_exports_the_graders_score_as_its_reviews_do(service)
     assert verdicts == {CITES: str(FAILING_SCORE), POLITE: str(PASSING_SCORE)}
     [cites] = [row for row in rows if row["criterion"] == CITES]
     assert [review["verdict"] for review in cites["reviews"]] == ["3"]
+
+
+def test_a_deletion_slack_reported_but_not_yet_applied_is_not_exported(service):
+    s = service
+    s.model.worker = lambda request: "The launch date."
+    s.model.grader = lambda request: grade(CRITERIA, scored=request.is_scored)
+    asked = "When do we launch?"
+    root = s.mention(f"rubric:\n{RUBRIC}", "CEXP4")
+    s.wait_text("CEXP4", root, "Rubric set")
+    request = s.mention(asked, "CEXP4", thread_ts=root)
+    s.wait_finals("CEXP4", root, 1)
+    assert {row["request"].splitlines()[-1] for row in export(s, "--channel", "CEXP4")} == {asked}
+
+    # The deletion as the bot keeps it when Slack reports it, before a job applies it (or when the
+    # process stopped before it could).
+    deleted = MessageChange(team=TEAM_ID, channel="CEXP4", thread_ts=root, ts=request, text=asked)
+    asyncio.run(_keep_deletion(str(s.db_path), deleted))
+
+    assert export(s, "--channel", "CEXP4") == []
+
+
+async def _keep_deletion(database: str, deleted: MessageChange) -> None:
+    store = await Store.open(database, upgraded=True)
+    try:
+        await store.record_change("forget", deleted)
+    finally:
+        await store.close()
+
+
+def test_an_export_file_is_its_owners_alone(service, tmp_path):
+    s = service
+    s.model.worker = lambda request: "An answer for the file."
+    s.model.grader = lambda request: grade(CRITERIA, scored=request.is_scored)
+    answered_thread(s, "CEXP5", "Write it to a file")
+    out = tmp_path / "cases.jsonl"
+    out.write_text("left from before\n")
+    out.chmod(0o644)  # a file that was there, readable by anyone
+
+    assert export(s, "--channel", "CEXP5", "--output", str(out)) == []  # all of it to the file
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows and {row["channel"] for row in rows} == {"CEXP5"}
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
