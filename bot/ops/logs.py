@@ -51,11 +51,20 @@ def hide_secrets(text: str) -> str:
 
 
 class SecretsHidden(logging.Filter):
-    """A handler's filter: every record it writes has `hide_secrets` applied, its extras too."""
+    """A handler's filter: every record it writes has `hide_secrets` applied, its extras, traceback
+    and stack too (an exception's message or a frame's source line may quote a token)."""
+
+    _tracebacks = logging.Formatter()
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg = hide_secrets(record.getMessage())
         record.args = None
+        if record.exc_info and not record.exc_text:  # formatted here, as the handler's formatter would
+            record.exc_text = self._tracebacks.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = hide_secrets(record.exc_text)
+        if record.stack_info:
+            record.stack_info = hide_secrets(record.stack_info)
         for name in _JOB_RECORDS:
             jobs = record.__dict__.get(name)
             if isinstance(jobs, Mapping):

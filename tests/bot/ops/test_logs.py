@@ -55,6 +55,27 @@ def test_slack_tokens_are_masked_and_ordinary_text_is_left_alone():
     assert hide_secrets("Deferred 1 job; jobs[3] (see above)") == "Deferred 1 job; jobs[3] (see above)"
 
 
+def test_a_traceback_is_written_without_the_token_its_exception_quotes():
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(SecretsHidden())
+    logger = logging.getLogger("tests.secrets_in_tracebacks")
+    logger.addHandler(handler)
+    try:
+        try:
+            raise RuntimeError("refresh failed for xoxe-1-AbCdEf-secret")
+        except RuntimeError:
+            logger.exception("could not refresh")
+            logger.error("where it was", stack_info=True, extra={"note": "xoxb-1-in-a-frame"})
+    finally:
+        logger.removeHandler(handler)
+
+    written = stream.getvalue()
+    assert "Traceback (most recent call last)" in written and "Stack (most recent call last)" in written
+    assert "RuntimeError: refresh failed for xoxe-…" in written
+    assert "AbCdEf-secret" not in written and "in-a-frame" not in written  # nor the frames' source lines
+
+
 @pytest.fixture
 def root_logging() -> Iterator[io.StringIO]:
     """The root logger's handlers and levels restored after the test; the test's log text."""
