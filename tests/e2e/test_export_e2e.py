@@ -54,6 +54,7 @@ EXPORT_KEYS = {
     "reviews",
     "audit",
     "cost",
+    "asker_feedback",
 }
 """The keys every exported row has (the issue's list)."""
 
