@@ -22,9 +22,13 @@ def pdf_bytes(*pages: str) -> bytes:
     return buffer.getvalue()
 
 
-def shared_stream_pdf(pages: int, text_bytes: int) -> bytes:
-    """A hostile PDF: `pages` pages that all show one Flate-compressed content stream drawing about
-    `text_bytes` of text (highly repetitive, so the file stays small however large the text)."""
+def shared_stream_pdf(
+    pages: int, text_bytes: int, shown: bytes = b"All work and no play makes a dull bot."
+) -> bytes:
+    """A hostile PDF: `pages` pages that all show one Flate-compressed content stream of about
+    `text_bytes`, a line drawing `shown` again and again (highly repetitive, so the file stays small
+    however large the stream). With `shown` empty the stream draws no text: each page's whole stream
+    is parsed for nothing, and no cap on the text read stops it."""
     writer = PdfWriter()
     font = writer._add_object(
         DictionaryObject(
@@ -35,7 +39,7 @@ def shared_stream_pdf(pages: int, text_bytes: int) -> bytes:
             }
         )
     )
-    line = b"BT /F1 12 Tf 10 10 Td (All work and no play makes a dull bot.) Tj ET\n"
+    line = b"BT /F1 12 Tf 10 10 Td (" + shown + b") Tj ET\n"
     content = StreamObject()
     content.set_data(line * (text_bytes // len(line) + 1))
     content = content.flate_encode(level=9)

@@ -422,18 +422,27 @@ class Service:
     def finals(self, channel: str, root: str) -> list[SlackMessage]:
         return finals(self.thread(channel, root))
 
-    def wait_thread(self, channel: str, root: str, done: Callable[[list[SlackMessage]], bool]) -> None:
-        """Until `done` holds for the thread's messages; the thread and the bots' logs if it never does."""
+    def wait_thread(
+        self,
+        channel: str,
+        root: str,
+        done: Callable[[list[SlackMessage]], bool],
+        timeout: float = RUN_TIMEOUT,
+    ) -> None:
+        """Until `done` holds for the thread's messages (within `timeout` seconds); the thread and
+        the bots' logs if it never does."""
 
         def described() -> str:
             texts = "\n---\n".join(m.all_text for m in self.thread(channel, root))
             logs = "\n".join(bot.stderr_text()[-3000:] for bot in self.bots)
             return f"the thread {channel}/{root} to be complete; it holds:\n{texts}\nbot logs:\n{logs}"
 
-        wait_for(lambda: done(self.thread(channel, root)), RUN_TIMEOUT, message=described)
+        wait_for(lambda: done(self.thread(channel, root)), timeout, message=described)
 
-    def wait_finals(self, channel: str, root: str, count: int) -> list[SlackMessage]:
-        self.wait_thread(channel, root, lambda messages: len(finals(messages)) >= count)
+    def wait_finals(
+        self, channel: str, root: str, count: int, timeout: float = RUN_TIMEOUT
+    ) -> list[SlackMessage]:
+        self.wait_thread(channel, root, lambda messages: len(finals(messages)) >= count, timeout)
         return self.finals(channel, root)
 
     def wait_text(self, channel: str, root: str, needle: str) -> SlackMessage:

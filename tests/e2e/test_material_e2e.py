@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.material.pdf import DEADLINE_SECONDS
 from tests.documents import pdf_bytes, shared_stream_pdf
-from tests.e2e.conftest import shared_bot
+from tests.e2e.conftest import RUN_TIMEOUT, shared_bot
 from tests.e2e.test_bot_e2e import CRITERIA, RUBRIC, Service
 from tests.standins import slack_requests as sr
 from tests.standins.model_api import DEFAULT_ANSWER, grade
@@ -230,6 +231,30 @@ def test_a_hostile_pdf_is_named_as_not_read_and_the_bots_memory_stays_bounded(
     (line,) = [line for line in final.all_text.splitlines() if "Not read" in line]
     assert "brochure.pdf" in line and "3,000 pages" in line
     assert _memory_kib(s.bot.pid, "VmHWM") - idle < 300 * 1024
+
+
+def test_a_pdf_of_few_pages_that_only_the_readers_deadline_stops_is_named_and_the_bot_goes_on(
+    start_bot, slack_api, model_api
+):
+    """Fifty pages (not refused by their count) sharing one 3 MB content stream that draws no text
+    (so no cap on the text stops it, and no stream passes pypdf's limits): each page takes seconds to
+    parse, the whole file hours. Only the child process's deadline stops it; the request is answered
+    with the file named as not read, and the bot answers the next request in the thread too."""
+    model_api.worker, model_api.grader = (lambda request: DEFAULT_ANSWER), (lambda request: grade(CRITERIA))
+    s = Service(slack_api, model_api, start_bot())
+    channel = with_rubric(s, "CF10")
+    endless = shared_stream_pdf(pages=50, text_bytes=3_000_000, shown=b"")
+    assert len(endless) < MAX_FILE_BYTES
+    hostile = s.slack.add_file("endless.pdf", endless, "application/pdf")
+
+    ts = mention_with_files(s, "read the endless file", channel, [hostile])
+    (final,) = s.wait_finals(channel, ts, 1, timeout=RUN_TIMEOUT + DEADLINE_SECONDS)
+    s.mention("and now just answer", channel, thread_ts=ts)
+    s.wait_finals(channel, ts, 2)
+
+    assert DEFAULT_ANSWER in final.all_text
+    (line,) = [line for line in final.all_text.splitlines() if "Not read" in line]
+    assert f"endless.pdf*: a PDF that takes more than {DEADLINE_SECONDS:g} seconds to read" in line
 
 
 def _memory_kib(pid: int, field: str) -> int:
