@@ -4,7 +4,8 @@
 can do its work: the database answers a query within `DATABASE_ANSWER_SECONDS` and, in Socket Mode,
 the connection to Slack is up; otherwise 503 with one line saying which is not. Anyone who can reach
 the port may ask, so a database failure is answered `DATABASE_UNREACHABLE` and its detail (host
-names, the database user) goes to the log only.
+names, the database user) goes to the log only. Probes that come at once, or within
+`PROBE_REUSE_SECONDS` of each other, share one query: a flood of them costs the database nothing more.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
+from async_lru import alru_cache
 
 from bot.db.database import DATABASE_ERRORS, describe_database_error
 
@@ -25,6 +27,11 @@ DATABASE_ANSWER_SECONDS = 1.0
 
 DATABASE_UNREACHABLE = "database unreachable"
 """The reason `/readyz` gives when the database did not answer; why it did not is logged."""
+
+PROBE_REUSE_SECONDS = 1.0
+"""How long a probe's answer from the database (readiness, the queue's counts) is reused: an
+orchestrator probing every few seconds still sees a fresh one, and anyone sending many probes
+reaches the database at most once a second."""
 
 STARTING = "starting (preparing the database, then Slack)"
 """The reason `/readyz` gives until the process serves: it answers from its first moments on."""
@@ -42,6 +49,12 @@ class Readiness:
     socket_connected: bool = False
     logged_database_failure: str | None = None
     """The database failure last logged, so that a probe every few seconds logs an outage once."""
+    reuse_seconds: float = PROBE_REUSE_SECONDS
+    """How long the database's answer is reused (0: only by the probes that come at once)."""
+    _database_checked: Callable[[], Awaitable[str | None]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._database_checked = alru_cache(maxsize=1, ttl=self.reuse_seconds)(self._database_problem)
 
     def connection_changed(self, connected: bool) -> None:
         """Called by Socket Mode as its connection comes up or goes down."""
@@ -53,6 +66,11 @@ class Readiness:
             return STARTING
         if self.socket_mode and not self.socket_connected:
             return "not connected to Slack (Socket Mode)"
+        return await self._database_checked()
+
+    async def _database_problem(self) -> str | None:
+        """`DATABASE_UNREACHABLE` when the database does not answer a trivial query, else None."""
+        assert self.ping_database is not None  # asked only once the process serves
         try:
             async with asyncio.timeout(DATABASE_ANSWER_SECONDS):
                 await self.ping_database()

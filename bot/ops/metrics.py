@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Literal, Protocol
 
 from aiohttp import web
+from async_lru import alru_cache
 from langchain_core.messages import UsageMetadata
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
 
 from bot.db.audits import ITERATION_BUCKETS, AuditVerdict, iteration_bucket
 from bot.db.database import DATABASE_ERRORS, describe_database_error
 from bot.limits.prices import ROLES, RunCost
+from bot.ops.health import PROBE_REUSE_SECONDS
 from bot.vocabulary.statuses import RunStatus
 
 logger = logging.getLogger(__name__)
@@ -156,11 +159,15 @@ JobCounts = Callable[[], Awaitable[Mapping[str, int] | None]]
 """Reads how many jobs the queue holds per state; None while the queue is not open yet."""
 
 
-def metrics(job_counts: JobCounts) -> Callable[[web.Request], Awaitable[web.Response]]:
-    """The `/metrics` handler: the queue's gauge refreshed, then everything in Prometheus's text format."""
+def metrics(
+    job_counts: JobCounts, reuse_seconds: float = PROBE_REUSE_SECONDS
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """The `/metrics` handler: the queue's gauge refreshed, then everything in Prometheus's text
+    format. One count of the queue serves every scrape that comes at once or within `reuse_seconds`."""
+    counts = alru_cache(maxsize=1, ttl=reuse_seconds)(partial(_queue_counts, job_counts))
 
     async def answer(request: web.Request) -> web.Response:
-        _show_queue(await _queue_counts(job_counts))
+        _show_queue(await counts())
         return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     return answer

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from bot.ops.health import Readiness, healthz, readyz
+from bot.ops.health import PROBE_REUSE_SECONDS, Readiness, healthz, readyz
 from bot.ops.metrics import JobCounts, metrics
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,8 @@ class Probes:
     readiness: Readiness
     job_counts: JobCounts | None = None
     """The queue's counts, once it is open."""
+    reuse_seconds: float = PROBE_REUSE_SECONDS
+    """How long `/metrics` reuses the queue's counts (see `bot.ops.health.PROBE_REUSE_SECONDS`)."""
 
     async def count_jobs(self) -> Mapping[str, int] | None:
         """The queue's job counts, None before it is open."""
@@ -43,7 +45,7 @@ def add_ops_routes(app: web.Application, probes: Probes) -> None:
     """Add the three routes to `app` (before it starts)."""
     app.router.add_get(HEALTH_PATH, healthz)
     app.router.add_get(READY_PATH, readyz(probes.readiness))
-    app.router.add_get(METRICS_PATH, metrics(probes.count_jobs))
+    app.router.add_get(METRICS_PATH, metrics(probes.count_jobs, probes.reuse_seconds))
 
 
 STARTING_RETRY_SECONDS = 5

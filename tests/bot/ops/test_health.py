@@ -4,6 +4,7 @@ starting until the process serves, and in Socket Mode only while connected."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 from collections.abc import AsyncIterator, Iterator
@@ -129,3 +130,36 @@ async def test_in_socket_mode_readyz_follows_the_connection_to_slack(probes):
     assert not_connected == (503, "not ready: not connected to Slack (Socket Mode)\n")
     assert connected == (200, "ready\n")
     assert await probe(client) == not_connected
+
+
+async def test_probes_that_come_together_share_one_database_query():
+    # Anyone who can reach the port may probe it: twenty within the reuse window (an hour here, so
+    # that how fast this machine sends them does not matter) cost the database one query for
+    # /readyz and one count for /metrics.
+    pings = counts = 0
+    answering = asyncio.Event()
+
+    async def ping() -> None:
+        nonlocal pings
+        pings += 1
+        await answering.wait()
+
+    async def count_jobs() -> dict[str, int]:
+        nonlocal counts
+        counts += 1
+        await answering.wait()
+        return {"todo": 2}
+
+    app = web.Application()
+    add_ops_routes(app, Probes(Readiness(ping, reuse_seconds=3600), count_jobs, reuse_seconds=3600))
+    async with TestClient(TestServer(app)) as client:
+        probing = [asyncio.ensure_future(probe(client, path)) for path in ("/readyz", "/metrics") * 10]
+        while pings == 0 or counts == 0:  # both queries under way
+            await asyncio.sleep(0)
+        answering.set()
+        answers = await asyncio.gather(*probing)
+
+    assert (pings, counts) == (1, 1)
+    assert answers[0::2] == [(200, "ready\n")] * 10
+    queue_line = 'rubric_bot_queue_jobs{state="todo"} 2.0'
+    assert all(status == 200 and queue_line in text for status, text in answers[1::2])

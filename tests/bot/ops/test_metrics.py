@@ -223,7 +223,8 @@ async def test_metrics_answer_while_the_database_is_down_without_a_stale_queue(p
     with TcpLink(server.host or "127.0.0.1", server.port or 5432) as link:
         async with open_queue(Database.parse(via_link(postgres_url, link))) as queue:
             app = web.Application()
-            add_ops_routes(app, Probes(Readiness(), job_counts=queue.job_counts))
+            # Counts not reused: the scrape right after the cut must not show the one before it.
+            add_ops_routes(app, Probes(Readiness(), job_counts=queue.job_counts, reuse_seconds=0))
             async with TestClient(TestServer(app)) as client:
                 up = await scrape(client)
                 link.cut()
@@ -238,7 +239,9 @@ async def test_metrics_answer_while_the_database_is_down_without_a_stale_queue(p
 async def test_a_metrics_port_of_its_own_serves_all_three_routes_from_the_start(database_url):
     """The port of `rubric-bot worker` and of Socket Mode, over real HTTP as Prometheus scrapes it."""
     port = free_port()
-    probes = Probes(Readiness())  # as the process makes them, before its database is ready
+    # As the process makes them, before its database is ready (counts not reused: the scrape right
+    # after the queue opens shows it).
+    probes = Probes(Readiness(), reuse_seconds=0)
     async with serve_ops(port, probes):
         base = f"http://127.0.0.1:{port}"
         starting = [await get(f"{base}{path}") for path in ("/healthz", "/readyz")]
