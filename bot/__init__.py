@@ -26,6 +26,8 @@ other without a cycle; ``home`` and ``listeners`` above them; then ``app``; then
   files, delimited as material for the worker and the grader.
 - ``review/``: team review of the grader: verdicts, the tally and buttons, the form, calibration.
 - ``agreement/``: how far the grader agrees with the team: the report, replay, comparison and charts.
+- ``trust/``: trust levels per channel: the grader acts alone only on verdicts whose confidence clears
+  a threshold recalibrated from the channel's trusted reviews (`/rubric trust`).
 - ``audit/``: the audit grader: a share of finished runs' final answers graded again on their own,
   and the audit disagreement by iterations (is the worker learning the grader?).
 - ``provenance/``: where each verdict came from (rubric version, grader model, instructions, examples).

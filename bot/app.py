@@ -48,6 +48,7 @@ from bot.slack.http import EVENTS_PATH, slack_web_app
 from bot.slack.socket_mode import check_tokens, retry_until_stopped, serve_socket_mode
 from bot.threads.runner import ThreadRunner
 from bot.threads.runner_base import RunnerPolicy, RunnerPorts
+from bot.trust.thresholds import trust_source
 from bot.workspaces.clients import WorkspaceClients
 from bot.workspaces.installations import Installations, open_installations
 from bot.workspaces.settings import Deployment, WorkspaceOverrides
@@ -212,7 +213,7 @@ async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Pro
         editors = RubricEditors(settings.rubric_editors, workspace_editors=workspaces.rubric_editors)
         # Calibration asks who is an editor as the grader reads its examples, not as they were saved.
         calibration = calibration_source(store, EditorsNow(editors, clients.client_for))
-        agents = configured_agents(settings, checkpointer, calibration=calibration)
+        agents = configured_agents(settings, checkpointer, calibration=calibration, trust=trust_source(store))
         queue = await stack.enter_async_context(
             open_queue(settings.database, concurrency=concurrency, stalled_after=settings.stalled_after)
         )

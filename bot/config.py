@@ -34,7 +34,7 @@ from pydantic_settings import (
 from bot.db.database import DEFAULT_DB, STORE_POOL_SIZE, Database
 from bot.settings import setting_entries as entries
 from bot.settings.env_values import PROVIDER_KEY_SUFFIX, pasted_value_problem
-from grading import DEFAULT_MAX_GRADER_CALLS
+from grading import DEFAULT_MAX_GRADER_CALLS, DEFAULT_RISK
 
 ENV_FILE = ".env"
 """The optional settings file, read from the working directory."""
@@ -96,9 +96,8 @@ used replaces them (`RUBRIC_BOT_RUN_TOKEN_ESTIMATE`): about a run of three grade
 burst of requests cannot start far more runs than a budget holds."""
 
 DEFAULT_AUDIT_SHARE = 0.1
-"""Share of finished runs the audit grader grades again when `RUBRIC_BOT_AUDIT_MODEL` is set and
-`RUBRIC_BOT_AUDIT_SHARE` is not: enough audits to see a trend over a few weeks, a tenth of a grader
-call per run in cost."""
+"""Share of finished runs audited when `RUBRIC_BOT_AUDIT_MODEL` is set and `RUBRIC_BOT_AUDIT_SHARE` is
+not: enough audits to see a trend over a few weeks, a tenth of a grader call per run in cost."""
 
 DEFAULT_REPLAY_COOLDOWN = 3600.0
 """Seconds between the starts of two `/rubric replay`s in one channel: each costs two grader calls
@@ -261,6 +260,7 @@ HINTS: dict[str, str] = {
         "set it to the share of finished runs the audit grader grades again, a number from 0 to 1 "
         f"(default {DEFAULT_AUDIT_SHARE:g} when RUBRIC_BOT_AUDIT_MODEL is set)"
     ),
+    "RUBRIC_BOT_TRUST_RISK": f"set it to a number strictly between 0 and 1 (default {DEFAULT_RISK:g})",
 }
 """How to fix each setting, shown next to any problem with it."""
 
@@ -383,6 +383,7 @@ class Settings(BaseSettings):
     audit_share_override: Annotated[float, Field(ge=0, le=1)] | None = Field(
         None, validation_alias="RUBRIC_BOT_AUDIT_SHARE"
     )
+    trust_risk: float = Field(DEFAULT_RISK, gt=0, lt=1, validation_alias="RUBRIC_BOT_TRUST_RISK")
 
     @field_validator("slack_bot_token")
     @classmethod
@@ -517,8 +518,7 @@ class Settings(BaseSettings):
 
     @property
     def allowed_models(self) -> tuple[str, ...]:
-        """The models a workspace admin may choose: `RUBRIC_BOT_ALLOWED_MODELS`, else the deployment's
-        worker and grader models."""
+        """What a workspace admin may choose: `RUBRIC_BOT_ALLOWED_MODELS`, else the deployment's models."""
         if self.allowed_models_override:
             return self.allowed_models_override
         return tuple(dict.fromkeys(m for m in (self.worker_model, self.grader_model) if m))

@@ -29,9 +29,10 @@ Public API:
   breakpoints (the grader sets its own; see `grading.caching`).
 - `difference_intervals`, `DifferenceIntervals` — bootstrap intervals on how much one grader's
   agreement with the humans beats another's.
-- `calibrate`, `agreement_lower_bound`, `min_kept` — selective evaluation: the confidence threshold
-  above which the grader's verdicts agree with people at a chosen rate with a chosen risk (fixed-
-  sequence testing with an exact binomial bound), the bound itself, and the fewest reviews it needs.
+- `calibrate`, `agreement_lower_bound`, `min_kept`, `DEFAULT_RISK` — selective evaluation: the
+  confidence threshold above which the grader's verdicts agree with people at a chosen rate with a
+  chosen risk (fixed-sequence testing with an exact binomial bound), the bound itself, the fewest
+  reviews it needs, and a usual risk (0.05).
 - `agreement_intervals`, `share_interval`, `Intervals` — cluster-bootstrap intervals on one grader's
   agreement and κ with the humans, and on a share (coverage, say).
 """
@@ -71,7 +72,7 @@ from grading.middleware import (
 from grading.once import TranscriptGrader
 from grading.provenance import Provenance, text_hash
 from grading.rubric import Criterion, Dimension, Rubric, RubricError, parse_rubric
-from grading.selective import agreement_lower_bound, calibrate, min_kept
+from grading.selective import DEFAULT_RISK, agreement_lower_bound, calibrate, min_kept
 from grading.tools import (
     EVIDENCE_TOOLS,
     count_characters,
@@ -85,6 +86,7 @@ from grading.tools import (
 __all__ = [
     "ANTHROPIC_LLM_TYPE",
     "DEFAULT_MAX_GRADER_CALLS",
+    "DEFAULT_RISK",
     "EVALUATION_END_EVENT",
     "EVALUATION_START_EVENT",
     "EVIDENCE_TOOLS",

@@ -20,6 +20,10 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+DEFAULT_RISK = 0.05
+"""A usual `risk`: with probability 95 % the kept verdicts agree with people at least at the target,
+reached from a few dozen reviews at a 90 % target (:func:`min_kept` gives 29)."""
+
 KEEP_STEP = 0.05
 """Candidate thresholds are the confidences that keep 5 %, 10 %, …, 100 % of the reviewed verdicts:
 fine enough that coverage is lost in steps of at most 5 points, coarse enough that the sequence of

@@ -28,6 +28,7 @@ from grading import (
     EVIDENCE_TOOLS,
     CalibrationSource,
     RubricMiddleware,
+    TrustSource,
 )
 
 WORKER_SYSTEM_PROMPT = (
@@ -75,6 +76,7 @@ def build_agent(
     max_grader_calls: int = DEFAULT_MAX_GRADER_CALLS,
     checkpointer: BaseCheckpointSaver,
     calibration: CalibrationSource | None = None,
+    trust: TrustSource | None = None,
     context_tokens: int = 0,
     summarizer: BaseChatModel | None = None,
     grader_samples: int = 1,
@@ -82,9 +84,10 @@ def build_agent(
 ) -> ConversationAgent:
     """The worker agent whose answers are graded against the thread's rubric and revised.
 
-    `calibration` supplies the team's worked examples for the grader; it is given each run's
-    `ThreadContext` (see `run_turn`). With `context_tokens`, history past that many tokens is
-    summarized for the worker, by `summarizer` (default: the worker); 0 never summarizes. The grader
+    `calibration` supplies the team's worked examples for the grader and `trust` the channel's
+    confidence thresholds; each is given the run's `ThreadContext` (see `run_turn`). With
+    `context_tokens`, history past that many tokens is summarized for the worker, by `summarizer`
+    (default: the worker); 0 never summarizes. The grader
     is asked `grader_samples` times an iteration; `escalation` grades again what its samples split on.
     """
     rubric = RubricMiddleware(
@@ -93,6 +96,7 @@ def build_agent(
         max_grader_calls=max_grader_calls,
         tools=EVIDENCE_TOOLS,
         calibration=calibration,
+        trust=trust,
         samples=grader_samples,
         escalation_model=escalation,
     )
@@ -156,7 +160,11 @@ class AgentPool:
 
 
 def configured_agents(
-    settings: Settings, checkpointer: BaseCheckpointSaver, *, calibration: CalibrationSource | None = None
+    settings: Settings,
+    checkpointer: BaseCheckpointSaver,
+    *,
+    calibration: CalibrationSource | None = None,
+    trust: TrustSource | None = None,
 ) -> AgentPool:
     """The agents the settings describe, checkpointed in `checkpointer`: the deployment's models by
     default, and each model of `RUBRIC_BOT_ALLOWED_MODELS` loaded for the workspaces that choose one."""
@@ -172,6 +180,7 @@ def configured_agents(
             max_grader_calls=settings.max_grader_calls,
             checkpointer=checkpointer,
             calibration=calibration,
+            trust=trust,
             context_tokens=settings.context_tokens,
             summarizer=summarizer,
             grader_samples=grader_samples,

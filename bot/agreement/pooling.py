@@ -71,6 +71,9 @@ class PooledCriterion:
     """Reviews of verdicts the grader judged (a "can't tell" has nothing to agree with)."""
     coverage: dict[str, RunCoverage] = field(default_factory=dict)
     """By grading run id."""
+    confidences: dict[tuple[str, int], float | None] = field(default_factory=dict)
+    """The grader's confidence in each of its verdicts, by grading run id and iteration (1 for one
+    stored before confidences were); None where it could not tell."""
 
     @property
     def judged(self) -> int:
@@ -96,8 +99,10 @@ def pooled_criteria(
         versions = history.setdefault(model, [])
         if not versions or versions[-1][0] != version:
             versions.append((version, [key for key, _ in found]))
-        for key, (name, judged) in found:
+        for key, (name, confidence) in found:
+            judged = confidence is not None
             item = pooled.setdefault(key, PooledCriterion(key, name))
+            item.confidences[(record.grading_run_id, record.iteration)] = confidence
             item.name = name
             if version not in item.versions:
                 item.versions.append(version)
@@ -123,22 +128,26 @@ def _version_and_model(record: EvaluationRecord) -> tuple[str, str]:
     return (provenance["rubric_version"], provenance["grader_model"]) if provenance else (UNKNOWN, UNKNOWN)
 
 
-def _criteria_keys(record: EvaluationRecord, model: str) -> list[tuple[CriterionKey, tuple[str, bool]]]:
-    """Each graded criterion's key, with its name as the rubric spells it and whether it was judged."""
+def _criteria_keys(
+    record: EvaluationRecord, model: str
+) -> list[tuple[CriterionKey, tuple[str, float | None]]]:
+    """Each graded criterion's key, with its name as the rubric spells it and the grader's confidence
+    in its verdict (None: it could not tell)."""
     evaluation = record.evaluation
     kind: Kind = "scored" if evaluation["kind"] == "scored" else "list"
     rubric = _parsed(record.rubric_text)
-    found: dict[CriterionKey, tuple[str, bool]] = {}
+    found: dict[CriterionKey, tuple[str, float | None]] = {}
     for criterion in evaluation["criteria"]:
         if not criterion["name"]:
             continue
         name = (rubric.match_name(criterion["name"]) if rubric else None) or criterion["name"]
-        key = CriterionKey(kind, _criterion_text(rubric, name), model)
-        found.setdefault(key, (name, not criterion.get("cannot_tell")))
+        key = CriterionKey(kind, criterion_text(rubric, name), model)
+        confidence = None if criterion.get("cannot_tell") else criterion.get("confidence", 1.0)
+        found.setdefault(key, (name, confidence))
     return list(found.items())
 
 
-def _criterion_text(rubric: Rubric | None, name: str) -> str:
+def criterion_text(rubric: Rubric | None, name: str) -> str:
     """What the criterion asks, normalized: a list criterion's text, a dimension's name with its
     description and anchors (what a 1, 3 and 5 look like is what the grader scores against)."""
     dimension = next((d for d in rubric.dimensions if d.name == name), None) if rubric else None

@@ -37,6 +37,7 @@ from bot.agreement.presentation import (
     shown_kappa,
     slack_name,
 )
+from bot.agreement.trust_figures import TrustFigures, load_trust, trust_blocks, trust_table
 from bot.db.evaluations import EvaluationRecord
 from bot.db.feedback import FeedbackTally
 from bot.db.reviews import ReviewRow
@@ -161,6 +162,8 @@ class Report:
     """The grader models (as they answered) the window's verdicts come from."""
     satisfaction: FeedbackTally | None = None
     """The askers' 👍/👎 on the period's answers beside the grader's pass rate (`bot.feedback`)."""
+    trust: TrustFigures | None = None
+    """The channel's trust level and, per criterion, its threshold and what the period shows under it."""
 
     @property
     def flagged(self) -> list[CriterionFigures]:
@@ -260,6 +263,7 @@ async def load_report(
     reviews = await store.reviews_in_channel(workspace, channel, since)
     satisfaction = await store.feedback_tally(workspace, channel, since)
     records = [record async for record in store.evaluation_records(workspace, channel, since)]
+    trust = await load_trust(store, workspace, channel, since, records)
 
     def build() -> Report:
         report = build_report(reviews, [r.evaluation for r in records], days=days, records=records)
@@ -268,6 +272,7 @@ async def load_report(
             coverage=coverage(r.evaluation for r in records),
             waiting=tuple(waiting_for_people(records, reviews)),
             satisfaction=satisfaction,
+            trust=trust,
         )
 
     return await asyncio.to_thread(build)
@@ -388,6 +393,7 @@ def report_blocks(report: Report, *, channel: str) -> SlackMessage:
         blocks.append(context_block(_coverage_words(report.coverage)))
     if report.waiting:
         blocks.append(section_block(_slack_waiting(report.waiting)))
+    blocks += trust_blocks(report.trust)
     blocks += satisfaction_blocks(report.satisfaction)
     if report.reviews:
         blocks.append(context_block(FIGURES_WORDS))
@@ -531,6 +537,7 @@ def report_table(report: Report) -> str:
         lines += [
             f"  {p.first} & {p.second}: r = {p.r:.2f} over {p.answers} answers" for p in report.correlated
         ]
+    lines += trust_table(report.trust)
     lines += satisfaction_table(report.satisfaction)
     return "\n".join(lines)
 

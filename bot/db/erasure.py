@@ -27,6 +27,8 @@ from bot.db.schema import (
     reviews,
     runs,
     threads,
+    trust_levels,
+    trust_thresholds,
     workspace_settings,
 )
 from bot.db.scope import in_scope
@@ -85,6 +87,8 @@ class ErasureStore(StoreBase):
                 ("channel settings", channel_settings),
                 ("channel replays", channel_replays),
                 ("calibration drops", calibration_drops),
+                ("trust levels", trust_levels),
+                ("trust thresholds", trust_thresholds),
             ):
                 result = await connection.execute(
                     delete(table).where(*in_scope(table, workspace, channel, None))

@@ -165,17 +165,22 @@ class ReviewStore(StoreBase):
             return await self._reviews_of_iteration(connection, workspace, grading_run_id, iteration)
 
     async def reviews_in_channel(
-        self, workspace: Workspace | None, channel: str | None, since: datetime | None = None
+        self,
+        workspace: Workspace | None,
+        channel: str | None,
+        since: datetime | None = None,
+        *,
+        undropped_only: bool = False,
     ) -> list[ReviewRow]:
-        """The channel's reviews, oldest first; only those made at or after ``since`` if given.
+        """The channel's reviews, oldest first; only those made at or after ``since`` if given, and
+        with ``undropped_only`` only those whose case no editor dropped from calibration.
 
         ``None`` for ``workspace`` or ``channel`` matches every one (the terminal report may span them).
         """
-        query = (
-            select(*_REVIEW_COLUMNS)
-            .where(*in_scope(reviews, workspace, channel, since))
-            .order_by(reviews.c.created_at, reviews.c.reviewer, reviews.c.criterion)
-        )
+        query = select(*_REVIEW_COLUMNS).where(*in_scope(reviews, workspace, channel, since))
+        if undropped_only:
+            query = query.where(calibration.not_dropped())
+        query = query.order_by(reviews.c.created_at, reviews.c.reviewer, reviews.c.criterion)
         return [ReviewRow(**row) for row in await self._rows(query)]
 
     async def recent_disagreements(

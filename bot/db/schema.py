@@ -354,6 +354,43 @@ retention once it is older than the retention period. ``purpose`` says which sur
 ``digest`` names the report state a Home chart was drawn from, so that it is reused while that
 state lasts."""
 
+trust_levels = Table(
+    "trust_levels",
+    metadata,
+    Column("change_id", Integer, primary_key=True, autoincrement=True),
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("target", Float),
+    Column("set_by", Text, nullable=False),
+    Column("created_at", UtcTimestamp, nullable=False),
+    Index("trust_levels_by_channel", "team", "channel", "created_at"),
+)
+"""Each change of a channel's trust level (`/rubric trust`), kept as its history: the agreement with
+the team the grader's acted-on verdicts must reach (``target``; NULL: trust off), who set it when.
+The channel's level is its latest row (none: off)."""
+
+trust_thresholds = Table(
+    "trust_thresholds",
+    metadata,
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("grader_model", Text, nullable=False),
+    Column("criterion_text", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("target", Float, nullable=False),
+    Column("risk", Float, nullable=False),
+    Column("threshold", Float),
+    Column("reviews", Integer, nullable=False),
+    Column("updated_at", UtcTimestamp, nullable=False),
+    PrimaryKeyConstraint("enterprise", "team", "channel", "grader_model", "criterion_text"),
+)
+"""Per pass/fail criterion of a channel (its normalized text, per grader model as it answered), the
+confidence from which the grader's verdicts are acted on, recalibrated from the channel's trusted
+reviews (``reviews`` of them) at ``target`` and ``risk`` whenever one is saved; NULL ``threshold``:
+no threshold can be promised yet (the criterion runs as without trust)."""
+
 workspace_settings = Table(
     "workspace_settings",
     metadata,

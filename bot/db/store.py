@@ -59,6 +59,7 @@ from bot.db.runs import RunStore
 from bot.db.schema import daily_spend, metadata
 from bot.db.threads import ThreadStore
 from bot.db.transactions import RunTransactions
+from bot.db.trust import TrustStore
 from bot.db.uploads import UploadStore
 from bot.db.usage import UsageStore
 from bot.db.workspace_settings import WorkspaceSettingsStore
@@ -81,6 +82,7 @@ class Store(
     ErasureStore,
     UploadStore,
     WorkspaceSettingsStore,
+    TrustStore,
 ):
     """The bot's tables on one database, every aggregate's reads and writes; build it with :meth:`open`."""
 

@@ -25,6 +25,7 @@ from bot.review.saving import UNKNOWN_EVALUATION, refresh_tally, save_review
 from bot.review.verdicts import agree_verdicts
 from bot.slack.client import attempt
 from bot.slack.payloads import Click, problems
+from bot.trust.thresholds import recalibrate_after_review
 from bot.vocabulary.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,10 @@ async def on_agree(
     editor = await services_of(context).editors.is_editor(client, workspace_of(context), click.user.id)
     await save_review(store, record, click.user.id, verdicts, editor=editor)
     await ack()  # only now: if the database failed, Slack tells the clicker it did not work
+    # Before the tally shows the review: a run started after it sees its thresholds.
+    await recalibrate_after_review(
+        store, record.thread.workspace, record.channel, services_of(context).settings.trust_risk
+    )
     await refresh_tally(store, client, record)
 
 

@@ -121,6 +121,32 @@ def calibration_drop(argument: str) -> int | None:
     return int(text)
 
 
+TRUST_OFF = "off"
+"""What `/rubric trust` takes to turn trust off."""
+
+TRUST_LEVELS = (0.5, 0.99)
+"""The trust levels `/rubric trust` accepts, inclusive: under half, a grader agreeing with people
+is worse than a coin; above 99 %, no team reviews enough for the promise to reach it."""
+
+
+def trust_level(argument: str) -> float | None:
+    """The level of `/rubric trust 0.9` (``90%`` too), None for `off`; CommandError otherwise."""
+    text = argument.strip().lower()
+    if text == TRUST_OFF:
+        return None
+    low, high = TRUST_LEVELS
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= high:  # NaN fails too
+        raise CommandError(
+            f"`/rubric trust` takes a level from {low:g} to {high:g} (the agreement with the team the "
+            f"grader's acted-on verdicts must reach, e.g. `0.9` or `90%`) or `off`, not `{argument.strip()}`."
+        )
+    return round(value, 4)
+
+
 def version_number(argument: str) -> int:
     """The version of `/rubric revert N`."""
     text = argument.strip()

@@ -44,6 +44,7 @@ from bot.listeners.command_text import (
     calibration_switch,
     parse_command,
     report_days,
+    trust_level,
     version_number,
 )
 from bot.listeners.context import Services, services_of, workspace_of
@@ -57,6 +58,7 @@ from bot.slack.conversation import slack_unescape
 from bot.slack.messages import NO_UNFURLS, BlockJson, SlackMessage
 from bot.slack.mrkdwn import FENCE, code_body
 from bot.slack.notices import slack_failure_words
+from bot.trust.level import LEVELS_IN_HISTORY, change_trust, level_message, levels_history
 from bot.vocabulary.workspace import Workspace
 from bot.workspaces.admin import open_settings
 from grading import RubricError, parse_rubric
@@ -198,7 +200,9 @@ async def _clear(call: Invocation) -> None:
 async def _history(call: Invocation) -> None:
     versions = await call.store.rubric_versions(call.workspace, call.channel, HISTORY_LENGTH)
     drops = await call.store.calibration_drops(call.workspace, call.channel, DROPS_IN_HISTORY)
-    await _answer_with(call.ack, history_message(versions, drops_history(drops)))
+    levels = await call.store.trust_levels(call.workspace, call.channel, LEVELS_IN_HISTORY)
+    others = "\n\n".join(part for part in (drops_history(drops), levels_history(levels)) if part)
+    await _answer_with(call.ack, history_message(versions, others or None))
 
 
 async def _revert(call: Invocation) -> None:
@@ -295,6 +299,29 @@ async def _calibration(call: Invocation) -> None:
     editors = EditorsNow(call.services.editors, call.client_for)
     examples = await examples_in_force(call.store, editors, workspace, channel, rubric) if enabled else []
     await _answer_with(call.ack, examples_message(enabled, examples))
+
+
+async def _trust(call: Invocation) -> None:
+    """Show the channel's trust level and thresholds, or (an editor) set it or turn it off."""
+    workspace, channel, risk = call.workspace, call.channel, call.services.settings.trust_risk
+    if not call.parsed.argument.strip():
+        levels = await call.store.trust_levels(workspace, channel, 1)
+        thresholds = await call.store.trust_thresholds(workspace, channel)
+        await _answer_with(call.ack, level_message(levels[0] if levels else None, thresholds, risk))
+        return
+    target = trust_level(call.parsed.argument)
+    if await call.refused():
+        return
+    done = await change_trust(
+        call.store,
+        call.client,
+        workspace=workspace,
+        channel=channel,
+        user=call.user,
+        target=target,
+        risk=risk,
+    )
+    await _answer(call.ack, done)
 
 
 async def _admin(call: Invocation) -> None:
@@ -398,6 +425,13 @@ RUBRIC_SUBCOMMANDS: tuple[RubricSubcommand, ...] = (
         "/rubric calibration [on|off|drop N]",
         "the team's examples the grader is shown; switch them on or off, or drop one",
         _calibration,
+        Argument.OPTIONAL,
+    ),
+    RubricSubcommand(
+        "trust",
+        "/rubric trust [level|off]",
+        "act on the grader alone only where reviews show it agrees with the team (e.g. 0.9)",
+        _trust,
         Argument.OPTIONAL,
     ),
     RubricSubcommand(

@@ -23,6 +23,7 @@ from bot.review.form import (
 from bot.review.saving import UNKNOWN_EVALUATION, refresh_tally, save_review
 from bot.slack.client import attempt
 from bot.slack.payloads import RubricEditorMetadata, Submission, problems
+from bot.trust.thresholds import recalibrate_after_review
 from bot.workspaces.admin import save_settings
 from bot.workspaces.admin_view import ADMIN_CALLBACK_ID
 from grading import RubricError, parse_rubric
@@ -142,6 +143,10 @@ async def on_review_submitted(
     editor = await services_of(context).editors.is_editor(client, workspace_of(context), submission.user.id)
     await save_review(store, record, submission.user.id, verdicts, editor=editor)
     await ack()
+    # Before the tally shows the review: a run started after it sees its thresholds.
+    await recalibrate_after_review(
+        store, record.thread.workspace, record.channel, services_of(context).settings.trust_risk
+    )
     await refresh_tally(store, client, record)
 
 

@@ -69,6 +69,7 @@ FLOORS: tuple[frozenset[str], ...] = (
             "export",
             "feedback",
             "sessions",
+            "trust",
         }
     ),
     frozenset({"home", "listeners"}),
