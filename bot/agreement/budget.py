@@ -66,10 +66,14 @@ class ReplayBudget:
         return True
 
     async def settle(self, calibration: Calibration, graded: Regrade) -> None:
-        """Replace the call's reservation by the tokens it used, at the grader's rate."""
+        """Replace the call's reservation by the tokens it used, at the grader's rate, and keep what
+        it used for the cost history."""
         tokens, usd = self._reserved.pop((calibration, graded.case.key), (0, 0.0))
         spent = role_usage(self.model, total_usage([graded]))
         await self._charge(spent.total_tokens - tokens, (spent.usd or 0.0) - usd)
+        await _uncancelled(
+            self.store.record_replay_spend(self.workspace, self.channel, spent.total_tokens, spent.usd or 0.0)
+        )
 
     async def give_back(self) -> None:
         """Give back what calls admitted but never made (the replay stopped or failed) reserved."""

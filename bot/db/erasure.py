@@ -24,6 +24,7 @@ from bot.db.schema import (
     evaluations,
     message_changes,
     posted,
+    replay_spend,
     reviews,
     runs,
     threads,
@@ -78,7 +79,7 @@ class ErasureStore(StoreBase):
 
     async def erase_channel_settings(self, workspace: Tenant | None, channel: str | None) -> Counter[str]:
         """Delete a channel's (or, with None, every channel of the workspace's) rubric, its versions,
-        settings and replay record; with no channel, the workspace's own settings too."""
+        settings, replay record and replay spend; with no channel, the workspace's own settings too."""
         erased: Counter[str] = Counter()
         async with self._write() as connection:
             for kind, table in (
@@ -86,6 +87,7 @@ class ErasureStore(StoreBase):
                 ("channel rubric versions", channel_rubric_versions),
                 ("channel settings", channel_settings),
                 ("channel replays", channel_replays),
+                ("replay spend", replay_spend),
                 ("calibration drops", calibration_drops),
                 ("trust levels", trust_levels),
                 ("trust thresholds", trust_thresholds),

@@ -391,6 +391,22 @@ confidence from which the grader's verdicts are acted on, recalibrated from the 
 reviews (``reviews`` of them) at ``target`` and ``risk`` whenever one is saved; NULL ``threshold``:
 no threshold can be promised yet (the criterion runs as without trust)."""
 
+replay_spend = Table(
+    "replay_spend",
+    metadata,
+    Column("spend_id", Integer, primary_key=True, autoincrement=True),
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("tokens", BigInteger, nullable=False),
+    Column("usd", Float, nullable=False),
+    Column("created_at", UtcTimestamp, nullable=False),
+    Index("replay_spend_by_channel", "team", "channel", "created_at"),
+)
+"""What each grader call of a `/rubric replay` used, as it was settled: the replays' part of the
+cost history (`/rubric usage`, Home, ``rubric-bot usage``), which runs alone do not hold. Erased with
+the channel's settings and replay record."""
+
 workspace_settings = Table(
     "workspace_settings",
     metadata,

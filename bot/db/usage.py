@@ -11,14 +11,14 @@ from datetime import UTC, date, datetime
 from functools import partial
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import Connection, bindparam, event, func, select
+from sqlalchemy import Connection, bindparam, event, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.db.base import StoreBase
 from bot.db.database import SPEND_POOL_SIZE, Database, pool_size
-from bot.db.schema import claims, runs
+from bot.db.schema import claims, replay_spend, runs
 from bot.db.scope import in_scope, utc_now
 from bot.db.spend import (
     LevelSpend,
@@ -69,6 +69,10 @@ def cost_values(cost: PricedRun) -> dict[str, Any]:
     }
 
 
+REPLAYS = "replays"
+"""The requester of a usage row of `/rubric replay`'s grader calls (no Slack user id is lowercase)."""
+
+
 @dataclass(frozen=True)
 class UsageRow:
     """Runs one requester started in one channel on one UTC day, and the tokens they used."""
@@ -76,7 +80,8 @@ class UsageRow:
     day: date
     channel: str
     requester: str
-    """The Slack user who asked; "" for runs from before requesters were kept."""
+    """The Slack user who asked; "" for runs from before requesters were kept; `REPLAYS` for the
+    grader calls of replays (no requests: a replay is not one)."""
     requests: int
     tokens: int
     usd: float = 0.0
@@ -101,6 +106,10 @@ class CostTally:
     """The grader's part of `usd`."""
     unpriced: int
     """Runs that used a model the price table does not know (their cost is partial)."""
+    replay_calls: int = 0
+    """Grader calls of `/rubric replay` (not runs: their cost is not in `usd`)."""
+    replay_usd: float = 0.0
+    """US dollars of those calls."""
 
 
 class UsageStore(StoreBase):
@@ -134,7 +143,7 @@ class UsageStore(StoreBase):
             .group_by(day, runs.c.team, runs.c.channel, requester)
             .order_by(day, runs.c.team, runs.c.channel, requester)
         )
-        return [
+        ran = [
             UsageRow(
                 day=date.fromisoformat(row["day"]),
                 channel=row["channel"],
@@ -147,6 +156,50 @@ class UsageStore(StoreBase):
             )
             for row in await self._rows(query)
         ]
+        replayed = await self._replay_usage(workspace, channel, since)
+        return sorted([*ran, *replayed], key=lambda row: (row.day, row.workspace, row.channel, row.requester))
+
+    async def _replay_usage(
+        self, workspace: Workspace | None, channel: str | None, since: datetime
+    ) -> list[UsageRow]:
+        """Replays' grader calls from ``since`` on, per UTC day, workspace and channel."""
+        day = self._utc_day(replay_spend.c.created_at)
+        query = (
+            select(
+                day.label("day"),
+                replay_spend.c.team,
+                replay_spend.c.channel,
+                func.sum(replay_spend.c.tokens).label("tokens"),
+                func.sum(replay_spend.c.usd).label("usd"),
+            )
+            .where(*in_scope(replay_spend, workspace, channel, since))
+            .group_by(day, replay_spend.c.team, replay_spend.c.channel)
+        )
+        return [
+            UsageRow(
+                day=date.fromisoformat(row["day"]),
+                channel=row["channel"],
+                requester=REPLAYS,
+                requests=0,
+                tokens=int(row["tokens"]),
+                usd=float(row["usd"]),
+                workspace=row["team"],
+            )
+            for row in await self._rows(query)
+        ]
+
+    async def record_replay_spend(self, workspace: Workspace, channel: str, tokens: int, usd: float) -> None:
+        """Keep what one grader call of a replay of `channel` used, for the cost history."""
+        row = {
+            "enterprise": workspace.enterprise,
+            "team": workspace.team,
+            "channel": channel,
+            "tokens": tokens,
+            "usd": usd,
+            "created_at": utc_now(),
+        }
+        async with self._write() as connection:
+            await connection.execute(insert(replay_spend).values(row))
 
     def _utc_day(self, moment: Any) -> Any:
         """The UTC calendar day of a timestamp column, as ``YYYY-MM-DD`` text, in SQL."""
@@ -166,12 +219,18 @@ class UsageStore(StoreBase):
             func.count().filter(runs.c.cost_unpriced).label("unpriced"),
         ).where(runs.c.cost_usd.is_not(None), *in_scope(runs, workspace, channel, since, runs.c.started_at))
         (row,) = await self._rows(query)
+        replayed = select(
+            func.count().label("calls"), func.coalesce(func.sum(replay_spend.c.usd), 0).label("usd")
+        ).where(*in_scope(replay_spend, workspace, channel, since))
+        (replays,) = await self._rows(replayed)
         return CostTally(
             runs=int(row["runs"]),
             satisfied=int(row["satisfied"]),
             usd=float(row["usd"]),
             grader_usd=float(row["grader_usd"]),
             unpriced=int(row["unpriced"]),
+            replay_calls=int(replays["calls"]),
+            replay_usd=float(replays["usd"]),
         )
 
     async def spent_today(self, spender: Spender) -> dict[SpendLevel, LevelSpend]:

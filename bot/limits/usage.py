@@ -12,7 +12,7 @@ from datetime import date, datetime, timedelta
 
 from bot.db.spend import LevelSpend, SpendCounter, Spender, SpendLevel
 from bot.db.store import Store
-from bot.db.usage import CostTally, UsageRow
+from bot.db.usage import REPLAYS, CostTally, UsageRow
 from bot.limits.prices import dollars
 from bot.limits.quota import DailyLimits, day_start
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block
@@ -118,7 +118,8 @@ def _amount(total: Totals) -> str:
 
 def spend_words(tally: CostTally) -> str:
     """What runs cost in one line: in all, per satisfied run, the grader's share, and how many are
-    unpriced (``$0.0420 over 12 runs, $0.0042 per satisfied run, grader 38% of it``)."""
+    unpriced, and what replays' grader calls cost besides (``$0.0420 over 12 runs, $0.0042 per
+    satisfied run, grader 38% of it; replays $0.0100 over 40 grader calls``)."""
     per_satisfied = (
         f"{dollars(tally.usd / tally.satisfied)} per satisfied run" if tally.satisfied else "no satisfied run"
     )
@@ -128,7 +129,13 @@ def spend_words(tally: CostTally) -> str:
         if tally.unpriced
         else ""
     )
-    return f"{dollars(tally.usd)} over {plural(tally.runs, 'run')}, {per_satisfied}, {grader}{unpriced}"
+    replays = (
+        f"; replays {dollars(tally.replay_usd)} over {plural(tally.replay_calls, 'grader call')}"
+        if tally.replay_calls
+        else ""
+    )
+    runs = f"{dollars(tally.usd)} over {plural(tally.runs, 'run')}, {per_satisfied}, {grader}"
+    return f"{runs}{unpriced}{replays}"
 
 
 def money_words(total: Totals) -> str:
@@ -139,6 +146,8 @@ def money_words(total: Totals) -> str:
 
 
 def _requester(user: str) -> str:
+    if user == REPLAYS:
+        return "replays (`/rubric replay`)"
     return f"<@{user}>" if user else UNKNOWN_REQUESTER
 
 

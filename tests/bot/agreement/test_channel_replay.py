@@ -19,7 +19,10 @@ from bot.agreement.channel_replay import ChannelReplays, ReplayRequest, Workspac
 from bot.db.replays import ReplayRefused
 from bot.db.spend import Spender
 from bot.db.store import Store
-from bot.limits.quota import DailyLimits
+from bot.db.usage import REPLAYS
+from bot.limits.prices import dollars
+from bot.limits.quota import DailyLimits, day_start
+from bot.limits.usage import spend_words
 from bot.vocabulary.workspace import Workspace
 from grading import TranscriptGrader
 from tests.bot.agreement.replay_seed import CASES, CHANNEL, TEAM, replayed_grader, seed
@@ -111,6 +114,8 @@ async def test_a_replays_grader_tokens_and_their_cost_at_the_graders_rate_count_
                 spender = Spender(datetime.now(UTC).date(), Workspace(TEAM), CHANNEL)
                 spent = await store.spent_today(spender)
                 await replays.drain()
+                history = await store.usage(Workspace(TEAM), CHANNEL, day_start(datetime.now(UTC)))
+                tally = await store.cost_tally(Workspace(TEAM), CHANNEL)
         finally:
             await store.close()
 
@@ -121,6 +126,12 @@ async def test_a_replays_grader_tokens_and_their_cost_at_the_graders_rate_count_
     for level in ("channel", "workspace", "deployment"):
         assert spent[level].tokens == calls * 1_100
         assert spent[level].usd == pytest.approx(calls * per_call)
+    # The cost history shows the replay's calls as what they used, apart from runs.
+    (replayed,) = [row for row in history if row.requester == REPLAYS]
+    assert (replayed.requests, replayed.tokens) == (0, calls * 1_100)
+    assert replayed.usd == pytest.approx(calls * per_call)
+    assert tally.replay_calls == calls
+    assert f"replays {dollars(calls * per_call)} over {calls} grader calls" in spend_words(tally)
 
 
 async def test_a_replay_stops_at_the_budget_with_what_it_has(tmp_path):

@@ -20,6 +20,7 @@ from bot.db.database import SPEND_POOL_SIZE, STORE_POOL_SIZE, Database
 from bot.db.replays import ReplayLease, ReplayRefused
 from bot.db.spend import Cap, QuotaExceeded, RunQuota, Spender
 from bot.db.store import Store
+from bot.db.usage import REPLAYS
 from bot.limits.prices import run_cost
 from bot.limits.quota import NO_LIMIT, DailyLimits, MoneyLimits
 from bot.vocabulary.thread import ThreadKey
@@ -203,6 +204,30 @@ async def test_usage_per_day_channel_and_requester(store):
     assert {r.channel for r in await store.usage(None, None, midnight())} == {"C1", "C2"}
     assert await store.usage(T1, "C1", datetime.now(UTC) + timedelta(seconds=1)) == []
     assert isinstance(rows[0].day, date)
+
+
+async def test_replays_grader_calls_are_in_the_cost_history_apart_from_runs_until_a_purge(store):
+    run = await start(store)
+    await store.finish_run(run, "answered", tokens=30)
+    await store.record_replay_spend(T1, "C1", 1_100, 0.0025)
+    await store.record_replay_spend(T1, "C1", 900, 0.0015)
+    await store.record_replay_spend(T1, "C2", 500, 0.001)
+
+    rows = await store.usage(T1, "C1", midnight())
+    day = datetime.now(UTC).date()
+    assert [(r.day, r.channel, r.requester, r.requests, r.tokens) for r in rows] == [
+        (day, "C1", "U1", 1, 30),
+        (day, "C1", REPLAYS, 0, 2_000),
+    ]
+    assert rows[1].usd == pytest.approx(0.004)
+    tally = await store.cost_tally(T1, "C1")
+    assert (tally.replay_calls, tally.replay_usd) == (2, pytest.approx(0.004))
+    assert (await store.cost_tally(T1, None)).replay_calls == 3
+    assert await store.usage(Workspace("T2"), None, midnight()) == []
+
+    erased = await store.erase_channel_settings(T1, "C1")
+    assert erased["replay spend"] == 2
+    assert [r.requester for r in await store.usage(T1, None, midnight())] == ["U1", REPLAYS]
 
 
 async def test_one_replay_per_channel_at_a_time_then_a_cooldown(store):
