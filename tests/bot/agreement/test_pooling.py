@@ -10,7 +10,7 @@ from bot.agreement.pooling import pooled_criteria
 from bot.agreement.report import build_report, report_blocks, report_table
 from bot.db.evaluations import EvaluationRecord
 from bot.db.reviews import ReviewRow
-from bot.vocabulary.provenance import EvaluationProvenance
+from tests.bot.agreement.provenances import provenance
 from tests.bot.slack.block_assertions import texts
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -27,18 +27,6 @@ SCORED = """dimensions:
 aggregation: min
 pass_score: 3
 """
-
-
-def provenance(version: str, model: str = "grader-1") -> EvaluationProvenance:
-    return EvaluationProvenance(
-        rubric_version=version,
-        rubric_hash="h",
-        grader_model=model,
-        grader_prompt_hash="p",
-        calibration_examples=[],
-        worker_model="w",
-        bot_version="0.1.0",
-    )
 
 
 def record(

@@ -15,18 +15,6 @@ from bot.vocabulary.provenance import EvaluationProvenance
 NOW = datetime.now(UTC)
 
 
-def provenance(version: str, model: str) -> EvaluationProvenance:
-    return EvaluationProvenance(
-        rubric_version=version,
-        rubric_hash="h",
-        grader_model=model,
-        grader_prompt_hash="p",
-        calibration_examples=[],
-        worker_model="w",
-        bot_version="0.1.0",
-    )
-
-
 def record(
     run: str, made_by: EvaluationProvenance | None, cannot_tell: tuple[str, ...] = ()
 ) -> EvaluationRecord:
