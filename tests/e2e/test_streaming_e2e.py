@@ -16,7 +16,7 @@ import pytest
 from bot.slack.client import SLACK_RETRIES
 from bot.threads.progress import DRAFTING, REVISING, REVISING_MESSAGES, WRITING_MESSAGES
 from tests.e2e.conftest import CRITERIA, RUBRIC, Service, evaluations, finals, metrics, shared_service, value
-from tests.standins.model_api import REVISED_ANSWER, ChatRequest, Json, Script, scripted_revision
+from tests.standins.model_api import REVISED_ANSWER, ChatRequest, Json, Script, grade, scripted_revision
 from tests.standins.slack_api import SlackMessage
 
 PLAN = [
@@ -82,6 +82,21 @@ def test_a_run_streams_one_message_whose_plan_names_each_iteration_and_ends_with
         if c.args.get("thread_ts") == root and c.args["status"] in (DRAFTING, REVISING)
     ]
     assert WRITING_MESSAGES in writing and REVISING_MESSAGES in writing
+
+
+def test_a_satisfied_run_with_a_criterion_the_grader_cannot_tell_streams_no_not_met(s):
+    # The grader passes the first criterion and cannot tell the second: the rubric is satisfied (a
+    # can't-tell is left to people, not failed), and the plan says so rather than "1 of 2 met".
+    s.model.grader = lambda request: grade(CRITERIA, cannot_tell=(CRITERIA[1],))
+    root = ask(s, "C6")
+    (final,) = s.wait_finals("C6", root, 1)
+
+    (stream,) = streamed(s.thread("C6", root))
+    assert stream.ts == final.ts
+    assert stream.task_titles() == ["Writing a draft", "Grading iteration 1/3: all met, 1 can't tell"]
+    assert "not met" not in stream.all_text and "Revising" not in stream.all_text
+    assert stream.tasks["grade-1"]["output"] == "Passed: the rubric is satisfied"
+    assert len(evaluations(s.thread("C6", root))) == 1
 
 
 def test_a_stream_slack_ends_mid_run_still_gets_every_iteration_and_the_answer_once(s):
