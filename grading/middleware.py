@@ -119,7 +119,8 @@ class CriterionResult(TypedDict):
     `grading.sampling`); absent on evaluations from before samples were counted."""
     escalated: NotRequired[bool]
     """True when the verdict is the escalation model's, asked because the samples' confidence was
-    under the middleware's `escalate_below` (its `confidence` is then 1: one answer)."""
+    under the criterion's trust threshold (or, without one, the middleware's `escalate_below`); its
+    `confidence` is then 1: one answer."""
     trust_threshold: NotRequired[float]
     """Set when the grader judged the criterion but its `confidence` was under this threshold (from
     the middleware's `trust` source): the verdict is withheld, `cannot_tell` is true and `gap` says
@@ -290,10 +291,11 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
             "can't tell" (see `grading.sampling`). Each sample has its own
             `max_grader_calls`.
         escalation_model: A stronger grader (string or chat model) that grades
-            once more, together, the criteria whose confidence is under
-            `escalate_below`, before they are acted on or left to a person.
-        escalate_below: The confidence under which a criterion is escalated
-            (default 1: whenever the samples disagree).
+            once more, together, the criteria whose confidence is under their
+            `trust` threshold (or, without one, under `escalate_below`), before
+            they are acted on or left to a person; its verdict is acted on.
+        escalate_below: The confidence under which a criterion with no trust
+            threshold is escalated (default 1: whenever the samples disagree).
         trust: A `TrustSource` (plain or async): per criterion of a pass/fail
             rubric, the confidence under which its verdict is withheld — made
             "can't tell", left to a person and not sent back to the worker, as
@@ -436,8 +438,9 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         escalation_meter = GraderMeter(self.max_grader_calls)
         try:
             graded = yield from self._grade_samples(rubric, state["messages"], iteration, examples, meters)
+            thresholds = yield from self._thresholds(rubric, meters[0].model or self._asked_model, runtime)
             graded = yield from self._escalate(
-                rubric, state["messages"], iteration, examples, graded, escalation_meter
+                rubric, state["messages"], iteration, examples, (graded, thresholds), escalation_meter
             )
         except Exception as exc:
             verdict: _Judgement = {
@@ -449,7 +452,6 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         else:
             verdict = _judge(rubric, graded)
             _log_contradiction(rubric, graded, verdict, base)
-            thresholds = yield from self._thresholds(rubric, meters[0].model or self._asked_model, runtime)
             verdict = _withhold(verdict, thresholds)
         meter = _merged([*meters, escalation_meter])
         evaluation: RubricEvaluation = {
@@ -551,12 +553,20 @@ class RubricMiddleware(AgentMiddleware[RubricState, Any]):
         messages: Sequence[AnyMessage],
         iteration: int,
         examples: Sequence[CalibrationExample],
-        graded: Graded,
+        sampled: tuple[Graded, Mapping[str, float]],
         meter: GraderMeter,
     ) -> Generator[Together[_GraderCall], Any, Graded]:
-        """The criteria under `escalate_below`, graded once more by the escalation model; its
-        verdicts replace theirs (a failed escalation leaves the samples' verdicts, logged)."""
-        unsure = [p for p, share in graded.confidence.items() if share < self.escalate_below]
+        """The criteria too unsure to act on, graded once more by the escalation model; its
+        verdicts replace theirs (a failed escalation leaves the samples' verdicts, logged).
+
+        `sampled` is the samples' majority with the criteria's trust thresholds: a criterion with a
+        threshold is escalated when its confidence is under it (the verdict would otherwise be left
+        to people: the cascade spends the stronger model only there); one without, when under
+        `escalate_below`. When the thresholds could not be read (infinite) nothing is escalated:
+        every verdict is withheld whatever the stronger model says."""
+        graded, thresholds = sampled
+        bars = {p: thresholds.get(rubric.names[p], self.escalate_below) for p in graded.confidence}
+        unsure = [p for p, share in graded.confidence.items() if share < bars[p] < math.inf]
         if self._escalation_model is None or not unsure or graded.claimed == "failed":
             return graded
         names = tuple(rubric.names[p] for p in sorted(unsure))

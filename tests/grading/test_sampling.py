@@ -179,3 +179,38 @@ def test_the_async_hook_asks_every_sample_at_once():
 def test_bad_sampling_settings_are_refused_naming_the_setting(setting, value):
     with pytest.raises((TypeError, ValueError), match=setting):
         RubricMiddleware("openai:gpt-4o-mini", **{setting: value})
+
+
+def escalating(threshold: float) -> tuple[RubricEvaluation, ScriptedChatModel]:
+    """Spring split 2–1 over three samples, under a trust source giving spring `threshold`."""
+    stronger = ScriptedChatModel(script=lambda messages: list_grade((SPRING, False)))
+    seen: list[RubricEvaluation] = []
+    agent, _, _ = build(
+        answers("a poem"),
+        splitting_grader([True, True, False]),
+        samples=3,
+        max_iterations=1,
+        escalation_model=stronger,
+        trust=lambda rubric, model, runtime: {SPRING: threshold},
+        on_evaluation=seen.append,
+    )
+    agent.invoke(ask("Write a haiku", HAIKU_RUBRIC), {"configurable": {"thread_id": "t"}})
+    return seen[0], stronger
+
+
+def test_a_verdict_its_trust_threshold_would_leave_to_people_is_escalated_and_acted_on():
+    evaluation, stronger = escalating(0.9)  # 2/3 is under 0.9: people would get it
+
+    assert len(stronger.calls) == 1
+    spring = by_name(evaluation)[SPRING]
+    assert spring["escalated"] is True and spring["passed"] is False
+    assert not spring.get("cannot_tell")  # the stronger model's verdict is acted on
+
+
+def test_a_verdict_its_trust_threshold_keeps_is_not_escalated_though_the_samples_split():
+    evaluation, stronger = escalating(0.6)  # 2/3 clears 0.6: acted on as it is
+
+    assert stronger.calls == []
+    spring = by_name(evaluation)[SPRING]
+    assert spring["passed"] is True and "escalated" not in spring
+    assert spring["confidence"] == pytest.approx(2 / 3)
