@@ -199,6 +199,7 @@ GRADE_SCHEMAS: dict[str, type[BaseModel]] = {"list": RubricGrade, "scored": Scor
 """The answer schema per rubric kind; their class names are what a provider
 sees as the structured-output (or tool) name."""
 
+
 @functools.lru_cache(maxsize=MAX_CACHED_SCHEMAS)
 def grade_schema(kind: Literal["list", "scored"], names: tuple[str, ...]) -> type[BaseModel]:
     """The answer schema for one rubric: each item's `name` is one of the rubric's own `names`.

@@ -126,6 +126,10 @@ class CriterionResult(TypedDict):
     the middleware's `trust` source): the verdict is withheld, `cannot_tell` is true and `gap` says
     what the grader said and why it is left to a person. `math.inf` when the thresholds could not
     be read."""
+    withheld_passed: NotRequired[bool]
+    """Set with `trust_threshold`: the verdict the grader gave and that was withheld (`confidence`
+    is its confidence). A person's review of the criterion is then evidence on that verdict, which
+    keeps the thresholds calibrated on low-confidence verdicts too (else they could only rise)."""
 
 
 class RubricEvaluation(TypedDict):
@@ -907,6 +911,7 @@ def _withhold(verdict: _Judgement, thresholds: Mapping[str, float]) -> _Judgemen
             continue
         said = "it passes" if criterion["passed"] else "it fails"
         gap = UNREAD_TRUST_GAP if math.isinf(threshold) else TRUST_GAP
+        criterion["withheld_passed"] = criterion["passed"]
         criterion["passed"], criterion["cannot_tell"], criterion["trust_threshold"] = False, True, threshold
         criterion["gap"] = gap.format(said=said, confidence=confidence, threshold=threshold)
     passed = all(c["passed"] for c in criteria if not c.get("cannot_tell"))

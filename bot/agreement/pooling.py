@@ -53,6 +53,25 @@ class RunCoverage:
     total: int
 
 
+@dataclass(frozen=True)
+class Withheld:
+    """A verdict the grader gave and a trust threshold withheld (`CriterionResult.withheld_passed`)."""
+
+    passed: bool
+    confidence: float
+
+
+@dataclass(frozen=True)
+class Graded:
+    """One criterion of one evaluation as pooling reads it."""
+
+    name: str
+    """As the rubric spells it."""
+    confidence: float | None
+    """The grader's confidence in its verdict; None where it could not tell (or it was withheld)."""
+    withheld: Withheld | None
+
+
 @dataclass
 class PooledCriterion:
     """One criterion's evidence in a window: its reviews of judged verdicts, its coverage by run, and
@@ -74,6 +93,12 @@ class PooledCriterion:
     confidences: dict[tuple[str, int], float | None] = field(default_factory=dict)
     """The grader's confidence in each of its verdicts, by grading run id and iteration (1 for one
     stored before confidences were); None where it could not tell."""
+    withheld: dict[tuple[str, int], Withheld] = field(default_factory=dict)
+    """The verdicts a trust threshold withheld (left to people as "can't tell"), by grading run id
+    and iteration: what the grader said, and how sure it was."""
+    withheld_reviews: list[ReviewRow] = field(default_factory=list)
+    """Reviews of the `withheld` verdicts: evidence on what the grader said under its threshold,
+    which the thresholds calibrate on (they are not in `reviews`: nothing was acted on to agree with)."""
 
     @property
     def judged(self) -> int:
@@ -99,10 +124,12 @@ def pooled_criteria(
         versions = history.setdefault(model, [])
         if not versions or versions[-1][0] != version:
             versions.append((version, [key for key, _ in found]))
-        for key, (name, confidence) in found:
-            judged = confidence is not None
+        for key, graded in found:
+            name, judged = graded.name, graded.confidence is not None
             item = pooled.setdefault(key, PooledCriterion(key, name))
-            item.confidences[(record.grading_run_id, record.iteration)] = confidence
+            item.confidences[(record.grading_run_id, record.iteration)] = graded.confidence
+            if graded.withheld:
+                item.withheld[(record.grading_run_id, record.iteration)] = graded.withheld
             item.name = name
             if version not in item.versions:
                 item.versions.append(version)
@@ -112,11 +139,12 @@ def pooled_criteria(
             )
             keys[(record.grading_run_id, record.iteration, normalize_name(name))] = key
     for row in reviews:
+        known = keys.get((row.grading_run_id, row.iteration, normalize_name(row.criterion)))
         if not is_judged(row.grader_verdict):
+            if known and (row.grading_run_id, row.iteration) in pooled[known].withheld:
+                pooled[known].withheld_reviews.append(row)
             continue
-        key = keys.get((row.grading_run_id, row.iteration, normalize_name(row.criterion))) or _unknown_key(
-            row
-        )
+        key = known or _unknown_key(row)
         pooled.setdefault(key, PooledCriterion(key, row.criterion, [UNKNOWN])).reviews.append(row)
     for versions in history.values():
         _mark_starts(pooled, versions)
@@ -128,22 +156,22 @@ def _version_and_model(record: EvaluationRecord) -> tuple[str, str]:
     return (provenance["rubric_version"], provenance["grader_model"]) if provenance else (UNKNOWN, UNKNOWN)
 
 
-def _criteria_keys(
-    record: EvaluationRecord, model: str
-) -> list[tuple[CriterionKey, tuple[str, float | None]]]:
-    """Each graded criterion's key, with its name as the rubric spells it and the grader's confidence
-    in its verdict (None: it could not tell)."""
+def _criteria_keys(record: EvaluationRecord, model: str) -> list[tuple[CriterionKey, Graded]]:
+    """Each graded criterion's key, with its name as the rubric spells it, the grader's confidence
+    in its verdict and the verdict a trust threshold withheld."""
     evaluation = record.evaluation
     kind: Kind = "scored" if evaluation["kind"] == "scored" else "list"
     rubric = _parsed(record.rubric_text)
-    found: dict[CriterionKey, tuple[str, float | None]] = {}
+    found: dict[CriterionKey, Graded] = {}
     for criterion in evaluation["criteria"]:
         if not criterion["name"]:
             continue
         name = (rubric.match_name(criterion["name"]) if rubric else None) or criterion["name"]
         key = CriterionKey(kind, criterion_text(rubric, name), model)
-        confidence = None if criterion.get("cannot_tell") else criterion.get("confidence", 1.0)
-        found.setdefault(key, (name, confidence))
+        confidence = criterion.get("confidence", 1.0)
+        said = criterion.get("withheld_passed")
+        withheld = Withheld(said, confidence) if said is not None else None
+        found.setdefault(key, Graded(name, None if criterion.get("cannot_tell") else confidence, withheld))
     return list(found.items())
 
 

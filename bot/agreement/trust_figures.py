@@ -29,6 +29,7 @@ from bot.db.reviews import ReviewRow
 from bot.db.store import Store
 from bot.db.trust import TrustThreshold
 from bot.review.calibration import Trust
+from bot.review.verdicts import is_judged, verdict_label
 from bot.slack.blocks import context_block, plural, section_block
 from bot.vocabulary.provenance import UNKNOWN
 from bot.vocabulary.workspace import Workspace
@@ -51,20 +52,41 @@ class ReviewedCase:
     grading_run_id: str
     confidence: float
     agreed: bool
+    withheld: bool = False
+    """A verdict a threshold withheld: calibration evidence, but never one acted on."""
 
 
 def reviewed_cases(item: PooledCriterion) -> list[ReviewedCase]:
     """One case per verdict of `item` a trusted person reviewed (the latest review of it counts),
-    with the grader's confidence in it (1 for a verdict stored before confidences were)."""
+    with the grader's confidence in it (1 for a verdict stored before confidences were).
+
+    A verdict a threshold withheld counts too, with what the grader said: left out, the verdicts
+    under a threshold would never be reviewed as such and a threshold could only ever rise."""
     latest: dict[tuple[str, int], ReviewRow] = {}
     for row in item.reviews:  # oldest first
         latest[(row.grading_run_id, row.iteration)] = row
-    return [
+    cases = [
         ReviewedCase(
             run, item.confidences.get((run, iteration)) or 1.0, row.reviewer_verdict == row.grader_verdict
         )
         for (run, iteration), row in latest.items()
     ]
+    return cases + _withheld_cases(item)
+
+
+def _withheld_cases(item: PooledCriterion) -> list[ReviewedCase]:
+    """The reviewed verdicts of `item` a threshold withheld: agreed when the person's verdict is the
+    one the grader gave (a person who could not tell either says nothing of it)."""
+    latest: dict[tuple[str, int], ReviewRow] = {}
+    for row in item.withheld_reviews:  # oldest first
+        if is_judged(row.reviewer_verdict):
+            latest[(row.grading_run_id, row.iteration)] = row
+    cases = []
+    for (run, iteration), row in latest.items():
+        said = item.withheld[(run, iteration)]
+        agreed = verdict_label(row.reviewer_verdict) == said.passed
+        cases.append(ReviewedCase(run, said.confidence, agreed, withheld=True))
+    return cases
 
 
 def trusted_reviews(rows: Sequence[ReviewRow]) -> list[ReviewRow]:
@@ -138,7 +160,11 @@ def trust_figures(
     for item in trust_criteria(pooled_criteria(reviews, records)):
         threshold = by_key.get((item.key.grader_model, item.key.text))
         level = threshold.threshold if threshold and threshold.threshold is not None else 0.0
-        acted = [(c.grading_run_id, c.agreed) for c in reviewed_cases(item) if c.confidence >= level]
+        acted = [
+            (c.grading_run_id, c.agreed)
+            for c in reviewed_cases(item)
+            if c.confidence >= level and not c.withheld
+        ]
         agreed = sum(ok for _, ok in acted)
         kept = _kept_by_run(item, level)
         criteria.append(

@@ -35,6 +35,7 @@ def test_a_verdict_under_its_threshold_is_withheld_and_not_sent_back(run):
     assert spring["cannot_tell"] is True and spring["passed"] is False
     assert spring["confidence"] == pytest.approx(2 / 3)
     assert spring["trust_threshold"] == 1.0
+    assert spring["withheld_passed"] is False  # what was withheld, for the thresholds' next calibration
     assert "the grader said it fails with confidence 0.67, under 1.00" in spring["gap"]
     assert "cannot_tell" not in by_name(seen[0])[LINES]  # confidence 1 clears 0.5
     assert asked and asked[0]  # the model as it answered, for per-model thresholds

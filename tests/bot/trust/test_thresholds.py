@@ -189,3 +189,43 @@ def test_thresholds_learn_only_from_cases_calibration_would_trust():
     }
     # No editor anywhere: two people agreeing are enough, one is not.
     assert {r.grading_run_id for r in trusted_reviews(rows[1:4])} == {"r3"}
+
+
+def withheld(run: str, confidence: float, said: bool) -> EvaluationRecord:
+    """CITES withheld by a threshold of 1: the grader said `said` with `confidence`."""
+    found = record(run, V1, "v1", {CITES: confidence})
+    cites = next(c for c in found.evaluation["criteria"] if c["name"] == CITES)
+    cites.update(passed=False, cannot_tell=True, trust_threshold=1.0, withheld_passed=said)
+    return found
+
+
+def reviewed_withheld(run: str, human: str) -> ReviewRow:
+    return ReviewRow("T1", "C1", "1.0", run, 0, CITES, "cannot_tell", human, "", "U1", START)
+
+
+def test_reviews_of_withheld_verdicts_can_bring_a_threshold_down():
+    # 30 unanimous verdicts agreed: the threshold is 1 and every split verdict is withheld since.
+    records, reviews = channel(sure=30, unsure=0)
+    [before] = [t for t in channel_thresholds(reviews, records, TARGET, RISK) if t.name == CITES]
+    assert before.threshold == 1.0
+
+    # People review 40 withheld 2–1 verdicts and find the grader right each time: what it said
+    # under the threshold is evidence, so the threshold comes down to them.
+    records += [withheld(f"w{i}", 2 / 3, said=True) for i in range(40)]
+    reviews += [reviewed_withheld(f"w{i}", "pass") for i in range(40)]
+    [after] = [t for t in channel_thresholds(reviews, records, TARGET, RISK) if t.name == CITES]
+    assert after.reviews == 70
+    assert after.threshold == pytest.approx(2 / 3)
+
+
+def test_withheld_verdicts_people_overturn_keep_the_threshold_up_and_are_never_counted_as_acted_on():
+    records, reviews = channel(sure=30, unsure=0)
+    records += [withheld(f"w{i}", 2 / 3, said=True) for i in range(40)]
+    reviews += [reviewed_withheld(f"w{i}", "fail" if i % 2 else "pass") for i in range(40)]
+    thresholds = channel_thresholds(reviews, records, TARGET, RISK)
+    assert next(t for t in thresholds if t.name == CITES).threshold == 1.0
+
+    figures = trust_figures(TARGET, RISK, thresholds, reviews, records)
+    cites = next(c for c in figures.criteria if c.name == CITES)
+    assert cites.reviewed == 30 and cites.agreed == 30  # the acted-on verdicts only
+    assert cites.acted == 30 and cites.graded == 70
