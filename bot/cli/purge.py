@@ -2,6 +2,9 @@
 
 `prune` runs retention's sweep (threads idle for more than N days); `purge` deletes a team's, a
 channel's or a thread's data, as a data-subject request asks. Both print what they deleted, per kind.
+Slack is called with the tokens the bot has (`SLACK_BOT_TOKEN`, or in OAuth mode the stored
+installations, read from the database as `serve` reads them) to delete the charts and close the
+threads' agent sessions as the bot itself would; the data goes whether or not Slack answers.
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ ERASED_KINDS = (
     "channel rubric versions",
     "channel settings",
     "chart files",
+    "agent sessions closed",
 )
 """The kinds of data a prune or purge reports, in the order it prints them (review comments are
-blanked, not deleted, by prune; chart files are deleted from Slack)."""
+blanked, not deleted, by prune; chart files are deleted from Slack, and the threads' agent sessions
+closed there)."""
 
 CHANNEL_AND_TS = re.compile(r"(?P<channel>[CDG][A-Z0-9]+):(?P<ts>\d+\.\d+)")
 """A thread written as ``CHANNEL:TS``: the channel's id and the thread root's ts."""
@@ -99,7 +104,7 @@ async def purge_database(database: Database, scope: Scope, settings: Settings) -
 async def slack_clients(settings: Settings) -> AsyncIterator[ClientFor | None]:
     """Each workspace's Web API client as the bot has it: `SLACK_BOT_TOKEN`'s, or in OAuth mode the
     installation's (read from `RUBRIC_BOT_DB`); None without either (charts are then named in a
-    warning instead of deleted)."""
+    warning instead of deleted, and agent sessions counted in one as left open)."""
     if settings.slack_bot_token is None and not settings.oauth:
         yield None
         return

@@ -40,8 +40,17 @@ ERASE_BATCH = 200
 """Threads deleted per transaction: bounds the statement size (SQLite caps bound parameters) and how
 long the write lock is held, on databases with many threads to delete."""
 
-_THREAD_KEY_COLUMNS = [threads.c[name] for name in ThreadKey.__dataclass_fields__]
-"""The columns read into a ThreadKey (every table of a thread's rows has them by these names)."""
+
+def _thread_key_columns(table: Any) -> list[Any]:
+    """The columns of `table` read into a ThreadKey (every table of a thread's rows has them by
+    these names)."""
+    return [table.c[name] for name in ThreadKey.__dataclass_fields__]
+
+
+def _of(table: Any, refs: Sequence[ThreadKey]) -> Any:
+    """The condition that a row of `table` belongs to one of the threads `refs`."""
+    keys = [tuple(getattr(ref, name) for name in ThreadKey.__dataclass_fields__) for ref in refs]
+    return tuple_(*_thread_key_columns(table)).in_(keys)
 
 
 class ErasureStore(StoreBase):
@@ -55,7 +64,7 @@ class ErasureStore(StoreBase):
         conditions = in_scope(threads, workspace, channel, None)
         if thread_ts is not None:
             conditions.append(threads.c.thread_ts == thread_ts)
-        query = select(*_THREAD_KEY_COLUMNS).where(*conditions)
+        query = select(*_thread_key_columns(threads)).where(*conditions)
         return [ThreadKey(**row) for row in await self._rows(query)]
 
     async def idle_threads(self, before: datetime) -> list[ThreadKey]:
@@ -64,8 +73,17 @@ class ErasureStore(StoreBase):
             *(runs.c[name] == threads.c[name] for name in ThreadKey.__dataclass_fields__),
             runs.c.finished_at.is_(None),
         )
-        query = select(*_THREAD_KEY_COLUMNS).where(threads.c.last_activity < before, ~running)
+        query = select(*_thread_key_columns(threads)).where(threads.c.last_activity < before, ~running)
         return [ThreadKey(**row) for row in await self._rows(query)]
+
+    async def threads_with_runs(self, refs: Sequence[ThreadKey]) -> list[ThreadKey]:
+        """Those of `refs` the bot ran a request in: each run is an agent session of its thread in
+        Slack (see `bot.sessions`), so only these have a session to close when they are deleted."""
+        found: list[ThreadKey] = []
+        for start in range(0, len(refs), ERASE_BATCH):
+            query = select(*_thread_key_columns(runs)).where(_of(runs, refs[start : start + ERASE_BATCH]))
+            found += [ThreadKey(**row) for row in await self._rows(query.distinct())]
+        return found
 
     async def erase_threads(self, refs: Sequence[ThreadKey], *, keep_verdicts: bool) -> Counter[str]:
         """Delete the threads' runs, evaluations, posted ledger, dedupe records and thread rows, and
@@ -110,10 +128,9 @@ async def _erase_batch(
 ) -> Counter[str]:
     """Delete one batch of threads' rows (see `Store.erase_threads`) in the connection's transaction."""
     erased: Counter[str] = Counter()
-    keys = [tuple(getattr(ref, name) for name in ThreadKey.__dataclass_fields__) for ref in refs]
 
     def of(table: Any) -> Any:
-        return tuple_(*(table.c[name] for name in ThreadKey.__dataclass_fields__)).in_(keys)
+        return _of(table, refs)
 
     query = select(*RUN_COLUMNS).where(of(runs))
     found = [RunRecord(**row) for row in (await connection.execute(query)).mappings()]

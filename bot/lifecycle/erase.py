@@ -5,7 +5,8 @@ runs, evaluations, posted-message ledger, dedupe records and reviews, and its jo
 queue. Purging a team or channel also deletes its channel rubrics and settings, and the charts the
 bot uploaded to Slack about them (`bot.lifecycle.uploads`). Retention keeps review verdicts for the
 agreement figures, without their comments (the evaluations they reviewed, with the grader's words,
-go with the thread), and deletes the charts older than its period.
+go with the thread), and deletes the charts older than its period. Purge and retention close the
+threads' agent sessions in Slack first (`bot.lifecycle.sessions`); uninstall cannot.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from bot.db.store import Store
 from bot.lifecycle.files import empty_write_ahead_log
+from bot.lifecycle.sessions import close_sessions
 from bot.lifecycle.uploads import ClientFor, delete_uploads
 from bot.queue.durable import erase_jobs
 from bot.vocabulary.thread import ThreadKey
@@ -28,6 +30,9 @@ logger = logging.getLogger(__name__)
 
 Erased = Counter[str]
 """Rows (or conversations, or jobs) deleted, per kind of data, as `db prune` and `db purge` print them."""
+
+SESSIONS_CLOSED = "agent sessions closed"
+"""The kind counting the threads' agent sessions Slack closed (`bot.lifecycle.sessions`)."""
 
 
 @dataclass(frozen=True)
@@ -53,12 +58,20 @@ class Scope:
 
 
 async def purge(
-    store: Store, checkpointer: BaseCheckpointSaver, scope: Scope, clients: ClientFor | None = None
+    store: Store,
+    checkpointer: BaseCheckpointSaver,
+    scope: Scope,
+    clients: ClientFor | None = None,
+    *,
+    sessions: bool = True,
 ) -> Erased:
     """Delete everything the bot keeps of `scope` now, its queued jobs included; for a channel or
-    workspace, the charts it uploaded about it too, from Slack with `clients`' tokens."""
+    workspace, the charts it uploaded about it too, from Slack with `clients`' tokens. Its threads'
+    agent sessions are closed first with those tokens (unless not `sessions`)."""
     refs = await store.threads_in(scope.tenant, scope.channel, scope.thread_ts)
+    closed = await _close_sessions(store, clients, refs) if sessions else 0
     erased = await _erase(store, checkpointer, refs, finished_only=False, keep_verdicts=False)
+    erased[SESSIONS_CLOSED] += closed
     if scope.thread_ts is None:
         erased += await store.erase_channel_settings(scope.tenant, scope.channel)
         uploads = await store.uploads_in(scope.tenant, scope.channel)
@@ -70,9 +83,11 @@ async def purge(
 async def purge_tenant(
     store: Store, checkpointer: BaseCheckpointSaver, tenant: Tenant, clients: ClientFor | None = None
 ) -> Erased:
-    """Delete a workspace's (or a whole org's) data (uninstall, revoked token, `db purge --team`),
-    with one log line."""
-    erased = await purge(store, checkpointer, Scope(tenant=tenant), clients)
+    """Delete a workspace's (or a whole org's) data as it uninstalls the app (or revokes the bot's
+    token), with one log line."""
+    # Slack revoked the tokens before it told of the uninstall: no agent session can be closed (a
+    # call per thread would only be refused), so none is tried.
+    erased = await purge(store, checkpointer, Scope(tenant=tenant), clients, sessions=False)
     logger.warning(
         "deleted every thread, rubric and setting of %s: %s", tenant_words(tenant), describe(erased)
     )
@@ -82,22 +97,37 @@ async def purge_tenant(
 async def prune(
     store: Store, checkpointer: BaseCheckpointSaver, days: int, clients: ClientFor | None = None
 ) -> Erased:
-    """Delete every finished thread whose last activity is more than `days` days old; review
-    verdicts stay, without their comments. Charts uploaded more than `days` days ago are deleted from
-    Slack with `clients`' tokens: whatever they showed came from threads idle that long."""
+    """Delete every finished thread whose last activity is more than `days` days old, its agent
+    session closed first; review verdicts stay, without their comments. Charts uploaded more than
+    `days` days ago are deleted from Slack: whatever they showed came from threads idle that long.
+    Slack is called with `clients`' tokens."""
     before = datetime.now(UTC) - timedelta(days=days)
     refs = await store.idle_threads(before)
+    closed = await _close_sessions(store, clients, refs)
     erased = await _erase(store, checkpointer, refs, finished_only=True, keep_verdicts=True)
+    erased[SESSIONS_CLOSED] += closed
     erased["chart files"] += await delete_uploads(
         store, clients, await store.uploads_in(None, None, before=before)
     )
     return erased
 
 
-async def erase_leftovers(store: Store, checkpointer: BaseCheckpointSaver, thread: ThreadKey) -> Erased:
+async def erase_leftovers(
+    store: Store, checkpointer: BaseCheckpointSaver, thread: ThreadKey, clients: ClientFor | None = None
+) -> Erased:
     """Delete what a job wrote in `thread` after the thread's data was deleted while it ran (its
-    conversation, run, evaluations and posted ledger); review verdicts retention kept stay."""
-    return await _erase(store, checkpointer, [thread], finished_only=False, keep_verdicts=True)
+    conversation, run, evaluations and posted ledger); review verdicts retention kept stay. With
+    `clients` (the job was a run, which set the session ``active`` as it ended, after the purge had
+    closed it), the thread's agent session is closed again."""
+    closed = await close_sessions(clients, [thread]) if clients is not None else 0
+    erased = await _erase(store, checkpointer, [thread], finished_only=False, keep_verdicts=True)
+    erased[SESSIONS_CLOSED] += closed
+    return erased
+
+
+async def _close_sessions(store: Store, clients: ClientFor | None, refs: list[ThreadKey]) -> int:
+    """Close the agent sessions of those of `refs` that had one (a run), before their records go."""
+    return await close_sessions(clients, await store.threads_with_runs(refs))
 
 
 async def _erase(

@@ -14,12 +14,11 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from itertools import groupby
 
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.db.store import Store
 from bot.db.uploads import UploadedFile
-from bot.slack.client import SLACK_ERRORS, describe_error
+from bot.slack.client import call_each
 from bot.vocabulary.workspace import Workspace, tenant_words
 
 logger = logging.getLogger(__name__)
@@ -71,16 +70,6 @@ async def delete_uploads(store: Store, clients: ClientFor | None, uploads: Seque
 
 async def _delete_files(client: AsyncWebClient, file_ids: Sequence[str]) -> tuple[list[str], str]:
     """The files of `file_ids` Slack deleted (or no longer had), and the last refusal's reason."""
-    gone: list[str] = []
-    problem = ""
-    for file_id in file_ids:
-        try:
-            await client.files_delete(file=file_id)
-        except SlackApiError as exc:
-            if exc.response.get("error") not in ALREADY_GONE:
-                problem = describe_error(exc)
-                continue
-        except SLACK_ERRORS as exc:  # Slack unreachable: the rest would fail alike
-            return gone, describe_error(exc)
-        gone.append(file_id)
-    return gone, problem
+    return await call_each(
+        file_ids, lambda file_id: client.files_delete(file=file_id), done_anyway=ALREADY_GONE
+    )

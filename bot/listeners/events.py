@@ -105,7 +105,8 @@ async def on_app_uninstalled(body: dict[str, Any], event: dict[str, Any], contex
         services.installations.forget_token(context)
         await services.installations.revocation.handle_app_uninstalled_events(context)
     # The charts go with the request's token; Slack has revoked it by now, so those it refuses
-    # are named in the log for an admin to delete (see bot.lifecycle.uploads).
+    # are named in the log for an admin to delete (see bot.lifecycle.uploads). The threads' agent
+    # sessions are not closed: no call could be made with a revoked token (see purge_tenant).
     await purge_tenant(services.store, services.checkpointer, tenant_of(context), one_client(context.client))
 
 

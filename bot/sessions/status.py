@@ -44,18 +44,17 @@ async def session_active(client: AsyncWebClient, thread: ThreadKey) -> None:
     await _set_status(client, thread, "active")
 
 
-async def session_closed(client: AsyncWebClient, thread: ThreadKey) -> None:
-    """The thread was purged: its session is over."""
-    await _set_status(client, thread, "closed")
+async def close_session(client: AsyncWebClient, thread: ThreadKey) -> None:
+    """The thread was purged: its session is over. Slack's refusal or failure is raised: a purge
+    closes many sessions and reports those Slack did not close together (`bot.lifecycle.sessions`)."""
+    await _call(client, thread, "closed")
 
 
 async def _set_status(
     client: AsyncWebClient, thread: ThreadKey, status: SessionStatus, **extra: str | None
 ) -> None:
     try:
-        await client.agents_sessions_setStatus(
-            channel_id=thread.channel, thread_ts=thread.thread_ts, status=status, **extra
-        )
+        await _call(client, thread, status, **extra)
     except SLACK_ERRORS as exc:
         logger.info(
             "the agent session of thread %s was not set to %s (%s)",
@@ -63,3 +62,11 @@ async def _set_status(
             status,
             describe_error(exc),
         )
+
+
+async def _call(
+    client: AsyncWebClient, thread: ThreadKey, status: SessionStatus, **extra: str | None
+) -> None:
+    await client.agents_sessions_setStatus(
+        channel_id=thread.channel, thread_ts=thread.thread_ts, status=status, **extra
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from http import HTTPStatus
 from typing import Any, TypeVar
 
@@ -83,6 +83,28 @@ def describe_error(exc: BaseException) -> str:
         return str(exc.response.get("error"))
     detail = str(exc).strip()
     return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+async def call_each(
+    items: Sequence[T], call: Callable[[T], Awaitable[object]], *, done_anyway: Collection[str] = ()
+) -> tuple[list[T], str]:
+    """Make `call` (one Slack call) for each of `items` in turn: the items Slack did (or refused with
+    an error of `done_anyway`, which means there was nothing left to do), and the reason Slack gave
+    for the last one it refused ("" if none). Once Slack cannot be reached it stops: the rest would
+    fail alike."""
+    done: list[T] = []
+    problem = ""
+    for item in items:
+        try:
+            await call(item)
+        except SlackApiError as exc:
+            if exc.response.get("error") not in done_anyway:
+                problem = describe_error(exc)
+                continue
+        except SLACK_ERRORS as exc:
+            return done, describe_error(exc)
+        done.append(item)
+    return done, problem
 
 
 def refused_for_now(exc: BaseException) -> bool:

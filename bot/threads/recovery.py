@@ -22,6 +22,7 @@ from bot.queue.jobs import (
     P,
     PromptJob,
     ReplyJob,
+    RequestJob,
     ReviseJob,
     RubricJob,
 )
@@ -82,7 +83,9 @@ class Recovery(RunnerBase):
         """Delete what is left of `thread` if its data was deleted while a `kind` job was on it."""
         if await self._ports.store.has_thread(thread):
             return
-        erased = await erase_leftovers(self._ports.store, self._needs_checkpointer(), thread)
+        # A run that ended after the purge set the session it had closed back to active.
+        clients = self._ports.clients.client_for if kind == RequestJob.kind else None
+        erased = await erase_leftovers(self._ports.store, self._needs_checkpointer(), thread, clients)
         logger.info(
             "thread %s was deleted while a %s job was on it; deleted what it left: %s",
             thread.thread_id,
