@@ -260,6 +260,12 @@ def db_command(s: Service, *args: str, stdin: str | None = None) -> subprocess.C
     )
 
 
+def closed_sessions(s: Service) -> list[tuple[str, str]]:
+    """The (channel, thread ts) of each agent session the bot asked Slack to close, in order."""
+    calls = s.slack.calls("agents.sessions.setStatus")
+    return [(c.args["channel_id"], c.args["thread_ts"]) for c in calls if c.args["status"] == "closed"]
+
+
 def test_uninstalling_deletes_the_workspaces_data(service, database_url):
     s = service
     two_channels(s)
@@ -272,6 +278,7 @@ def test_uninstalling_deletes_the_workspaces_data(service, database_url):
     assert not any(tables_containing(database_url, text) for text in (SECRET, OTHER, "Cites a source"))
     assert not any(files_containing(database_url, text) for text in (SECRET, OTHER))
     assert s.bot.stderr_text()[before:].count(line) == 1
+    assert closed_sessions(s) == []  # Slack revoked the token: no call is tried
 
 
 def test_uninstalling_while_a_run_is_under_way_keeps_nothing_of_it_and_runs_nothing_queued(
@@ -323,8 +330,12 @@ def test_prune_days_0_deletes_finished_threads_and_keeps_one_still_running(servi
 
     assert pruned.returncode == 0, pruned.stderr
     assert re.search(r"conversations:\s+1\b", pruned.stdout), pruned.stdout
+    assert re.search(r"agent sessions closed:\s+1\b", pruned.stdout), pruned.stdout
     assert not tables_containing(database_url, SECRET)
     assert tables_containing(database_url, OTHER)
+    (closed,) = closed_sessions(s)
+    assert closed[0] == "C1" and s.slack.session(*closed).status == "closed"
+    assert s.slack.session("C2", running).status == "processing"
 
 
 CHANNEL_RUBRIC = "- Names CHANNEL-RUBRIC-5e1"
@@ -335,7 +346,8 @@ def test_with_retention_days_serve_sweeps_finished_threads_as_it_starts(start_bo
     # The embedded queue's daily sweep runs at start (PostgreSQL's is a periodic job: see test_jobs).
     model_api.worker, model_api.grader = scripted_revision(CRITERIA)
     s = Service(slack_api, model_api, start_bot())
-    ask(s, "C1", graded_thread(s, "C1"), f"Remember {SECRET}")
+    swept = graded_thread(s, "C1")
+    ask(s, "C1", swept, f"Remember {SECRET}")
     ask(s, "C2", graded_thread(s, "C2"), f"Remember {OTHER}")
     s.bot.stop()
     with sqlite3.connect(s.db_path) as database:  # C1's thread was last active two days ago
@@ -349,6 +361,7 @@ def test_with_retention_days_serve_sweeps_finished_threads_as_it_starts(start_bo
     wait_for(lambda: line in s.bot.stderr_text(), RUN_TIMEOUT, message="the sweep's log line")
     assert not tables_containing(str(s.db_path), SECRET)
     assert tables_containing(str(s.db_path), OTHER)
+    assert closed_sessions(s) == [("C1", swept)] and "1 agent sessions closed" in s.bot.stderr_text()
 
 
 def test_purge_channel_deletes_that_channel_only_after_confirmation(service, database_url):
@@ -374,7 +387,8 @@ def test_purge_thread_by_its_slack_link_deletes_that_thread_only(service, databa
     s = service
     root = graded_thread(s, "C1")
     ask(s, "C1", root, f"Remember {SECRET}")
-    ask(s, "C1", graded_thread(s, "C1"), f"Remember {OTHER}")  # another thread of the same channel
+    other = graded_thread(s, "C1")  # another thread of the same channel
+    ask(s, "C1", other, f"Remember {OTHER}")
     link = f"https://example.slack.com/archives/C1/p{root.replace('.', '')}"
 
     purged = db_command(s, "purge", "--thread", link, "--yes")
@@ -383,17 +397,23 @@ def test_purge_thread_by_its_slack_link_deletes_that_thread_only(service, databa
     assert re.search(r"conversations:\s+1\b", purged.stdout), purged.stdout
     assert not tables_containing(database_url, SECRET)
     assert tables_containing(database_url, OTHER)
+    assert closed_sessions(s) == [("C1", root)]
+    assert s.slack.session("C1", root).status == "closed" and s.slack.session("C1", other).status == "active"
 
 
-def test_purge_team_deletes_every_channel_of_the_team(service, database_url):
+def test_purge_team_deletes_every_channel_of_the_team_and_closes_each_threads_session(service, database_url):
     s = service
     two_channels(s)
+    rubric_only = graded_thread(s, "C3")  # no request ran there: no session to close
 
     purged = db_command(s, "purge", "--team", sr.TEAM_ID, "--yes")
 
     assert purged.returncode == 0, purged.stderr
-    assert re.search(r"conversations:\s+2\b", purged.stdout), purged.stdout
+    assert re.search(r"conversations:\s+3\b", purged.stdout), purged.stdout
+    assert re.search(r"agent sessions closed:\s+2\b", purged.stdout), purged.stdout
     assert not any(tables_containing(database_url, text) for text in (SECRET, OTHER, RUBRIC))
+    assert sorted(channel for channel, _ in closed_sessions(s)) == ["C1", "C2"]
+    assert ("C3", rubric_only) not in closed_sessions(s)
 
 
 # -- private files ------------------------------------------------------------------------------
