@@ -8,6 +8,8 @@ from genai_prices import Usage, calc_price
 
 from bot.agreement.report import build_report
 from bot.config import Settings
+from bot.db.admin import upgrade
+from bot.db.database import Database
 from bot.db.runs import RunRecord
 from bot.db.store import Store
 from bot.home import ChannelHome, home_view, load_home, publish_home
@@ -102,3 +104,63 @@ async def test_a_channel_shows_what_its_runs_of_the_last_30_days_cost(tmp_path):
 
 def home_text(view: dict) -> str:
     return "\n".join(b["text"]["text"] for b in view["blocks"] if b.get("text", {}).get("type") == "mrkdwn")
+
+
+# -- the askers' 👍/👎 beside the grader's pass rate, on SQLite and PostgreSQL --------------------
+
+SATISFACTION_HEADING = "*Askers' verdicts on the answers*"
+
+
+async def satisfaction_on_home(database_url: str, votes: dict[str, list[tuple[str, bool]]]) -> dict[str, str]:
+    """Each channel's lines under `SATISFACTION_HEADING` on U1's Home tab (or "" without them),
+    after runs in C1 ended with the statuses `votes` names, each voted on by (person, 👍?) in
+    order; C2 has one satisfied run with a 👍 that C1 must not count."""
+    database = Database.parse(database_url)
+    await upgrade(database)
+    store = await Store.open(database)
+    try:
+        ended = [("C1", status, clicks) for status, runs in votes.items() for clicks in runs]
+        for n, (channel, status, clicks) in enumerate([*ended, ("C2", "satisfied", [("U9", True)])]):
+            run_id = await store.start_run(ThreadKey("T1", channel, "1.0"), f"1.{n + 1}")
+            await store.finish_run(run_id, status)
+            for person, positive in clicks:
+                assert await store.record_feedback(Workspace("T1"), run_id, person, positive=positive)
+        homes = await load_home(store, workspace=Workspace("T1"), channels=["C1", "C2", "C3"])
+    finally:
+        await store.close()
+    texts = {home.channel: home_text(home_view([home])) for home in homes}
+    return {channel: text.partition(SATISFACTION_HEADING)[2].strip() for channel, text in texts.items()}
+
+
+async def test_home_shows_the_askers_votes_as_counts_alone_under_ten_and_the_last_click_counts(database_url):
+    votes = {
+        "satisfied": [[("U1", True), ("U2", False)], [("U1", True), ("U1", False)]],  # U1 changed their mind
+        "max_iterations_reached": [[("U3", True)]],
+        "timed_out": [[]],  # not graded: no pass rate over it
+    }
+
+    shown = await satisfaction_on_home(database_url, votes)
+
+    assert shown["C1"].splitlines() == [
+        "Askers' 👍 on answers: 2 of 4 votes",
+        "Grader passed: 2 of 3 graded runs",
+        "👎 on answers the grader passed: 2 of 3 votes on them",
+    ]
+    assert shown["C2"].splitlines()[0] == "Askers' 👍 on answers: 1 of 1 votes"
+    assert shown["C3"] == ""  # nothing run, nothing voted: no heading at all
+
+
+async def test_home_shows_each_rate_with_its_95_interval_from_ten_votes_or_runs_on(database_url):
+    votes = {
+        "satisfied": [[("U1", True)]] * 9 + [[("U1", False)]],
+        "max_iterations_reached": [[("U1", False)], [("U2", False)]],
+    }
+
+    shown = await satisfaction_on_home(database_url, votes)
+
+    # Wilson's score intervals: 9/12 → 46.8–91.1 %, 10/12 → 55.2–95.3 %, 1/10 → 1.8–40.4 %.
+    assert shown["C1"].splitlines() == [
+        "Askers' 👍 on answers: 9 of 12 votes: 75% (95% CI 47%–91%)",
+        "Grader passed: 10 of 12 graded runs: 83% (95% CI 55%–95%)",
+        "👎 on answers the grader passed: 1 of 10 votes on them: 10% (95% CI 2%–40%)",
+    ]
