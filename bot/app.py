@@ -35,6 +35,7 @@ from bot.db.database import Checkpointer, open_checkpointer
 from bot.db.store import Store
 from bot.governance.editors import EditorsNow, RubricEditors
 from bot.lifecycle.retention import schedule_claims_pruning, schedule_retention
+from bot.limits.quota import LimitsOf
 from bot.listeners import register
 from bot.listeners.context import Services
 from bot.material.reader import MaterialReader
@@ -232,7 +233,7 @@ async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Pro
             checkpointer=checkpointer,
             workspaces=WorkspaceOverrides(Deployment.from_settings(settings), store),
             agents=agents,
-            auditor=_auditor(settings, store),
+            auditor=_auditor(settings, store, workspaces.limits),
         )
         runner = ThreadRunner(ports, RunnerPolicy.from_settings(settings))
         # Dedupe keys only matter while Slack may still retry; don't let them pile up forever.
@@ -250,12 +251,13 @@ async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Pro
         yield Process(store, clients, runner, checkpointer, workspaces, editors)
 
 
-def _auditor(settings: Settings, store: Store) -> Auditor | None:
-    """The audit grader of `RUBRIC_BOT_AUDIT_MODEL`, if set (see `bot.audit`)."""
+def _auditor(settings: Settings, store: Store, limits: LimitsOf) -> Auditor | None:
+    """The audit grader of `RUBRIC_BOT_AUDIT_MODEL`, if set (see `bot.audit`), spending from the
+    daily budgets `limits` gives a workspace."""
     model = init_audit_model(settings)
     if model is None or settings.audit_model is None:
         return None
-    return Auditor(store, model, settings.audit_model, settings.audit_share)
+    return Auditor(store, model, settings.audit_model, settings.audit_share, limits)
 
 
 def _freeze_what_started() -> None:

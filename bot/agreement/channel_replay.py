@@ -39,7 +39,7 @@ from bot.db.database import open_checkpointer
 from bot.db.replays import ReplayLease, ReplayRefused
 from bot.db.spend import QuotaExceeded, RunQuota
 from bot.db.store import Store
-from bot.limits.quota import DailyLimits
+from bot.limits.quota import LimitsOf
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.messages import NO_UNFURLS
 from bot.slack.mrkdwn import slack_date
@@ -78,9 +78,6 @@ class WorkspaceGrader:
 
 GraderOf = Callable[[Workspace], Awaitable[WorkspaceGrader]]
 """The grader a workspace's runs are graded by, which its replays measure."""
-
-LimitsOf = Callable[[Workspace], Awaitable[DailyLimits]]
-"""The daily limits in force in a workspace, whose budgets its replays spend from."""
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,17 @@
 
 The audit grader sees the request (with the material shared for it) and the final answer only:
 none of the loop's drafts, feedback or calibration (`grading.agrade_answer`). Its verdict is stored
-with its provenance (the model as it answered, the hash of its instructions) and its tokens count
-with the run's, towards the channel's daily budget and the token metrics. Nothing is posted in the
-thread, and the run's outcome stays what the loop's grader made it. A failing audit grader is
-recorded as an ``error`` audit and logged; the run is not affected.
+with its provenance (the model as it answered, the hash of its instructions), and its tokens and
+their cost at the audit model's rate count with the run's: in usage, the run's cost, the daily
+budgets (reserved before the call, settled after it: `bot.audit.budget`) and the token and cost
+metrics, as the audit role. Nothing is posted in the thread, and the run's outcome stays what the
+loop's grader made it. A failing audit grader is recorded as an ``error`` audit and logged; a spent
+budget skips the audit (logged and counted); the run is not affected either way.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,9 +21,13 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage
 
+from bot.audit.budget import AuditBudget, estimated_tokens
 from bot.audit.selection import is_audited
 from bot.db.audits import AuditResult, AuditStart, AuditVerdict
+from bot.db.spend import QuotaExceeded
 from bot.db.store import Store
+from bot.limits.prices import role_usage
+from bot.limits.quota import LimitsOf
 from bot.ops import metrics
 from bot.vocabulary.thread import ThreadKey
 from grading import RubricEvaluation, TranscriptGrader, agrade_answer
@@ -51,20 +58,58 @@ class FinishedRun:
 class Auditor:
     """Audits `share` of finished runs with `model`, whose model string is `model_name` (see `bot.audit`)."""
 
-    def __init__(self, store: Store, model: str | BaseChatModel, model_name: str, share: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        model: str | BaseChatModel,
+        model_name: str,
+        share: float,
+        limits: LimitsOf | None = None,
+    ) -> None:
+        """`limits` gives a workspace's daily limits, whose budgets audits spend from (None: none
+        caps them; their spend is counted all the same)."""
         self._store = store
         self._grader = TranscriptGrader(model)
         self._model = model_name
         self._share = share
+        self._budget = AuditBudget(store, model_name, limits)
 
     def wants(self, run_id: int, status: str | None) -> bool:
         """Whether the run, having ended with `status`, is one to audit."""
         return status in AUDITED_STATUSES and is_audited(run_id, self._share)
 
     async def audit(self, run: FinishedRun) -> AuditVerdict | None:
-        """Audit `run` unless it was audited before (None then, or when it has no evaluation)."""
+        """Audit `run` unless it was audited before (None then, when it has no evaluation, or when a
+        daily budget it spends from is spent: the audit is skipped)."""
         if not run.evaluations or not self.wants(run.run_id, run.status):
             return None
+        shown = [run.rubric, run.answer, *(str(message.content) for message in run.messages)]
+        reserved = await self._budget.reserve(
+            run.run_id, run.thread.workspace, estimated_tokens(run.evaluations, shown)
+        )
+        if isinstance(reserved, QuotaExceeded):
+            logger.info("audit of run %d skipped: the daily %s limit is reached", run.run_id, reserved.quota)
+            metrics.audit_skipped()
+            return None
+        try:
+            result = await self._grade(run)
+        except BaseException:  # never made: its reservation is given back, even while cancelled
+            await asyncio.shield(self._store.release_audit(run.run_id, reserved))
+            raise
+        if result is None:
+            await self._store.release_audit(run.run_id, reserved)
+            return None
+        await self._store.finish_audit(run.run_id, result, reserved)
+        metrics.audit_finished(
+            result.verdict,
+            loop_passed=run.status == "satisfied",
+            iterations=len(run.evaluations),
+            cost=result.cost,
+        )
+        return result.verdict
+
+    async def _grade(self, run: FinishedRun) -> AuditResult | None:
+        """The audit grader's result on `run`; None when it was audited before (a run is audited once)."""
         loop_passed = run.status == "satisfied"
         iterations = len(run.evaluations)
         start = AuditStart(
@@ -84,15 +129,12 @@ class Auditor:
         result = _result(evaluation, self._model)
         if result.verdict == "error":
             logger.warning("audit of run %d: the audit grader failed", run.run_id)
-        await self._store.finish_audit(run.run_id, result)
-        metrics.audit_finished(
-            result.verdict, loop_passed=loop_passed, iterations=iterations, tokens=result.tokens
-        )
-        return result.verdict
+        return result
 
 
 def _result(evaluation: RubricEvaluation, asked: str) -> AuditResult:
-    """The audit's result from the audit grader's evaluation."""
+    """The audit's result from the audit grader's evaluation, its tokens priced at the rate of the
+    model `asked` for (the ``provider:model`` string the price table knows)."""
     provenance: dict[str, Any] = dict(evaluation.get("provenance") or {})
     verdict: AuditVerdict = VERDICTS.get(evaluation["result"], "error")
     usage = evaluation["usage"]
@@ -103,4 +145,5 @@ def _result(evaluation: RubricEvaluation, asked: str) -> AuditResult:
         prompt_hash=provenance.get("grader_prompt_hash"),
         evaluation=dict(evaluation),
         tokens=usage["total_tokens"] if usage else None,
+        cost=role_usage(asked, usage) if usage else None,
     )

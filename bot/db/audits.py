@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import Select, Update, bindparam, func, select, update
 
@@ -35,6 +35,25 @@ class AuditStart:
     enterprise: str = NO_ENTERPRISE
 
 
+class PricedRole(Protocol):
+    """The audit grader's tokens priced at its model's rate (`bot.limits.prices.RoleUsage` is one;
+    the store keeps what it says with its run's cost)."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Its input and output tokens."""
+        ...
+
+    @property
+    def usd(self) -> float | None:
+        """What they cost; None when the price table does not know the model."""
+        ...
+
+    def model_dump(self, *, mode: Literal["json"]) -> dict[str, Any]:
+        """The role's usage as JSON: ``{"model", "input_tokens", …, "usd"}``."""
+        ...
+
+
 @dataclass(frozen=True)
 class AuditResult:
     """What the audit grader said, with its provenance and cost."""
@@ -45,6 +64,8 @@ class AuditResult:
     prompt_hash: str | None
     evaluation: dict[str, Any]
     tokens: int | None
+    cost: PricedRole | None = None
+    """Its tokens priced (None: it reported no usage)."""
 
 
 @dataclass(frozen=True)
@@ -77,9 +98,35 @@ ADD_RUN_TOKENS: Update = (
     .values(
         tokens=func.coalesce(runs.c.tokens, 0) + bindparam("audit_tokens"),
         charged_tokens=runs.c.charged_tokens + bindparam("audit_tokens"),
+        charged_usd=runs.c.charged_usd + bindparam("audit_usd"),
     )
 )
-"""Count an audit's tokens with its run's (those it charged the day's budgets included)."""
+"""Count an audit's tokens and money with its run's (what it charged the day's budgets included)."""
+
+RUN_COST: Select[Any] = select(runs.c.cost_usd, runs.c.cost_unpriced, runs.c.token_usage).where(
+    runs.c.run_id == bindparam("of_run")
+)
+"""A run's recorded cost, which its audit's adds to (see `with_audit_cost`)."""
+
+SET_RUN_COST: Update = update(runs).where(runs.c.run_id == bindparam("of_run"))
+"""Set a run's cost columns (parameters: ``of_run`` and `with_audit_cost`'s columns)."""
+
+
+def with_audit_cost(recorded: Any, cost: PricedRole) -> dict[str, Any]:
+    """The cost columns of a run whose `recorded` cost (a `RUN_COST` row) gains its audit's:
+    the audit role beside the run's others in ``token_usage``, its money in ``cost_usd`` (the grader's
+    share, ``grader_cost_usd``, stays the loop grader's), and the run partly unpriced when the audit
+    model is not in the price table."""
+    usage = cost.model_dump(mode="json")
+    return {
+        "cost_usd": (recorded.cost_usd or 0.0) + (cost.usd or 0.0),
+        "cost_unpriced": bool(recorded.cost_unpriced) or cost.usd is None,
+        "token_usage": {**(recorded.token_usage or {}), AUDIT_ROLE: usage},
+    }
+
+
+AUDIT_ROLE = "audit"
+"""The audit grader's role in a run's ``token_usage`` (`bot.limits.prices.Role`)."""
 
 
 def finished_audits(conditions: list[Any]) -> Select[Any]:

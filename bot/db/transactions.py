@@ -8,7 +8,8 @@
   provenance takes the channel rubric's version read in the same transaction);
 - a run's end (`RunTransactions.finish_run`: its closing messages' ledger entries with its status,
   its tokens and cost replacing what its admission reserved on the spend counters);
-- an audit's end (`RunTransactions.finish_audit`: its result, its tokens counted with its run's);
+- an audit's end (`RunTransactions.finish_audit`: its result, its tokens and money counted with its
+  run's, its reservation settled);
 - a queued run forgotten (`RunTransactions.delete_run`: its ledger, its row, its spend given back).
 """
 
@@ -451,16 +452,38 @@ class RunTransactions(UsageStore):
             )
             return started.first() is not None
 
-    async def finish_audit(self, run_id: int, result: audits_db.AuditResult) -> None:
-        """Record the audit's result, and count its tokens with its run's."""
+    async def finish_audit(
+        self, run_id: int, result: audits_db.AuditResult, reserved: RunQuota | None = None
+    ) -> None:
+        """Record the audit's result, count its tokens and money with its run's, and settle what it
+        `reserved` (see `reserve_audit`; None: nothing, its spend charged on today's counters) at
+        what it used."""
+        tokens = result.tokens or 0
+        usd = result.cost.usd or 0.0 if result.cost is not None else 0.0
+        day = reserved.day if reserved is not None else utc_now().date()
         async with self._write() as connection:
             await connection.execute(
                 audits_db.FINISH_AUDIT, {"of_run": run_id, **audits_db.result_values(result)}
             )
-            if result.tokens:
-                await self._recharge(connection, run_id, "audit", requests=0, tokens=result.tokens, more=True)
+            await self._recharge(
+                connection,
+                run_id,
+                "audit",
+                requests=0,
+                tokens=tokens - (reserved.estimate if reserved else 0),
+                usd=usd - (reserved.estimate_usd if reserved else 0.0),
+                more=True,
+                day=day,
+            )
+            if tokens:
                 await connection.execute(
-                    audits_db.ADD_RUN_TOKENS, {"of_run": run_id, "audit_tokens": result.tokens}
+                    audits_db.ADD_RUN_TOKENS, {"of_run": run_id, "audit_tokens": tokens, "audit_usd": usd}
+                )
+            if result.cost is not None:
+                recorded = (await connection.execute(audits_db.RUN_COST, {"of_run": run_id})).one()
+                await connection.execute(
+                    audits_db.SET_RUN_COST,
+                    {"of_run": run_id, **audits_db.with_audit_cost(recorded, result.cost)},
                 )
 
     async def audits_in_channel(

@@ -16,6 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from bot.db.audits import AUDIT_ROLE
 from bot.db.base import StoreBase
 from bot.db.database import SPEND_POOL_SIZE, Database, pool_size
 from bot.db.schema import claims, replay_spend, runs
@@ -106,6 +107,10 @@ class CostTally:
     """The grader's part of `usd`."""
     unpriced: int
     """Runs that used a model the price table does not know (their cost is partial)."""
+    audit_usd: float = 0.0
+    """The audit grader's part of `usd` (`bot.audit`: a share of runs graded again once finished)."""
+    audits: int = 0
+    """Of the runs, those the audit grader graded again."""
     replay_calls: int = 0
     """Grader calls of `/rubric replay` (not runs: their cost is not in `usd`)."""
     replay_usd: float = 0.0
@@ -211,12 +216,16 @@ class UsageStore(StoreBase):
         self, workspace: Workspace | None, channel: str | None, since: datetime | None = None
     ) -> CostTally:
         """What the runs started from ``since`` on cost (None filters match all)."""
+        audit = runs.c.token_usage[(AUDIT_ROLE, "usd")].as_float()
+        audited = runs.c.token_usage[(AUDIT_ROLE, "output_tokens")].as_integer()
         query = select(
             func.count().label("runs"),
             func.count().filter(runs.c.status == "satisfied").label("satisfied"),
             func.coalesce(func.sum(runs.c.cost_usd), 0).label("usd"),
             func.coalesce(func.sum(runs.c.grader_cost_usd), 0).label("grader_usd"),
             func.count().filter(runs.c.cost_unpriced).label("unpriced"),
+            func.coalesce(func.sum(audit), 0).label("audit_usd"),
+            func.count().filter(audited.is_not(None)).label("audits"),
         ).where(runs.c.cost_usd.is_not(None), *in_scope(runs, workspace, channel, since, runs.c.started_at))
         (row,) = await self._rows(query)
         replayed = select(
@@ -229,6 +238,8 @@ class UsageStore(StoreBase):
             usd=float(row["usd"]),
             grader_usd=float(row["grader_usd"]),
             unpriced=int(row["unpriced"]),
+            audit_usd=float(row["audit_usd"]),
+            audits=int(row["audits"]),
             replay_calls=int(replays["calls"]),
             replay_usd=float(replays["usd"]),
         )
@@ -271,6 +282,22 @@ class UsageStore(StoreBase):
         async with self._write() as connection:
             return await connection.run_sync(self._admit_spending, spender, quota)
 
+    async def reserve_audit(self, run_id: int, quota: RunQuota) -> QuotaExceeded | None:
+        """Reserve `quota`'s estimate for the audit of run `run_id` from the budgets its run spends
+        from (its channel's, its workspace's, the deployment's, and its requester's counters) on the
+        quota's day, no request counted (see `reserve_replay`); the cap that refuses it (nothing
+        reserved), else None. `finish_audit` settles it, `release_audit` gives it back."""
+        async with self._write() as connection:
+            row = (await connection.execute(_RUN_SPENDER, {"of_run": run_id})).one()
+            return await connection.run_sync(self._admit_spending, _spender_of(row, quota.day), quota)
+
+    async def release_audit(self, run_id: int, quota: RunQuota) -> None:
+        """Give back what the audit of run `run_id` reserved (`quota`), its grader never done."""
+        async with self._write() as connection:
+            row = (await connection.execute(_RUN_SPENDER, {"of_run": run_id})).one()
+            spender = _spender_of(row, quota.day)
+            await connection.run_sync(self._charge, spender, 0, -quota.estimate, -quota.estimate_usd)
+
     def _admit_spending(
         self, transaction: Connection, spender: Spender, quota: RunQuota
     ) -> QuotaExceeded | None:
@@ -287,13 +314,14 @@ class UsageStore(StoreBase):
         tokens: int,
         usd: float | None = None,
         more: bool = False,
+        day: date | None = None,
     ) -> None:
         """Settle the run (`settlement`: its end, its audit's, or its deletion's) once: change what
-        it added to its day's spend counters to `tokens` (`more`: by `tokens` more: an audit's) and,
-        when given, `usd` (and `requests` more requests), in the transaction of `connection` where
-        the counters are in it. What it added before is what the run's row says it charged (its
-        reservation, or what an earlier settling set); the caller records the new amounts on the
-        row in `connection`'s transaction.
+        it added to its day's spend counters to `tokens` and, when given, `usd` (`more`: by `tokens`
+        and `usd` more, on `day`'s counters: an audit's, settling its own reservation) and `requests`
+        more requests, in the transaction of `connection` where the counters are in it. What it
+        added before is what the run's row says it charged (its reservation, or what an earlier
+        settling set); the caller records the new amounts on the row in `connection`'s transaction.
 
         A settlement carries the run's id and applies once (see `_settle`): on PostgreSQL the
         counters commit on their own, so a settlement whose transaction failed after them (a fault
@@ -302,13 +330,8 @@ class UsageStore(StoreBase):
         row = (await connection.execute(_RUN_SPENDER, {"of_run": run_id})).first()
         if row is None:
             return
-        spender = Spender(
-            day=row.started_at.astimezone(UTC).date(),
-            workspace=Workspace(row.team, row.enterprise),
-            channel=row.channel,
-            requester=row.requester,
-        )
-        money = 0.0 if usd is None else usd - row.charged_usd
+        spender = _spender_of(row, day)
+        money = 0.0 if usd is None else usd if more else usd - row.charged_usd
         added = tokens if more else tokens - row.charged_tokens
         key = f"{SETTLEMENT_KEY_PREFIX}{settlement}:{run_id}"
         await connection.run_sync(self._settle, key, spender, requests, added, money)
@@ -405,3 +428,13 @@ _RUN_SPENDER = select(
     runs.c.charged_usd,
 ).where(runs.c.run_id == bindparam("of_run"))
 """Whose spend counters a run charged, on which day, and how many tokens and dollars it charged them."""
+
+
+def _spender_of(row: Any, day: date | None = None) -> Spender:
+    """Who a run (a `_RUN_SPENDER` row) spends as, on `day` (None: the UTC day it started)."""
+    return Spender(
+        day=day or row.started_at.astimezone(UTC).date(),
+        workspace=Workspace(row.team, row.enterprise),
+        channel=row.channel,
+        requester=row.requester,
+    )

@@ -67,7 +67,7 @@ class ExportedCost(TypedDict):
     unpriced: list[str]
     """The models the price table does not know (empty: `usd` is the whole cost)."""
     tokens: dict[Role, RoleTokens]
-    """Its tokens per role (``worker``, ``grader``, ``summary``), so it can be priced again."""
+    """Its tokens per role (``worker``, ``grader``, ``summary``, ``audit``), so it can be priced again."""
 
 
 class FeedbackEntry(TypedDict):

@@ -6,7 +6,8 @@ run again. A model the table does not know is *unpriced*, never free: its run's 
 
 Each role's tokens are summed over its calls and priced at its model's rate: one model per role
 per run (a summary of a long thread is its own role, priced at the rate of the model that wrote it,
-`RUBRIC_BOT_SUMMARY_MODEL` or the worker's).
+`RUBRIC_BOT_SUMMARY_MODEL` or the worker's; an audit of the finished run, `bot.audit`, is its own
+role too, at `RUBRIC_BOT_AUDIT_MODEL`'s rate).
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from genai_prices import Usage, calc_price
 from langchain_core.messages import UsageMetadata
 from pydantic import BaseModel
 
-Role = Literal["worker", "grader", "summary"]
-"""Who made a model call: the worker answering, the grader grading, or the summary model summarizing
-a long thread's older turns for the worker."""
+Role = Literal["worker", "grader", "summary", "audit"]
+"""Who made a model call: the worker answering, the grader grading, the summary model summarizing
+a long thread's older turns for the worker, or the audit grader grading the finished run again."""
 
-ROLES: tuple[Role, ...] = ("worker", "grader", "summary")
+ROLES: tuple[Role, ...] = ("worker", "grader", "summary", "audit")
 """Every role, in the order they are shown."""
 
 PROVIDER_IDS: Mapping[str, str] = {

@@ -13,7 +13,7 @@ resets; no model is called for it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 from typing import Literal, TypeVar
@@ -24,6 +24,7 @@ from bot.limits.prices import dollars, estimated_usd
 from bot.slack.blocks import block_dicts, context_block, section_block
 from bot.slack.messages import SlackMessage
 from bot.slack.mrkdwn import slack_date
+from bot.vocabulary.workspace import Workspace
 
 NO_LIMIT = 0
 """The value of any limit setting that switches its limit off."""
@@ -138,6 +139,9 @@ class DailyLimits:
             },
         )
 
+
+LimitsOf = Callable[[Workspace], Awaitable[DailyLimits]]
+"""The daily limits in force in a workspace, whose budgets its replays and audits spend from."""
 
 Amount = TypeVar("Amount", int, float)
 """A limit's value: a count (requests, tokens) or money."""

@@ -117,13 +117,19 @@ def _amount(total: Totals) -> str:
 
 
 def spend_words(tally: CostTally) -> str:
-    """What runs cost in one line: in all, per satisfied run, the grader's share, and how many are
-    unpriced, and what replays' grader calls cost besides (``$0.0420 over 12 runs, $0.0042 per
-    satisfied run, grader 38% of it; replays $0.0100 over 40 grader calls``)."""
+    """What runs cost in one line: in all, per satisfied run, the grader's share and the audit
+    grader's (over the runs it audited), how many are unpriced, and what replays' grader calls cost
+    besides (``$0.0420 over 12 runs, $0.0042 per satisfied run, grader 38% of it, audit grader
+    $0.0020 of it over 2 audited runs; replays $0.0100 over 40 grader calls``)."""
     per_satisfied = (
         f"{dollars(tally.usd / tally.satisfied)} per satisfied run" if tally.satisfied else "no satisfied run"
     )
     grader = f"grader {tally.grader_usd / tally.usd:.0%} of it" if tally.usd else "grader share unknown"
+    audits = (
+        f", audit grader {dollars(tally.audit_usd)} of it over {plural(tally.audits, 'audited run')}"
+        if tally.audits
+        else ""
+    )
     unpriced = (
         f"; {plural(tally.unpriced, 'run')} used a model with no list price (not counted)"
         if tally.unpriced
@@ -134,7 +140,7 @@ def spend_words(tally: CostTally) -> str:
         if tally.replay_calls
         else ""
     )
-    runs = f"{dollars(tally.usd)} over {plural(tally.runs, 'run')}, {per_satisfied}, {grader}"
+    runs = f"{dollars(tally.usd)} over {plural(tally.runs, 'run')}, {per_satisfied}, {grader}{audits}"
     return f"{runs}{unpriced}{replays}"
 
 

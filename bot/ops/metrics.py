@@ -22,7 +22,7 @@ from async_lru import alru_cache
 from langchain_core.messages import UsageMetadata
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
 
-from bot.db.audits import ITERATION_BUCKETS, AuditVerdict, iteration_bucket
+from bot.db.audits import ITERATION_BUCKETS, AuditVerdict, PricedRole, iteration_bucket
 from bot.db.database import DATABASE_ERRORS, describe_database_error
 from bot.limits.prices import ROLES, RunCost
 from bot.ops.health import PROBE_REUSE_SECONDS
@@ -84,6 +84,10 @@ AUDITS = Counter(
     "disagree, or error when it failed), how the loop ended (passed or failed) and the run's iterations",
     ["agreement", "loop", "iterations"],
 )
+AUDITS_SKIPPED = Counter(
+    "rubric_bot_audits_skipped",
+    "Finished runs chosen for an audit that were not audited: a daily budget they spend from was spent",
+)
 
 for _status in RUN_STATUSES:
     RUNS.labels(_status)
@@ -139,15 +143,23 @@ def run_finished(status: RunStatus, seconds: float, outcome: SpentTurn | None = 
             UNPRICED_RUNS.inc()
 
 
-def audit_finished(verdict: AuditVerdict, *, loop_passed: bool, iterations: int, tokens: int | None) -> None:
+def audit_finished(
+    verdict: AuditVerdict, *, loop_passed: bool, iterations: int, cost: PricedRole | None
+) -> None:
     """Count an audit that found `verdict` of a run the loop's grader passed (or not) in `iterations`,
-    and its tokens as the grader's."""
+    and its tokens and money (`cost`) as the audit role's."""
     agreement = (
         "error" if verdict == "error" else "agree" if (verdict == "pass") == loop_passed else "disagree"
     )
     AUDITS.labels(agreement, "passed" if loop_passed else "failed", iteration_bucket(iterations)).inc()
-    if tokens:
-        TOKENS.labels("grader").inc(tokens)
+    if cost is not None:
+        TOKENS.labels("audit").inc(cost.total_tokens)
+        COST.labels("audit").inc(cost.usd or 0.0)
+
+
+def audit_skipped() -> None:
+    """Count a run chosen for an audit whose audit a spent daily budget skipped."""
+    AUDITS_SKIPPED.inc()
 
 
 def stream_fell_back(reason: StreamFallback) -> None:

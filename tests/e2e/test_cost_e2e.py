@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from genai_prices import Usage, calc_price
 
+from bot.cli.main import main
 from bot.limits.prices import dollars
-from tests.e2e.conftest import CRITERIA, RUN_TIMEOUT, BotProcess, Service
+from tests.e2e.conftest import CRITERIA, RUN_TIMEOUT, BotProcess, Service, metrics, value
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import ModelApiStandin, scripted_revision
@@ -123,3 +124,70 @@ def test_a_channel_over_its_money_budget_refuses_the_next_request_and_another_ch
     assert "midnight UTC" in refusal.all_text
     assert s.worker_requests_for("One more here") == []
     assert "$0.0001 per channel" in usage_answer(s, "C1")
+
+
+AUDIT_MODEL = "gpt-4o"
+"""The audit grader's model (`RUBRIC_BOT_AUDIT_MODEL`), dearer than the loop's: its price shows."""
+
+
+def audited(start_bot, slack_api, model_api, database_url, **env: str) -> Service:
+    """A bot on the test's database whose every finished run the audit grader grades again."""
+    model_api.worker, model_api.grader = scripted_revision(CRITERIA)
+    audit = {"RUBRIC_BOT_AUDIT_MODEL": f"openai:{AUDIT_MODEL}", "RUBRIC_BOT_AUDIT_SHARE": "1"}
+    return Service(slack_api, model_api, start_bot(env={"RUBRIC_BOT_DB": database_url, **audit, **env}))
+
+
+def test_the_audit_graders_cost_is_priced_at_its_models_rate_in_usage_report_export_and_metrics(
+    start_bot, slack_api, model_api, database_url, capsys
+):
+    s = audited(start_bot, slack_api, model_api, database_url)
+    s.set_channel_rubric("C1")
+    root = s.mention("What is the capital of France?", "C1")
+    s.wait_finals("C1", root, 1)
+    wait_for(
+        lambda: value(
+            metrics(s.bot.port), "rubric_bot_audit_total", agreement="agree", loop="passed", iterations="2"
+        ),
+        RUN_TIMEOUT,
+        message="the run's audit",
+    )
+
+    assert main(["export", "--db", database_url, "--channel", "C1"]) == 0
+    cost = json.loads(capsys.readouterr().out.splitlines()[0])["cost"]
+    (audit,) = [r for r in s.model.requests("grader") if r.model == AUDIT_MODEL]
+    roles = cost["tokens"]
+    assert roles["audit"]["model"] == f"openai:{AUDIT_MODEL}"
+    assert roles["audit"]["input_tokens"] == audit.prompt_tokens
+    audit_usd = list_price(roles["audit"])
+    total = sum(list_price(role) for role in roles.values())
+    assert audit_usd > 0 and cost["usd"] == pytest.approx(total) and cost["unpriced"] == []
+    # `/rubric usage`, the report's cost line and the cost counter all count it, as the audit's.
+    assert dollars(total) in usage_answer(s, "C1")
+    assert main(["report", "--db", database_url, "--channel", "C1"]) == 0
+    printed = capsys.readouterr().out
+    assert f"Cost: {dollars(total)} over 1 run" in printed
+    assert f"audit grader {dollars(audit_usd)} of it over 1 audited run" in printed
+    spent = metrics(s.bot.port)
+    assert value(spent, "rubric_bot_cost_usd_total", role="audit") == pytest.approx(audit_usd)
+    assert (
+        value(spent, "rubric_bot_tokens_total", role="audit")
+        == roles["audit"]["input_tokens"] + roles["audit"]["output_tokens"]
+    )
+
+
+def test_a_spent_money_budget_skips_the_audit_not_the_run(start_bot, slack_api, model_api, database_url):
+    s = audited(start_bot, slack_api, model_api, database_url, RUBRIC_BOT_CHANNEL_DAILY_USD="0.0001")
+    s.set_channel_rubric("C1")
+    root = s.mention("Spend the money", "C1")
+    (final,) = s.wait_finals("C1", root, 1)  # the run passes the budget alone: it ends, answered
+
+    wait_for(
+        lambda: value(metrics(s.bot.port), "rubric_bot_audits_skipped_total") == 1,
+        RUN_TIMEOUT,
+        message="the audit skipped",
+    )
+    assert "Tokens this run:" in final.all_text
+    assert [r for r in s.model.requests("grader") if r.model == AUDIT_MODEL] == []
+    assert (
+        "audit of run" in s.bot.stderr_text() and "daily channel_usd limit is reached" in s.bot.stderr_text()
+    )

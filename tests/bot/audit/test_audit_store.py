@@ -1,15 +1,25 @@
-"""Audits in the database: started once per run, finished with their tokens counted with the run's,
-read for the report and the export, and erased with their thread; on SQLite and PostgreSQL."""
+"""Audits in the database: started once per run, finished with their tokens and money counted with
+the run's (reserved from the day's budgets first), read for the report and the export, and erased
+with their thread; on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import pytest
+import logging
+from datetime import UTC, datetime
 
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import UsageMetadata
+from prometheus_client import REGISTRY
+
+from bot.audit.auditor import Auditor, FinishedRun
 from bot.audit.export import audits_by_run, exported_audit
 from bot.audit.report import load_audit
 from bot.db.audits import AuditResult, AuditStart
-from bot.db.spend import Spender
+from bot.db.spend import Cap, RunQuota, Spender
 from bot.db.store import Store
+from bot.limits.prices import RoleUsage, role_usage, run_cost
+from bot.limits.quota import NO_LIMIT, DailyLimits
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Workspace
 
@@ -65,3 +75,92 @@ async def test_a_run_is_audited_once_its_tokens_count_with_the_runs_and_it_goes_
 
     erased = await store.erase_threads([THREAD], keep_verdicts=False)
     assert erased["audits"] == 1 and await store.audits_in_channel(T1, "C1") == []
+
+
+def priced(model: str, tokens: int) -> RoleUsage:
+    """`tokens` (a tenth of them output) priced at `model`'s list price."""
+    output = tokens // 10
+    return role_usage(
+        model, UsageMetadata(input_tokens=tokens - output, output_tokens=output, total_tokens=tokens)
+    )
+
+
+async def test_an_audit_reserves_from_the_days_budgets_and_its_cost_counts_with_its_runs_everywhere(store):
+    today = datetime.now(UTC).date()
+    spender = Spender(today, T1, "C1", "U1")
+    await store.add_thread(THREAD)
+    run_id = await store.start_run(THREAD, "1.1", requester="U1")
+    run = run_cost(
+        {"worker": ("openai:gpt-4o-mini", {"input_tokens": 900, "output_tokens": 100, "total_tokens": 1000})}
+    )
+    await store.finish_run(run_id, "satisfied", 1000, cost=run)
+    audit = priced("openai:gpt-4o", 2_000)
+    assert audit.usd and run.usd
+
+    reserved = RunQuota(today, estimate=5_000, estimate_usd=0.5)
+    assert await store.reserve_audit(run_id, reserved) is None
+    spent = await store.spent_today(spender)
+    assert (spent["channel"].tokens, spent["channel"].usd) == (6_000, pytest.approx(run.usd + 0.5))
+    await store.start_audit(AuditStart(run_id, "T1", "C1", "1.0", "grading-1", 1, True, "openai:gpt-4o"))
+    result = AuditResult("pass", "Fine.", "gpt-4o-2024", None, {"result": "satisfied"}, 2_000, cost=audit)
+    await store.finish_audit(run_id, result, reserved)
+
+    # The reservation gave way to what the audit used, at the audit model's rate, on every level.
+    spent = await store.spent_today(spender)
+    for level in ("person", "channel", "workspace", "deployment"):
+        assert (spent[level].tokens, spent[level].usd) == (3_000, pytest.approx(run.usd + audit.usd))
+    (usage,) = await store.usage(T1, "C1", datetime.combine(today, datetime.min.time(), UTC))
+    assert (usage.tokens, usage.usd, usage.unpriced) == (3_000, pytest.approx(run.usd + audit.usd), 0)
+    tally = await store.cost_tally(T1, "C1")
+    assert (tally.usd, tally.audit_usd, tally.audits) == (
+        pytest.approx(run.usd + audit.usd),
+        pytest.approx(audit.usd),
+        1,
+    )
+    assert tally.grader_usd == 0  # the loop grader's share stays the loop grader's
+
+
+async def test_an_audit_a_spent_budget_refuses_reserves_nothing_and_a_released_one_is_given_back(store):
+    today = datetime.now(UTC).date()
+    spender = Spender(today, T1, "C1")
+    await store.add_thread(THREAD)
+    run_id = await store.start_run(THREAD, "1.1")
+    await store.finish_run(run_id, "satisfied", 100)
+    capped = RunQuota(today, estimate=50, estimate_usd=0.01, caps={"channel": Cap(tokens=120)})
+
+    assert await store.reserve_audit(run_id, capped) is None  # 100 spent: under the cap, reserved
+    assert (await store.spent_today(spender))["channel"].tokens == 150
+    refused = await store.reserve_audit(run_id, capped)
+    assert refused is not None and refused.quota == "tokens"
+    assert (await store.spent_today(spender))["channel"].tokens == 150  # nothing more reserved
+
+    await store.release_audit(run_id, capped)
+    spent = (await store.spent_today(spender))["channel"]
+    assert (spent.tokens, spent.usd) == (100, pytest.approx(0.0))
+
+
+async def test_an_audit_a_spent_budget_refuses_is_skipped_without_a_model_call_and_counted(store, caplog):
+    await store.add_thread(THREAD)
+    run_id = await store.start_run(THREAD, "1.1")
+    await store.finish_run(run_id, "satisfied", 150)
+    spent_channel = DailyLimits.of(NO_LIMIT, 120)  # the channel's 120 tokens a day: the run took 150
+
+    async def limits(workspace: Workspace) -> DailyLimits:
+        return spent_channel
+
+    caplog.set_level(logging.INFO, "bot.audit.auditor")
+    never = GenericFakeChatModel(messages=iter(()))  # fails if the audit grader were called
+    auditor = Auditor(store, never, "openai:gpt-4o", 1.0, limits)
+    evaluation = {"grading_run_id": "grading-1", "usage": None, "criteria": [], "result": "satisfied"}
+    run = FinishedRun(run_id, THREAD, "satisfied", [evaluation], "- Is polite", [], "An answer.")  # type: ignore[list-item]
+    skipped = REGISTRY.get_sample_value("rubric_bot_audits_skipped_total") or 0.0
+
+    assert await auditor.audit(run) is None
+
+    assert REGISTRY.get_sample_value("rubric_bot_audits_skipped_total") == skipped + 1
+    assert f"audit of run {run_id} skipped: the daily tokens limit is reached" in caplog.text
+    spent = (await store.spent_today(Spender(datetime.now(UTC).date(), T1, "C1")))["channel"]
+    assert spent.tokens == 150  # nothing reserved
+    # Never started: the run has no audit, and one could still be started for it.
+    assert await store.audits_in_channel(T1, "C1") == []
+    assert await store.start_audit(AuditStart(run_id, "T1", "C1", "1.0", "grading-1", 1, True, "m"))

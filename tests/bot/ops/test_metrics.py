@@ -28,6 +28,7 @@ from bot.agent.turn import TurnOutcome
 from bot.config import Settings
 from bot.db.admin import upgrade
 from bot.db.database import Database
+from bot.limits.prices import role_usage
 from bot.ops import metrics
 from bot.ops.health import Readiness
 from bot.ops.metrics import JOB_STATES, RUN_STATUSES
@@ -143,12 +144,24 @@ def test_an_audit_is_counted_by_agreement_how_the_loop_ended_and_its_iterations(
         ("rubric_bot_audit_total", {"agreement": a, "loop": loop, "iterations": bucket})
         for a in ("agree", "disagree", "error")
     ]
-    moved = Moves(*cells, ("rubric_bot_tokens_total", {"role": "grader"}))
+    spent = [("rubric_bot_tokens_total", {"role": role}) for role in ("audit", "grader")]
+    moved = Moves(*cells, *spent, ("rubric_bot_cost_usd_total", {"role": "audit"}))
+    cost = role_usage("openai:gpt-4o-mini", usage(250))
 
-    metrics.audit_finished(verdict, loop_passed=loop_passed, iterations=iterations, tokens=250)
+    metrics.audit_finished(verdict, loop_passed=loop_passed, iterations=iterations, cost=cost)
 
     counted = [1.0 if cell[1]["agreement"] == agreement else 0.0 for cell in cells]
-    assert list(moved().values()) == [*counted, 250.0]
+    # The audit grader's tokens and money count as its own role's, not the loop grader's.
+    assert cost.usd
+    assert list(moved().values()) == pytest.approx([*counted, 250.0, 0.0, cost.usd])
+
+
+def test_an_audit_a_spent_budget_skipped_is_counted():
+    moved = Moves(("rubric_bot_audits_skipped_total", {}))
+
+    metrics.audit_skipped()
+
+    assert list(moved().values()) == [1.0]
 
 
 @pytest.fixture
