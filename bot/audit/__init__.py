@@ -7,8 +7,10 @@ request and the final answer; it never posts in the thread and never changes the
 "Passed by the loop, failed by the audit", by the iterations a run took, is the drift signal.
 
 - ``selection``: which runs are audited: a share chosen by a hash of the run's id (reproducible).
-- ``auditor``: auditing a finished run once, storing the verdict with its provenance and tokens, and
-  counting it in `/metrics`.
+- ``auditor``: auditing a finished run once, storing the verdict with its provenance, tokens and
+  cost, and counting it in `/metrics`.
+- ``budget``: the audit inside the day's budgets: its estimate reserved before the audit grader is
+  called (a spent budget skips the audit, not the run), settled at what it used.
 - ``report``: the audit disagreement, overall and by iterations (1, 2, 3+), for `/rubric report`
   and `rubric-bot report`.
 - ``export``: each run's audit as `rubric-bot export` writes it (its ``audit`` key).
