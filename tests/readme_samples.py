@@ -51,7 +51,10 @@ REVIEWED = [
     ("fail", "pass", "pass", "pass"),
     ("fail", "fail", "fail", "fail"),
 ]
-"""Twelve reviewed iterations: enough for κ on both criteria."""
+"""Twelve reviewed iterations: enough for κ on both criteria. The first six were one-click Agrees."""
+
+SECOND_DIFFERS = {10: "Cites a source", 11: "Under 200 words"}
+"""A second person reviewed every iteration, blind, agreeing with the first but on these criteria."""
 
 
 def report_sample(tmp: Path) -> str:
@@ -81,9 +84,17 @@ async def _fill(database: str) -> None:
                 ReviewVerdict("Cites a source", cites, cites_seen, ""),
                 ReviewVerdict("Under 200 words", short, short_seen, ""),
             ]
-            await store.save_review(thread, run, 0, f"U{number:04d}REVIEWER", verdicts)
+            via = "agree" if number < 6 else "form"
+            await store.save_review(thread, run, 0, f"U{number:04d}REVIEWER", verdicts, via=via)
+            second = [_flipped(v) if v.criterion == SECOND_DIFFERS.get(number) else v for v in verdicts]
+            await store.save_review(thread, run, 0, "U9999SECOND", second, via="blind")
     finally:
         await store.close()
+
+
+def _flipped(verdict: ReviewVerdict) -> ReviewVerdict:
+    other = "fail" if verdict.reviewer_verdict == "pass" else "pass"
+    return ReviewVerdict(verdict.criterion, verdict.grader_verdict, other, "")
 
 
 GRADER_USAGE = UsageMetadata(input_tokens=1_234, output_tokens=56, total_tokens=1_290)

@@ -3,6 +3,8 @@
 - ``pooling``: a criterion's verdicts pooled over the rubric versions in which its text is unchanged,
   per grader model, with its coverage by run (the report's unit; reusable by anything per criterion).
 - ``report``: the agreement report per criterion, from the store: Slack blocks and terminal table.
+- ``people``: how far people agree with each other (iterations two people reviewed) beside the grader's
+  agreement, compared per criterion; and how many reviews were one-click Agrees or blind.
 - ``trust_figures``: under a channel's trust level, per criterion: threshold, coverage, agreement on
   the verdicts acted on and whether the target holds; the reviewed cases the thresholds calibrate on.
 - ``report_chart``: the report's chart (κ with its interval, agreement against the baseline) as PNG.

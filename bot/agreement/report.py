@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 
 from slack_sdk.models.blocks import Block
 
+from bot.agreement.people import Reviewing, reviewing_blocks, reviewing_figures, reviewing_table
 from bot.agreement.pooling import PooledCriterion, pooled_criteria
 from bot.agreement.presentation import (
     LIST_KIND,
@@ -164,6 +165,8 @@ class Report:
     """The askers' 👍/👎 on the period's answers beside the grader's pass rate (`bot.feedback`)."""
     trust: TrustFigures | None = None
     """The channel's trust level and, per criterion, its threshold and what the period shows under it."""
+    reviewing: Reviewing | None = None
+    """How the reviews were given, and the people's own agreement beside the grader's (`people`)."""
 
     @property
     def flagged(self) -> list[CriterionFigures]:
@@ -214,8 +217,10 @@ def build_report(
         for agreement, item in zip(agreements, pooled, strict=True)
     ]
     provenance = [r.provenance for r in records if r.provenance]
+    lines = [(c.name, c.pooled.reviews, c.agreement) for c in criteria]
     return Report(
         criteria=criteria,
+        reviewing=reviewing_figures(reviews, lines, min_reviews=min_reviews),
         correlated=_correlated(evaluations),
         reviews=len({(r.reviewer, r.grading_run_id, r.iteration) for r in reviews}),
         reviewers=len({r.reviewer for r in reviews}),
@@ -376,6 +381,7 @@ def report_blocks(report: Report, *, channel: str) -> SlackMessage:
         )
         blocks.append(context_block(slack_name(_source_words(report), SOURCE_WORDS_MAX)))
         blocks += sections("\n".join(_slack_line(c) for c in report.criteria))
+        blocks += reviewing_blocks(report.reviewing)
     else:
         blocks.append(
             section_block(
@@ -512,7 +518,7 @@ def report_table(report: Report) -> str:
     """The report as plain text for a terminal: a table, then the advice and correlated pairs."""
     lines = [f"Grader agreement, {report.period}: {report.summary()}"]
     if report.reviews:
-        lines += [_source_words(report), *_table(report)]
+        lines += [_source_words(report), *_table(report), *reviewing_table(report.reviewing)]
     else:
         lines.append("No reviews yet.")
     if report.coverage is not None and report.coverage.total:

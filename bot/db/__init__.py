@@ -21,6 +21,7 @@ aggregate, each owning its statements and the types of its rows, composed into `
 - ``ledger``: the posted-message ledger.
 - ``evaluations``: the evaluation messages posted, and their redaction.
 - ``reviews``: reviews of the grader, and calibration per channel and its drops.
+- ``review_modes``: how each channel's iterations are reviewed (blind, double reviews; every change kept).
 - ``trust``: each channel's trust level (every change kept) and its criteria's confidence thresholds.
 - ``calibration``: which reviews calibrate the grader (trusted, not dropped), as SQL conditions.
 - ``message_changes``: deletions and edits kept until applied.

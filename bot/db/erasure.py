@@ -25,6 +25,7 @@ from bot.db.schema import (
     message_changes,
     posted,
     replay_spend,
+    review_modes,
     reviews,
     runs,
     threads,
@@ -109,6 +110,7 @@ class ErasureStore(StoreBase):
                 ("calibration drops", calibration_drops),
                 ("trust levels", trust_levels),
                 ("trust thresholds", trust_thresholds),
+                ("review modes", review_modes),
             ):
                 result = await connection.execute(
                     delete(table).where(*in_scope(table, workspace, channel, None))

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 from weakref import WeakValueDictionary
 
 from sqlalchemy import Select, bindparam, delete, exists, false, insert, select
@@ -38,6 +38,10 @@ from bot.db.scope import (
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.verdicts import Verdict
 from bot.vocabulary.workspace import NO_ENTERPRISE, Workspace
+
+ReviewVia = Literal["agree", "form", "blind"]
+"""How a review was given: one click on *Agree* (every verdict of the grader accepted), the form
+pre-set to the grader's verdicts, or the blind form (nothing pre-set, the grader's verdicts hidden)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,8 @@ class ReviewRow:
     """The review's number (0 before it is stored); a calibration example's id."""
     editor: bool = False
     """Whether the reviewer could change the channel's grading when they reviewed."""
+    via: ReviewVia = "form"
+    """How the review was given."""
 
     @property
     def thread(self) -> ThreadKey:
@@ -102,9 +108,11 @@ class ReviewStore(StoreBase):
         verdicts: Sequence[ReviewVerdict],
         *,
         editor: bool = False,
+        via: ReviewVia = "form",
     ) -> None:
         """Store a reviewer's verdicts on an iteration, replacing their earlier review of it;
-        ``editor``: whether they may change the channel's grading (see `ReviewRow.editor`).
+        ``editor``: whether they may change the channel's grading (see `ReviewRow.editor`); ``via``:
+        how they gave it.
 
         It waits for a message refresh of the same iteration (see :meth:`locked_reviews`) to end.
         """
@@ -121,6 +129,7 @@ class ReviewStore(StoreBase):
                 "reviewer": reviewer,
                 "created_at": now,
                 "editor": editor,
+                "via": via,
             }
             for verdict in verdicts
         ]

@@ -249,13 +249,16 @@ reviews = Table(
     Column("reviewer", Text, nullable=False),
     Column("created_at", UtcTimestamp, nullable=False),
     Column("editor", Boolean, nullable=False, server_default=false()),
+    Column("via", Text, nullable=False, server_default="form"),
     UniqueConstraint("grading_run_id", "iteration", "criterion", "reviewer", name="reviews_one_per_reviewer"),
     Index("reviews_by_channel", "team", "channel", "created_at"),
 )
 """Teammates' verdicts on the grader's, one row per criterion, iteration and reviewer. ``review_id``
 numbers them (a calibration example is known by the review it comes from; a review saved again is a
 new row). ``editor`` is whether the reviewer could change the channel's grading when they reviewed
-(`bot.governance.editors`): only such reviews, or two agreeing ones, calibrate the grader."""
+(`bot.governance.editors`): only such reviews, or two agreeing ones, calibrate the grader. ``via`` is
+how the review was given (`bot.db.reviews.ReviewVia`): one click on *Agree*, the form pre-set to the
+grader's verdicts, or the blind form (nothing pre-set, the grader's verdicts hidden)."""
 
 calibration_drops = Table(
     "calibration_drops",
@@ -390,6 +393,24 @@ trust_thresholds = Table(
 confidence from which the grader's verdicts are acted on, recalibrated from the channel's trusted
 reviews (``reviews`` of them) at ``target`` and ``risk`` whenever one is saved; NULL ``threshold``:
 no threshold can be promised yet (the criterion runs as without trust)."""
+
+review_modes = Table(
+    "review_modes",
+    metadata,
+    Column("change_id", Integer, primary_key=True, autoincrement=True),
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("blind", Boolean, nullable=False),
+    Column("double_share", Float, nullable=False),
+    Column("set_by", Text, nullable=False),
+    Column("created_at", UtcTimestamp, nullable=False),
+    Index("review_modes_by_channel", "team", "channel", "created_at"),
+)
+"""Each change of how a channel's iterations are reviewed (`/rubric review`), kept as its history:
+``blind`` (the form opens with nothing pre-set and the grader's verdicts hidden) and the share of
+reviewed iterations a second person is asked to review (``double_share``, 0 for none), who set them
+when. The channel's modes are its latest row (none: not blind, no double review)."""
 
 replay_spend = Table(
     "replay_spend",

@@ -53,6 +53,7 @@ from bot.db.ledger import LedgerStore
 from bot.db.material import MaterialStore
 from bot.db.message_changes import MessageChangeStore
 from bot.db.replays import ReplayStore
+from bot.db.review_modes import ReviewModeStore
 from bot.db.reviews import ReviewStore
 from bot.db.rubrics import RubricStore
 from bot.db.runs import RunStore
@@ -77,6 +78,7 @@ class Store(
     LedgerStore,
     EvaluationStore,
     ReviewStore,
+    ReviewModeStore,
     FeedbackStore,
     MessageChangeStore,
     ErasureStore,

@@ -6,4 +6,6 @@
   version and announced in the channel; the history listing and its rendering.
 - ``calibration_drops``: `/rubric calibration` (the examples in force) and an editor's
   `/rubric calibration drop N`, announced in the channel and kept in the history.
+- ``review_modes``: `/rubric review` (blind, double review): shown, an editor's change announced and
+  kept in the history.
 """

@@ -1,4 +1,5 @@
-"""The review buttons on evaluation messages: Agree records a review, Disagree… opens the form; and
+"""The review buttons on evaluation messages: Agree records a review, Disagree… (blind: Review…) opens
+the form, and Agree too where the reviewer is to judge blind (`bot.review.modes`); and
 the 👍/👎 under a final answer, which record the clicker's verdict on the answer (`bot.feedback`).
 
 What a review is, saving it and refreshing its message's tally belong to :mod:`bot.review`; these
@@ -16,11 +17,13 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.db.evaluations import EvaluationRecord
+from bot.db.reviews import ReviewRow
 from bot.db.store import Store
 from bot.feedback.buttons import FEEDBACK_ACTION_ID, THANKS, UNKNOWN_RUN, UNREADABLE_FEEDBACK, parse_feedback
 from bot.listeners.context import services_of, workspace_of
-from bot.review.controls import AGREE_ACTION_ID, DISAGREE_ACTION_ID, parse_review_value
+from bot.review.controls import AGREE_ACTION_ID, DISAGREE_ACTION_ID, REVIEW_ACTION_ID, parse_review_value
 from bot.review.form import review_modal
+from bot.review.modes import ReviewAsk, review_ask
 from bot.review.saving import UNKNOWN_EVALUATION, refresh_tally, save_review
 from bot.review.verdicts import agree_verdicts
 from bot.slack.client import attempt
@@ -36,14 +39,15 @@ NOTHING_TO_REVIEW = "That grader iteration has no graded criteria, so there is n
 UNREADABLE_BUTTON = "I can't read which grader iteration that button is for, so it can't be reviewed."
 """Told to someone whose click carries a value no review button of the bot's would have."""
 
-NO_TRIGGER = "Slack sent that click without what a form needs to open. Please click Disagree… again."
-"""Told to someone whose Disagree… click came without a trigger_id, so no form can be opened."""
+NO_TRIGGER = "Slack sent that click without what a form needs to open. Please click the button again."
+"""Told to someone whose click came without a trigger_id, so no form can be opened."""
 
 
 def register(app: AsyncApp) -> None:
     """Listen to the review buttons."""
     app.action(AGREE_ACTION_ID)(on_agree)
     app.action(DISAGREE_ACTION_ID)(on_disagree)
+    app.action(REVIEW_ACTION_ID)(on_disagree)
     app.action(FEEDBACK_ACTION_ID)(on_feedback)
 
 
@@ -74,7 +78,9 @@ async def on_feedback(
 async def on_agree(
     ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
 ) -> None:
-    """Record that the clicker accepts every verdict of the iteration, then show the new tally."""
+    """Record that the clicker accepts every verdict of the iteration, then show the new tally; where
+    they are to judge blind (the channel reviews blind, or they are asked for a second review), open
+    the blind form instead."""
     store = services_of(context).store
     clicked = await _read_click(ack, store, client, body, workspace_of(context))
     if clicked is None:
@@ -85,8 +91,17 @@ async def on_agree(
         await ack()
         await tell_clicker(client, click, NOTHING_TO_REVIEW)
         return
+    reviews = await store.reviews_for_iteration(
+        record.thread.workspace, record.grading_run_id, record.iteration
+    )
+    modes = await store.review_modes(record.thread.workspace, record.channel)
+    ask = review_ask(modes, reviews, record.grading_run_id, record.iteration, click.user.id)
+    if ask.blind:
+        await ack()
+        await _open_form(client, click, record, reviews, ask)
+        return
     editor = await services_of(context).editors.is_editor(client, workspace_of(context), click.user.id)
-    await save_review(store, record, click.user.id, verdicts, editor=editor)
+    await save_review(store, record, click.user.id, verdicts, editor=editor, via="agree")
     await ack()  # only now: if the database failed, Slack tells the clicker it did not work
     # Before the tally shows the review: a run started after it sees its thresholds.
     await recalibrate_after_review(
@@ -98,18 +113,28 @@ async def on_agree(
 async def on_disagree(
     ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
 ) -> None:
-    """Open the review form, set to the clicker's earlier review or else to the grader's verdicts."""
+    """Open the review form, set to the clicker's earlier review or else to the grader's verdicts (blind:
+    to nothing, where the channel reviews blind or the clicker is asked for a second review)."""
     store = services_of(context).store
     clicked = await _read_click(ack, store, client, body, workspace_of(context))
     if clicked is None:
         return
     await ack()
     click, record = clicked
+    workspace = record.thread.workspace
+    reviews = await store.reviews_for_iteration(workspace, record.grading_run_id, record.iteration)
+    modes = await store.review_modes(workspace, record.channel)
+    ask = review_ask(modes, reviews, record.grading_run_id, record.iteration, click.user.id)
+    await _open_form(client, click, record, reviews, ask)
+
+
+async def _open_form(
+    client: AsyncWebClient, click: Click, record: EvaluationRecord, reviews: list[ReviewRow], ask: ReviewAsk
+) -> None:
+    """Open the review form of the clicked iteration as ``ask`` says (the click is acked)."""
     if click.trigger_id is None:
         await tell_clicker(client, click, NO_TRIGGER)
         return
-    workspace = record.thread.workspace
-    reviews = await store.reviews_for_iteration(workspace, record.grading_run_id, record.iteration)
     try:
         view = review_modal(
             record.evaluation,
@@ -117,6 +142,8 @@ async def on_disagree(
             message_ts=record.message_ts,
             thread_ts=record.thread_ts,
             previous=[row for row in reviews if row.reviewer == click.user.id],
+            blind=ask.blind,
+            second=ask.second,
         )
     except ValueError as exc:
         await tell_clicker(client, click, f"This iteration can't be reviewed: {exc}.")

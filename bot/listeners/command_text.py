@@ -147,6 +147,50 @@ def trust_level(argument: str) -> float | None:
     return round(value, 4)
 
 
+@dataclass(frozen=True)
+class ReviewModeChange:
+    """What `/rubric review blind on|off` or `/rubric review double <share>|off` changes (None: kept)."""
+
+    blind: bool | None = None
+    double_share: float | None = None
+
+
+REVIEW_USAGE = "`/rubric review blind on|off` or `/rubric review double <share from 0 to 1>|off`"
+"""How the review modes are changed, said with a change that cannot be read."""
+
+
+def review_mode_change(argument: str) -> ReviewModeChange | None:
+    """The change of `/rubric review blind on` or `/rubric review double 0.2` (``20%``, ``off`` = 0);
+    None for a bare `/rubric review` (show the modes); CommandError otherwise."""
+    words = argument.lower().split()
+    if not words:
+        return None
+    if len(words) != 2 or words[0] not in ("blind", "double"):
+        raise CommandError(f"{REVIEW_USAGE} changes how this channel reviews, not `{argument.strip()}`.")
+    mode, value = words
+    if mode == "blind":
+        if value not in SWITCH_WORDS:
+            raise CommandError(f"`/rubric review blind` takes `on` or `off`, not `{value}`.")
+        return ReviewModeChange(blind=SWITCH_WORDS[value])
+    return ReviewModeChange(double_share=_share(value))
+
+
+def _share(text: str) -> float:
+    """A share of `/rubric review double`: ``0.2``, ``20%`` or ``off`` (0)."""
+    if text == "off":
+        return 0.0
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 1:  # NaN fails too
+        raise CommandError(
+            "`/rubric review double` takes the share of reviewed iterations a second person is asked "
+            f"to review, from 0 to 1 (e.g. `0.2` or `20%`), or `off`, not `{text}`."
+        )
+    return round(value, 4)
+
+
 def version_number(argument: str) -> int:
     """The version of `/rubric revert N`."""
     text = argument.strip()

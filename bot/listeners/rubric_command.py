@@ -7,7 +7,7 @@ routing and the help text all read it.
 
 Slash commands carry no thread, so they manage the channel default; a thread's own rubric is set
 with a `rubric:` message in the thread. Changing how the channel is graded (`set`, `clear`,
-`edit`, `revert`, `calibration on|off|drop N`, `replay`) takes the editors' permission
+`edit`, `revert`, `calibration on|off|drop N`, `trust`, `review`, `replay`) takes the editors' permission
 (`bot.governance.editors`); a rubric change is announced in the channel. Every other answer is
 ephemeral (only the caller sees it), except the agreement report, which is posted to the channel.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -34,6 +34,7 @@ from bot.db.store import Store
 from bot.governance.calibration_drops import DROPS_IN_HISTORY, drop_example, drops_history, examples_message
 from bot.governance.changes import HISTORY_LENGTH, change_rubric, change_words, history_message
 from bot.governance.editors import EditorsNow
+from bot.governance.review_modes import MODES_IN_HISTORY, change_review_modes, modes_history, modes_message
 from bot.limits.quota import refusal_message
 from bot.limits.usage import load_channel_usage, usage_message
 from bot.listeners.command_text import (
@@ -44,6 +45,7 @@ from bot.listeners.command_text import (
     calibration_switch,
     parse_command,
     report_days,
+    review_mode_change,
     trust_level,
     version_number,
 )
@@ -201,7 +203,9 @@ async def _history(call: Invocation) -> None:
     versions = await call.store.rubric_versions(call.workspace, call.channel, HISTORY_LENGTH)
     drops = await call.store.calibration_drops(call.workspace, call.channel, DROPS_IN_HISTORY)
     levels = await call.store.trust_levels(call.workspace, call.channel, LEVELS_IN_HISTORY)
-    others = "\n\n".join(part for part in (drops_history(drops), levels_history(levels)) if part)
+    modes = await call.store.review_mode_changes(call.workspace, call.channel, MODES_IN_HISTORY)
+    parts = (drops_history(drops), levels_history(levels), modes_history(modes))
+    others = "\n\n".join(part for part in parts if part)
     await _answer_with(call.ack, history_message(versions, others or None))
 
 
@@ -324,6 +328,29 @@ async def _trust(call: Invocation) -> None:
     await _answer(call.ack, done)
 
 
+async def _review(call: Invocation) -> None:
+    """Show how the channel reviews the grader, or (an editor) change it: blind, double review."""
+    change = review_mode_change(call.parsed.argument)
+    if change is None:
+        changes = await call.store.review_mode_changes(call.workspace, call.channel, 1)
+        await _answer_with(call.ack, modes_message(changes[0] if changes else None))
+        return
+    if await call.refused():
+        return
+    current = await call.store.review_modes(call.workspace, call.channel)
+    done = await change_review_modes(
+        call.store,
+        call.client,
+        workspace=call.workspace,
+        channel=call.channel,
+        user=call.user,
+        modes=replace(
+            current, **{name: value for name, value in asdict(change).items() if value is not None}
+        ),
+    )
+    await _answer(call.ack, done)
+
+
 async def _admin(call: Invocation) -> None:
     await open_settings(
         call.ack,
@@ -432,6 +459,13 @@ RUBRIC_SUBCOMMANDS: tuple[RubricSubcommand, ...] = (
         "/rubric trust [level|off]",
         "act on the grader alone only where reviews show it agrees with the team (e.g. 0.9)",
         _trust,
+        Argument.OPTIONAL,
+    ),
+    RubricSubcommand(
+        "review",
+        "/rubric review [blind on|off|double <share>|off]",
+        "how reviews measure: blind forms, and a second reviewer for a share of iterations (e.g. 0.2)",
+        _review,
         Argument.OPTIONAL,
     ),
     RubricSubcommand(

@@ -20,7 +20,7 @@ from bot.review.form import (
     review_context,
     review_notice,
 )
-from bot.review.saving import UNKNOWN_EVALUATION, refresh_tally, save_review
+from bot.review.saving import UNKNOWN_EVALUATION, grader_revealed, refresh_tally, save_review
 from bot.slack.client import attempt
 from bot.slack.payloads import RubricEditorMetadata, Submission, problems
 from bot.trust.thresholds import recalibrate_after_review
@@ -140,9 +140,17 @@ async def on_review_submitted(
     except ValueError as exc:
         await _replace_review_form(ack, str(exc))
         return
-    editor = await services_of(context).editors.is_editor(client, workspace_of(context), submission.user.id)
-    await save_review(store, record, submission.user.id, verdicts, editor=editor)
+    user = submission.user.id
+    editor = await services_of(context).editors.is_editor(client, workspace_of(context), user)
+    await save_review(store, record, user, verdicts, editor=editor, via="blind" if about.blind else "form")
     await ack()
+    if about.blind:  # hidden until saved: now the reviewer sees how the grader judged
+        await attempt(
+            client.chat_postEphemeral(
+                channel=record.channel, user=user, thread_ts=record.thread_ts, text=grader_revealed(verdicts)
+            ),
+            f"show a blind reviewer the grader's verdicts in {record.channel}",
+        )
     # Before the tally shows the review: a run started after it sees its thresholds.
     await recalibrate_after_review(
         store, record.thread.workspace, record.channel, services_of(context).settings.trust_risk

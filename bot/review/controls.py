@@ -1,4 +1,5 @@
-"""On an evaluation message: the review tally and the Agree / Disagree… buttons with their value."""
+"""On an evaluation message: the review tally and the Agree / Disagree… (blind: Review…) buttons with
+their value."""
 
 from __future__ import annotations
 
@@ -23,6 +24,15 @@ AGREE_ACTION_ID = "review_agree"
 DISAGREE_ACTION_ID = "review_disagree"
 """action_id of the Disagree… button on evaluation messages."""
 
+REVIEW_ACTION_ID = "review_open"
+"""action_id of the Review… button that replaces Agree / Disagree… in blind mode (opens the form)."""
+
+SECOND_REVIEW_WANTED = (
+    "a second review is wanted: anyone but its first reviewer, please review this iteration "
+    "(what the first review said shows once it is in)"
+)
+"""On the tally of an iteration picked for double review that has one reviewer so far."""
+
 REVIEW_BLOCK_ID = "review"
 """block_id of the actions block holding the review buttons."""
 
@@ -33,9 +43,12 @@ class ReviewTally:
 
     reviews: int
     disagreements: dict[str, int] = dataclasses.field(default_factory=dict)
+    second_wanted: bool = False
+    """A second review is wanted (double review): the first one's disagreements stay unsaid meanwhile,
+    so that they do not steer the second reviewer."""
 
     @classmethod
-    def from_rows(cls, rows: Iterable[ReviewRow]) -> ReviewTally:
+    def from_rows(cls, rows: Iterable[ReviewRow], *, second_wanted: bool = False) -> ReviewTally:
         """Tally stored review rows of one iteration (one row per reviewer and criterion)."""
         reviewers: set[str] = set()
         disagreements: dict[str, int] = {}
@@ -43,13 +56,15 @@ class ReviewTally:
             reviewers.add(row.reviewer)
             if row.disagrees:
                 disagreements[row.criterion] = disagreements.get(row.criterion, 0) + 1
-        return cls(reviews=len(reviewers), disagreements=disagreements)
+        return cls(reviews=len(reviewers), disagreements=disagreements, second_wanted=second_wanted)
 
     def summary(self) -> str:
         """E.g. ``2 reviews · 1 disagreement on Clarity`` (mrkdwn, names escaped)."""
         if self.reviews == 0:
             return "No reviews yet"
         reviews = plural(self.reviews, "review")
+        if self.second_wanted:
+            return f"{reviews} · 🔁 {SECOND_REVIEW_WANTED}"
         disputed = sorted(
             ((n, name) for name, n in self.disagreements.items() if n > 0),
             key=lambda item: (-item[0], item[1]),
@@ -92,21 +107,24 @@ def parse_review_value(value: str) -> tuple[str, int]:
     return button.r, button.i
 
 
-def review_controls(evaluation: RubricEvaluation, tally: ReviewTally | None = None) -> list[Block]:
+def review_controls(
+    evaluation: RubricEvaluation, tally: ReviewTally | None = None, *, blind: bool = False
+) -> list[Block]:
     """What an evaluation message shows for team review: the tally once there is one, then the
-    Agree / Disagree… buttons (none when the grader graded no criterion, e.g. a grader error)."""
+    Agree / Disagree… buttons, or in ``blind`` mode the one Review… button that opens the form
+    (none when the grader graded no criterion, e.g. a grader error)."""
     controls: list[Block] = []
     if tally is not None:
         controls.append(context_block(tally.summary()))
     if evaluation["criteria"]:
         value = review_value(evaluation["grading_run_id"], evaluation["iteration"])
-        controls.append(
-            ActionsBlock(
-                block_id=REVIEW_BLOCK_ID,
-                elements=[
-                    ButtonElement(text="Agree", action_id=AGREE_ACTION_ID, value=value),
-                    ButtonElement(text="Disagree…", action_id=DISAGREE_ACTION_ID, value=value),
-                ],
-            )
+        buttons = (
+            [ButtonElement(text="Review…", action_id=REVIEW_ACTION_ID, value=value)]
+            if blind
+            else [
+                ButtonElement(text="Agree", action_id=AGREE_ACTION_ID, value=value),
+                ButtonElement(text="Disagree…", action_id=DISAGREE_ACTION_ID, value=value),
+            ]
         )
+        controls.append(ActionsBlock(block_id=REVIEW_BLOCK_ID, elements=buttons))
     return controls

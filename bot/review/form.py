@@ -1,4 +1,8 @@
-"""The Disagree… form: one menu and one comment per criterion, and reading a submission back.
+"""The review form (Disagree…, or Review… when blind): one menu and one comment per criterion, and
+reading a submission back.
+
+Pre-set, each menu starts at the grader's verdict; blind (`bot.review.modes`), it starts empty and
+the grader's verdicts are not shown, so the reviewer's own judgement is what is saved.
 
 The modal's inputs are keyed by the criterion's position among the evaluation's reviewable
 criteria, not by its name: names may be longer than a block_id allows. Reading a submission
@@ -71,6 +75,8 @@ class ReviewContext:
     channel: Text
     message_ts: Text
     thread_ts: Text
+    blind: bool = False
+    """The form opened blind: nothing pre-set, the grader's verdicts hidden."""
 
 
 _CONTEXT = TypeAdapter(ReviewContext)
@@ -84,12 +90,16 @@ def review_modal(
     message_ts: str,
     thread_ts: str,
     previous: Sequence[ReviewRow] | None = None,
+    blind: bool = False,
+    second: bool = False,
 ) -> dict[str, Any]:
-    """The Disagree… modal: one menu per criterion, pre-set, plus an optional comment each.
+    """The review modal: one menu per criterion plus an optional comment each.
 
-    Each menu starts at the grader's verdict, or at this reviewer's ``previous`` verdict when
-    they reviewed the iteration before (their earlier comments are kept too). Raises ValueError
-    when the evaluation has nothing to review or more criteria than one modal can hold.
+    Each menu starts at the grader's verdict (``blind``: empty, and the grader's verdicts and
+    reasons are not shown), or at this reviewer's ``previous`` verdict when they reviewed the
+    iteration before (their earlier comments are kept too). ``second``: they are asked as the
+    iteration's second reviewer. Raises ValueError when the evaluation has nothing to review or more
+    criteria than one modal can hold.
     """
     verdicts = grader_verdicts(evaluation)
     if not verdicts:
@@ -104,12 +114,13 @@ def review_modal(
         channel=channel,
         message_ts=message_ts,
         thread_ts=thread_ts,
+        blind=blind,
     )
     choices = verdict_choices(evaluation)
-    blocks: list[Block] = [_intro(evaluation, revisiting=bool(earlier))]
+    blocks: list[Block] = [_intro(evaluation, revisiting=bool(earlier), blind=blind, second=second)]
     for index, (name, grader) in enumerate(verdicts.items()):
-        before = earlier.get(name)
-        blocks += _criterion_inputs(index, name, grader, gaps.get(name, ""), choices, before)
+        shown = None if blind else (grader, gaps.get(name, ""))
+        blocks += _criterion_inputs(index, name, shown, choices, earlier.get(name))
     view = View(
         type="modal",
         callback_id=REVIEW_CALLBACK_ID,
@@ -133,8 +144,16 @@ def review_notice(text: str) -> dict[str, Any]:
     return view.to_dict()
 
 
-def _intro(evaluation: RubricEvaluation, *, revisiting: bool) -> SectionBlock:
+def _intro(evaluation: RubricEvaluation, *, revisiting: bool, blind: bool, second: bool) -> SectionBlock:
     position = f"{evaluation['iteration'] + 1}/{evaluation['max_iterations']}"
+    if blind:
+        asked = "A second review is wanted on this iteration. " if second else ""
+        start = "your earlier review" if revisiting else "nothing"
+        return section_block(
+            f"*Iteration {position}* — {asked}Judge each criterion yourself: the menus start at {start} and "
+            "the grader's verdicts stay hidden until you save. A comment saying why helps the grader "
+            "learn the team's judgement."
+        )
     preset = "your earlier review" if revisiting else "the grader's verdicts"
     text = (
         f"*Iteration {position}* — the menus start at {preset}. Change the ones you disagree "
@@ -146,25 +165,30 @@ def _intro(evaluation: RubricEvaluation, *, revisiting: bool) -> SectionBlock:
 def _criterion_inputs(
     index: int,
     name: str,
-    grader: str,
-    gap: str,
+    grader: tuple[str, str] | None,
     choices: Sequence[str],
     before: ReviewRow | None,
 ) -> list[Block]:
+    """One criterion's menu and comment; ``grader``: its verdict and reason as the hint and the menu's
+    start (None: blind, neither shown)."""
     options = {value: Option(value=value, label=VERDICT_WORDS.get(value, value)) for value in choices}
-    initial = before.reviewer_verdict if before and before.reviewer_verdict in options else grader
-    said = f"{grader}/5" if grader in SCORES else VERDICT_WORDS[grader]
-    hint = f"Grader: {said}" + (f" — {gap}" if gap else "")
+    initial: str | None = before.reviewer_verdict if before and before.reviewer_verdict in options else None
+    hint = None
+    if grader is not None:
+        verdict, gap = grader
+        initial = initial or verdict
+        said = f"{verdict}/5" if verdict in SCORES else VERDICT_WORDS[verdict]
+        hint = PlainTextObject(text=truncate(f"Grader: {said}" + (f" — {gap}" if gap else ""), LABEL_MAX))
     return [
         InputBlock(
             block_id=_VERDICT_BLOCK.format(index),
             label=PlainTextObject(text=truncate(name, LABEL_MAX)),
-            hint=PlainTextObject(text=truncate(hint, LABEL_MAX)),
+            hint=hint,
             element=StaticSelectElement(
                 action_id=_VERDICT_ACTION,
                 options=list(options.values()),
-                # A criterion the grader could not tell starts unset: the reviewer must choose.
-                initial_option=options.get(initial),
+                # A criterion the grader could not tell (or any, blind) starts unset: the reviewer chooses.
+                initial_option=options.get(initial) if initial else None,
             ),
         ),
         InputBlock(

@@ -454,8 +454,9 @@ class Answering(Recovery):
         delivery: Delivery,
         evaluation: RubricEvaluation,
     ) -> None:
+        blind = (await self._ports.store.review_modes(message.workspace, message.channel)).blind
         payload = evaluation_message(
-            evaluation, review=review_controls(evaluation), rubric_version=rubric_version
+            evaluation, review=review_controls(evaluation, blind=blind), rubric_version=rubric_version
         )
         shown = PostedEvaluation(message.thread, evaluation, rubric_text, stored_provenance(evaluation))
         await progress.graded(evaluation)

@@ -182,6 +182,7 @@ def test_modal_lists_each_criterion_with_the_grader_verdict_preselected():
         "channel": "C1",
         "message_ts": "111.222",
         "thread_ts": "100.000",
+        "blind": False,
     }
 
 
