@@ -62,16 +62,8 @@ class PeopleFigures:
     """Over the pairs of two people's verdicts on one iteration (κ's "human" is the first reviewer)."""
     grader: CriterionAgreement
     """The grader's agreement with the reviewers, as the report's line has it."""
-
-    @property
-    def comparison(self) -> Comparison | None:
-        """Where the grader lies against the people; None until both have enough reviews."""
-        ceiling, interval = self.people.percent_agreement, self.grader.agreement_interval
-        if not self.people.enough or ceiling is None or interval is None:
-            return None
-        if interval[1] < ceiling:
-            return "below"
-        return "above" if interval[0] > ceiling else "within"
+    comparison: Comparison | None
+    """Where the grader lies against the people; None until both have enough reviews."""
 
     @property
     def flagged(self) -> bool:
@@ -125,9 +117,23 @@ def reviewing_figures(
         one_click=sum(via == "agree" for via in given.values()),
         blind=sum(via == "blind" for via in given.values()),
         double_reviewed=sum(len(people) > 1 for people in iterations.values()),
-        people=[PeopleFigures(a.criterion, a, graders[a.criterion]) for a in found],
+        people=[
+            PeopleFigures(a.criterion, a, graders[a.criterion], compare(a, graders[a.criterion]))
+            for a in found
+        ],
         min_reviews=min_reviews,
     )
+
+
+def compare(people: CriterionAgreement, grader: CriterionAgreement) -> Comparison | None:
+    """Where the grader's agreement interval lies against the people's agreement (below: wholly
+    under it); None until both have enough reviews for an interval."""
+    ceiling, interval = people.percent_agreement, grader.agreement_interval
+    if not people.enough or ceiling is None or interval is None:
+        return None
+    if interval[1] < ceiling:
+        return "below"
+    return "above" if interval[0] > ceiling else "within"
 
 
 def people_pairs(rows: Sequence[ReviewRow]) -> list[tuple[str, tuple[bool | int, bool | int]]]:

@@ -10,6 +10,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from bot.agent.worker import agent_config
 from bot.db.admin import upgrade
 from bot.db.database import Database, open_checkpointer
+from bot.db.review_modes import ReviewModes
 from bot.db.reviews import ReviewVerdict
 from bot.db.store import Store
 from bot.lifecycle.erase import Scope, prune, purge
@@ -83,11 +84,13 @@ async def test_purging_a_channel_deletes_its_reviews_rubric_and_settings_and_lea
     store, checkpointer = data
     await store.set_channel_rubric(T1, "C1", "- channel rubric of C1", "U1")
     await store.set_calibration(T1, "C1", False)
+    await store.set_review_modes(T1, "C1", ReviewModes(blind=True), "UMODESOFC1")
 
     erased = await purge(store, checkpointer, Scope(channel="C1"))
 
     assert erased["reviews"] == 1 and erased["channel rubrics"] == 1 and erased["channel settings"] == 1
-    for text in ("request in C1", "comment in C1", "rubric of C1"):
+    assert erased["review modes"] == 1
+    for text in ("request in C1", "comment in C1", "rubric of C1", "UMODESOFC1"):
         assert not tables_containing(database_url, text)
     for text in ("request in C2", "comment in C2", "rubric of C2"):
         assert tables_containing(database_url, text)
