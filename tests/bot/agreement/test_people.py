@@ -10,6 +10,7 @@ from sklearn.metrics import cohen_kappa_score
 from bot.agreement.people import people_pairs, reviewing_blocks, reviewing_table
 from bot.agreement.report import build_report, report_blocks, report_table
 from bot.db.reviews import ReviewRow, ReviewVia
+from bot.home import ChannelHome, home_view
 from bot.slack.blocks import block_dicts
 from tests.bot.slack.block_assertions import all_text
 
@@ -125,3 +126,13 @@ def test_one_click_agrees_are_counted_per_review_with_their_share():
     assert report.reviewing.people == []  # no iteration reviewed by two people
     assert "Of 4 reviews, 2 (50%) were one-click Agrees" in all_text(report_blocks(report, channel="C1"))
     assert "and 1 blind; 0 iterations reviewed by two people." in report_table(report)
+
+
+def test_the_home_tab_shows_the_people_beside_the_grader():
+    report = build_report(double_reviewed(TEN_PAIRS), [], days=None)
+
+    view = home_view([ChannelHome("C1", None, [], report)])
+
+    shown = all_text(view)
+    assert "*People's own agreement*" in shown and f"*{CITES}* — people agree 70% (" in shown
+    assert "Of 20 reviews, 0 (0%) were one-click Agrees" in shown
