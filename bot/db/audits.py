@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import Select, Update, bindparam, func, select, update
+from sqlalchemy import Select, Update, and_, bindparam, func, select, update
 
-from bot.db.schema import audits, runs
+from bot.db.schema import audits, evaluations, runs
 from bot.vocabulary.workspace import NO_ENTERPRISE
 
 AuditVerdict = Literal["pass", "fail", "error"]
@@ -84,10 +84,16 @@ class AuditRow:
     reason: str
     created_at: datetime
     enterprise: str = NO_ENTERPRISE
+    first_result: str | None = None
+    """What the loop's grader said of the run's first answer (its first iteration's ``result``:
+    ``satisfied``, ``needs_revision``, …); None when that iteration's evaluation is not kept."""
 
 
-AUDIT_COLUMNS = [audits.c[name] for name in AuditRow.__dataclass_fields__]
-"""The audits columns read into an AuditRow."""
+FIRST_RESULT = evaluations.c.evaluation["result"].as_string().label("first_result")
+"""The loop grader's result on an audited run's first iteration (see `AuditRow.first_result`)."""
+
+AUDIT_COLUMNS = [audits.c[name] for name in AuditRow.__dataclass_fields__ if name in audits.c]
+"""The audits columns read into an AuditRow (`FIRST_RESULT` is its run's first evaluation's)."""
 
 FINISH_AUDIT: Update = update(audits).where(audits.c.run_id == bindparam("of_run"))
 """Complete a started audit with its result (parameters: ``of_run`` and the result's columns)."""
@@ -130,12 +136,27 @@ AUDIT_ROLE = "audit"
 
 
 def finished_audits(conditions: list[Any]) -> Select[Any]:
-    """The finished audits matching ``conditions``, oldest first."""
+    """The finished audits matching ``conditions``, oldest first, each with its run's first
+    iteration's result."""
+    first = and_(evaluations.c.grading_run_id == audits.c.grading_run_id, evaluations.c.iteration == 0)
     return (
-        select(*AUDIT_COLUMNS)
+        select(*AUDIT_COLUMNS, FIRST_RESULT)
+        .select_from(audits.outerjoin(evaluations, first))
         .where(*conditions, audits.c.verdict.is_not(None))
         .order_by(audits.c.created_at, audits.c.run_id)
     )
+
+
+def graded_runs_by_iterations(conditions: list[Any]) -> Select[Any]:
+    """How many graded runs (those with an iteration's evaluation matching ``conditions``) took each
+    number of iterations: ``iterations`` and ``runs``."""
+    per_run = (
+        select(func.count().label("iterations"))
+        .where(*conditions)
+        .group_by(evaluations.c.grading_run_id)
+        .subquery()
+    )
+    return select(per_run.c.iterations, func.count().label("runs")).group_by(per_run.c.iterations)
 
 
 def result_values(result: AuditResult) -> dict[str, Any]:

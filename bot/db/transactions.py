@@ -43,7 +43,7 @@ from bot.db.runs import (
     insert_runs,
     run_thread,
 )
-from bot.db.schema import audits, claims, posted, runs, workspace_settings
+from bot.db.schema import audits, claims, evaluations, posted, runs, workspace_settings
 from bot.db.scope import (
     CHANNEL_KEYS,
     WORKSPACE_KEYS,
@@ -492,6 +492,14 @@ class RunTransactions(UsageStore):
         """The finished audits of a channel (None: of every one), oldest first; from ``since`` on if given."""
         query = audits_db.finished_audits(in_scope(audits, workspace, channel, since))
         return [audits_db.AuditRow(**row) for row in await self._rows(query)]
+
+    async def graded_runs_by_iterations(
+        self, workspace: Tenant | None, channel: str | None, since: datetime | None = None
+    ) -> dict[int, int]:
+        """How many runs of a channel (None: of every one) the loop's grader graded, by the number of
+        iterations each took; from ``since`` on if given (by their evaluations' time)."""
+        query = audits_db.graded_runs_by_iterations(in_scope(evaluations, workspace, channel, since))
+        return {int(row["iterations"]): int(row["runs"]) for row in await self._rows(query)}
 
 
 async def _versioned(connection: AsyncConnection, shown: PostedEvaluation) -> PostedEvaluation:

@@ -169,16 +169,26 @@ def test_with_a_share_of_1_each_finished_run_gets_one_audit_call_never_shown_and
     s.send(sr.slash_command("report", "C2", "UNOBODY", response_url=s.slack.response_url("C2")))
     (told,) = wait_for(lambda: responses(s.slack, "C2"), RUN_TIMEOUT, message="the report's answer")
     shown = json.dumps(told.args["blocks"], ensure_ascii=False)
-    assert "the audit grader failed 2 audits: too few audits to read" in shown
-    assert (
-        "1 iteration: 1 audit: too few audits to read · 2 iterations: 1 audit: too few audits to read · "
-        "3+ iterations: none audited" in shown
+    buckets = (
+        "1 iteration: 1 run, 1 audited: too few audits to read · 2 iterations: 1 run, 1 audited: too few "
+        "audits to read · 3+ iterations: 0 runs, none audited"
     )
-    assert "harder requests" in shown
+    first_grade = (
+        "First grade against the audit (the same runs, so the same requests): 2 audited runs: too few"
+    )
+    assert "the audit grader failed 2 audits: too few audits to read" in shown
+    assert buckets in shown and first_grade in shown
+    assert "Harder requests take more iterations" in shown
 
     assert main(["report", "--db", database_url, "--channel", "C2"]) == 0
     printed = capsys.readouterr().out
     assert "the audit grader failed 2 audits: too few audits to read" in printed
+    assert buckets in printed and first_grade in printed
+    assert main(["report", "--db", database_url, "--channel", "C2", "--json"]) == 0
+    audit = json.loads(capsys.readouterr().out)["runs"]["audit"]
+    assert [(b["runs"], b["audited"]) for b in audit["by_iterations"].values()] == [(1, 1), (1, 1), (0, 0)]
+    # The hard run's first answer failed the loop's grader, and the audit failed its final answer.
+    assert audit["first_grade"] == {"runs": 2, "agreed": 2, "first_failed": 1, "fixed": 0, "loop_only": 1}
 
     # The export: the rows of each audited run's last iteration (the final answer) carry its audit.
     assert main(["export", "--db", database_url, "--channel", "C2"]) == 0

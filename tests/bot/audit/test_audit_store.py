@@ -164,3 +164,29 @@ async def test_an_audit_a_spent_budget_refuses_is_skipped_without_a_model_call_a
     # Never started: the run has no audit, and one could still be started for it.
     assert await store.audits_in_channel(T1, "C1") == []
     assert await store.start_audit(AuditStart(run_id, "T1", "C1", "1.0", "grading-1", 1, True, "m"))
+
+
+async def test_the_report_reads_each_audited_runs_first_grade_and_the_graded_runs_by_iterations(store):
+    results = {"g1": ["satisfied"], "g2": ["needs_revision", "satisfied"], "g3": ["needs_revision"] * 3}
+    results["g4"] = ["needs_revision"] * 3 + ["satisfied"]
+    for n, (grading_run, iterations) in enumerate(results.items()):
+        for iteration, result in enumerate(iterations):
+            shown = {"grading_run_id": grading_run, "iteration": iteration, "result": result, "criteria": []}
+            await store.save_evaluation(THREAD, f"{n}.{iteration}", shown, "- Is polite")  # type: ignore[arg-type]
+    other = {"grading_run_id": "elsewhere", "iteration": 0, "result": "satisfied", "criteria": []}
+    await store.save_evaluation(ThreadKey("T1", "C2", "1.0"), "9.0", other, "- Is polite")  # type: ignore[arg-type]
+    for run_id, grading_run in enumerate(("g1", "g2"), start=1):
+        iterations = len(results[grading_run])
+        await store.start_audit(AuditStart(run_id, "T1", "C1", "1.0", grading_run, iterations, True, "m"))
+        await store.finish_audit(run_id, AuditResult("pass", "Fine.", "m", None, {}, None))
+
+    assert await store.graded_runs_by_iterations(T1, "C1") == {1: 1, 2: 1, 3: 1, 4: 1}
+    assert await store.graded_runs_by_iterations(T1, None) == {1: 2, 2: 1, 3: 1, 4: 1}
+    assert [row.first_result for row in await store.audits_in_channel(T1, "C1")] == [
+        "satisfied",
+        "needs_revision",
+    ]
+    figures = await load_audit(store, workspace=T1, channel="C1", days=None)
+    assert [(b.runs, b.audited) for b in figures.by_iterations.values()] == [(1, 1), (1, 1), (2, 0)]
+    first = figures.first_grade
+    assert (first.runs, first.agreed, first.first_failed, first.fixed) == (2, 1, 1, 1)
