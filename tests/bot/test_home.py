@@ -9,11 +9,12 @@ from genai_prices import Usage, calc_price
 from bot.agreement.report import build_report
 from bot.config import Settings
 from bot.db.admin import upgrade
+from bot.db.audits import AuditResult, AuditStart
 from bot.db.database import Database
 from bot.db.runs import RunRecord
 from bot.db.store import Store
 from bot.home import ChannelHome, home_view, load_home, publish_home
-from bot.limits.prices import dollars, run_cost
+from bot.limits.prices import dollars, role_usage, run_cost
 from bot.slack.client import build_client
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Workspace
@@ -100,6 +101,28 @@ async def test_a_channel_shows_what_its_runs_of_the_last_30_days_cost(tmp_path):
     expected = f"*Cost, last 30 days:* {dollars(4 * one)} over 2 runs, {dollars(4 * one)} per satisfied run"
     assert expected in by_channel["C1"] and "grader 50% of it" in by_channel["C1"]
     assert "Cost, last" not in by_channel["C2"]  # no runs, no cost line
+
+
+async def test_a_channels_cost_line_counts_the_audit_graders_money_and_names_its_part(database_url):
+    store = await Store.open(database_url)
+    try:
+        spent = {"input_tokens": 10_000, "output_tokens": 1_000, "total_tokens": 11_000}
+        run_id = await store.start_run(ThreadKey("T1", "C1", "1.0"), "1.1")
+        await store.finish_run(
+            run_id, "satisfied", 11_000, cost=run_cost({"worker": ("openai:gpt-4o-mini", spent)})
+        )
+        audit = role_usage("openai:gpt-4o", spent)
+        await store.start_audit(AuditStart(run_id, "T1", "C1", "1.0", "g", 1, True, "openai:gpt-4o"))
+        await store.finish_audit(run_id, AuditResult("pass", "Fine.", "gpt-4o", None, {}, 11_000, cost=audit))
+        (home,) = await load_home(store, workspace=Workspace("T1"), channels=["C1"])
+    finally:
+        await store.close()
+
+    worker = float(calc_price(Usage(input_tokens=10_000, output_tokens=1_000), "gpt-4o-mini").total_price)
+    assert audit.usd and audit.usd > worker  # priced at the audit model's own (dearer) rate
+    shown = home_text(home_view([home]))
+    assert f"*Cost, last 30 days:* {dollars(worker + audit.usd)} over 1 run" in shown
+    assert f"audit grader {dollars(audit.usd)} of it over 1 audited run" in shown
 
 
 def home_text(view: dict) -> str:
