@@ -163,6 +163,12 @@ def test_the_audit_graders_cost_is_priced_at_its_models_rate_in_usage_report_exp
     assert audit_usd > 0 and cost["usd"] == pytest.approx(total) and cost["unpriced"] == []
     # `/rubric usage`, the report's cost line and the cost counter all count it, as the audit's.
     assert dollars(total) in usage_answer(s, "C1")
+    assert main(["usage", "--db", database_url, "--channel", "C1", "--json"]) == 0
+    used = json.loads(capsys.readouterr().out)
+    assert used["total"]["usd"] == pytest.approx(total)
+    assert used["today_by_level"] and all(
+        level["usd"] == pytest.approx(total) for level in used["today_by_level"]
+    )  # the day's budgets: the run's reservation and the audit's both settled at what they used
     assert main(["report", "--db", database_url, "--channel", "C1"]) == 0
     printed = capsys.readouterr().out
     assert f"Cost: {dollars(total)} over 1 run" in printed
