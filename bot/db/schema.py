@@ -202,13 +202,15 @@ calls cost in US dollars (``grader_cost_usd`` the grader's share), ``cost_unpric
 model it used is not in the price table (its tokens are not in ``cost_usd``), and ``token_usage``
 keeps the tokens it was priced from, per role: ``{"worker": {"model", "input_tokens",
 "cached_input_tokens", "cache_write_tokens", "output_tokens", "usd"}, "grader": …, "summary": …}`` (see
-`bot.limits.prices.RunCost`); the three are NULL until the run ends and on runs from before they
-were kept.
+`bot.limits.prices.RunCost`), with ``"audit": …`` and its money in ``cost_usd`` once the audit
+grader graded the run (`bot.audit`); the three are NULL until the run ends and on runs from before
+they were kept.
 ``lease`` names the attempt at the run that
 may post in its thread (on PostgreSQL, where another process can take a run over; see
 `bot.db.store.Store.take_run`). ``charged_tokens`` is what the run adds to the day's spend
 counters (`daily_spend`): the estimate reserved at admission until it ends, then its ``tokens``;
-``charged_usd`` likewise in money: the estimated cost reserved at admission, then its ``cost_usd``.
+``charged_usd`` likewise in money: the estimated cost reserved at admission, then its ``cost_usd``
+(an audit adds what it used to both, having reserved and settled on the day it ran).
 ``stopped_by`` is the Slack user who asked to stop the run (Slack's Stop button or `/rubric stop`),
 set once, while it runs or waits; whichever process runs it ends it (see `bot.sessions.stop`)."""
 
