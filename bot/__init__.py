@@ -30,6 +30,8 @@ other without a cycle; ``home`` and ``listeners`` above them; then ``app``; then
   a threshold recalibrated from the channel's trusted reviews (`/rubric trust`).
 - ``audit/``: the audit grader: a share of finished runs' final answers graded again on their own,
   and the audit disagreement by iterations (is the worker learning the grader?).
+- ``shadow/``: the shadow grader: a candidate grader model grading a share of live iterations, never
+  acting, with its agreement with people and its flips against the live grader.
 - ``provenance/``: where each verdict came from (rubric version, grader model, instructions, examples).
 - ``export/``: the reviewed cases as a JSON Lines dataset (`rubric-bot export`).
 - ``sessions/``: each run as an agent session of its thread (Slack's Stop button), and stopping runs.

@@ -26,7 +26,7 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.logger import get_bolt_logger
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 
-from bot.agent.models import init_audit_model
+from bot.agent.models import init_audit_model, init_shadow_model
 from bot.agent.worker import configured_agents
 from bot.agreement.channel_replay import open_replays
 from bot.audit.auditor import Auditor
@@ -44,6 +44,7 @@ from bot.ops.health import Readiness
 from bot.ops.server import Probes, add_ops_routes, serve_ops
 from bot.queue.durable import open_queue
 from bot.review.calibration import calibration_source
+from bot.shadow.grader import ShadowGrader
 from bot.slack.client import build_client, log_listener_failure
 from bot.slack.http import EVENTS_PATH, slack_web_app
 from bot.slack.socket_mode import check_tokens, retry_until_stopped, serve_socket_mode
@@ -234,6 +235,7 @@ async def open_runner(settings: Settings, concurrency: int) -> AsyncIterator[Pro
             workspaces=WorkspaceOverrides(Deployment.from_settings(settings), store),
             agents=agents,
             auditor=_auditor(settings, store, workspaces.limits),
+            shadow=_shadow_grader(settings, store, checkpointer, workspaces.limits),
         )
         runner = ThreadRunner(ports, RunnerPolicy.from_settings(settings))
         # Dedupe keys only matter while Slack may still retry; don't let them pile up forever.
@@ -258,6 +260,19 @@ def _auditor(settings: Settings, store: Store, limits: LimitsOf) -> Auditor | No
     if model is None or settings.audit_model is None:
         return None
     return Auditor(store, model, settings.audit_model, settings.audit_share, limits)
+
+
+def _shadow_grader(
+    settings: Settings, store: Store, checkpointer: Checkpointer, limits: LimitsOf
+) -> ShadowGrader | None:
+    """The shadow grader of `RUBRIC_BOT_SHADOW_GRADER_MODEL`, if set (see `bot.shadow`), spending
+    within each workspace's daily limits."""
+    model = init_shadow_model(settings)
+    if model is None or settings.shadow_grader_model is None:
+        return None
+    return ShadowGrader(
+        store, checkpointer, model, settings.shadow_grader_model, settings.shadow_share, limits
+    )
 
 
 def _freeze_what_started() -> None:

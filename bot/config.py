@@ -99,6 +99,11 @@ DEFAULT_AUDIT_SHARE = 0.1
 """Share of finished runs audited when `RUBRIC_BOT_AUDIT_MODEL` is set and `RUBRIC_BOT_AUDIT_SHARE` is
 not: enough audits to see a trend over a few weeks, a tenth of a grader call per run in cost."""
 
+DEFAULT_SHADOW_SHARE = 0.1
+"""Share of live grader iterations the shadow grader grades too when `RUBRIC_BOT_SHADOW_GRADER_MODEL`
+is set and `RUBRIC_BOT_SHADOW_SHARE` is not: about a hundred shadow grades per thousand iterations,
+enough to read a candidate's agreement and flips within weeks, at a tenth of the grader's cost."""
+
 DEFAULT_REPLAY_COOLDOWN = 3600.0
 """Seconds between the starts of two `/rubric replay`s in one channel: each costs two grader calls
 per reviewed answer, and a second within the hour rarely tells anything new."""
@@ -260,6 +265,13 @@ HINTS: dict[str, str] = {
         "set it to the share of finished runs the audit grader grades again, a number from 0 to 1 "
         f"(default {DEFAULT_AUDIT_SHARE:g} when RUBRIC_BOT_AUDIT_MODEL is set)"
     ),
+    "RUBRIC_BOT_SHADOW_GRADER_MODEL": (
+        'set it to a langchain "provider:model" string for the shadow grader, or unset it for none'
+    ),
+    "RUBRIC_BOT_SHADOW_SHARE": (
+        "set it to the share of live grader iterations the shadow grader grades too, a number from 0 "
+        f"to 1 (default {DEFAULT_SHADOW_SHARE:g} when RUBRIC_BOT_SHADOW_GRADER_MODEL is set)"
+    ),
     "RUBRIC_BOT_TRUST_RISK": f"set it to a number strictly between 0 and 1 (default {DEFAULT_RISK:g})",
 }
 """How to fix each setting, shown next to any problem with it."""
@@ -382,6 +394,10 @@ class Settings(BaseSettings):
     audit_model: str | None = Field(None, validation_alias="RUBRIC_BOT_AUDIT_MODEL")
     audit_share_override: Annotated[float, Field(ge=0, le=1)] | None = Field(
         None, validation_alias="RUBRIC_BOT_AUDIT_SHARE"
+    )
+    shadow_grader_model: str | None = Field(None, validation_alias="RUBRIC_BOT_SHADOW_GRADER_MODEL")
+    shadow_share_override: Annotated[float, Field(ge=0, le=1)] | None = Field(
+        None, validation_alias="RUBRIC_BOT_SHADOW_SHARE"
     )
     trust_risk: float = Field(DEFAULT_RISK, gt=0, lt=1, validation_alias="RUBRIC_BOT_TRUST_RISK")
 
@@ -510,6 +526,14 @@ class Settings(BaseSettings):
         if not self.audit_model:
             return 0.0
         return DEFAULT_AUDIT_SHARE if self.audit_share_override is None else self.audit_share_override
+
+    @property
+    def shadow_share(self) -> float:
+        """Share of live grader iterations the shadow grader grades too: none without
+        `RUBRIC_BOT_SHADOW_GRADER_MODEL`, else `RUBRIC_BOT_SHADOW_SHARE` or `DEFAULT_SHADOW_SHARE`."""
+        if not self.shadow_grader_model:
+            return 0.0
+        return DEFAULT_SHADOW_SHARE if self.shadow_share_override is None else self.shadow_share_override
 
     @property
     def grader_model(self) -> str | None:

@@ -1,5 +1,6 @@
 """The chat models a deployment runs: the worker's and the grader's, those `RUBRIC_BOT_ALLOWED_MODELS`
-lets a workspace choose, the summarizer's and the audit grader's, each loaded once at start-up.
+lets a workspace choose, the summarizer's, the audit grader's and the shadow grader's, each loaded
+once at start-up.
 
 A bad model string, or a provider package or API key that is missing, is a `ConfigError` that names
 its setting and what to do about it.
@@ -71,10 +72,19 @@ def init_summary_model(settings: Settings, worker: BaseChatModel) -> BaseChatMod
 
 def init_audit_model(settings: Settings) -> BaseChatModel | None:
     """The audit grader's model, `RUBRIC_BOT_AUDIT_MODEL`; None when it is not set (no audit)."""
-    spec = settings.audit_model
+    return _optional_model(settings, "RUBRIC_BOT_AUDIT_MODEL", settings.audit_model)
+
+
+def init_shadow_model(settings: Settings) -> BaseChatModel | None:
+    """The shadow grader's model, `RUBRIC_BOT_SHADOW_GRADER_MODEL`; None when it is not set."""
+    return _optional_model(settings, "RUBRIC_BOT_SHADOW_GRADER_MODEL", settings.shadow_grader_model)
+
+
+def _optional_model(settings: Settings, setting: str, spec: str | None) -> BaseChatModel | None:
+    """The chat model of an optional model setting named `setting`; None when it is not set."""
     if not spec:
         return None
-    return _load_models([("RUBRIC_BOT_AUDIT_MODEL", spec)], settings.model_timeout)[spec]
+    return _load_models([(setting, spec)], settings.model_timeout)[spec]
 
 
 def _load_models(specs: Sequence[tuple[str, str | None]], timeout: float) -> dict[str, BaseChatModel]:

@@ -1,6 +1,7 @@
 """A channel replay inside the day's budgets: each grader call reserves its estimate from the budgets
 the replay spends from before it is made (as a run's admission does), and is settled at what it
-used once made; the first call a budget refuses stops the replay, which reports what it has.
+used once made; the first call a budget refuses stops the replay, which reports what it has. The shadow
+grader (`bot.shadow`) spends within the budgets the same way, one call per live iteration.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TypeVar
 from bot.agreement.replay import Calibration, Case, Regrade, estimate_tokens, total_usage
 from bot.db.spend import QuotaExceeded, RunQuota
 from bot.db.store import Store
-from bot.limits.prices import estimated_usd, role_usage
+from bot.limits.prices import RoleUsage, estimated_usd, role_usage
 from bot.vocabulary.workspace import Workspace
 
 Written = TypeVar("Written")
@@ -68,12 +69,17 @@ class ReplayBudget:
     async def settle(self, calibration: Calibration, graded: Regrade) -> None:
         """Replace the call's reservation by the tokens it used, at the grader's rate, and keep what
         it used for the cost history."""
-        tokens, usd = self._reserved.pop((calibration, graded.case.key), (0, 0.0))
-        spent = role_usage(self.model, total_usage([graded]))
-        await self._charge(spent.total_tokens - tokens, (spent.usd or 0.0) - usd)
+        spent = await self.charge_used(calibration, graded)
         await _uncancelled(
             self.store.record_replay_spend(self.workspace, self.channel, spent.total_tokens, spent.usd or 0.0)
         )
+
+    async def charge_used(self, calibration: Calibration, graded: Regrade) -> RoleUsage:
+        """Replace the call's reservation by the tokens it used, at the grader's rate; what it used."""
+        tokens, usd = self._reserved.pop((calibration, graded.case.key), (0, 0.0))
+        spent = role_usage(self.model, total_usage([graded]))
+        await self._charge(spent.total_tokens - tokens, (spent.usd or 0.0) - usd)
+        return spent
 
     async def give_back(self) -> None:
         """Give back what calls admitted but never made (the replay stopped or failed) reserved."""

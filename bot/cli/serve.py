@@ -105,11 +105,12 @@ def _connection(args: argparse.Namespace) -> str:
 
 def _check(settings: Settings, mode: str) -> int:
     """`serve --check`: the models load too (a missing key or package is a `ConfigError`), then one line."""
-    from bot.agent.models import init_audit_model, init_models, init_summary_model
+    from bot.agent.models import init_audit_model, init_models, init_shadow_model, init_summary_model
 
     worker, _ = init_models(settings)
     init_summary_model(settings, worker)
     init_audit_model(settings)
+    init_shadow_model(settings)
     print(f"rubric-bot: the settings are ready to serve in {mode} (database {settings.database})")
     return EXIT_OK
 

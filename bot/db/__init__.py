@@ -27,6 +27,7 @@ aggregate, each owning its statements and the types of its rows, composed into `
 - ``message_changes``: deletions and edits kept until applied.
 - ``feedback``: people's 👍/👎 on final answers, tallied per channel and read for the export.
 - ``audits``: the audit grader's second look at finished runs, as rows and statements.
+- ``shadow``: the shadow grader's grades of live iterations and its verdicts per criterion.
 - ``erasure``: deleting whole threads' data and channels' settings.
 - ``uploads``: the files (charts) the bot uploaded to Slack, kept to delete them with their data.
 - ``workspace_settings``: what a workspace's admins set.

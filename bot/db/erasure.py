@@ -28,6 +28,8 @@ from bot.db.schema import (
     review_modes,
     reviews,
     runs,
+    shadow_grades,
+    shadow_verdicts,
     threads,
     trust_levels,
     trust_thresholds,
@@ -87,8 +89,9 @@ class ErasureStore(StoreBase):
         return found
 
     async def erase_threads(self, refs: Sequence[ThreadKey], *, keep_verdicts: bool) -> Counter[str]:
-        """Delete the threads' runs, evaluations, posted ledger, dedupe records and thread rows, and
-        their reviews (or, ``keep_verdicts``, only the reviews' comments); rows deleted per kind."""
+        """Delete the threads' runs, evaluations, audits and shadow grades, posted ledger, dedupe
+        records and thread rows, and their reviews (or, ``keep_verdicts``, only the reviews'
+        comments); rows deleted per kind."""
         erased: Counter[str] = Counter()
         for start in range(0, len(refs), ERASE_BATCH):
             batch = refs[start : start + ERASE_BATCH]
@@ -148,6 +151,8 @@ async def _erase_batch(
     erased["runs"] += (await connection.execute(delete(runs).where(runs.c.run_id.in_(run_ids)))).rowcount
     erased["evaluations"] += (await connection.execute(delete(evaluations).where(of(evaluations)))).rowcount
     erased["audits"] += (await connection.execute(delete(audits).where(of(audits)))).rowcount
+    for kind, table in (("shadow grades", shadow_grades), ("shadow verdicts", shadow_verdicts)):
+        erased[kind] += (await connection.execute(delete(table).where(of(table)))).rowcount
     if keep_verdicts:
         blanked = update(reviews).where(of(reviews), reviews.c.comment != "").values(comment="")
         erased["review comments"] += (await connection.execute(blanked)).rowcount

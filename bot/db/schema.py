@@ -430,6 +430,48 @@ replay_spend = Table(
 cost history (`/rubric usage`, Home, ``rubric-bot usage``), which runs alone do not hold. Erased with
 the channel's settings and replay record."""
 
+shadow_grades = Table(
+    "shadow_grades",
+    metadata,
+    Column("grading_run_id", Text, nullable=False),
+    Column("iteration", Integer, nullable=False),
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("thread_ts", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("prompt_hash", Text),
+    Column("result", Text, nullable=False),
+    Column("evaluation", Document, nullable=False),
+    Column("tokens", BigInteger, nullable=False),
+    Column("usd", Float),
+    Column("created_at", UtcTimestamp, nullable=False),
+    PrimaryKeyConstraint("grading_run_id", "iteration"),
+    Index("shadow_grades_by_channel", "team", "channel", "created_at"),
+)
+"""Live grader iterations the shadow grader (`bot.shadow`) graded too, one row each: its ``model`` as
+it answered (as asked when it did not say), the hash of its instructions, its ``result`` and whole
+``evaluation`` (``grader_error`` when it failed: no verdicts), and what it used (``tokens``; ``usd``
+NULL when the price table does not know the model). Never shown in the thread; erased with it."""
+
+shadow_verdicts = Table(
+    "shadow_verdicts",
+    metadata,
+    Column("grading_run_id", Text, nullable=False),
+    Column("iteration", Integer, nullable=False),
+    Column("criterion", Text, nullable=False),
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("thread_ts", Text, nullable=False),
+    Column("verdict", Text, nullable=False),
+    Column("live_verdict", Text),
+    PrimaryKeyConstraint("grading_run_id", "iteration", "criterion"),
+)
+"""The shadow grader's verdict per criterion of a graded iteration (``pass``, ``fail``, ``1``–``5`` or
+``can't tell``), beside the live grader's on the same iteration (``live_verdict``; NULL when the live
+grader gave that criterion none). Its provenance is its `shadow_grades` row."""
+
 workspace_settings = Table(
     "workspace_settings",
     metadata,

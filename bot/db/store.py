@@ -58,6 +58,7 @@ from bot.db.reviews import ReviewStore
 from bot.db.rubrics import RubricStore
 from bot.db.runs import RunStore
 from bot.db.schema import daily_spend, metadata
+from bot.db.shadow import ShadowStore
 from bot.db.threads import ThreadStore
 from bot.db.transactions import RunTransactions
 from bot.db.trust import TrustStore
@@ -85,6 +86,7 @@ class Store(
     UploadStore,
     WorkspaceSettingsStore,
     TrustStore,
+    ShadowStore,
 ):
     """The bot's tables on one database, every aggregate's reads and writes; build it with :meth:`open`."""
 

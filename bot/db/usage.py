@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bot.db.audits import AUDIT_ROLE
 from bot.db.base import StoreBase
 from bot.db.database import SPEND_POOL_SIZE, Database, pool_size
-from bot.db.schema import claims, replay_spend, runs
+from bot.db.schema import claims, replay_spend, runs, shadow_grades
 from bot.db.scope import in_scope, utc_now
 from bot.db.spend import (
     LevelSpend,
@@ -73,6 +73,9 @@ def cost_values(cost: PricedRun) -> dict[str, Any]:
 REPLAYS = "replays"
 """The requester of a usage row of `/rubric replay`'s grader calls (no Slack user id is lowercase)."""
 
+SHADOW = "shadow"
+"""The requester of a usage row of the shadow grader's grades (`bot.shadow`): not a request either."""
+
 
 @dataclass(frozen=True)
 class UsageRow:
@@ -82,7 +85,7 @@ class UsageRow:
     channel: str
     requester: str
     """The Slack user who asked; "" for runs from before requesters were kept; `REPLAYS` for the
-    grader calls of replays (no requests: a replay is not one)."""
+    grader calls of replays, `SHADOW` for the shadow grader's (no requests: neither is one)."""
     requests: int
     tokens: int
     usd: float = 0.0
@@ -167,31 +170,35 @@ class UsageStore(StoreBase):
     async def _replay_usage(
         self, workspace: Workspace | None, channel: str | None, since: datetime
     ) -> list[UsageRow]:
-        """Replays' grader calls from ``since`` on, per UTC day, workspace and channel."""
-        day = self._utc_day(replay_spend.c.created_at)
-        query = (
-            select(
-                day.label("day"),
-                replay_spend.c.team,
-                replay_spend.c.channel,
-                func.sum(replay_spend.c.tokens).label("tokens"),
-                func.sum(replay_spend.c.usd).label("usd"),
+        """Replays' grader calls and shadow grades from ``since`` on, per UTC day, workspace and
+        channel, each under its own requester (`REPLAYS`, `SHADOW`)."""
+        rows = []
+        for table, requester in ((replay_spend, REPLAYS), (shadow_grades, SHADOW)):
+            day = self._utc_day(table.c.created_at)
+            query = (
+                select(
+                    day.label("day"),
+                    table.c.team,
+                    table.c.channel,
+                    func.sum(table.c.tokens).label("tokens"),
+                    func.coalesce(func.sum(table.c.usd), 0).label("usd"),
+                )
+                .where(*in_scope(table, workspace, channel, since))
+                .group_by(day, table.c.team, table.c.channel)
             )
-            .where(*in_scope(replay_spend, workspace, channel, since))
-            .group_by(day, replay_spend.c.team, replay_spend.c.channel)
-        )
-        return [
-            UsageRow(
-                day=date.fromisoformat(row["day"]),
-                channel=row["channel"],
-                requester=REPLAYS,
-                requests=0,
-                tokens=int(row["tokens"]),
-                usd=float(row["usd"]),
-                workspace=row["team"],
-            )
-            for row in await self._rows(query)
-        ]
+            rows += [
+                UsageRow(
+                    day=date.fromisoformat(row["day"]),
+                    channel=row["channel"],
+                    requester=requester,
+                    requests=0,
+                    tokens=int(row["tokens"]),
+                    usd=float(row["usd"]),
+                    workspace=row["team"],
+                )
+                for row in await self._rows(query)
+            ]
+        return rows
 
     async def record_replay_spend(self, workspace: Workspace, channel: str, tokens: int, usd: float) -> None:
         """Keep what one grader call of a replay of `channel` used, for the cost history."""

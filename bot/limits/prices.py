@@ -20,11 +20,13 @@ from genai_prices import Usage, calc_price
 from langchain_core.messages import UsageMetadata
 from pydantic import BaseModel
 
-Role = Literal["worker", "grader", "summary", "audit"]
+Role = Literal["worker", "grader", "summary", "audit", "shadow"]
 """Who made a model call: the worker answering, the grader grading, the summary model summarizing
-a long thread's older turns for the worker, or the audit grader grading the finished run again."""
+a long thread's older turns for the worker, the audit grader grading the finished run again, or the
+shadow grader grading a live iteration again (`bot.shadow`: never acting, its spend kept with its
+grades rather than with the run's)."""
 
-ROLES: tuple[Role, ...] = ("worker", "grader", "summary", "audit")
+ROLES: tuple[Role, ...] = ("worker", "grader", "summary", "audit", "shadow")
 """Every role, in the order they are shown."""
 
 PROVIDER_IDS: Mapping[str, str] = {

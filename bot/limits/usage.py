@@ -12,7 +12,7 @@ from datetime import date, datetime, timedelta
 
 from bot.db.spend import LevelSpend, SpendCounter, Spender, SpendLevel
 from bot.db.store import Store
-from bot.db.usage import REPLAYS, CostTally, UsageRow
+from bot.db.usage import REPLAYS, SHADOW, CostTally, UsageRow
 from bot.limits.prices import dollars
 from bot.limits.quota import DailyLimits, day_start
 from bot.slack.blocks import block_dicts, context_block, header_block, plural, section_block
@@ -154,6 +154,8 @@ def money_words(total: Totals) -> str:
 def _requester(user: str) -> str:
     if user == REPLAYS:
         return "replays (`/rubric replay`)"
+    if user == SHADOW:
+        return "shadow grader (`RUBRIC_BOT_SHADOW_GRADER_MODEL`)"
     return f"<@{user}>" if user else UNKNOWN_REQUESTER
 
 

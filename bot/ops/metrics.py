@@ -1,11 +1,11 @@
 """The bot's Prometheus metrics, and `/metrics`.
 
-The runner, the streamed plan and the auditor move the counters through `run_finished`,
-`stream_fell_back` and `audit_finished`; the Slack client counts its failed calls itself
-(`bot.slack.client.FAILED_CALLS`: Slack's plumbing sits below ops and imports nothing of it) on the
-same registry, so `/metrics` shows that counter too. Each `serve` or `worker` process keeps its own
-(Prometheus scrapes every process and adds them up): processes are started side by side, never
-forked behind one port, so prometheus_client's multiprocess mode is not needed.
+The runner, the streamed plan, the auditor and the shadow grader move the counters through
+`run_finished`, `stream_fell_back`, `audit_finished` and `shadow_graded`; the Slack client counts its
+failed calls itself (`bot.slack.client.FAILED_CALLS`: Slack's plumbing sits below ops and imports
+nothing of it) on the same registry, so `/metrics` shows that counter too. Each `serve` or `worker`
+process keeps its own (Prometheus scrapes every process and adds them up): processes are started
+side by side, never forked behind one port, so prometheus_client's multiprocess mode is not needed.
 `rubric_bot_queue_jobs` is read from the job queue when scraped; on PostgreSQL every process reports
 the same shared queue, so take one process's value, not the sum.
 """
@@ -88,6 +88,17 @@ AUDITS_SKIPPED = Counter(
     "rubric_bot_audits_skipped",
     "Finished runs chosen for an audit that were not audited: a daily budget they spend from was spent",
 )
+ShadowOutcome = Literal["graded", "error", "over_budget"]
+"""What became of a live iteration chosen for the shadow grader: graded, its grader failed, or a
+day's budget refused the call (skipped; the run is never affected)."""
+SHADOW_OUTCOMES: tuple[ShadowOutcome, ...] = ("graded", "error", "over_budget")
+"""Every shadow outcome, each shown from the start at 0."""
+SHADOW_GRADES = Counter(
+    "rubric_bot_shadow_grades",
+    "Live grader iterations chosen for the shadow grader: graded, error (its grader failed) or "
+    "over_budget (a day's budget refused the call)",
+    ["outcome"],
+)
 
 for _status in RUN_STATUSES:
     RUNS.labels(_status)
@@ -96,6 +107,8 @@ for _reason in STREAM_FALLBACK_REASONS:
 for _agreement in ("agree", "disagree"):
     for _bucket in ITERATION_BUCKETS:
         AUDITS.labels(_agreement, "passed", _bucket)
+for _outcome in SHADOW_OUTCOMES:
+    SHADOW_GRADES.labels(_outcome)
 for _role in ROLES:
     TOKENS.labels(_role)
     COST.labels(_role)
@@ -160,6 +173,15 @@ def audit_finished(
 def audit_skipped() -> None:
     """Count a run chosen for an audit whose audit a spent daily budget skipped."""
     AUDITS_SKIPPED.inc()
+
+
+def shadow_graded(outcome: ShadowOutcome, usage: PricedRole | None = None) -> None:
+    """Count a live iteration the shadow grader graded (or failed to, or the budget kept it from),
+    and what it used, as the ``shadow`` role's tokens and money."""
+    SHADOW_GRADES.labels(outcome).inc()
+    if usage is not None:
+        TOKENS.labels("shadow").inc(usage.total_tokens)
+        COST.labels("shadow").inc(usage.usd or 0.0)
 
 
 def stream_fell_back(reason: StreamFallback) -> None:

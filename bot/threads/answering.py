@@ -36,6 +36,7 @@ from bot.rendering.rubrics import no_rubric_hint
 from bot.review.controls import review_controls
 from bot.sessions.status import session_active, session_processing
 from bot.sessions.stop import RunStopped, stoppable
+from bot.shadow.grader import LiveRun
 from bot.slack.blocks import MAX_BLOCKS, context_block
 from bot.slack.client import describe_error
 from bot.slack.conversation import UserMessage, stored_message_id
@@ -109,8 +110,10 @@ class Answering(Recovery):
                 )
                 # Only now: a Stop clicked until the session leaves `processing` finds the run unfinished.
                 await session_active(client, message.thread)
-                if outcome is not None:
-                    await self._audit(message, run_id, outcome)
+                if outcome is not None:  # both after the run's end: neither can change what it did
+                    await asyncio.gather(
+                        self._audit(message, run_id, outcome), self._shadow(message, run_id, outcome)
+                    )
                 return
             except RunTakenOver:
                 logger.warning(
@@ -253,6 +256,15 @@ class Answering(Recovery):
             await self._ports.auditor.audit(finished)
         except Exception as exc:
             log_failure(logger, f"auditing run {run_id} in thread {message.thread_id}", exc)
+
+    async def _shadow(self, message: UserMessage, run_id: int, outcome: TurnOutcome) -> None:
+        """Grade the run's iterations the shadow grader chooses; a failure is logged, never the run's."""
+        if self._ports.shadow is None:
+            return
+        try:
+            await self._ports.shadow.grade(LiveRun(message.thread, outcome.evaluations))
+        except Exception as exc:
+            log_failure(logger, f"shadow grading run {run_id} in thread {message.thread_id}", exc)
 
     async def _tell_database_failed(
         self,

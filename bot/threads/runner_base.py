@@ -20,6 +20,7 @@ from bot.limits.quota import DailyLimits
 from bot.material.reader import MaterialReader
 from bot.queue.jobs import Abandoned, JobKind, JobPayload, JobQueue
 from bot.queue.scheduler import ThreadScheduler
+from bot.shadow.grader import ShadowGrader
 from bot.slack.client import attempt
 from bot.slack.conversation import UserMessage
 from bot.slack.messages import NO_UNFURLS, SlackMessage
@@ -70,6 +71,9 @@ class RunnerPorts:
     """With `workspaces`, each workspace's runs answer and grade with its own models."""
     auditor: Auditor | None = None
     """Audits the runs it chooses once they are finished (see `bot.audit`)."""
+    shadow: ShadowGrader | None = None
+    """Grades the live iterations it chooses again once their run is finished, never acting (see
+    `bot.shadow`)."""
 
 
 @dataclass(frozen=True)

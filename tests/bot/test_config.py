@@ -47,6 +47,8 @@ ALL_SETTINGS = (
     "RUBRIC_BOT_DB_POOL_SIZE",
     "RUBRIC_BOT_AUDIT_MODEL",
     "RUBRIC_BOT_AUDIT_SHARE",
+    "RUBRIC_BOT_SHADOW_GRADER_MODEL",
+    "RUBRIC_BOT_SHADOW_SHARE",
     "RUBRIC_BOT_GRADER_SAMPLES",
     "RUBRIC_BOT_ESCALATION_MODEL",
     "OPENAI_API_KEY",
@@ -113,6 +115,23 @@ def test_the_audit_share_is_none_without_an_audit_model_a_tenth_with_one_and_bet
         load_settings()
     assert "RUBRIC_BOT_AUDIT_SHARE is invalid" in str(caught.value)
     assert "a number from 0 to 1" in str(caught.value)
+
+
+def test_the_shadow_share_is_none_without_a_shadow_model_a_tenth_with_one_and_between_0_and_1(monkeypatch):
+    monkeypatch.setenv("RUBRIC_BOT_SHADOW_SHARE", "0.5")
+    assert load_settings().shadow_share == 0  # no shadow model, no shadow grades
+    monkeypatch.delenv("RUBRIC_BOT_SHADOW_SHARE")
+    monkeypatch.setenv("RUBRIC_BOT_SHADOW_GRADER_MODEL", "openai:gpt-4o")
+    assert load_settings().shadow_share == 0.1
+    monkeypatch.setenv("RUBRIC_BOT_SHADOW_SHARE", "0")
+    assert load_settings().shadow_share == 0
+
+    for bad in ("-0.1", "1.01", "a tenth"):
+        monkeypatch.setenv("RUBRIC_BOT_SHADOW_SHARE", bad)
+        with pytest.raises(ConfigError) as caught:
+            load_settings()
+        assert "RUBRIC_BOT_SHADOW_SHARE is invalid" in str(caught.value)
+        assert "a number from 0 to 1" in str(caught.value)
 
 
 def test_the_grader_is_asked_once_unless_more_samples_are_set_as_a_whole_number_of_at_least_1(monkeypatch):

@@ -70,6 +70,7 @@ FLOORS: tuple[frozenset[str], ...] = (
             "feedback",
             "sessions",
             "trust",
+            "shadow",
         }
     ),
     frozenset({"home", "listeners"}),
