@@ -10,7 +10,6 @@ import os
 from collections.abc import Collection
 from typing import Annotated, Literal
 
-from cryptography.fernet import Fernet
 from pydantic import (
     Field,
     NonNegativeFloat,
@@ -430,25 +429,12 @@ class Settings(BaseSettings):
     @field_validator("debug_loggers", mode="before")
     @classmethod
     def _logger_names(cls, value: object) -> object:
-        if not isinstance(value, str):
-            return value
-        names = entries.comma_list(value)
-        if wrong := entries.unmatched_entries(names, entries.LOGGER_NAME):
-            raise ValueError(f"entry {wrong} is not a logger name")
-        return names
+        return entries.logger_names(value) if isinstance(value, str) else value
 
     @field_validator("allowed_models_override", mode="before")
     @classmethod
     def _model_ids(cls, value: object) -> object:
-        if not isinstance(value, str):
-            return value
-        ids = tuple(dict.fromkeys(entries.comma_list(value)))
-        if wrong := entries.unmatched_entries(ids, entries.MODEL_ID):
-            raise ValueError(f'entry {wrong} is not a "provider:model" id')
-        long = [str(n) for n, id_ in enumerate(ids, start=1) if len(id_) > entries.MODEL_ID_MAX]
-        if long:
-            raise ValueError(f"entry {', '.join(long)} is longer than {entries.MODEL_ID_MAX} characters")
-        return ids
+        return entries.model_ids(value) if isinstance(value, str) else value
 
     @field_validator("oauth_redirect_url")
     @classmethod
@@ -460,24 +446,12 @@ class Settings(BaseSettings):
     @field_validator("encryption_keys", mode="before")
     @classmethod
     def _fernet_keys(cls, value: object) -> object:
-        if not isinstance(value, str):
-            return value
-        for number, key in enumerate(keys := entries.comma_list(value), start=1):
-            try:
-                Fernet(key)
-            except ValueError:
-                raise ValueError(f"entry {number} is not a Fernet key") from None
-        return tuple(SecretStr(key) for key in keys)
+        return entries.fernet_keys(value) if isinstance(value, str) else value
 
     @field_validator("scopes", mode="before")
     @classmethod
     def _scope_list(cls, value: object) -> object:
-        if not isinstance(value, str):
-            return value
-        scopes = entries.comma_list(value)
-        if not scopes:
-            raise ValueError("it names no scope")
-        return scopes
+        return entries.scope_list(value) if isinstance(value, str) else value
 
     @field_validator("slack_api_url")
     @classmethod

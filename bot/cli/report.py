@@ -33,6 +33,7 @@ from bot.db.runs import RunRecord
 from bot.db.store import Store
 from bot.db.usage import CostTally
 from bot.limits.usage import spend_words
+from bot.shadow.report import ShadowFigures, load_shadow, shadow_lines
 from bot.slack.blocks import plural
 from bot.vocabulary.workspace import Workspace
 
@@ -87,7 +88,8 @@ def _run_report(args: argparse.Namespace) -> int:
 
 def report_text(report: Report, runs: RunFacts) -> str:
     """`rubric-bot report`'s text after its title: the agreement table, the undelivered answers, what
-    the requests shared, the cost, and the audit disagreement when any run was audited."""
+    the requests shared, the cost, the audit disagreement when any run was audited, and the shadow
+    grader's figures when any iteration was graded in the shadow."""
     parts = [
         report_table(report),
         "",
@@ -96,6 +98,8 @@ def report_text(report: Report, runs: RunFacts) -> str:
         cost_line(runs.cost),
     ]
     if runs.audit is not None and (lines := audit_lines(runs.audit)):
+        parts += ["", *lines]
+    if runs.shadow is not None and (lines := shadow_lines(runs.shadow)):
         parts += ["", *lines]
     return "\n".join(parts)
 
@@ -121,6 +125,8 @@ class RunFacts:
     """What the runs cost."""
     audit: AuditFigures | None
     """The audit disagreement (see `bot.audit.report`)."""
+    shadow: ShadowFigures | None = None
+    """The shadow grader's agreement with people and flips against the live grader (`bot.shadow`)."""
 
 
 async def _report(
@@ -153,6 +159,7 @@ async def _run_facts(
         material=await _recorded(store.material_tally(workspace, channel, since)),
         cost=await _recorded(store.cost_tally(workspace, channel, since)),
         audit=await _recorded(load_audit(store, workspace=workspace, channel=channel, days=days)),
+        shadow=await _recorded(load_shadow(store, workspace=workspace, channel=channel, days=days)),
     )
 
 

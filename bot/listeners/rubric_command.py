@@ -28,7 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.agreement.channel_replay import ReplayRequest, refusal_words
 from bot.agreement.report import Report, load_report, report_blocks
 from bot.agreement.report_chart import chart_upload
-from bot.audit.report import AuditFigures, audit_blocks, load_audit
+from bot.audit.report import audit_blocks, load_audit
 from bot.db.spend import QuotaExceeded
 from bot.db.store import Store
 from bot.governance.calibration_drops import DROPS_IN_HISTORY, drop_example, drops_history, examples_message
@@ -54,6 +54,7 @@ from bot.rendering.errors import help_text
 from bot.rendering.rubrics import no_rubric_hint, rubric_error, rubric_modal
 from bot.review.calibration import examples_in_force
 from bot.sessions.stop import ask_to_stop_mine
+from bot.shadow.report import load_shadow, shadow_blocks
 from bot.slack.blocks import plural
 from bot.slack.client import SLACK_ERRORS, attempt, describe_error
 from bot.slack.conversation import slack_unescape
@@ -247,12 +248,12 @@ async def _report(call: Invocation) -> None:
     await _answer(call.ack, "Working out how far the grader agrees with this channel's reviews…")
     channel = call.channel
     report = await load_report(call.store, workspace=call.workspace, channel=channel, days=days)
-    audit = await load_audit(call.store, workspace=call.workspace, channel=channel, days=days)
+    graders = await _other_graders(call, channel, days)
     if report.reviews == 0:
-        await _respond(call.context, **_with_audit(report_blocks(report, channel=channel), audit))
+        await _respond(call.context, **_with_graders(report_blocks(report, channel=channel), graders))
         return
     try:
-        await _post_report(call, report, audit, channel)
+        await _post_report(call, report, graders, channel)
     except SLACK_ERRORS as exc:
         logger.warning("could not post the agreement report in %s: %s", channel, describe_error(exc))
         await _respond(
@@ -262,14 +263,22 @@ async def _report(call: Invocation) -> None:
         )
 
 
-def _with_audit(message: SlackMessage, audit: AuditFigures) -> SlackMessage:
-    """The report's message with the audit disagreement after it (when any run was audited)."""
-    return {**message, "blocks": [*message.get("blocks", []), *audit_blocks(audit)]}
+async def _other_graders(call: Invocation, channel: str, days: int | None) -> list[BlockJson]:
+    """The audit disagreement and the shadow grader's figures of the channel, as the report's blocks
+    after the agreement (none of either when it graded nothing)."""
+    audit = await load_audit(call.store, workspace=call.workspace, channel=channel, days=days)
+    shadow = await load_shadow(call.store, workspace=call.workspace, channel=channel, days=days)
+    return [*audit_blocks(audit), *shadow_blocks(shadow)]
 
 
-async def _post_report(call: Invocation, report: Report, audit: AuditFigures, channel: str) -> None:
+def _with_graders(message: SlackMessage, graders: list[BlockJson]) -> SlackMessage:
+    """The report's message with the other graders' blocks after it."""
+    return {**message, "blocks": [*message.get("blocks", []), *graders]}
+
+
+async def _post_report(call: Invocation, report: Report, graders: list[BlockJson], channel: str) -> None:
     await call.client.chat_postMessage(
-        channel=channel, **_with_audit(report_blocks(report, channel=channel), audit), **NO_UNFURLS
+        channel=channel, **_with_graders(report_blocks(report, channel=channel), graders), **NO_UNFURLS
     )
     chart = await asyncio.to_thread(chart_upload, report)
     uploaded = await call.client.files_upload_v2(channel=channel, initial_comment=CHART_COMMENT, **chart)

@@ -16,8 +16,6 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from slack_sdk.models.blocks import Block
-
 from bot.agreement.presentation import interval_words, kappa_words, percent_words, shown_kappa, slack_name
 from bot.agreement.report import period_start
 from bot.agreement.trust_figures import trusted_reviews
@@ -26,7 +24,8 @@ from bot.db.shadow import ShadowTally, ShadowVerdictRow
 from bot.db.store import Store
 from bot.limits.prices import dollars
 from bot.review.verdicts import is_judged, verdict_label
-from bot.slack.blocks import context_block, plural, section_block
+from bot.slack.blocks import block_dicts, context_block, plural, section_block
+from bot.slack.messages import BlockJson
 from bot.vocabulary.workspace import Workspace
 from grading.agreement import (
     MIN_REVIEWS_FOR_KAPPA,
@@ -218,7 +217,7 @@ def shadow_lines(figures: ShadowFigures) -> list[str]:
     return [*lines, SHADOW_WORDS]
 
 
-def shadow_blocks(figures: ShadowFigures) -> list[Block]:
+def shadow_blocks(figures: ShadowFigures) -> list[BlockJson]:
     """The figures in Slack under a heading; none when no iteration was graded in the shadow."""
     if not figures.tally.grades:
         return []
@@ -227,4 +226,4 @@ def shadow_blocks(figures: ShadowFigures) -> list[Block]:
         f"• *{slack_name(c.criterion)}* ({slack_name(c.model)}) — {agreement_words(c)} · {flip_words(c)}"
         for c in figures.criteria
     ]
-    return [section_block("\n".join(lines)), context_block(SHADOW_WORDS)]
+    return block_dicts([section_block("\n".join(lines)), context_block(SHADOW_WORDS)])
