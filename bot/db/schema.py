@@ -469,7 +469,7 @@ shadow_verdicts = Table(
     PrimaryKeyConstraint("grading_run_id", "iteration", "criterion"),
 )
 """The shadow grader's verdict per criterion of a graded iteration (``pass``, ``fail``, ``1``–``5`` or
-``can't tell``), beside the live grader's on the same iteration (``live_verdict``; NULL when the live
+``cannot_tell``), beside the live grader's on the same iteration (``live_verdict``; NULL when the live
 grader gave that criterion none). Its provenance is its `shadow_grades` row."""
 
 workspace_settings = Table(
