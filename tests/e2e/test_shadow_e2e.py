@@ -210,3 +210,19 @@ def test_a_failing_shadow_grader_leaves_the_run_as_it_was_and_its_text_out_of_th
     assert main(["report", "--db", database_url, "--channel", channel]) == 0
     assert "1 failed and are left out" in capsys.readouterr().out
     assert not tables_containing(database_url, "SHADOW-PROVIDER-DETAIL")  # kept as a reference only
+
+
+def test_a_spent_budget_skips_the_shadow_grade_never_the_run(launch):
+    # A channel budget of one token: the run is admitted (nothing spent yet) and spends past it, so
+    # the shadow grade's reservation after it is refused.
+    s = launch(**shadow_env("1"), RUBRIC_BOT_MAX_ITERATIONS="1", RUBRIC_BOT_DAILY_TOKENS_PER_CHANNEL="1")
+    scripted(s)
+    channel = "CBUDGET"
+    s.set_channel_rubric(channel)
+    (root,) = ask_in_new_threads(s, channel, 1)
+    wait_for(lambda: shadow_count(s, "over_budget") >= 1, RUN_TIMEOUT, message="the refused shadow grade")
+
+    assert "satisfied" in s.finals(channel, root)[0].all_text.lower()
+    assert shadow_requests(s) == []
+    assert shadow_count(s, "graded") == 0
+    assert value(metrics(s.bot.port), "rubric_bot_tokens_total", role="shadow") == 0
