@@ -15,7 +15,7 @@ provider's text is not) and its grade kept as ``grader_error``, without verdicts
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -31,11 +31,10 @@ from bot.db.evaluations import EvaluationRecord
 from bot.db.shadow import ShadowGrade
 from bot.db.store import Store
 from bot.limits.prices import RoleUsage
-from bot.limits.quota import DailyLimits
+from bot.limits.quota import LimitsOf
 from bot.ops import metrics
 from bot.review.verdicts import grader_verdicts
 from bot.vocabulary.thread import ThreadKey
-from bot.vocabulary.workspace import Workspace
 from grading import EVIDENCE_TOOLS, RubricEvaluation, TranscriptGrader
 
 logger = logging.getLogger(__name__)
@@ -49,9 +48,6 @@ provider."""
 
 SAME_INPUT: Final[Calibration] = "on"
 """The shadow grader is shown the calibration examples the live grader was shown."""
-
-LimitsOf = Callable[[Workspace], Awaitable[DailyLimits]]
-"""The daily limits in force in a workspace, which the shadow grades spend within."""
 
 
 def is_shadowed(grading_run_id: str, iteration: int, share: float) -> bool:
