@@ -1,6 +1,6 @@
 """The shadow grader's grades (``shadow_grades``) and verdicts per criterion (``shadow_verdicts``).
 
-Revision ID: 0025
+Revision ID: 0024
 Revises: 0023
 """
 
@@ -12,7 +12,7 @@ from alembic import op
 from bot.db.schema import Document, UtcTimestamp
 from bot.vocabulary.workspace import NO_ENTERPRISE
 
-revision: str = "0025"
+revision: str = "0024"
 down_revision: str | None = "0023"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
