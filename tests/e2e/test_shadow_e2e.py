@@ -226,3 +226,19 @@ def test_a_spent_budget_skips_the_shadow_grade_never_the_run(launch):
     assert shadow_requests(s) == []
     assert shadow_count(s, "graded") == 0
     assert value(metrics(s.bot.port), "rubric_bot_tokens_total", role="shadow") == 0
+
+
+def test_the_shadow_grader_is_shown_the_calibration_examples_the_live_grader_was(launch):
+    s = launch(**shadow_env("1"), RUBRIC_BOT_RUBRIC_EDITORS=EDITOR)
+    root, first = s.graded_thread("CCALIB")  # two iterations: the first answer fails a criterion
+    s.disagree(first, root, EDITOR, {POLITE: ("fail", "CALIBRATION-MARK: too curt")})
+    s.wait_message(first, f"1 disagreement on {POLITE}")
+    s.mention("Is tea healthy?", "CCALIB", thread_ts=root)
+    s.wait_finals("CCALIB", root, 2)
+    wait_for(lambda: shadow_count(s, "graded") >= 4, RUN_TIMEOUT, message="both runs' shadow grades")
+
+    # The second run's two iterations were graded with the editor's example, by both graders alike.
+    calibrated = [r for r in shadow_requests(s) if "CALIBRATION-MARK" in r.all_text]
+    assert len(calibrated) == 2
+    live = {payload(r) for r in live_requests(s) if "CALIBRATION-MARK" in r.all_text}
+    assert {payload(r) for r in calibrated} == live
