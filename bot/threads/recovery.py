@@ -71,20 +71,23 @@ class Recovery(RunnerBase):
                 try:
                     await run(job, attempt)
                 except Exception:
-                    await self._erase_if_deleted(thread, job.kind)
+                    await self._erase_if_deleted(thread, job.kind, ran=True)
                     raise
-            else:
-                logger.info("skipped a %s job in thread %s: its data was deleted", job.kind, thread.thread_id)
-            await self._erase_if_deleted(thread, job.kind)
+                await self._erase_if_deleted(thread, job.kind, ran=True)
+                return
+            logger.info("skipped a %s job in thread %s: its data was deleted", job.kind, thread.thread_id)
+            await self._erase_if_deleted(thread, job.kind, ran=attempt > 0)
 
         return kept
 
-    async def _erase_if_deleted(self, thread: ThreadKey, kind: str) -> None:
-        """Delete what is left of `thread` if its data was deleted while a `kind` job was on it."""
+    async def _erase_if_deleted(self, thread: ThreadKey, kind: str, *, ran: bool) -> None:
+        """Delete what is left of `thread` if its data was deleted while a `kind` job was on it
+        (which `ran`, now or in an earlier attempt, or not at all)."""
         if await self._ports.store.has_thread(thread):
             return
-        # A run that ended after the purge set the session it had closed back to active.
-        clients = self._ports.clients.client_for if kind == RequestJob.kind else None
+        # A run that ended after the purge set the session the purge had closed back to active; a
+        # request never run had no session to reopen, so costs no call.
+        clients = self._ports.clients.client_for if ran and kind == RequestJob.kind else None
         erased = await erase_leftovers(self._ports.store, self._needs_checkpointer(), thread, clients)
         logger.info(
             "thread %s was deleted while a %s job was on it; deleted what it left: %s",

@@ -303,6 +303,28 @@ def test_uninstalling_while_a_run_is_under_way_keeps_nothing_of_it_and_runs_noth
     assert not [r for r in s.model.requests() if OTHER in r.all_text]
 
 
+def test_a_thread_purged_while_its_run_is_under_way_ends_with_its_session_closed(service, database_url):
+    s = service
+    root = graded_thread(s, "C8")
+    s.model.hold()
+    s.say(f"Remember {SECRET}", "C8", thread_ts=root)
+    wait_for(lambda: s.worker_requests_for(SECRET), RUN_TIMEOUT, message="the run to start")
+    before = len(s.bot.stderr_text())
+
+    purged = db_command(s, "purge", "--thread", f"C8:{root}", "--yes")
+    assert purged.returncode == 0, purged.stderr
+    assert closed_sessions(s) == [("C8", root)]  # closed while the run still works
+    s.model.release()
+
+    wait_for(
+        lambda: "deleted what it left" in s.bot.stderr_text()[before:], RUN_TIMEOUT, message="the run's end"
+    )
+    # However the run ended (with SQLite it sets its session active as it ends; with PostgreSQL its
+    # lease went with its row, so it leaves the thread), its session stays closed.
+    assert s.slack.session("C8", root).status == "closed"
+    wait_until_stored(database_url, absent=(SECRET,))
+
+
 def test_a_revoked_bot_token_deletes_the_workspaces_data_and_a_user_token_nothing(service, database_url):
     s = service
     two_channels(s)
