@@ -92,8 +92,12 @@ def test_stop_mid_run_ends_it_with_one_line_no_further_model_call_and_its_reserv
     assert by == STOPPER and tokens and charged == tokens  # the reservation gave way to what it spent
     spent = rows(database, "SELECT DISTINCT tokens FROM daily_spend WHERE requests > 0")
     assert spent == [(tokens,)]
-    session = s.slack.session("C1", root)
-    assert session is not None and session.statuses[0] == "processing" and session.status == "active"
+    # The session leaves `processing` only after the run's end is recorded (a Stop until then must
+    # find the run unfinished), so it is waited on rather than read at once.
+    wait_for(
+        lambda: s.slack.session("C1", root).status == "active", RUN_TIMEOUT, message="the session active"
+    )
+    assert s.slack.session("C1", root).statuses == ["processing", "active"]
 
 
 def test_stop_after_the_end_changes_nothing(s):
