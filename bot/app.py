@@ -41,7 +41,7 @@ from bot.listeners.context import Services
 from bot.material.reader import MaterialReader
 from bot.ops import startup
 from bot.ops.health import Readiness
-from bot.ops.server import Probes, add_ops_routes, serve_ops
+from bot.ops.server import Probes, add_probe_routes, serve_ops, serve_starting
 from bot.queue.durable import open_queue
 from bot.review.calibration import calibration_source
 from bot.shadow.grader import ShadowGrader
@@ -127,13 +127,10 @@ async def serve(
     settings = startup.for_process(settings, "serve")
     startup.log_start(settings, "Socket Mode" if socket_mode else f"HTTP mode on port {port}", concurrency)
     probes = Probes(Readiness(socket_mode=socket_mode))
-    async with AsyncExitStack() as starting:
-        # /healthz answers from the start, and /readyz says "starting" until Slack's requests are served.
-        if socket_mode:
-            ops = serve_ops(settings.metrics_port, probes)
-        else:  # on Slack's port, whose requests meanwhile get 503 (come back), not 404
-            ops = serve_ops(port, probes, not_yet=(EVENTS_PATH,))
-        await starting.enter_async_context(ops)
+    # /healthz answers from the start, and /readyz says "starting" until Slack's requests are served.
+    async with serve_ops(settings.metrics_port, probes), AsyncExitStack() as starting:
+        if not socket_mode:  # Slack's port: its requests meanwhile get 503 (come back), not 404
+            await starting.enter_async_context(serve_starting(port, probes, not_yet=(EVENTS_PATH,)))
         if await startup.prepare_database(settings.database, wait=wait_for_db, stop=stop) is None:
             return  # stopped while waiting for the database
         async with (
@@ -165,9 +162,9 @@ async def serve(
             elif settings.oauth or await retry_until_stopped(
                 lambda: check_tokens(clients.client), stop, "check the bot token"
             ):
-                await starting.aclose()  # the Slack app takes the port over, these routes with it
+                await starting.aclose()  # the Slack app takes the port over, the probes with it
                 probes.readiness.ping_database = store.ping
-                await _serve_http(app, settings, port, stop, partial(add_ops_routes, probes=probes))
+                await _serve_http(app, settings, port, stop, partial(add_probe_routes, probes=probes))
             logger.info("stopping: letting %d busy thread(s) finish", runner.busy_threads)
             await runner.drain(settings.shutdown_grace)
     logger.info("stopped")

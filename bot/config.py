@@ -82,8 +82,8 @@ DEFAULT_STALLED_AFTER = 30.0
 resume in another process within 4/3 of this (see `bot.queue.jobs.DurableQueue`)."""
 
 DEFAULT_METRICS_PORT = 9464
-"""Port of `/healthz`, `/readyz` and `/metrics` in Socket Mode and in `rubric-bot worker` (in HTTP mode
-they share the serve port); OpenTelemetry's Prometheus exporter uses it too, so scrapers expect it."""
+"""Port of `/healthz`, `/readyz` and `/metrics` in every process (the serve port never answers
+`/metrics`); OpenTelemetry's Prometheus exporter uses it too, so scrapers expect it."""
 
 DEFAULT_DAILY_REQUESTS_PER_USER = 100
 """Requests one person may make per UTC day when `RUBRIC_BOT_DAILY_REQUESTS_PER_USER` is not set:
@@ -211,8 +211,8 @@ HINTS: dict[str, str] = {
         f"its runs resume elsewhere, more than 0 (default {DEFAULT_STALLED_AFTER:g})"
     ),
     "RUBRIC_BOT_METRICS_PORT": (
-        "set it to the TCP port (1-65535) of /healthz, /readyz and /metrics in Socket Mode and in "
-        f"rubric-bot worker (default {DEFAULT_METRICS_PORT})"
+        "set it to the TCP port (1-65535) of /healthz, /readyz and /metrics, one no other process on "
+        f"the machine uses and other than serve's --port (default {DEFAULT_METRICS_PORT})"
     ),
     "RUBRIC_BOT_ALLOWED_TEAMS": "set it to workspace ids (T0123ABCD), comma-separated, or leave it unset",
     "RUBRIC_BOT_ALLOWED_ENTERPRISES": "set it to Enterprise Grid org ids (E0123ABCD), comma-separated",

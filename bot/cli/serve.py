@@ -67,14 +67,17 @@ def _add_concurrency(parser: argparse.ArgumentParser) -> None:
 
 def _run_serve(args: argparse.Namespace) -> int:
     settings = load_settings([SLACK_IDENTITY, "RUBRIC_BOT_MODEL", _connection(args)])
-    if problems := settings.oauth_problems(socket_mode=settings.socket_mode and not args.http):
+    http = args.http or not settings.socket_mode
+    if problems := settings.oauth_problems(socket_mode=not http):
         raise ConfigError(problems)
     database = settings.database
     if not database.is_postgres and not database.sqlite_path.parent.is_dir():
         parent = database.sqlite_path.parent
         raise ConfigError([problem("RUBRIC_BOT_DB", f"is in a directory that does not exist ({parent})")])
+    if http and args.port == settings.metrics_port:
+        raise ConfigError([problem("RUBRIC_BOT_METRICS_PORT", f"is serve's --port too ({args.port})")])
     if args.check:
-        return _check(settings, "HTTP mode" if args.http or not settings.socket_mode else "Socket Mode")
+        return _check(settings, "HTTP mode" if http else "Socket Mode")
     from bot.app import serve  # Bolt and aiohttp are only needed to serve
 
     start_logging(settings)

@@ -8,6 +8,6 @@
   `/metrics` (with the Slack client's own count of failed calls).
 - ``startup``: how a `serve` or `worker` process starts: its one start-up line, the schema first, an
   unusable database in one line (or waited for with ``--wait-for-db``).
-- ``server``: those three routes on the HTTP app Slack posts to, or on a port of their own
-  (`RUBRIC_BOT_METRICS_PORT`) in Socket Mode and in `rubric-bot worker`.
+- ``server``: those three routes on a port of their own (`RUBRIC_BOT_METRICS_PORT`) in every
+  process, and in HTTP mode the two probes (never `/metrics`) on the port Slack posts to as well.
 """

@@ -1,5 +1,7 @@
-"""Where `/healthz`, `/readyz` and `/metrics` are served: beside `/slack/events` in HTTP mode, or on a
-port of their own (`RUBRIC_BOT_METRICS_PORT`) in Socket Mode and in `rubric-bot worker`."""
+"""Where `/healthz`, `/readyz` and `/metrics` are served: all three on a port of their own
+(`RUBRIC_BOT_METRICS_PORT`) in every mode; in HTTP mode the two probes also beside `/slack/events`,
+which load balancers probe, but never `/metrics` (it would tell anyone who can reach Slack's public
+port how busy the bot is and what it spends)."""
 
 from __future__ import annotations
 
@@ -41,10 +43,15 @@ class Probes:
         return await self.job_counts() if self.job_counts is not None else None
 
 
-def add_ops_routes(app: web.Application, probes: Probes) -> None:
-    """Add the three routes to `app` (before it starts)."""
+def add_probe_routes(app: web.Application, probes: Probes) -> None:
+    """Add `/healthz` and `/readyz` to `app` (before it starts): what a public port may answer."""
     app.router.add_get(HEALTH_PATH, healthz)
     app.router.add_get(READY_PATH, readyz(probes.readiness))
+
+
+def add_ops_routes(app: web.Application, probes: Probes) -> None:
+    """Add the three routes to `app` (before it starts): what the metrics port answers."""
+    add_probe_routes(app, probes)
     app.router.add_get(METRICS_PATH, metrics(probes.count_jobs, probes.reuse_seconds))
 
 
@@ -53,25 +60,37 @@ STARTING_RETRY_SECONDS = 5
 
 
 @asynccontextmanager
-async def serve_ops(port: int, probes: Probes, *, not_yet: Sequence[str] = ()) -> AsyncIterator[None]:
-    """Serve the three routes on `port` (all interfaces) for as long as the context is open; POSTs to
-    the `not_yet` paths (Slack's, while the process starts) are answered 503 with ``Retry-After``,
-    not 404: the sender is told to come back, not that nothing is there."""
+async def serve_ops(port: int, probes: Probes) -> AsyncIterator[None]:
+    """Serve the three routes on `port` (`RUBRIC_BOT_METRICS_PORT`, all interfaces) for as long as
+    the context is open."""
     app = web.Application()
     add_ops_routes(app, probes)
+    async with _serving(app, port):
+        paths = (HEALTH_PATH, READY_PATH, METRICS_PATH)
+        logger.info("health and metrics on http://0.0.0.0:%d (%s, %s, %s)", port, *paths)
+        yield
+
+
+@asynccontextmanager
+async def serve_starting(port: int, probes: Probes, not_yet: Sequence[str]) -> AsyncIterator[None]:
+    """Serve the two probes on Slack's port `port` while the process starts; POSTs to the `not_yet`
+    paths (Slack's) are answered 503 with ``Retry-After``, not 404: the sender is told to come back,
+    not that nothing is there."""
+    app = web.Application()
+    add_probe_routes(app, probes)
     for path in not_yet:
         app.router.add_post(path, _starting)
+    async with _serving(app, port):
+        yield
+
+
+@asynccontextmanager
+async def _serving(app: web.Application, port: int) -> AsyncIterator[None]:
+    """`app` served on `port` (all interfaces) while the context is open, the port let go after."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
         await web.TCPSite(runner, port=port).start()
-        logger.info(
-            "health and metrics on http://0.0.0.0:%d (%s, %s, %s)",
-            port,
-            HEALTH_PATH,
-            READY_PATH,
-            METRICS_PATH,
-        )
         yield
     finally:
         await runner.cleanup()

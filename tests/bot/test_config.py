@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from bot.config import (
     load_settings,
 )
 from bot.db.database import STORE_POOL_SIZE
+from tests.standins import free_port
 from tests.standins.slack_api import SlackApiStandin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -332,11 +334,13 @@ VALID_HTTP_SETTINGS = {
 
 
 def serve_http(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """`rubric-bot serve --http` in a process of its own with only ``env`` (and PATH) set."""
+    """`rubric-bot serve --http` in a process of its own with only ``env`` (and PATH, and the
+    PYTHONPATH of the tree under test) set."""
+    tree = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
     return subprocess.run(
         [sys.executable, "-m", "bot", "serve", "--http", *args],
         cwd=cwd,
-        env={"PATH": "/usr/bin:/bin", **env},
+        env={"PATH": "/usr/bin:/bin", **tree, **env},
         capture_output=True,
         text=True,
         timeout=60,
@@ -565,7 +569,12 @@ def test_a_taken_http_port_is_one_line_not_a_traceback(tmp_path):
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        settings = {**VALID_HTTP_SETTINGS, "SLACK_API_URL": slack.api_url, "NO_PROXY": "127.0.0.1"}
+        settings = {
+            **VALID_HTTP_SETTINGS,
+            "SLACK_API_URL": slack.api_url,
+            "NO_PROXY": "127.0.0.1",
+            "RUBRIC_BOT_METRICS_PORT": str(free_port()),
+        }
         result = serve_http(tmp_path, settings, "--port", str(port))
 
     assert result.returncode == 1
@@ -573,3 +582,14 @@ def test_a_taken_http_port_is_one_line_not_a_traceback(tmp_path):
     errors = [line for line in result.stderr.splitlines() if line.startswith("rubric-bot:")]
     assert len(errors) == 1 and errors[0].startswith("rubric-bot: cannot serve: ")
     assert "address already in use" in errors[0]
+
+
+def test_a_metrics_port_that_is_the_http_port_is_one_line_and_exit_2(tmp_path):
+    # /metrics is never on Slack's public port: the two cannot be one.
+    settings = {**VALID_HTTP_SETTINGS, "RUBRIC_BOT_METRICS_PORT": "3000"}
+
+    result = serve_http(tmp_path, settings, "--port", "3000")
+
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("rubric-bot: RUBRIC_BOT_METRICS_PORT is serve's --port too (3000): ")

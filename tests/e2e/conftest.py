@@ -85,6 +85,10 @@ FORKING = os.environ.get(FORK_SWITCH, "on") != "off"
 
 EnvOverrides = Mapping[str, str | None]
 
+METRICS_PORT = "RUBRIC_BOT_METRICS_PORT"
+"""The setting of a process's port for /healthz, /readyz and /metrics: a free one per `BotProcess`
+unless its env names one."""
+
 
 class BotProcess:
     """The bot running as a subprocess, with its output collected in a log file."""
@@ -102,6 +106,8 @@ class BotProcess:
         # A bot in Socket Mode opens no Slack port: its readiness is its websocket connection instead.
         self._ready = ready or partial(answers_ready, self.port)
         self.env = dict(env)
+        # Every process serves /metrics on a port of its own: the processes of one env never share one.
+        self.env.setdefault(METRICS_PORT, str(free_port()))
         self.log_path = log_path
         self.sender = SlackSender(self.url, SIGNING_SECRET)
         self._command = [part.format(port=self.port) for part in command]
@@ -131,8 +137,8 @@ class BotProcess:
 
     @property
     def metrics_port(self) -> int:
-        """The port of /healthz, /readyz and /metrics in Socket Mode and in `worker`."""
-        return int(self.env["RUBRIC_BOT_METRICS_PORT"])
+        """The port of /healthz, /readyz and /metrics (the only one /metrics is on)."""
+        return int(self.env[METRICS_PORT])
 
     def start(self) -> Self:
         """Start the process and wait until it is ready (by default: `/readyz` answers 200 on its port)."""
@@ -211,9 +217,9 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 """What /metrics shows: each sample's value by its name and sorted labels."""
 
 
-def metrics(port: int) -> Samples:
-    """Every sample /metrics on `port` shows."""
-    status, text = get(f"http://127.0.0.1:{port}/metrics")
+def metrics(bot: BotProcess) -> Samples:
+    """Every sample the bot's /metrics (on its metrics port) shows."""
+    status, text = get(f"http://127.0.0.1:{bot.metrics_port}/metrics")
     assert status == 200
     return {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
@@ -265,8 +271,6 @@ def bot_environment(slack_api: SlackApiStandin, model_api: ModelApiStandin, db_p
         # A few PostgreSQL connections for the tables, not the product's 10 opened at start: the
         # bots of both test workers share one server and its default 100 connections.
         RUBRIC_BOT_DB_POOL_SIZE="3",
-        # Socket Mode and worker processes serve /metrics on a port of their own: never a shared one.
-        RUBRIC_BOT_METRICS_PORT=str(free_port()),
         NO_PROXY="127.0.0.1,localhost",
         PYTHONUNBUFFERED="1",
     )

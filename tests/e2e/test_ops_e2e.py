@@ -189,12 +189,15 @@ def test_health_and_readiness_answer_and_metrics_count_a_run_its_grader_calls_to
     launch, slack_api
 ):
     bot = launch().bot
-    base = f"http://127.0.0.1:{bot.port}"
-    assert get(f"{base}/healthz") == (200, "ok\n")
-    # Ready, as start_bot waited for; one probe the busy machine slows past the 1 s database bound
-    # would answer 503, so the 200 is waited for rather than asserted once.
-    wait_for(lambda: get(f"{base}/readyz") == (200, "ready\n"), OUTAGE_TIMEOUT, message="/readyz 200")
-    before = metrics(bot.port)
+    # The probes on Slack's public port (load balancers ask there) and on the metrics port alike.
+    for port in (bot.port, bot.metrics_port):
+        assert get(f"http://127.0.0.1:{port}/healthz") == (200, "ok\n")
+        # Ready, as start_bot waited for; one probe the busy machine slows past the 1 s database
+        # bound would answer 503, so the 200 is waited for rather than asserted once.
+        wait_for(partial(answers_ready, port), OUTAGE_TIMEOUT, message="/readyz 200")
+    # /metrics only on the metrics port: the public port does not tell anyone what the bot does.
+    assert get(f"http://127.0.0.1:{bot.port}/metrics")[0] == 404
+    before = metrics(bot)
     assert {value(before, "rubric_bot_runs_total", status=s) for s in RUN_STATUSES} == {0.0}
     assert value(before, "rubric_bot_queue_jobs", state="todo") == 0.0
 
@@ -203,9 +206,9 @@ def test_health_and_readiness_answer_and_metrics_count_a_run_its_grader_calls_to
     root = ask(bot, "C2", "Is coffee healthy?")
     wait_for_final(slack_api, "C2", root)
     # The run is counted as it ends, just after its final message is posted.
-    counted = lambda: value(metrics(bot.port), "rubric_bot_runs_total", status="satisfied") == 1.0  # noqa: E731
+    counted = lambda: value(metrics(bot), "rubric_bot_runs_total", status="satisfied") == 1.0  # noqa: E731
     wait_for(counted, RUN_TIMEOUT, message="the run counted in /metrics")
-    after = metrics(bot.port)
+    after = metrics(bot)
 
     assert value(after, "rubric_bot_runs_total", status="satisfied") == 1.0
     assert value(after, "rubric_bot_run_seconds_count") == 1.0

@@ -133,14 +133,14 @@ def test_a_stream_slack_refuses_leaves_the_run_posting_its_messages(s):
 
 def test_a_run_that_meets_slacks_stream_rate_limit_falls_back_logged_and_counted(s):
     fallbacks = "rubric_bot_stream_fallbacks_total"
-    before = value(metrics(s.bot.port), fallbacks, reason="refused_for_now")
+    before = value(metrics(s.bot), fallbacks, reason="refused_for_now")
     s.slack.fail_next("chat.startStream", status=429, retry_after=0, times=SLACK_RETRIES + 1)
     root = ask(s, "C4")
     s.wait_finals("C4", root, 1)
 
     assert streamed(s.thread("C4", root)) == []
     assert len(evaluations(s.thread("C4", root))) == 2
-    assert value(metrics(s.bot.port), fallbacks, reason="refused_for_now") == before + 1
+    assert value(metrics(s.bot), fallbacks, reason="refused_for_now") == before + 1
     logged = s.bot.stderr_text().splitlines()
     (line,) = [line for line in logged if "falls back to plain messages" in line and root in line]
     assert "ratelimited" in line

@@ -120,7 +120,7 @@ AUDIT_MODEL = "audit-model"
 
 def audit_samples(s: Service) -> dict[tuple[str, ...], float]:
     """`rubric_bot_audit_total` on /metrics: its value by (agreement, loop, iterations)."""
-    status, text = get(f"http://127.0.0.1:{s.bot.port}/metrics")
+    status, text = get(f"http://127.0.0.1:{s.bot.metrics_port}/metrics")
     assert status == 200
     return {
         (sample.labels["agreement"], sample.labels["loop"], sample.labels["iterations"]): sample.value
