@@ -15,6 +15,7 @@ from typing import TypeVar
 from bot.agreement.replay import Calibration, Case, Regrade, estimate_tokens, total_usage
 from bot.db.spend import QuotaExceeded, RunQuota
 from bot.db.store import Store
+from bot.db.usage import Spent
 from bot.limits.prices import RoleUsage, estimated_usd, role_usage
 from bot.vocabulary.workspace import Workspace
 
@@ -35,7 +36,7 @@ class ReplayBudget:
     """The day's caps the replay spends within (None: none; its spend is counted all the same)."""
     refused: QuotaExceeded | None = None
     """The cap that stopped the replay (None: it was never stopped)."""
-    _reserved: dict[tuple[Calibration, tuple[str, int]], tuple[int, float]] = field(default_factory=dict)
+    _reserved: dict[tuple[Calibration, tuple[str, int]], Spent] = field(default_factory=dict)
     """Each grader call admitted and not settled yet: the tokens and dollars it reserved."""
 
     @property
@@ -60,7 +61,7 @@ class ReplayBudget:
         finally:  # kept even when cancelled meanwhile: `give_back` gives it back
             made = reserving.done() and not reserving.cancelled() and reserving.exception() is None
             if made and reserving.result() is None:
-                self._reserved[calibration, case.key] = (quota.estimate, quota.estimate_usd)
+                self._reserved[calibration, case.key] = Spent(quota.estimate, quota.estimate_usd)
         if refusal is not None:
             self.refused = refusal
             return False
@@ -68,25 +69,29 @@ class ReplayBudget:
 
     async def settle(self, calibration: Calibration, graded: Regrade) -> None:
         """Replace the call's reservation by the tokens it used, at the grader's rate, and keep what
-        it used for the cost history."""
-        spent = await self.charge_used(calibration, graded)
-        await _uncancelled(
-            self.store.record_replay_spend(self.workspace, self.channel, spent.total_tokens, spent.usd or 0.0)
-        )
+        it used for the cost history (both in one transaction)."""
+        reserved, spent = self._used(calibration, graded)
+        used = Spent(spent.total_tokens, spent.usd or 0.0)
+        settling = self.store.settle_replay_call
+        await _uncancelled(settling(self.workspace, self.channel, self.day, reserved=reserved, used=used))
 
     async def charge_used(self, calibration: Calibration, graded: Regrade) -> RoleUsage:
         """Replace the call's reservation by the tokens it used, at the grader's rate; what it used."""
-        tokens, usd = self._reserved.pop((calibration, graded.case.key), (0, 0.0))
-        spent = role_usage(self.model, total_usage([graded]))
-        await self._charge(spent.total_tokens - tokens, (spent.usd or 0.0) - usd)
+        reserved, spent = self._used(calibration, graded)
+        await self._charge(spent.total_tokens - reserved.tokens, (spent.usd or 0.0) - reserved.usd)
         return spent
+
+    def _used(self, calibration: Calibration, graded: Regrade) -> tuple[Spent, RoleUsage]:
+        """What the call reserved (no longer held here) and what it used, at the grader's rate."""
+        reserved = self._reserved.pop((calibration, graded.case.key), Spent(0, 0.0))
+        return reserved, role_usage(self.model, total_usage([graded]))
 
     async def give_back(self) -> None:
         """Give back what calls admitted but never made (the replay stopped or failed) reserved."""
         reserved, self._reserved = self._reserved, {}
-        tokens = sum(one for one, _ in reserved.values())
+        tokens = sum(one.tokens for one in reserved.values())
         if tokens:
-            await self._charge(-tokens, -sum(usd for _, usd in reserved.values()))
+            await self._charge(-tokens, -sum(one.usd for one in reserved.values()))
 
     async def _charge(self, tokens: int, usd: float) -> None:
         if tokens or usd:

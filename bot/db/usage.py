@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import partial
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from sqlalchemy import Connection, bindparam, event, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -68,6 +68,13 @@ def cost_values(cost: PricedRun) -> dict[str, Any]:
         "cost_unpriced": bool(cost.unpriced),
         "token_usage": cost.model_dump(mode="json")["roles"],
     }
+
+
+class Spent(NamedTuple):
+    """Tokens and what they cost: a replay call's reservation, or what it used."""
+
+    tokens: int
+    usd: float
 
 
 REPLAYS = "replays"
@@ -200,18 +207,32 @@ class UsageStore(StoreBase):
             ]
         return rows
 
-    async def record_replay_spend(self, workspace: Workspace, channel: str, tokens: int, usd: float) -> None:
-        """Keep what one grader call of a replay of `channel` used, for the cost history."""
+    async def settle_replay_call(
+        self, workspace: Workspace, channel: str, day: date, *, reserved: Spent, used: Spent
+    ) -> None:
+        """Settle one grader call of a replay of `channel`: its reservation on `day`'s counters
+        replaced by what it `used`, and what it used kept for the cost history, in one transaction:
+        a fault between the two leaves neither (the call still reserved, and not in the history),
+        never spend charged but missing from the history or the other way round."""
+        spender = Spender(day, workspace, channel)
         row = {
             "enterprise": workspace.enterprise,
             "team": workspace.team,
             "channel": channel,
-            "tokens": tokens,
-            "usd": usd,
+            "tokens": used.tokens,
+            "usd": used.usd,
             "created_at": utc_now(),
         }
+        change = Spent(used.tokens - reserved.tokens, used.usd - reserved.usd)
         async with self._write() as connection:
-            await connection.execute(insert(replay_spend).values(row))
+            await connection.run_sync(self._settle_replay_call, spender, change, row)
+
+    def _settle_replay_call(
+        self, transaction: Connection, spender: Spender, change: Spent, row: dict[str, object]
+    ) -> None:
+        with self._counters_transaction(transaction) as counters:
+            charge(counters, spender, 0, change.tokens, change.usd)
+            counters.execute(insert(replay_spend).values(row))
 
     def _utc_day(self, moment: Any) -> Any:
         """The UTC calendar day of a timestamp column, as ``YYYY-MM-DD`` text, in SQL."""
@@ -355,17 +376,24 @@ class UsageStore(StoreBase):
     ) -> None:
         """`charge` the spender's counters unless the settlement `key` was claimed before: the key
         claimed (see `bot.db.claims`) in the counters' transaction, so that the charge and its key
-        commit together (on PostgreSQL a transaction of their own on the counters' connection,
-        which is otherwise in autocommit)."""
+        commit together."""
+        with self._counters_transaction(transaction) as counters:
+            if _first_claim(counters, key, postgres=self._postgres):
+                charge(counters, spender, requests, tokens, usd)
+
+    @contextmanager
+    def _counters_transaction(self, transaction: Connection) -> Iterator[Connection]:
+        """A connection to update the spend counters on together with what must commit with them
+        (a settlement's key, a replay call's line in the cost history): SQLite's `transaction`; on
+        PostgreSQL a transaction of its own on the counters' connection (see `_spending`), which
+        is otherwise in autocommit."""
         with self._spending(transaction) as counters:
             if not self._postgres:
-                if _first_claim(counters, key, postgres=False):
-                    charge(counters, spender, requests, tokens, usd)
+                yield counters
                 return
             together = counters.execution_options(isolation_level="READ COMMITTED")
             with together.begin():
-                if _first_claim(together, key, postgres=True):
-                    charge(together, spender, requests, tokens, usd)
+                yield together
 
     @contextmanager
     def _spending(self, transaction: Connection) -> Iterator[Connection]:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import uuid
 from datetime import UTC, date, datetime, timedelta
+from functools import partial
 
 import psycopg
 import pytest
@@ -20,7 +21,7 @@ from bot.db.database import SPEND_POOL_SIZE, STORE_POOL_SIZE, Database
 from bot.db.replays import ReplayLease, ReplayRefused
 from bot.db.spend import Cap, QuotaExceeded, RunQuota, Spender
 from bot.db.store import Store
-from bot.db.usage import REPLAYS
+from bot.db.usage import REPLAYS, Spent
 from bot.limits.prices import run_cost
 from bot.limits.quota import NO_LIMIT, DailyLimits, MoneyLimits
 from bot.vocabulary.thread import ThreadKey
@@ -209,9 +210,10 @@ async def test_usage_per_day_channel_and_requester(store):
 async def test_replays_grader_calls_are_in_the_cost_history_apart_from_runs_until_a_purge(store):
     run = await start(store)
     await store.finish_run(run, "answered", tokens=30)
-    await store.record_replay_spend(T1, "C1", 1_100, 0.0025)
-    await store.record_replay_spend(T1, "C1", 900, 0.0015)
-    await store.record_replay_spend(T1, "C2", 500, 0.001)
+    for channel, tokens, usd in [("C1", 1_100, 0.0025), ("C1", 900, 0.0015), ("C2", 500, 0.001)]:
+        await store.settle_replay_call(
+            T1, channel, midnight().date(), reserved=Spent(0, 0.0), used=Spent(tokens, usd)
+        )
 
     rows = await store.usage(T1, "C1", midnight())
     day = datetime.now(UTC).date()
@@ -470,9 +472,9 @@ def _usage(tokens: int) -> UsageMetadata:
 
 
 @contextlib.contextmanager
-def failing_once(store: Store, statement_start: str):
+def failing_once(store: Store, statement_start: str, *, counters: bool = False):
     """The store's next statement starting with `statement_start` fails, as a database fault would
-    (on PostgreSQL the spend counters, on a pool of their own, are not affected)."""
+    (on PostgreSQL the spend counters, on a pool of their own, are not affected unless `counters`)."""
     failed: list[str] = []
 
     def fail(conn, cursor, statement, parameters, context, executemany):
@@ -480,12 +482,16 @@ def failing_once(store: Store, statement_start: str):
             failed.append(statement)
             raise ConnectionResetError("the database went away mid-transaction")
 
-    engine = store._engine.sync_engine
-    event.listen(engine, "before_cursor_execute", fail)
+    engines = {store._engine.sync_engine}
+    if counters and store.database.is_postgres:
+        engines.add(store._counters_engine().sync_engine)
+    for engine in engines:
+        event.listen(engine, "before_cursor_execute", fail)
     try:
         yield failed
     finally:
-        event.remove(engine, "before_cursor_execute", fail)
+        for engine in engines:
+            event.remove(engine, "before_cursor_execute", fail)
 
 
 async def test_a_settlement_retried_after_a_fault_counts_once(store):
@@ -548,3 +554,29 @@ async def test_a_replays_grader_calls_are_reserved_within_the_channel_budget_and
     assert {level: (s.requests, s.tokens) for level, s in spent.items()} == {
         level: (0, 750) for level in ("channel", "workspace", "deployment")
     }
+
+
+async def test_a_replay_calls_charge_and_its_line_in_the_cost_history_are_kept_together_or_not_at_all(store):
+    """A fault at the cost history's insert, after the counters were charged in the same
+    settlement, leaves neither: the call stays reserved and out of the history; settled again, it
+    counts once in both."""
+    budget = quota(estimate=400)
+    assert await store.reserve_replay(T1, "C1", budget) is None
+    settle = partial(
+        store.settle_replay_call, T1, "C1", budget.day, reserved=Spent(400, 0.0), used=Spent(250, 0.001)
+    )
+
+    with (
+        failing_once(store, "INSERT INTO REPLAY_SPEND", counters=True) as failed,
+        pytest.raises(ConnectionResetError),
+    ):
+        await settle()
+    assert failed
+    channel_tokens = lambda spent: spent["channel"].tokens  # noqa: E731
+    assert channel_tokens(await store.spent_today(Spender(budget.day, T1, "C1"))) == 400
+    assert await store.usage(T1, "C1", midnight()) == []
+
+    await settle()
+    assert channel_tokens(await store.spent_today(Spender(budget.day, T1, "C1"))) == 250
+    (replays,) = await store.usage(T1, "C1", midnight())
+    assert (replays.requester, replays.tokens, replays.usd) == (REPLAYS, 250, pytest.approx(0.001))
