@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import delete, exists, select, tuple_, update
@@ -21,6 +21,7 @@ from bot.db.schema import (
     channel_rubrics,
     channel_settings,
     claims,
+    daily_spend,
     evaluations,
     message_changes,
     posted,
@@ -98,6 +99,16 @@ class ErasureStore(StoreBase):
             async with self._write() as connection:
                 erased += await _erase_batch(connection, batch, keep_verdicts=keep_verdicts)
         return erased
+
+    async def prune_spend_history(self, before: datetime) -> Counter[str]:
+        """Delete the replays' cost history from before ``before`` and the daily spend counters of
+        the UTC days before its day (figures, no text; a person's counter names its user); rows
+        deleted per kind."""
+        async with self._write() as connection:
+            replays = await connection.execute(delete(replay_spend).where(replay_spend.c.created_at < before))
+            day = before.astimezone(UTC).date().isoformat()
+            counters = await connection.execute(delete(daily_spend).where(daily_spend.c.day < day))
+        return Counter({"replay spend": replays.rowcount, "spend counters": counters.rowcount})
 
     async def erase_channel_settings(self, workspace: Tenant | None, channel: str | None) -> Counter[str]:
         """Delete a channel's (or, with None, every channel of the workspace's) rubric, its versions,

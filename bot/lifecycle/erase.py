@@ -22,6 +22,7 @@ from bot.db.store import Store
 from bot.lifecycle.files import empty_write_ahead_log
 from bot.lifecycle.sessions import close_sessions
 from bot.lifecycle.uploads import ClientFor, delete_uploads
+from bot.limits.usage import CHANNEL_USAGE_DAYS
 from bot.queue.durable import erase_jobs
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Tenant, tenant_words
@@ -100,8 +101,10 @@ async def prune(
     """Delete every finished thread whose last activity is more than `days` days old, its agent
     session closed first; review verdicts stay, without their comments. Charts uploaded more than
     `days` days ago are deleted from Slack: whatever they showed came from threads idle that long.
-    Slack is called with `clients`' tokens."""
-    before = datetime.now(UTC) - timedelta(days=days)
+    Slack is called with `clients`' tokens. The spend history (the replays' cost history, the daily
+    spend counters) goes once older than `days` and than the `CHANNEL_USAGE_DAYS` usage shows."""
+    now = datetime.now(UTC)
+    before = now - timedelta(days=days)
     refs = await store.idle_threads(before)
     closed = await _close_sessions(store, clients, refs)
     erased = await _erase(store, checkpointer, refs, finished_only=True, keep_verdicts=True)
@@ -109,6 +112,7 @@ async def prune(
     erased["chart files"] += await delete_uploads(
         store, clients, await store.uploads_in(None, None, before=before)
     )
+    erased += await store.prune_spend_history(now - timedelta(days=max(days, CHANNEL_USAGE_DAYS)))
     return erased
 
 

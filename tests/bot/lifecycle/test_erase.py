@@ -3,16 +3,21 @@ purge of one channel leaves alone."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.graph import START, MessagesState, StateGraph
+from sqlalchemy import update
 
 from bot.agent.worker import agent_config
 from bot.db.admin import upgrade
 from bot.db.database import Database, open_checkpointer
 from bot.db.review_modes import ReviewModes
 from bot.db.reviews import ReviewVerdict
+from bot.db.schema import replay_spend
 from bot.db.store import Store
+from bot.db.usage import Spent
 from bot.lifecycle.erase import Scope, prune, purge
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Workspace
@@ -94,3 +99,35 @@ async def test_purging_a_channel_deletes_its_reviews_rubric_and_settings_and_lea
         assert not tables_containing(database_url, text)
     for text in ("request in C2", "comment in C2", "rubric of C2"):
         assert tables_containing(database_url, text)
+
+
+async def test_prune_deletes_the_spend_history_older_than_its_days_and_the_30_days_usage_shows(data):
+    store, checkpointer = data
+    now = datetime.now(UTC)
+    for channel, days_ago in {"C1": 0, "C2": 20, "C3": 40}.items():
+        moment = now - timedelta(days=days_ago)
+        # A replay call settled that day: its day's counters, and its line in the cost history.
+        used = Spent(500, 0.01)
+        await store.settle_replay_call(T1, channel, moment.date(), reserved=Spent(0, 0.0), used=used)
+        async with store._engine.begin() as connection:
+            await connection.execute(
+                update(replay_spend).where(replay_spend.c.channel == channel).values(created_at=moment)
+            )
+    since = now - timedelta(days=60)
+
+    kept_longer = await prune(store, checkpointer, days=60)  # a retention longer than their age
+    assert (kept_longer["replay spend"], kept_longer["spend counters"]) == (0, 0)
+    assert {row.channel for row in await store.usage(T1, None, since)} == {"C1", "C2", "C3"}
+
+    erased = await prune(store, checkpointer, days=7)  # shorter: usage's 30 days are kept all the same
+
+    assert erased["replay spend"] == 1
+    assert erased["spend counters"] == 3  # C3's, its workspace's and the deployment's, of that day
+    assert {row.channel for row in await store.usage(T1, None, since)} == {"C1", "C2"}
+    twenty_days_ago = await store.counters_of((now - timedelta(days=20)).date())
+    assert {(counter.level, counter.subject, counter.tokens) for counter in twenty_days_ago} == {
+        ("channel", "C2", 500),
+        ("workspace", "", 500),
+        ("deployment", "", 500),
+    }
+    assert await store.counters_of((now - timedelta(days=40)).date()) == []
