@@ -124,12 +124,14 @@ class CriterionResult(TypedDict):
     trust_threshold: NotRequired[float]
     """Set when the grader judged the criterion but its `confidence` was under this threshold (from
     the middleware's `trust` source): the verdict is withheld, `cannot_tell` is true and `gap` says
-    what the grader said and why it is left to a person. `math.inf` when the thresholds could not
-    be read."""
+    what the grader said and why it is left to a person. Absent when the thresholds could not be
+    read (every verdict is then withheld, and the gap says so): the evaluation stays strict JSON,
+    which a JSON column (PostgreSQL's ``jsonb``) takes, where an infinite threshold is not."""
     withheld_passed: NotRequired[bool]
-    """Set with `trust_threshold`: the verdict the grader gave and that was withheld (`confidence`
-    is its confidence). A person's review of the criterion is then evidence on that verdict, which
-    keeps the thresholds calibrated on low-confidence verdicts too (else they could only rise)."""
+    """Set when a verdict is withheld (with `trust_threshold`, or with the thresholds unread): the
+    verdict the grader gave (`confidence` is its confidence). A person's review of the criterion is
+    then evidence on that verdict, which keeps the thresholds calibrated on low-confidence verdicts
+    too (else they could only rise)."""
 
 
 class RubricEvaluation(TypedDict):
@@ -910,9 +912,12 @@ def _withhold(verdict: _Judgement, thresholds: Mapping[str, float]) -> _Judgemen
         if threshold is None or criterion.get("cannot_tell") or confidence >= threshold:
             continue
         said = "it passes" if criterion["passed"] else "it fails"
-        gap = UNREAD_TRUST_GAP if math.isinf(threshold) else TRUST_GAP
         criterion["withheld_passed"] = criterion["passed"]
-        criterion["passed"], criterion["cannot_tell"], criterion["trust_threshold"] = False, True, threshold
+        criterion["passed"], criterion["cannot_tell"] = False, True
+        if math.isinf(threshold):  # unread: no threshold to record
+            gap = UNREAD_TRUST_GAP
+        else:
+            gap, criterion["trust_threshold"] = TRUST_GAP, threshold
         criterion["gap"] = gap.format(said=said, confidence=confidence, threshold=threshold)
     passed = all(c["passed"] for c in criteria if not c.get("cannot_tell"))
     return {**verdict, "result": "satisfied" if passed else "needs_revision"}

@@ -3,6 +3,8 @@ withheld — "can't tell", left to a person, never sent back to the worker — o
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from grading import RubricEvaluation
@@ -74,6 +76,9 @@ def test_a_failing_trust_source_withholds_every_verdict(run, caplog):
     assert all(criteria[name]["cannot_tell"] for name in (LINES, SPRING, RHYME))
     assert "could not be read" in criteria[SPRING]["gap"]
     assert "trust source failed" in caplog.text and "database gone" in caplog.text
+    # Strict JSON, as a jsonb column takes it: no infinite threshold recorded.
+    assert all("trust_threshold" not in criterion for criterion in criteria.values())
+    json.dumps(seen[0], allow_nan=False)
 
 
 def test_an_async_trust_source_needs_the_async_api(caplog):
