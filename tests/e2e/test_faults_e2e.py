@@ -271,8 +271,17 @@ def test_answers_slack_refuses_with_503_are_delivered_once_each_after_it_recover
     assert not any(evaluations(pair.thread("C3", root)) == [] for root in roots)
 
 
+TAKE_OVER_RUNS_SWITCH = "E2E_TAKE_OVER_RUNS"
+"""How many times the take-over test below runs (default once, as CI runs it): issue 44 asks that it
+end each thread once in 20 runs, ``E2E_TAKE_OVER_RUNS=20 python -m pytest tests/e2e/test_faults_e2e.py
+-k taken_over``."""
+
+TAKE_OVER_RUNS = int(os.environ.get(TAKE_OVER_RUNS_SWITCH, "1"))
+
+
+@pytest.mark.parametrize("attempt", range(1, TAKE_OVER_RUNS + 1), ids=lambda n: f"run{n}")
 def test_runs_taken_over_in_a_database_outage_longer_than_the_stall_time_answer_each_thread_once(
-    cluster, start_bot, slack_api, model_api
+    attempt, cluster, start_bot, slack_api, model_api
 ):
     # A stall time shorter than the outage: every worker's heartbeat goes stale while the database is
     # down, so once it is back their runs are re-queued and taken over, while the processes that ran
