@@ -3,6 +3,8 @@
 - ``main``: the entry point (console script and `python -m bot`): the parser and the subcommand registry.
 - ``subcommand``: what every subcommand uses: the `CliSubcommand` record, argument types, one-line errors.
 - ``channels``: `--channel` as every command takes it: an id, or a #name looked up in Slack.
+- ``teams``: `--team` (and `--enterprise`) as the commands take it: a workspace found in whichever
+  Enterprise Grid org its data is filed under.
 - ``exits``: the exit-code table of every subcommand (and the "exit status:" help it prints).
 - ``serve``: `serve` (the bot, in Socket Mode or HTTP) and `worker` (more capacity for the PostgreSQL queue).
 - ``manifest``: `manifest`: print the Slack app manifest.

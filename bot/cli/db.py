@@ -21,11 +21,11 @@ from bot.cli.subcommand import (
     database_exists,
     fail,
 )
+from bot.cli.teams import ENTERPRISE_HELP, require_team_for_enterprise
 from bot.config import load_settings
 from bot.db import admin as dbadmin
 from bot.db.database import DATABASE_ERRORS, Database, describe_database_error
 from bot.lifecycle.erase import Erased, Scope
-from bot.vocabulary.workspace import NO_ENTERPRISE, Workspace
 
 
 def _configure_db(parser: argparse.ArgumentParser) -> None:
@@ -72,10 +72,7 @@ def _configure_db(parser: argparse.ArgumentParser) -> None:
         "--thread", type=purge_cli.thread_link, metavar="LINK",
         help="a Slack message link to the thread (or one of its replies), or CHANNEL:TS of its first message",
     )  # fmt: skip
-    purge.add_argument(
-        "--enterprise", metavar="E",
-        help="with --team: the Enterprise Grid org (E0123ABCD) the workspace is part of, if any",
-    )  # fmt: skip
+    purge.add_argument("--enterprise", metavar="E", help=ENTERPRISE_HELP)
     purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     add_database_option(purge, "the database")
     purge.set_defaults(db_run=_run_db_purge)
@@ -159,14 +156,12 @@ def _run_db_purge(args: argparse.Namespace) -> int:
     settings = load_settings()
     database = _named(args, args.db or settings.database)
     channel, thread_ts = args.thread or (args.channel, None)
-    if args.enterprise and not args.team:
-        fail("--enterprise names the org of the workspace given with --team; add --team T")
-        return EXIT_CONFIG
-    tenant = Workspace(args.team, args.enterprise or NO_ENTERPRISE) if args.team else None
-    scope = Scope(tenant=tenant, channel=channel, thread_ts=thread_ts)
+    require_team_for_enterprise(args)
     if not database_exists(database):
         fail(f"no database at {database}")
         return EXIT_CONFIG
+    tenant = asyncio.run(purge_cli.team_of(database, args.team, args.enterprise)) if args.team else None
+    scope = Scope(tenant=tenant, channel=channel, thread_ts=thread_ts)
     if not args.yes:
         if not sys.stdin.isatty():
             fail("purge asks for confirmation on a terminal; pass --yes to purge without asking")

@@ -21,10 +21,12 @@ from bot.cli.subcommand import (
     positive_int,
     read_only_store,
 )
+from bot.cli.teams import ENTERPRISE_HELP, team_workspace
 from bot.config import load_settings
 from bot.db.database import Database, open_checkpointer
+from bot.db.store import Store
 from bot.export.dataset import dataset_rows, jsonl
-from bot.vocabulary.workspace import NO_ENTERPRISE, Organization, Tenant, Workspace
+from bot.vocabulary.workspace import Organization, Tenant
 
 PRIVATE_FILE_MODE = 0o600
 """The mode of a file `--output` writes: its owner's alone."""
@@ -32,10 +34,10 @@ PRIVATE_FILE_MODE = 0o600
 
 def _configure_export(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--channel", type=channel_argument, help=CHANNEL_HELP)
-    parser.add_argument("--team", help="only this workspace, by team id, e.g. T0123ABCD")
+    parser.add_argument("--team", metavar="T", help="only this workspace, by team id, e.g. T0123ABCD")
     parser.add_argument(
         "--enterprise", metavar="E",
-        help="the Enterprise Grid org (E0123ABCD) of the --team workspace; alone: every workspace of the org",
+        help=f"alone: every workspace of the Enterprise Grid org E0123ABCD; {ENTERPRISE_HELP}",
     )  # fmt: skip
     parser.add_argument(
         "--days", type=positive_int, help="only evaluations of the last N days (default: all)"
@@ -73,7 +75,7 @@ async def _export(database: Database, args: argparse.Namespace, out: TextIO) -> 
         rows = dataset_rows(
             store,
             checkpointer,
-            workspace=_tenant(args),
+            workspace=await _tenant(store, args),
             channel=args.channel,
             since=period_start(args.days),
             reviewed_only=args.reviewed_only,
@@ -92,10 +94,11 @@ def _private_file(path: Path) -> TextIO:
     return os.fdopen(descriptor, "w", encoding="utf-8")
 
 
-def _tenant(args: argparse.Namespace) -> Tenant | None:
-    """Whose rows: a workspace (of its Enterprise Grid org, if given), a whole org, or everyone's."""
+async def _tenant(store: Store, args: argparse.Namespace) -> Tenant | None:
+    """Whose rows: a workspace (in whichever Enterprise Grid org, see `bot.cli.teams`), a whole
+    org, or everyone's."""
     if args.team:
-        return Workspace(args.team, args.enterprise or NO_ENTERPRISE)
+        return await team_workspace(store, args.team, args.enterprise)
     return Organization(args.enterprise) if args.enterprise else None
 
 

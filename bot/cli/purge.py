@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from bot.cli.teams import team_workspace
 from bot.config import Settings
 from bot.db.database import Database, open_checkpointer
 from bot.db.store import Store
@@ -23,6 +24,7 @@ from bot.lifecycle.erase import Erased, Scope, prune, purge
 from bot.lifecycle.uploads import ClientFor, one_client
 from bot.ops.startup import prepare_database
 from bot.slack.client import build_client
+from bot.vocabulary.workspace import Workspace
 from bot.workspaces.clients import WorkspaceClients
 from bot.workspaces.installations import open_installations
 
@@ -118,9 +120,21 @@ async def slack_clients(settings: Settings) -> AsyncIterator[ClientFor | None]:
 
 async def threads_of(database: Database, scope: Scope) -> int:
     """How many threads of `scope` the database has data of (for the confirmation question)."""
+    async with _store(database) as store:
+        return len(await store.threads_in(scope.tenant, scope.channel, scope.thread_ts))
+
+
+async def team_of(database: Database, team: str, enterprise: str | None) -> Workspace:
+    """The workspace `--team` and `--enterprise` name (see `bot.cli.teams`)."""
+    async with _store(database) as store:
+        return await team_workspace(store, team, enterprise)
+
+
+@asynccontextmanager
+async def _store(database: Database) -> AsyncIterator[Store]:
     store = await Store.open(database)
     try:
-        return len(await store.threads_in(scope.tenant, scope.channel, scope.thread_ts))
+        yield store
     finally:
         await store.close()
 

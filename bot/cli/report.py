@@ -26,6 +26,7 @@ from bot.cli.subcommand import (
     days_argument,
     fail,
 )
+from bot.cli.teams import add_team_options, require_team_for_enterprise, team_workspace
 from bot.config import load_settings
 from bot.db.database import Database
 from bot.db.material import MaterialTally
@@ -43,7 +44,7 @@ T = TypeVar("T")
 
 def _configure_report(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--channel", type=channel_argument, help=f"{CHANNEL_HELP} (default: every channel)")
-    parser.add_argument("--team", help="only this workspace, by team id, e.g. T0123ABCD (default: every one)")
+    add_team_options(parser, "only this workspace, by team id, e.g. T0123ABCD (default: every one)")
     parser.add_argument(
         "--days", type=days_argument, help="only reviews and runs of the last N days (default: all time)"
     )
@@ -60,12 +61,12 @@ def _run_report(args: argparse.Namespace) -> int:
     # Only the database is needed (and Slack only to look up a channel's #name): nothing is required.
     settings = load_settings()
     database = args.db or settings.database
-    workspace = Workspace(args.team) if args.team else None
+    require_team_for_enterprise(args)
     try:
         if not database_exists(database):
             raise NothingToReport(f"no database at {database} (set RUBRIC_BOT_DB or pass --db)")
         channel = resolve_channel(args.channel, settings) if args.channel else None
-        report, runs = asyncio.run(_report(database, workspace, channel, days=args.days))
+        report, runs = asyncio.run(_report(database, args, channel, days=args.days))
     except NothingToReport as exc:
         fail(str(exc))
         return EXIT_CONFIG
@@ -130,14 +131,15 @@ class RunFacts:
 
 
 async def _report(
-    database: Database, workspace: Workspace | None, channel: Channel | None, *, days: int | None
+    database: Database, args: argparse.Namespace, channel: Channel | None, *, days: int | None
 ) -> tuple[Report, RunFacts]:
-    """The report of `channel` (None: every channel) in `workspace` (None: every one), and what the
-    runs of the same channel and period say besides."""
+    """The report of `channel` (None: every channel) in the workspace of ``--team`` (every one
+    without), and what the runs of the same channel and period say besides."""
     # Read-only: a report must never change (or create the tables in) whatever database it is given.
     try:
         store = await Store.open(database, read_only=True)
         try:
+            workspace = await team_workspace(store, args.team, args.enterprise) if args.team else None
             if channel is not None:
                 await _check_channel_known(store, workspace, channel, database)
             channel_id = channel.id if channel else None

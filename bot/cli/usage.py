@@ -18,13 +18,13 @@ from bot.cli.subcommand import (
     positive_int,
     read_only_store,
 )
+from bot.cli.teams import add_team_options, require_team_for_enterprise, team_workspace
 from bot.config import load_settings
 from bot.db.database import Database
 from bot.db.spend import SpendCounter
 from bot.db.usage import UsageRow
 from bot.limits.quota import day_start
 from bot.limits.usage import CHANNEL_USAGE_DAYS, counters_table, usage_json, usage_table
-from bot.vocabulary.workspace import Workspace
 
 
 def _configure_usage(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +35,7 @@ def _configure_usage(parser: argparse.ArgumentParser) -> None:
         help=f"the last N UTC days, today included (default {CHANNEL_USAGE_DAYS})",
     )
     parser.add_argument("--channel", type=channel_argument, help=CHANNEL_HELP)
-    parser.add_argument("--team", help="only this workspace, by team id, e.g. T0123ABCD (default: every one)")
+    add_team_options(parser, "only this workspace, by team id, e.g. T0123ABCD (default: every one)")
     parser.add_argument("--json", action="store_true", help="print JSON (every day's rows and the total)")
     add_database_option(parser)
 
@@ -43,11 +43,11 @@ def _configure_usage(parser: argparse.ArgumentParser) -> None:
 def _run_usage(args: argparse.Namespace) -> int:
     settings = load_settings()
     database = args.db or settings.database
+    require_team_for_enterprise(args)
     args.channel = channel_id(args.channel, settings)
-    workspace = Workspace(args.team) if args.team else None
     since = day_start(datetime.now(UTC)) - timedelta(days=args.days - 1)
     try:
-        rows, counters = asyncio.run(_usage(database, since, workspace, args.channel))
+        rows, counters = asyncio.run(_usage(database, since, args, args.channel))
     except UnreadableDatabase as exc:
         fail(str(exc))
         return EXIT_CONFIG
@@ -69,9 +69,10 @@ def usage_text(rows: list[UsageRow], counters: list[SpendCounter], *, since: dat
 
 
 async def _usage(
-    database: Database, since: datetime, workspace: Workspace | None, channel: str | None
+    database: Database, since: datetime, args: argparse.Namespace, channel: str | None
 ) -> tuple[list[UsageRow], list[SpendCounter]]:
     async with read_only_store(database) as store:
+        workspace = await team_workspace(store, args.team, args.enterprise) if args.team else None
         today = day_start(datetime.now(UTC)).date()
         return await store.usage(workspace, channel, since), await store.counters_of(today)
 

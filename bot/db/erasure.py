@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, exists, select, tuple_, update
+from sqlalchemy import delete, exists, select, tuple_, union, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.db.base import StoreBase
@@ -70,6 +70,15 @@ class ErasureStore(StoreBase):
             conditions.append(threads.c.thread_ts == thread_ts)
         query = select(*_thread_key_columns(threads)).where(*conditions)
         return [ThreadKey(**row) for row in await self._rows(query)]
+
+    async def enterprises_of(self, team: str) -> list[str]:
+        """The Enterprise Grid orgs (`NO_ENTERPRISE`: none) the data of workspace `team` is filed
+        under, sorted: one, unless the workspace joined an org while the bot served it; none if the
+        bot has no data of it."""
+        tables = (threads, channel_rubrics, channel_settings, workspace_settings, replay_spend)
+        each = (select(table.c.enterprise).where(table.c.team == team) for table in tables)
+        filed = union(*each).subquery()
+        return sorted(row["enterprise"] for row in await self._rows(select(filed.c.enterprise)))
 
     async def idle_threads(self, before: datetime) -> list[ThreadKey]:
         """Threads last active before ``before`` with no run still going (finished threads)."""
