@@ -146,7 +146,7 @@ def test_the_audit_graders_cost_is_priced_at_its_models_rate_in_usage_report_exp
     s.wait_finals("C1", root, 1)
     wait_for(
         lambda: value(
-            metrics(s.bot.port), "rubric_bot_audit_total", agreement="agree", loop="passed", iterations="2"
+            metrics(s.bot), "rubric_bot_audit_total", agreement="agree", loop="passed", iterations="2"
         ),
         RUN_TIMEOUT,
         message="the run's audit",
@@ -173,7 +173,7 @@ def test_the_audit_graders_cost_is_priced_at_its_models_rate_in_usage_report_exp
     printed = capsys.readouterr().out
     assert f"Cost: {dollars(total)} over 1 run" in printed
     assert f"audit grader {dollars(audit_usd)} of it over 1 audited run" in printed
-    spent = metrics(s.bot.port)
+    spent = metrics(s.bot)
     assert value(spent, "rubric_bot_cost_usd_total", role="audit") == pytest.approx(audit_usd)
     assert (
         value(spent, "rubric_bot_tokens_total", role="audit")
@@ -188,7 +188,7 @@ def test_a_spent_money_budget_skips_the_audit_not_the_run(start_bot, slack_api, 
     (final,) = s.wait_finals("C1", root, 1)  # the run passes the budget alone: it ends, answered
 
     wait_for(
-        lambda: value(metrics(s.bot.port), "rubric_bot_audits_skipped_total") == 1,
+        lambda: value(metrics(s.bot), "rubric_bot_audits_skipped_total") == 1,
         RUN_TIMEOUT,
         message="the audit skipped",
     )
