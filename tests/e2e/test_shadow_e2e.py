@@ -76,7 +76,7 @@ def live_requests(s: Service) -> list[ChatRequest]:
 
 
 def shadow_count(s: Service, outcome: str) -> float:
-    return value(metrics(s.bot.port), "rubric_bot_shadow_grades_total", outcome=outcome)
+    return value(metrics(s.bot), "rubric_bot_shadow_grades_total", outcome=outcome)
 
 
 def ask_in_new_threads(s: Service, channel: str, count: int) -> list[str]:
@@ -156,7 +156,7 @@ def test_with_a_share_of_1_every_live_iteration_is_graded_in_the_shadow_never_sh
     assert criteria[POLITE]["live"]["percent_agreement"] == 1
 
     # Paid for like any role: tokens and money in /metrics and in the cost history, under its name.
-    samples = metrics(s.bot.port)
+    samples = metrics(s.bot)
     assert value(samples, "rubric_bot_tokens_total", role="shadow") > 0
     assert value(samples, "rubric_bot_cost_usd_total", role="shadow") > 0
     assert main(["usage", "--db", database_url, "--json"]) == 0
@@ -225,7 +225,7 @@ def test_a_spent_budget_skips_the_shadow_grade_never_the_run(launch):
     assert "satisfied" in s.finals(channel, root)[0].all_text.lower()
     assert shadow_requests(s) == []
     assert shadow_count(s, "graded") == 0
-    assert value(metrics(s.bot.port), "rubric_bot_tokens_total", role="shadow") == 0
+    assert value(metrics(s.bot), "rubric_bot_tokens_total", role="shadow") == 0
 
 
 def test_the_shadow_grader_is_shown_the_calibration_examples_the_live_grader_was(launch):
