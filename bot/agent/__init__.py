@@ -2,6 +2,8 @@
 
 - ``models``: the chat models a deployment runs, loaded once at start-up; a bad one is a `ConfigError`
   naming its setting.
+- ``openai_json``: OpenAI chat models that hand the SDK their messages and tools as ready JSON (its
+  parameter walk skipped).
 - ``worker``: the worker agent with the rubric grader on the configured models and the checkpointer,
   one per pair of models in use.
 - ``turn``: one turn with the agent, its grader iterations reported as they happen, and what the

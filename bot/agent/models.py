@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlsplit
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 
+from bot.agent.openai_json import as_json
 from bot.config import ConfigError, Settings, problem
 
 
@@ -100,7 +101,7 @@ def _load_models(specs: Sequence[tuple[str, str | None]], timeout: float) -> dic
             continue
         try:
             # Without a timeout, a provider that accepts a call and never answers holds the thread.
-            models[spec] = init_chat_model(spec, timeout=timeout)
+            models[spec] = as_json(init_chat_model(spec, timeout=timeout))
         except Exception as exc:  # provider packages raise many types for a bad name or missing key
             problems.append(model_problem(name, spec, exc))
     if problems:
