@@ -138,9 +138,10 @@ class RunStore(StoreBase):
         async with self._write() as connection:
             return sorted(row.run_id for row in await connection.execute(asking))
 
-    async def stop_requested(self, run_id: int) -> str | None:
-        """Who asked to stop run `run_id`, if anyone has."""
-        return await self._scalar(STOPPED_BY, {"run_id": run_id})
+    async def stops_requested(self, run_ids: Sequence[int]) -> dict[int, str]:
+        """Who asked to stop each of `run_ids` that someone has asked to stop, in one query."""
+        found = await self._rows(STOPS_REQUESTED, {"run_ids": list(run_ids)})
+        return {row["run_id"]: row["stopped_by"] for row in found}
 
     async def mark_undelivered(self, run_id: int) -> None:
         """Record that the run's closing message could not be posted in its thread."""
@@ -270,6 +271,10 @@ RUN_INSERT = insert(runs).returning(runs.c.run_id, sort_by_parameter_order=True)
 """Insert runs' rows (the columns `insert_runs` gives), returning their ids in the rows' order."""
 
 STOPPED_BY = select(runs.c.stopped_by).where(runs.c.run_id == bindparam("run_id"))
+
+STOPS_REQUESTED = select(runs.c.run_id, runs.c.stopped_by).where(
+    runs.c.run_id.in_(bindparam("run_ids", expanding=True)), runs.c.stopped_by.is_not(None)
+)
 
 HOLDS_RUN = select(runs.c.lease == bindparam("lease")).where(runs.c.run_id == bindparam("run_id"))
 

@@ -1,8 +1,9 @@
 """Stopping runs: a person's request recorded on the runs, and the watch that ends a run's turn.
 
 The request is recorded in the database (`Store.request_stop`), so the process that runs the run
-(or takes its queued job later) sees it within `STOP_POLL_SECONDS`; the process that received the
-request also signals its own runs at once (`LOCAL_STOPS`). A turn asked to stop is cancelled
+(or takes its queued job later) sees it within `STOP_POLL_SECONDS`, asking about all its running
+runs in one query; the process that received the request also signals its own runs at once
+(`LOCAL_STOPS`). A turn asked to stop is cancelled
 where it is, in-flight model call included, and `stoppable` raises `RunStopped`: the runner then
 ends the run as ``stopped`` (see `bot.threads.answering`).
 """
@@ -21,8 +22,9 @@ from bot.vocabulary.workspace import Workspace
 T = TypeVar("T")
 
 STOP_POLL_SECONDS = 1.0
-"""How often a running turn asks the database whether someone asked to stop it: how long a Stop
-received by another process takes at most to reach it (one small query per running run)."""
+"""How often a process asks the database whether someone asked to stop one of its running turns:
+how long a Stop received by another process takes at most to reach it (one small query for all
+of them)."""
 
 
 class RunStopped(Exception):
@@ -34,24 +36,78 @@ class RunStopped(Exception):
 
 
 class StopSignals:
-    """This process's running turns, woken at once when a stop is asked for here."""
+    """This process's running turns, asked about together: those of one store every
+    `STOP_POLL_SECONDS` in one query (not one query per run), and at once when a stop is asked for
+    here."""
 
     def __init__(self) -> None:
-        self._events: dict[int, asyncio.Event] = {}
+        self._polls: dict[Store, _StorePoll] = {}
 
-    def watch(self, run_id: int) -> asyncio.Event:
-        """The event set when run `run_id` is asked to stop in this process."""
-        return self._events.setdefault(run_id, asyncio.Event())
-
-    def forget(self, run_id: int) -> None:
-        """Run `run_id`'s turn ended here."""
-        self._events.pop(run_id, None)
+    async def asked(self, store: Store, run_id: int) -> str:
+        """Who asked to stop run `run_id` (running here, recorded in `store`), once someone has;
+        what the database raised if it failed meanwhile."""
+        poll = self._polls.get(store)
+        if poll is None:
+            poll = self._polls[store] = _StorePoll(store)
+        try:
+            return await poll.asked(run_id)
+        finally:
+            if poll.idle:  # the next run starts a poll of its own
+                poll.close()
+                if self._polls.get(store) is poll:
+                    del self._polls[store]
 
     def signal(self, run_ids: Iterable[int]) -> None:
-        """Wake the turns of `run_ids` that run in this process."""
-        for run_id in run_ids:
-            if run_id in self._events:
-                self._events[run_id].set()
+        """Wake the turns of `run_ids` that run in this process: their stores are asked now."""
+        wanted = set(run_ids)
+        for poll in self._polls.values():
+            poll.wake(wanted)
+
+
+class _StorePoll:
+    """The runs of one store running in this process, and the task asking the store about them."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._waiting: dict[int, asyncio.Future[str]] = {}
+        self._woken = asyncio.Event()
+        self._task = asyncio.create_task(self._poll())
+
+    @property
+    def idle(self) -> bool:
+        """Whether no run waits on this poll any longer."""
+        return not self._waiting
+
+    async def asked(self, run_id: int) -> str:
+        waiting = self._waiting[run_id] = asyncio.get_running_loop().create_future()
+        try:
+            return await waiting
+        finally:
+            del self._waiting[run_id]
+
+    def wake(self, run_ids: set[int]) -> None:
+        if not run_ids.isdisjoint(self._waiting):
+            self._woken.set()
+
+    def close(self) -> None:
+        self._task.cancel()
+
+    async def _poll(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), STOP_POLL_SECONDS)
+            self._woken.clear()
+            asking = dict(self._waiting)
+            try:
+                people = await self._store.stops_requested(list(asking))
+            except Exception as exc:  # each run's attempt ends with it, as its own query's would
+                for waiting in asking.values():
+                    if not waiting.done():
+                        waiting.set_exception(exc)
+                continue
+            for run_id, person in people.items():
+                if not asking[run_id].done():
+                    asking[run_id].set_result(person)
 
 
 LOCAL_STOPS = StopSignals()
@@ -82,7 +138,7 @@ async def stoppable(
     if stopped_by is not None:
         raise RunStopped(stopped_by)
     working = asyncio.ensure_future(turn())
-    watching = asyncio.create_task(_asked_to_stop(store, run_id))
+    watching = asyncio.create_task(LOCAL_STOPS.asked(store, run_id))
     try:
         await asyncio.wait({working, watching}, return_when=asyncio.FIRST_COMPLETED)
         if working.done():
@@ -93,16 +149,3 @@ async def stoppable(
         for task in (working, watching):
             task.cancel()
         await asyncio.gather(working, watching, return_exceptions=True)
-        LOCAL_STOPS.forget(run_id)
-
-
-async def _asked_to_stop(store: Store, run_id: int) -> str:
-    """Who asked to stop the run, once someone has: the database asked every `STOP_POLL_SECONDS`
-    (a turn shorter than that asks it nothing), and at once when this process is told."""
-    woken = LOCAL_STOPS.watch(run_id)
-    while True:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(woken.wait(), STOP_POLL_SECONDS)
-        person = await store.stop_requested(run_id)
-        if person is not None:
-            return person
