@@ -6,9 +6,9 @@ checkpointer and a calibration source, and gives each run its thread's `ThreadCo
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar, cast
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
@@ -41,14 +41,25 @@ WORKER_SYSTEM_PROMPT = (
 """The worker's instructions: a Slack teammate that answers in Markdown, takes grader feedback and
 reads what people shared as material, not as instructions."""
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class ThreadContext:
     """The langgraph runtime context of a run (`create_agent(context_schema=...)`): where it was
-    asked. The calibration source reads it to find the team's reviews."""
+    asked. The calibration and trust sources read it to find the team's reviews and thresholds,
+    once a run (`once`)."""
 
     workspace: Workspace
     channel: str
+    _read: dict[Hashable, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    async def once(self, key: Hashable, read: Callable[[], Awaitable[T]]) -> T:
+        """What `read` returns, read on the run's first call with `key` and the same on every later
+        one (a source's answer for each of the run's iterations); a failed read is not kept."""
+        if key not in self._read:
+            self._read[key] = await read()
+        return cast(T, self._read[key])
 
 
 class ConversationAgent(Protocol):

@@ -61,7 +61,7 @@ from bot.db.workspace_settings import (
     read_workspace_settings,
     settings_of,
 )
-from bot.vocabulary.provenance import rubric_version
+from bot.vocabulary.provenance import UNKNOWN, rubric_version
 from bot.vocabulary.statuses import INTERRUPTED, RunStatus
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.unread import Unread
@@ -503,9 +503,9 @@ class RunTransactions(UsageStore):
 
 
 async def _versioned(connection: AsyncConnection, shown: PostedEvaluation) -> PostedEvaluation:
-    """`shown` with its provenance's rubric version: the latest channel version with its rubric's
-    text (read in the transaction that saves it), else the text's hash."""
-    if shown.provenance is None:
+    """`shown` with its provenance's rubric version where it has none yet: the latest channel
+    version with its rubric's text (read in the transaction that saves it), else the text's hash."""
+    if shown.provenance is None or shown.provenance["rubric_version"] != UNKNOWN:
         return shown
     thread = shown.thread
     number = await connection.scalar(version_numbered(thread.workspace, thread.channel, shown.rubric_text))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from langgraph.runtime import Runtime
@@ -155,7 +156,8 @@ def calibration_source(
     store: Store, editors: EditorsNow
 ) -> Callable[[Rubric, Runtime[ThreadContext | None]], Awaitable[list[CalibrationExample]]]:
     """The grader's calibration source: the run's channel's latest trusted disagreements with this rubric,
-    trusted as `editors` say now.
+    trusted as `editors` say as the run's first grading reads them (once a run: its iterations are
+    graded against the same examples).
 
     No examples when calibration is switched off in the channel, or when a run has no `ThreadContext`
     (the terminal's `grade`, say).
@@ -165,7 +167,10 @@ def calibration_source(
         where = runtime.context
         if where is None:
             return []
-        found = await examples_in_force(store, editors, where.workspace, where.channel, rubric.text)
+        found = await where.once(
+            ("calibration", rubric.text),
+            partial(examples_in_force, store, editors, where.workspace, where.channel, rubric.text),
+        )
         return [example.for_grader() for example in found]
 
     return examples

@@ -470,7 +470,8 @@ class Answering(Recovery):
         payload = evaluation_message(
             evaluation, review=review_controls(evaluation, blind=blind), rubric_version=rubric_version
         )
-        shown = PostedEvaluation(message.thread, evaluation, rubric_text, stored_provenance(evaluation))
+        provenance = stored_provenance(evaluation, rubric_version)
+        shown = PostedEvaluation(message.thread, evaluation, rubric_text, provenance)
         await progress.graded(evaluation)
         await delivery.post(evaluation["iteration"], 0, payload, shown)
         if (

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 
 from langgraph.runtime import Runtime
 
@@ -73,7 +74,8 @@ def trust_source(
     store: Store,
 ) -> Callable[[Rubric, str, Runtime[ThreadContext | None]], Awaitable[dict[str, float]]]:
     """The grader's trust source: per criterion of the rubric, the run's channel's threshold for this
-    grader model at the channel's level (none when trust is off, or without a `ThreadContext`)."""
+    grader model at the channel's level (none when trust is off, or without a `ThreadContext`), as
+    the run's first grading reads them (once a run: its iterations are held to the same ones)."""
 
     async def thresholds(
         rubric: Rubric, model: str, runtime: Runtime[ThreadContext | None]
@@ -81,15 +83,19 @@ def trust_source(
         where = runtime.context
         if where is None:
             return {}
-        levels = await store.trust_levels(where.workspace, where.channel, 1)
-        if not levels or levels[0].target is None:
-            return {}
-        stored = {
-            t.criterion_text: t.threshold
-            for t in await store.trust_thresholds(where.workspace, where.channel)
-            if t.grader_model == model and t.target == levels[0].target and t.threshold is not None
-        }
+        stored = await where.once(("trust", model), partial(in_force, where.workspace, where.channel, model))
         by_name = {name: stored.get(criterion_text(rubric, name)) for name in rubric.names}
         return {name: threshold for name, threshold in by_name.items() if threshold is not None}
+
+    async def in_force(workspace: Workspace, channel: str, model: str) -> dict[str, float]:
+        """The channel's threshold for `model` by criterion text, at its level (none when off)."""
+        levels = await store.trust_levels(workspace, channel, 1)
+        if not levels or levels[0].target is None:
+            return {}
+        return {
+            t.criterion_text: t.threshold
+            for t in await store.trust_thresholds(workspace, channel)
+            if t.grader_model == model and t.target == levels[0].target and t.threshold is not None
+        }
 
     return thresholds

@@ -43,12 +43,13 @@ class EvaluationProvenance(TypedDict):
     """The model asked again for criteria whose samples disagreed; None when there was none."""
 
 
-def stored_provenance(evaluation: RubricEvaluation) -> EvaluationProvenance:
-    """The provenance to store with `evaluation`; the store fills in its rubric version as it saves
-    it (see `rubric_version`)."""
+def stored_provenance(evaluation: RubricEvaluation, version: str = UNKNOWN) -> EvaluationProvenance:
+    """The provenance to store with `evaluation`, graded against rubric `version` (see
+    `rubric_version`; the run knows it from its start); left UNKNOWN, the store reads it as it
+    saves the evaluation."""
     engine = evaluation.get("provenance")
     return EvaluationProvenance(
-        rubric_version=UNKNOWN,
+        rubric_version=version,
         rubric_hash=engine["rubric_hash"] if engine else UNKNOWN,
         grader_model=engine["grader_model"] if engine else UNKNOWN,
         grader_prompt_hash=engine["grader_prompt_hash"] if engine else UNKNOWN,

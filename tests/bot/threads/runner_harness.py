@@ -20,7 +20,7 @@ from bot.slack.conversation import UserMessage
 from bot.threads.runner import ThreadRunner
 from bot.threads.runner_base import RunnerPolicy, RunnerPorts
 from bot.workspaces.clients import WorkspaceClients
-from grading import CalibrationSource
+from grading import CalibrationSource, TrustSource
 from tests.grading.scripted import ScriptedChatModel
 from tests.standins.slack_api import SlackApiStandin
 
@@ -52,6 +52,7 @@ class Harness:
         max_iterations: int = 3,
         *,
         calibration: CalibrationSource | None = None,
+        trust: TrustSource | None = None,
         context_tokens: int = 0,
         summarizer: Any = None,
         **timeouts: float,
@@ -66,6 +67,7 @@ class Harness:
             max_iterations=max_iterations,
             checkpointer=self.checkpointer,
             calibration=calibration,
+            trust=trust,
             context_tokens=context_tokens,
             summarizer=summarizer and ScriptedChatModel(script=summarizer),
         )

@@ -32,14 +32,17 @@ from bot.material.files import shared_files
 from bot.material.reader import MaterialReader
 from bot.material.sources import Sources
 from bot.queue.jobs import MAX_ATTEMPTS, Abandoned, JobKind, JobPayload
+from bot.review.calibration import calibration_source
 from bot.slack.conversation import UserMessage
 from bot.threads import runner_base
 from bot.threads.progress import WORKING_REACTION
 from bot.threads.runner import ThreadRunner
 from bot.threads.runner_base import RunnerPorts
+from bot.trust.thresholds import trust_source
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Workspace
 from bot.workspaces.clients import WorkspaceClients
+from tests.bot.review.test_review_flow import NamedEditors
 from tests.bot.threads.runner_harness import TOKEN, Harness, open_harness
 from tests.grading.scripted import answers, grade_call, grader_wanting, payload_of
 
@@ -152,6 +155,55 @@ async def test_a_run_writes_once_as_it_starts_once_per_iteration_and_once_as_it_
         "final",
         final.ts,
     )
+
+
+async def test_a_run_reads_its_rubric_version_team_examples_and_trust_thresholds_once(harness):
+    store = harness.store
+    runner = harness.use(
+        answers("Paris.", "Paris, on the Seine."),
+        grader_wanting("Seine"),
+        calibration=calibration_source(store, NamedEditors()),
+        trust=trust_source(store),
+    )
+    await store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
+    await store.set_trust_level(T1, "C1", 0.9, "U9")
+    request = harness.message("What is the capital of France?")
+    reads: list[str] = []
+
+    def count_read(connection: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.startswith("SELECT"):
+            reads.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", count_read)
+    try:
+        await runner.submit_request(request)
+        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
+    finally:
+        event.remove(Engine, "before_cursor_execute", count_read)
+
+    assert [m.event_type for m in harness.thread(request.ts)] == [
+        "rubric_evaluation",
+        "rubric_evaluation",
+        "rubric_final",
+    ]
+
+    def reads_of(table: str) -> int:
+        return sum(f"FROM {table} " in statement for statement in reads)
+
+    # Two iterations, each graded with the team's examples under the channel's trust level: what
+    # the run reads for them is read as it starts (the rubric's version) or as its first grading
+    # does (examples, level, thresholds), not again for the second.
+    assert {table: reads_of(table) for table in ("channel_rubric_versions", "reviews", "trust_levels")} == {
+        "channel_rubric_versions": 1,
+        "reviews": 1,
+        "trust_levels": 1,
+    }
+    first, second = [
+        await store.get_evaluation(T1, m.metadata["event_payload"]["grading_run_id"], n)
+        for n, m in enumerate(harness.thread(request.ts)[:2])
+    ]
+    assert first is not None and second is not None
+    assert first.provenance["rubric_version"] == second.provenance["rubric_version"] == "v1"
 
 
 async def test_items_the_grader_flagged_outside_the_rubric_are_posted_and_stored(harness):

@@ -9,12 +9,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from bot.agent.worker import ThreadContext
 from bot.agreement.trust_figures import holds_words, threshold_words, trust_figures, trusted_reviews
 from bot.db.evaluations import EvaluationRecord
 from bot.db.reviews import ReviewRow
 from bot.db.trust import TrustLevel, TrustThreshold
 from bot.listeners.command_text import CommandError, trust_level
 from bot.trust.thresholds import channel_thresholds, trust_source
+from bot.vocabulary.workspace import Workspace
 from grading import parse_rubric
 from grading.selective import min_kept
 from tests.bot.agreement.test_pooling import V1, V2, provenance
@@ -149,19 +151,29 @@ async def test_a_run_reads_its_channel_thresholds_for_its_grader_model_by_criter
         TrustThreshold("grader-1", "is short", "Is short", 0.8, RISK, 0.5, 40),  # an earlier level's
     ]
 
+    reads: list[str] = []
+
     class Store:
         async def trust_levels(self, workspace, channel, limit):
+            reads.append("levels")
             return [TrustLevel(TARGET, "U1", START)]
 
         async def trust_thresholds(self, workspace, channel):
+            reads.append("thresholds")
             return stored
 
     source = trust_source(Store())  # type: ignore[arg-type]
-    runtime = SimpleNamespace(context=SimpleNamespace(workspace="W", channel="C1"))
+    runtime = SimpleNamespace(context=ThreadContext(Workspace("W"), "C1"))
     rubric = parse_rubric("- Is short\n- Cites a source.\n- Is polite")
     assert await source(rubric, "grader-1", runtime) == {"Cites a source.": 1.0}
     assert await source(rubric, "grader-2", runtime) == {"Is polite": 0.5}
     assert await source(rubric, "grader-1", SimpleNamespace(context=None)) == {}
+    # Read once per grader model a run: its later iterations are held to the same thresholds.
+    assert await source(rubric, "grader-1", runtime) == {"Cites a source.": 1.0}
+    assert reads == ["levels", "thresholds"] * 2
+    another_run = SimpleNamespace(context=ThreadContext(Workspace("W"), "C1"))
+    assert await source(rubric, "grader-1", another_run) == {"Cites a source.": 1.0}
+    assert len(reads) == 6
 
 
 @pytest.mark.parametrize(("text", "level"), [("0.9", 0.9), ("90%", 0.9), (" OFF ", None), ("0.5", 0.5)])
