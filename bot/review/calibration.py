@@ -149,6 +149,8 @@ async def examples_in_force(
     rows = await store.recent_disagreements(
         workspace, channel, rubric_text, limit=CANDIDATE_ROWS, calibrating_only=True
     )
+    if not rows:  # no example to trust: who is an editor is not asked
+        return []
     return team_examples(rows, await trust_now(editors, workspace, rows))
 
 
