@@ -1,28 +1,37 @@
-"""OpenAI chat models that hand the SDK their messages and tools as the JSON they already are.
+"""OpenAI chat models that hand the SDK their messages, tools and model name as the JSON they
+already are.
 
 Before it sends a chat completion, the openai SDK walks every parameter against its TypedDicts to
 rename and format fields (`openai._utils._transform`): a message is tried against each of the six
 message types of the union, every key of each, about a millisecond of CPU a message and two for the
-grader's evidence tools, on every model call (a third of the bot's CPU under load, issue 45).
-langchain-openai has already built those parameters as plain JSON, and no field of a chat
-completion's messages or function tools is renamed or formatted, so the walk changes nothing: here
-they go in the request's ``extra_body`` (JSON properties the SDK sends as given, over its own), and
-the provider gets the same request body.
+grader's evidence tools, and the model's name against a union with a `Literal` of every OpenAI model,
+which typing hashes anew on each lookup (~0.5 ms), on every model call: a third of the bot's CPU
+under load (issue 45). langchain-openai has already built those parameters as plain JSON, and none
+of them is renamed or formatted, so the walk changes nothing: here they go in the request's
+``extra_body`` (JSON properties the SDK sends as given, over its own), and the provider gets the
+same request body.
+
+langchain-core asks, for each block of a message's content, whether it is a data block, and builds
+the list of data block types from the type hints of its TypedDicts on every question (~1 ms, twice
+per grader call): `_memoized_data_block_types` builds it once.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import content as message_content
 from langchain_openai import ChatOpenAI
+from openai import omit
 
-AS_GIVEN = ("messages", "tools")
+AS_GIVEN = ("messages", "tools", "model")
 """The chat completion parameters sent as given (in ``extra_body``): the ones the SDK's walk costs."""
 
 
 class ChatOpenAIAsJson(ChatOpenAI):
-    """`ChatOpenAI` whose chat completions' messages and tools skip the SDK's parameter walk."""
+    """`ChatOpenAI` whose chat completions' messages, tools and model name skip the SDK's walk."""
 
     def _get_request_payload(
         self, input_: LanguageModelInput, *, stop: list[str] | None = None, **kwargs: Any
@@ -32,13 +41,23 @@ class ChatOpenAIAsJson(ChatOpenAI):
             return payload
         given = {name: payload.pop(name) for name in AS_GIVEN if name in payload}
         payload["extra_body"] = {**(payload.get("extra_body") or {}), **given}
-        payload["messages"] = []  # required by the SDK's signature; the body's are `extra_body`'s
+        # What the SDK's signature requires: none of it in the body, where `extra_body`'s are.
+        payload["messages"], payload["model"] = [], omit
         return payload
 
 
 def as_json(model: BaseChatModel) -> BaseChatModel:
     """`model` as a `ChatOpenAIAsJson` with the same settings where it is a plain `ChatOpenAI`
     (Azure's, a gateway's or another provider's model is returned as it is)."""
+    _memoize_data_block_types()
     if type(model) is not ChatOpenAI:
         return model
     return ChatOpenAIAsJson(**{name: getattr(model, name) for name in model.model_fields_set})
+
+
+def _memoize_data_block_types() -> None:
+    """Have langchain-core build its data block types once (see the module docstring): they are
+    read from the type hints of its own `DataContentBlock` union, the same on every call."""
+    built = message_content._get_data_content_block_types
+    if not hasattr(built, "cache_info"):  # not memoized yet
+        message_content._get_data_content_block_types = functools.cache(built)

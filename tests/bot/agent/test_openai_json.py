@@ -10,7 +10,9 @@ from typing import Any
 import httpx
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import content as message_content
 from langchain_openai import AzureChatOpenAI, ChatOpenAI
+from openai import omit
 from pydantic import BaseModel
 
 from bot.agent.openai_json import ChatOpenAIAsJson, as_json
@@ -140,7 +142,20 @@ def test_the_sdk_gets_the_messages_and_tools_as_json_it_does_not_walk():
 
     payload = model.bound._get_request_payload(CONVERSATION, **model.kwargs)  # type: ignore[attr-defined]
 
-    assert payload["messages"] == []  # the SDK's walk sees no message and no tool
-    assert "tools" not in payload
+    assert payload["messages"] == []  # the SDK's walk sees no message, no tool and no model name
+    assert "tools" not in payload and payload["model"] is omit
     assert len(payload["extra_body"]["messages"]) == len(CONVERSATION)
     assert len(payload["extra_body"]["tools"]) == len(EVIDENCE_TOOLS)
+    assert payload["extra_body"]["model"] == "gpt-4o-mini"
+
+
+def test_langchain_cores_data_block_types_are_built_once_and_the_same():
+    built = message_content._get_data_content_block_types
+    fresh = getattr(built, "__wrapped__", built)()
+
+    as_json(RecordedOpenAI("").model())
+
+    assert message_content._get_data_content_block_types() == fresh
+    assert message_content._get_data_content_block_types() is message_content._get_data_content_block_types()
+    assert message_content.is_data_content_block({"type": "image", "url": "https://example.com/a.png"})
+    assert not message_content.is_data_content_block({"type": "text", "text": "Grade this."})
