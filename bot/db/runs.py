@@ -270,8 +270,6 @@ def run_thread(thread: ThreadKey) -> dict[str, str]:
 RUN_INSERT = insert(runs).returning(runs.c.run_id, sort_by_parameter_order=True)
 """Insert runs' rows (the columns `insert_runs` gives), returning their ids in the rows' order."""
 
-STOPPED_BY = select(runs.c.stopped_by).where(runs.c.run_id == bindparam("run_id"))
-
 STOPS_REQUESTED = select(runs.c.run_id, runs.c.stopped_by).where(
     runs.c.run_id.in_(bindparam("run_ids", expanding=True)), runs.c.stopped_by.is_not(None)
 )

@@ -29,12 +29,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from bot.db import audits as audits_db
 from bot.db.evaluations import PostedEvaluation, evaluation_row, evaluation_upsert
 from bot.db.ledger import PostedPart, Step, ledger_insert, ledger_row
-from bot.db.material import RunMaterial, material_values, unread_of, unread_query
+from bot.db.material import RunMaterial, material_values, unread_of
 from bot.db.rubrics import CHANNEL_RUBRIC, version_numbered
 from bot.db.runs import (
     CLAIM_INTERRUPTED_IN_THREAD,
     RUN_UPDATE,
-    STOPPED_BY,
     RunLease,
     RunRecord,
     RunStart,
@@ -307,6 +306,15 @@ class AttemptStart:
     """Who asked to stop the run before this attempt started, if anyone (see `Store.request_stop`)."""
 
 
+MATERIAL_RECORDED = RUN_UPDATE.returning(runs.c.stopped_by)
+"""Record what a run's request shared (`material_values`); who asked to stop the run, if anyone."""
+
+UNREAD_AND_STOPPED = select(runs.c.files_unread, runs.c.stopped_by).where(
+    runs.c.run_id == bindparam("run_id")
+)
+"""What the run recorded as shared but not read (see `unread_query`), and who asked to stop it."""
+
+
 class RunTransactions(UsageStore):
     """A run's start and end, and its iterations' messages."""
 
@@ -358,10 +366,14 @@ class RunTransactions(UsageStore):
             if lease is not None and not await hold(connection, run_id, lease):
                 return AttemptStart([], (), None, holds_run=False)
             interrupted = await claim_interrupted(connection, CLAIM_INTERRUPTED_IN_THREAD, run_thread(thread))
+            # Whether someone asked to stop the run meanwhile, read with what the attempt reads or
+            # writes of the run's row anyway.
             if material is None:
-                unread = unread_of(await connection.scalar(unread_query(run_id)))
+                found = await connection.execute(UNREAD_AND_STOPPED, {"run_id": run_id})
+                recorded, stopped_by = found.one()
+                unread = unread_of(recorded)
             else:
-                await connection.execute(RUN_UPDATE, material_values(run_id, material))
+                stopped_by = await connection.scalar(MATERIAL_RECORDED, material_values(run_id, material))
                 unread = tuple(material.files_unread)
             rubric = (
                 await connection.scalar(CHANNEL_RUBRIC, channel_columns(thread.workspace, thread.channel))
@@ -377,7 +389,6 @@ class RunTransactions(UsageStore):
             stored = None
             if settings:
                 stored = await connection.run_sync(read_workspace_settings, thread.workspace)
-            stopped_by = await connection.scalar(STOPPED_BY, {"run_id": run_id})
         if lease is not None:
             lease.taking = False  # taken for good: later attempts check it
         return AttemptStart(interrupted, unread, rubric, number, stored, stopped_by=stopped_by)

@@ -198,6 +198,8 @@ async def test_a_run_reads_its_rubric_version_team_examples_and_trust_thresholds
         "reviews": 1,
         "trust_levels": 1,
     }
+    # Whether someone asked to stop the run is read with the run's row its start writes anyway.
+    assert not [statement for statement in reads if statement.startswith("SELECT runs.stopped_by FROM")]
     first, second = [
         await store.get_evaluation(T1, m.metadata["event_payload"]["grading_run_id"], n)
         for n, m in enumerate(harness.thread(request.ts)[:2])
