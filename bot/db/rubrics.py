@@ -114,6 +114,18 @@ class RubricStore(StoreBase):
 
 CHANNEL_RUBRIC = select(channel_rubrics.c.rubric_text).where(*bound(channel_rubrics, *CHANNEL_KEYS))
 
+CHANNEL_RUBRIC_VERSIONED = select(
+    channel_rubrics.c.rubric_text,
+    select(func.max(channel_rubric_versions.c.version))
+    .where(
+        *(channel_rubric_versions.c[key] == channel_rubrics.c[key] for key in CHANNEL_KEYS),
+        channel_rubric_versions.c.rubric_text == channel_rubrics.c.rubric_text,
+    )
+    .scalar_subquery(),
+).where(*bound(channel_rubrics, *CHANNEL_KEYS))
+"""The channel's default rubric and the latest number of the versions that set its text (see
+`version_numbered`), in one query."""
+
 
 def version_numbered(workspace: Workspace, channel: str, rubric_text: str) -> Any:
     """The latest number of the channel's rubric versions that set ``rubric_text`` (NULL when none

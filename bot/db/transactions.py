@@ -30,7 +30,7 @@ from bot.db import audits as audits_db
 from bot.db.evaluations import PostedEvaluation, evaluation_row, evaluation_upsert
 from bot.db.ledger import PostedPart, Step, ledger_insert, ledger_row
 from bot.db.material import RunMaterial, material_values, unread_of
-from bot.db.rubrics import CHANNEL_RUBRIC, version_numbered
+from bot.db.rubrics import CHANNEL_RUBRIC_VERSIONED, version_numbered
 from bot.db.runs import (
     CLAIM_INTERRUPTED_IN_THREAD,
     RUN_UPDATE,
@@ -375,17 +375,15 @@ class RunTransactions(UsageStore):
             else:
                 stopped_by = await connection.scalar(MATERIAL_RECORDED, material_values(run_id, material))
                 unread = tuple(material.files_unread)
-            rubric = (
-                await connection.scalar(CHANNEL_RUBRIC, channel_columns(thread.workspace, thread.channel))
-                if channel_rubric
-                else None
-            )
-            graded_with = rubric_text or rubric
-            number = (
-                await connection.scalar(version_numbered(thread.workspace, thread.channel, graded_with))
-                if graded_with
-                else None
-            )
+            rubric, number = None, None
+            if channel_rubric:  # with its version's number, in one query
+                found = await connection.execute(
+                    CHANNEL_RUBRIC_VERSIONED, channel_columns(thread.workspace, thread.channel)
+                )
+                rubric, number = found.first() or (None, None)
+            if rubric_text:  # graded with it, not the channel's
+                numbered = version_numbered(thread.workspace, thread.channel, rubric_text)
+                number = await connection.scalar(numbered)
             stored = None
             if settings:
                 stored = await connection.run_sync(read_workspace_settings, thread.workspace)

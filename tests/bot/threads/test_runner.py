@@ -191,8 +191,9 @@ async def test_a_run_reads_its_rubric_version_team_examples_and_trust_thresholds
         return sum(f"FROM {table} " in statement for statement in reads)
 
     # Two iterations, each graded with the team's examples under the channel's trust level: what
-    # the run reads for them is read as it starts (the rubric's version) or as its first grading
-    # does (examples, level, thresholds), not again for the second.
+    # the run reads for them is read as it starts (the channel's rubric with its version's number,
+    # in one query) or as its first grading does (examples, level, thresholds), not again.
+    assert len([statement for statement in reads if "channel_rubric" in statement]) == 1
     assert {table: reads_of(table) for table in ("channel_rubric_versions", "reviews", "trust_levels")} == {
         "channel_rubric_versions": 1,
         "reviews": 1,
