@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import Select, insert, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.db.base import StoreBase
 from bot.db.schema import review_modes
@@ -54,21 +56,31 @@ class ReviewModeStore(StoreBase):
     ) -> list[ReviewModesChange]:
         """The channel's latest ``limit`` changes of its review modes, newest first (the first is in
         force); None for ``workspace``: the channel's in whichever workspace (the terminal's report)."""
-        table = review_modes
-        query = (
-            select(table.c.blind, table.c.double_share, table.c.set_by, table.c.created_at)
-            .where(*in_scope(table, workspace, channel, None))
-            .order_by(table.c.created_at.desc(), table.c.change_id.desc())
-            .limit(limit)
-        )
         return [
             ReviewModesChange(
                 ReviewModes(bool(row["blind"]), row["double_share"]), row["set_by"], row["created_at"]
             )
-            for row in await self._rows(query)
+            for row in await self._rows(mode_changes(workspace, channel, limit))
         ]
 
     async def review_modes(self, workspace: Workspace, channel: str) -> ReviewModes:
         """The channel's review modes in force (the defaults until changed)."""
         changes = await self.review_mode_changes(workspace, channel, 1)
         return changes[0].modes if changes else ReviewModes()
+
+
+def mode_changes(workspace: Workspace | None, channel: str, limit: int) -> Select[Any]:
+    """The query of `ReviewModeStore.review_mode_changes`."""
+    table = review_modes
+    return (
+        select(table.c.blind, table.c.double_share, table.c.set_by, table.c.created_at)
+        .where(*in_scope(table, workspace, channel, None))
+        .order_by(table.c.created_at.desc(), table.c.change_id.desc())
+        .limit(limit)
+    )
+
+
+async def modes_in_force(connection: AsyncConnection, workspace: Workspace, channel: str) -> ReviewModes:
+    """The channel's review modes in force, read in the caller's transaction (a run's start)."""
+    latest = (await connection.execute(mode_changes(workspace, channel, 1))).first()
+    return ReviewModes(bool(latest.blind), latest.double_share) if latest else ReviewModes()

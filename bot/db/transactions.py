@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from functools import cache, partial
 from typing import Any, Generic, TypeVar
@@ -30,6 +30,7 @@ from bot.db import audits as audits_db
 from bot.db.evaluations import PostedEvaluation, evaluation_row, evaluation_upsert
 from bot.db.ledger import PostedPart, Step, ledger_insert, ledger_row
 from bot.db.material import RunMaterial, material_values, unread_of
+from bot.db.review_modes import ReviewModes, modes_in_force
 from bot.db.rubrics import CHANNEL_RUBRIC_VERSIONED, version_numbered
 from bot.db.runs import (
     CLAIM_INTERRUPTED_IN_THREAD,
@@ -304,6 +305,8 @@ class AttemptStart:
     """False if the lease the attempt held was taken over by another attempt (nothing recorded)."""
     stopped_by: str | None = None
     """Who asked to stop the run before this attempt started, if anyone (see `Store.request_stop`)."""
+    review_modes: ReviewModes = field(default_factory=ReviewModes)
+    """The channel's review modes as the attempt started (its iterations' messages follow them)."""
 
 
 MATERIAL_RECORDED = RUN_UPDATE.returning(runs.c.stopped_by)
@@ -357,7 +360,7 @@ class RunTransactions(UsageStore):
         attempt read it) or reads back what an earlier attempt recorded as unread (None), reads the
         channel's default rubric if `channel_rubric`, the channel's version number of the rubric the
         run grades with (`rubric_text`, else that default), the workspace's settings if `settings`,
-        and whether someone asked to stop the run meanwhile.
+        whether someone asked to stop the run meanwhile, and the channel's review modes.
 
         An attempt whose lease was taken over records nothing and learns only that
         (``holds_run`` False); once one started with it, the lease is checked, no longer taken.
@@ -387,9 +390,12 @@ class RunTransactions(UsageStore):
             stored = None
             if settings:
                 stored = await connection.run_sync(read_workspace_settings, thread.workspace)
+            modes = await modes_in_force(connection, thread.workspace, thread.channel)
         if lease is not None:
             lease.taking = False  # taken for good: later attempts check it
-        return AttemptStart(interrupted, unread, rubric, number, stored, stopped_by=stopped_by)
+        return AttemptStart(
+            interrupted, unread, rubric, number, stored, stopped_by=stopped_by, review_modes=modes
+        )
 
     async def record_posted(
         self, run_id: int, step: Step, part: int, message_ts: str, evaluation: PostedEvaluation | None = None

@@ -380,7 +380,9 @@ class Answering(Recovery):
         await self._tell_interrupted_runs(client, start.interrupted, progress)
         rubric_text = rubric_text or ""
         version = rubric_version(number, rubric_text)
-        post_evaluation = partial(self._post_evaluation, message, rubric_text, version, progress, delivery)
+        post_evaluation = partial(
+            self._post_evaluation, message, rubric_text, version, start.review_modes.blind, progress, delivery
+        )
         if earlier is not None:
             # Iterations the cut-short attempt checkpointed but may not have posted, in order.
             for evaluation in turn_evaluations(state, state["messages"][len(earlier) :]):
@@ -462,11 +464,11 @@ class Answering(Recovery):
         message: UserMessage,
         rubric_text: str,
         rubric_version: str,
+        blind: bool,
         progress: RunProgress,
         delivery: Delivery,
         evaluation: RubricEvaluation,
     ) -> None:
-        blind = (await self._ports.store.review_modes(message.workspace, message.channel)).blind
         payload = evaluation_message(
             evaluation, review=review_controls(evaluation, blind=blind), rubric_version=rubric_version
         )
