@@ -243,6 +243,27 @@ three rounds each, alternated, ack p99 ms (rounds):
 and this build alone, two runs of five rounds with SQLite: one person median 134 and 115 ms (every
 round 92-172), 100 people 117 and 97 (88-170); SQLite 217 and 157, 161 and 148.
 
+Issue 45, cuts the profile showed (2026-12-06 21:50-23:25 UTC, the 2 cores saturated by seven other
+sessions: load average 8 before, 15 after, so the milliseconds are inflated and noisy and only the
+shares and the counts are read here; ``--setups sqlite --rounds 1 --revisions 1 --profile
+--threads 40``, streaming on). What went: the openai SDK's walk of every request's parameters
+against its TypedDicts (each message tried against all six message types, the model name's Literal
+of every OpenAI model hashed anew), skipped by handing it the messages, tools and model name as JSON
+(``bot.agent.openai_json``, the same request body), and langchain-core's data block types built
+once; a stop poll per running run every second (10 statements a conversation here), now one query
+a second per process for all of them; the team's examples, trust level and thresholds, the
+rubric's version and the review modes, read per iteration, now once a run; who asked to stop and
+the channel rubric's version read with what the run's start reads anyway. Per conversation,
+before (main a31cf81) -> after (main 6cedc94, which also reads the review modes a31cf81 did not):
+
+    profiled CPU (yappi)              747 -> 427 ms   (unprofiled, same runs: 131.5 -> 105.0)
+    model SDK (openai, httpx)         34.8 % -> 21.1 %
+    agent loop                        15.8 % -> 22.6 %
+    statements (SQLAlchemy, drivers)  19.9 % -> 18.2 %
+    bot statements                    67.0 -> 38.5    (stop polls 10 -> 0.3; read transactions 17 -> 4.3)
+    Slack Web API calls               14 -> 14        (a streamed run: each call is a change the thread shows)
+    checkpoint writes                 9 -> 9          (each a point a cut-short run resumes from)
+
     python benchmarks/bot_load.py [--threads 100] [--latency 0.3] [--rounds 3]
                                   [--setups sqlite,postgres,postgres-2] [--compare OLD.json]
 
