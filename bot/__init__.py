@@ -37,6 +37,8 @@ other without a cycle; ``home`` and ``listeners`` above them; then ``app``; then
 - ``sessions/``: each run as an agent session of its thread (Slack's Stop button), and stopping runs.
 - ``feedback/``: people's 👍/👎 on the final answers, and the askers' satisfaction beside the pass rate.
 - ``limits/``: daily limits (requests per person, tokens per channel) and the usage they count.
+- ``proposals/``: no grader change without a replay: a new rubric, grader model or calibration drop
+  is first replayed against the trusted reviews and waits for an editor's Apply.
 - ``governance/``: who may change grading (editors, admins), and rubric changes: versions, history,
   revert, announcements.
 - ``workspaces/``: many workspaces from one deployment: OAuth installation, each workspace's token,

@@ -42,6 +42,7 @@ from bot.material.reader import MaterialReader
 from bot.ops import startup
 from bot.ops.health import Readiness
 from bot.ops.server import Probes, add_probe_routes, serve_ops, serve_starting
+from bot.proposals.proposing import open_proposals
 from bot.queue.durable import open_queue
 from bot.review.calibration import calibration_source
 from bot.shadow.grader import ShadowGrader
@@ -136,6 +137,7 @@ async def serve(
         async with (
             open_runner(settings, concurrency) as process,
             open_replays(settings, process.store) as replays,
+            open_proposals(process.store, replays) as proposals,
         ):
             store, clients, runner = process.store, process.clients, process.runner
             workspaces, editors = process.workspaces, process.editors
@@ -148,6 +150,7 @@ async def serve(
                 process.checkpointer,
                 workspaces,
                 clients.installations,
+                proposals,
             )
             app = create_app(settings, services, clients)
             _freeze_what_started()

@@ -79,6 +79,10 @@ class WorkspaceGrader:
 GraderOf = Callable[[Workspace], Awaitable[WorkspaceGrader]]
 """The grader a workspace's runs are graded by, which its replays measure."""
 
+ModelGrader = Callable[[str], WorkspaceGrader]
+"""The grader on a model the deployment allows (``provider:model``), which a proposed grader change
+is replayed on."""
+
 
 @dataclass(frozen=True)
 class ReplayRequest:
@@ -106,14 +110,17 @@ class ChannelReplays:
         limits: LimitsOf | None = None,
         cooldown: float = DEFAULT_REPLAY_COOLDOWN,
         max_cases: int = DEFAULT_REPLAY_MAX_CASES,
+        model_graders: ModelGrader | None = None,
     ) -> None:
-        """`graders` gives a workspace's grader; `limits` its daily limits (None: no budget refuses a
-        replay); `cooldown`: seconds from one replay's start in a channel to the next's;
-        `max_cases`: the most reviewed cases (the latest) one replay grades."""
+        """`graders` gives a workspace's grader, `model_graders` the grader on a model the deployment
+        allows; `limits` a workspace's daily limits (None: no budget refuses a replay); `cooldown`:
+        seconds from one replay's start in a channel to the next's; `max_cases`: the most reviewed
+        cases (the latest) one replay grades."""
         self._max_cases = max_cases
         self._store = store
         self._checkpointer = checkpointer
         self._graders = graders
+        self._model_graders = model_graders
         self._limits = limits
         self._cooldown = timedelta(seconds=cooldown)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -125,9 +132,8 @@ class ChannelReplays:
         nothing and charging nothing) while a budget it spends from (the channel's, its workspace's,
         the deployment's) is spent for the day, one runs in any process, or the cooldown since the
         latest start lasts."""
-        quota = None
-        if self._limits is not None:
-            quota = (await self._limits(request.workspace)).quota(datetime.now(UTC))
+        quota = await self._quota(request.workspace)
+        if quota is not None:
             spent = await self._store.replay_refusal(request.workspace, request.channel, quota)
             if spent is not None:
                 return spent
@@ -142,6 +148,56 @@ class ChannelReplays:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return None
+
+    async def replay_candidate(
+        self,
+        workspace: Workspace,
+        channel: str,
+        reviewed: list[Case],
+        *,
+        candidate: Callable[[Case], Case],
+        labels: tuple[str, str],
+        model: str | None = None,
+    ) -> tuple[Comparison, list[Regrade]] | None:
+        """The latest `max_cases` of the `reviewed` cases graded again by a candidate — each case as
+        `candidate` makes it (its rubric, its calibration examples), on `model`'s grader (None: the
+        workspace's), shown the examples recorded with it — compared with the verdicts the team
+        reviewed, within the day's budgets (charged to `channel`); with every regrade (their gaps).
+        None when no case's transcript is left. A budget that refuses a call stops the replay there,
+        and the comparison says so."""
+        chosen = reviewed[-self._max_cases :]
+        cases, skipped = await attach_transcripts(self._checkpointer, chosen)
+        if not cases:
+            return None
+        if model is None or self._model_graders is None:
+            grader = await self._graders(workspace)
+        else:
+            grader = self._model_graders(model)
+        budget = ReplayBudget(self._store, workspace, channel, grader.model, await self._quota(workspace))
+        try:
+            regrades = await self._regrade([candidate(case) for case in cases], grader, "on", budget, 1)
+        finally:
+            await asyncio.shield(budget.give_back())
+        comparison = await asyncio.to_thread(
+            compare,
+            cases,
+            {case.key: case.original_verdicts for case in cases},
+            _verdicts(regrades),
+            labels=labels,
+            planned=len(cases),
+            skipped=skipped,
+            failed=[r for r in regrades if r.error is not None],
+            usage=total_usage(regrades),
+            stopped_at_budget=budget.refused is not None,
+            left_out=len(reviewed) - len(chosen),
+        )
+        return comparison, regrades
+
+    async def _quota(self, workspace: Workspace) -> RunQuota | None:
+        """Today's caps of the workspace's budgets a replay spends from; None without limits."""
+        if self._limits is None:
+            return None
+        return (await self._limits(workspace)).quota(datetime.now(UTC))
 
     async def drain(self) -> None:
         """Stop every replay (the bot is stopping); each channel is told its replay was stopped."""
@@ -236,7 +292,12 @@ class ChannelReplays:
         )
 
     async def _regrade(
-        self, cases: list[Case], grader: WorkspaceGrader, calibration: Calibration, budget: ReplayBudget
+        self,
+        cases: list[Case],
+        grader: WorkspaceGrader,
+        calibration: Calibration,
+        budget: ReplayBudget,
+        passes: int = 2,
     ) -> list[Regrade]:
         """Regrade the cases the `budget` admits (see `bot.agreement.budget`): their grader tokens,
         and their cost at the grader model's rate, count toward the day's budgets of the channel,
@@ -247,7 +308,7 @@ class ChannelReplays:
             grader.grader,
             calibration,
             self._store,
-            concurrency=CONCURRENCY // 2,  # the two passes run side by side
+            concurrency=CONCURRENCY // passes,  # the passes run side by side
             on_graded=done.append,
             admit=partial(budget.admit, calibration),
             settle=partial(budget.settle, calibration),
@@ -309,9 +370,11 @@ async def open_replays(settings: Settings, store: Store) -> AsyncIterator[Channe
         graders = {spec: TranscriptGrader(model, tools=EVIDENCE_TOOLS) for spec, model in models.items()}
         workspaces = WorkspaceOverrides(Deployment.from_settings(settings), store)
 
-        async def grader_of(workspace: Workspace) -> WorkspaceGrader:
-            model = (await workspaces.models(workspace)).grader
+        def on_model(model: str) -> WorkspaceGrader:
             return WorkspaceGrader(model, graders[model])
+
+        async def grader_of(workspace: Workspace) -> WorkspaceGrader:
+            return on_model((await workspaces.models(workspace)).grader)
 
         replays = ChannelReplays(
             store=store,
@@ -320,6 +383,7 @@ async def open_replays(settings: Settings, store: Store) -> AsyncIterator[Channe
             limits=workspaces.limits,
             cooldown=settings.replay_cooldown,
             max_cases=settings.replay_max_cases,
+            model_graders=on_model,
         )
         try:
             yield replays

@@ -71,6 +71,11 @@ def slack_name(name: str, width: int = SLACK_NAME_MAX) -> str:
     return truncate(escape(name), width)
 
 
+def message_link(channel: str, message_ts: str, thread_ts: str) -> str:
+    """A link to a message in its thread (Slack redirects it to the workspace)."""
+    return f"https://slack.com/archives/{channel}/p{message_ts.replace('.', '')}?thread_ts={thread_ts}"
+
+
 def aligned_columns(rows: Sequence[Sequence[str]], *, numeric: Collection[int]) -> list[str]:
     """Rows of cells as lines of aligned columns; the ``numeric`` columns are right-aligned."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

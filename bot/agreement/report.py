@@ -33,6 +33,7 @@ from bot.agreement.presentation import (
     clipped_name,
     interval_words,
     kappa_words,
+    message_link,
     percent_words,
     period_words,
     shown_kappa,
@@ -493,9 +494,8 @@ def _slack_waiting(waiting: Sequence[Waiting]) -> str:
 
 
 def _message_link(item: Waiting) -> str:
-    """A link to the evaluation message in its thread (Slack redirects it to the workspace)."""
-    ts = item.message_ts.replace(".", "")
-    return f"https://slack.com/archives/{item.thread.channel}/p{ts}?thread_ts={item.thread.thread_ts}"
+    """A link to the evaluation message in its thread."""
+    return message_link(item.thread.channel, item.message_ts, item.thread.thread_ts)
 
 
 def _slack_pairs(pairs: Sequence[CorrelatedPair]) -> str:

@@ -13,6 +13,7 @@ aggregate, each owning its statements and the types of its rows, composed into `
 - ``threads``: the threads the bot takes part in.
 - ``rubrics``: channel rubrics and their versions.
 - ``replays``: a channel's replay lock and cooldown.
+- ``proposals``: grading changes held until an editor applies them, and what became of each.
 - ``runs``: runs and their attempts: leases, interruption, undelivered endings.
 - ``usage``: runs, tokens and cost per day, and the spend counters a run's admission charges.
 - ``spend``: the daily spend counters per person, channel, workspace and deployment, and admission

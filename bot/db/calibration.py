@@ -32,6 +32,8 @@ class CalibrationDrop:
     criterion: str
     dropped_by: str
     created_at: datetime
+    replay_summary: str | None = None
+    """The replay the drop was applied after, in one line; None where none was possible."""
 
 
 DROP_COLUMNS = [calibration_drops.c[name] for name in CalibrationDrop.__dataclass_fields__]

@@ -16,6 +16,7 @@ from bot.db.schema import (
     asker_feedback,
     audits,
     calibration_drops,
+    change_proposals,
     channel_replays,
     channel_rubric_versions,
     channel_rubrics,
@@ -134,6 +135,7 @@ class ErasureStore(StoreBase):
                 ("trust levels", trust_levels),
                 ("trust thresholds", trust_thresholds),
                 ("review modes", review_modes),
+                ("change proposals", change_proposals),
             ):
                 result = await connection.execute(
                     delete(table).where(*in_scope(table, workspace, channel, None))

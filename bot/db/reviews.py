@@ -241,10 +241,11 @@ class ReviewStore(StoreBase):
         return value is None or bool(value)
 
     async def drop_calibration(
-        self, workspace: Workspace, channel: str, review_id: int, by: str
+        self, workspace: Workspace, channel: str, review_id: int, by: str, replay_summary: str | None = None
     ) -> ReviewRow | None:
-        """Take the case of the channel's review ``review_id`` out of calibration, recorded as ``by``'s;
-        the review, or None if the channel has no such review or its case was dropped already."""
+        """Take the case of the channel's review ``review_id`` out of calibration, recorded as ``by``'s
+        with the one line of the replay it was applied after (`bot.proposals`); the review, or None if
+        the channel has no such review or its case was dropped already."""
         async with self._write() as connection:
             found = await connection.execute(
                 select(*_REVIEW_COLUMNS).where(
@@ -256,7 +257,10 @@ class ReviewStore(StoreBase):
                 return None
             dropped = await connection.execute(
                 self._upsert(calibration_drops)
-                .values(calibration.case_of(row) | {"dropped_by": by, "created_at": utc_now()})
+                .values(
+                    calibration.case_of(row)
+                    | {"dropped_by": by, "created_at": utc_now(), "replay_summary": replay_summary}
+                )
                 .on_conflict_do_nothing()
                 .returning(calibration_drops.c.review_id)
             )

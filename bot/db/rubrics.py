@@ -36,6 +36,17 @@ class RubricVersion:
     """The rubric set; None where the change cleared it."""
     set_by: str
     created_at: datetime
+    replay_summary: str | None = None
+    """The replay the change was applied after, in one line, or that it was skipped; None where no
+    replay was possible (no trusted reviews) or before replays were kept (`bot.proposals`)."""
+
+
+class StaleVersion(Exception):
+    """A change made against a version of the channel's rubric that is no longer the latest."""
+
+    def __init__(self, latest: int) -> None:
+        super().__init__(f"the channel's rubric is at version {latest} now")
+        self.latest = latest
 
 
 _VERSION_COLUMNS = [channel_rubric_versions.c[name] for name in RubricVersion.__dataclass_fields__]
@@ -46,10 +57,23 @@ class RubricStore(StoreBase):
     """Each channel's default rubric and its versions."""
 
     async def set_channel_rubric(
-        self, workspace: Workspace, channel: str, text: str, user: str
+        self,
+        workspace: Workspace,
+        channel: str,
+        text: str,
+        user: str,
+        *,
+        replay_summary: str | None = None,
+        after_version: int | None = None,
     ) -> RubricVersion:
-        """Set (or replace) the channel's default rubric for new conversations; the version recorded."""
+        """Set (or replace) the channel's default rubric for new conversations; the version recorded,
+        with `replay_summary`. With `after_version`, only if that is still the latest version (0: none
+        yet): else `StaleVersion`, nothing changed."""
         async with self._write() as connection:
+            if after_version is not None:
+                latest = await self._latest_version(connection, workspace, channel)
+                if latest != after_version:
+                    raise StaleVersion(latest)
             await self._put_channel_row(
                 channel_rubrics,
                 workspace,
@@ -57,7 +81,13 @@ class RubricStore(StoreBase):
                 {"rubric_text": text, "set_by": user, "updated_at": utc_now()},
                 connection,
             )
-            return await self._add_rubric_version(connection, workspace, channel, text, user)
+            return await self._add_rubric_version(connection, workspace, channel, text, user, replay_summary)
+
+    async def latest_rubric_version(self, workspace: Workspace, channel: str) -> int:
+        """The number of the channel's latest rubric version; 0 when its rubric was never set."""
+        table = channel_rubric_versions
+        query = select(func.max(table.c.version)).where(*in_channel(table, workspace, channel))
+        return await self._scalar(query) or 0
 
     async def get_channel_rubric(self, workspace: Workspace, channel: str) -> str | None:
         """The channel's default rubric text, or None."""
@@ -94,20 +124,38 @@ class RubricStore(StoreBase):
         rows = await self._rows(query)
         return RubricVersion(**rows[0]) if rows else None
 
-    async def _add_rubric_version(
-        self, connection: AsyncConnection, workspace: Workspace, channel: str, text: str | None, user: str
-    ) -> RubricVersion:
-        """Record the channel's next rubric version inside the caller's transaction."""
+    async def _latest_version(self, connection: AsyncConnection, workspace: Workspace, channel: str) -> int:
+        """The channel's latest rubric version (0: none), under the lock of its versions, held until
+        the caller's transaction ends."""
         await transaction_lock(connection, f"rubric-version:{lock_scope(workspace)}:{channel}")
         table = channel_rubric_versions
         latest = await connection.scalar(
             select(func.max(table.c.version)).where(*in_channel(table, workspace, channel))
         )
+        return latest or 0
+
+    async def _add_rubric_version(
+        self,
+        connection: AsyncConnection,
+        workspace: Workspace,
+        channel: str,
+        text: str | None,
+        user: str,
+        replay_summary: str | None = None,
+    ) -> RubricVersion:
+        """Record the channel's next rubric version inside the caller's transaction."""
+        latest = await self._latest_version(connection, workspace, channel)
         version = RubricVersion(
-            version=(latest or 0) + 1, rubric_text=text, set_by=user, created_at=utc_now()
+            version=latest + 1,
+            rubric_text=text,
+            set_by=user,
+            created_at=utc_now(),
+            replay_summary=replay_summary,
         )
         await connection.execute(
-            insert(table).values(**workspace_columns(workspace), channel=channel, **asdict(version))
+            insert(channel_rubric_versions).values(
+                **workspace_columns(workspace), channel=channel, **asdict(version)
+            )
         )
         return version
 

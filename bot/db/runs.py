@@ -274,6 +274,10 @@ STOPS_REQUESTED = select(runs.c.run_id, runs.c.stopped_by).where(
     runs.c.run_id.in_(bindparam("run_ids", expanding=True)), runs.c.stopped_by.is_not(None)
 )
 
+STOPS_REQUESTED = select(runs.c.run_id, runs.c.stopped_by).where(
+    runs.c.run_id.in_(bindparam("run_ids", expanding=True)), runs.c.stopped_by.is_not(None)
+)
+
 HOLDS_RUN = select(runs.c.lease == bindparam("lease")).where(runs.c.run_id == bindparam("run_id"))
 
 RUN_UPDATE = update(runs).where(runs.c.run_id == bindparam("of_run"))

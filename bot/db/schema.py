@@ -129,10 +129,13 @@ channel_rubric_versions = Table(
     Column("rubric_text", Text),
     Column("set_by", Text, nullable=False),
     Column("created_at", UtcTimestamp, nullable=False),
+    Column("replay_summary", Text),
     PrimaryKeyConstraint("enterprise", "team", "channel", "version"),
 )
 """Every change of a channel's default rubric, numbered from 1 per channel and never deleted: the
-text set, or NULL where it was cleared. The newest one is what ``channel_rubrics`` holds."""
+text set, or NULL where it was cleared. The newest one is what ``channel_rubrics`` holds.
+``replay_summary``: the one line of the replay it was applied after (`bot.proposals`), or that the
+replay was skipped; NULL where no replay was possible."""
 
 channel_settings = Table(
     "channel_settings",
@@ -274,12 +277,14 @@ calibration_drops = Table(
     Column("review_id", Integer, nullable=False),
     Column("dropped_by", Text, nullable=False),
     Column("created_at", UtcTimestamp, nullable=False),
+    Column("replay_summary", Text),
     PrimaryKeyConstraint("grading_run_id", "iteration", "criterion"),
     Index("calibration_drops_by_channel", "team", "channel", "created_at"),
 )
 """Reviewed cases an editor took out of calibration (`/rubric calibration drop N`): no review of that
 criterion of that iteration is a calibration example again, whoever saves one. ``review_id`` is the
-example's number when it was dropped. Kept, like rubric versions, as the channel's history."""
+example's number when it was dropped. Kept, like rubric versions, as the channel's history, with the
+one line of the replay it was applied after (``replay_summary``, as for rubric versions)."""
 
 audits = Table(
     "audits",
@@ -471,6 +476,32 @@ shadow_verdicts = Table(
 """The shadow grader's verdict per criterion of a graded iteration (``pass``, ``fail``, ``1``–``5`` or
 ``cannot_tell``), beside the live grader's on the same iteration (``live_verdict``; NULL when the live
 grader gave that criterion none). Its provenance is its `shadow_grades` row."""
+change_proposals = Table(
+    "change_proposals",
+    metadata,
+    Column("proposal_id", Integer, primary_key=True, autoincrement=True),
+    Column("enterprise", Text, nullable=False, server_default=NO_ENTERPRISE),
+    Column("team", Text, nullable=False),
+    Column("channel", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("candidate", Text),
+    Column("base", Text),
+    Column("proposed_by", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("summary", Text),
+    Column("message_ts", Text),
+    Column("decided_by", Text),
+    Column("created_at", UtcTimestamp, nullable=False),
+    Column("decided_at", UtcTimestamp),
+    Index("change_proposals_by_channel", "team", "channel", "created_at"),
+)
+"""Changes of how a channel is graded held until an editor applies them (`bot.proposals`): a rubric
+(``candidate`` its text), a workspace's grader model (its ``provider:model``, NULL for the
+deployment's) or a calibration drop (the review id), proposed in ``channel`` against ``base`` (the
+rubric version, grader model in force, or NULL); ``status`` from ``replaying`` to ``pending`` (the
+replay's ``summary`` and the message with Apply/Cancel, ``message_ts``, posted) to ``applied``,
+``cancelled``, ``stale`` or ``stopped``, with who decided and when. Kept, so a pending one outlives a
+restart; erased with the channel's settings."""
 
 workspace_settings = Table(
     "workspace_settings",

@@ -52,6 +52,7 @@ from bot.db.feedback import FeedbackStore
 from bot.db.ledger import LedgerStore
 from bot.db.material import MaterialStore
 from bot.db.message_changes import MessageChangeStore
+from bot.db.proposals import ProposalStore
 from bot.db.replays import ReplayStore
 from bot.db.review_modes import ReviewModeStore
 from bot.db.reviews import ReviewStore
@@ -72,6 +73,7 @@ class Store(
     ThreadStore,
     RubricStore,
     ReplayStore,
+    ProposalStore,
     RunStore,
     RunTransactions,
     UsageStore,

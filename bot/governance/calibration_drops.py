@@ -27,30 +27,52 @@ DROPS_IN_HISTORY = 10
 """Drops `/rubric history` lists, newest first."""
 
 
+def no_such_example(number: int) -> str:
+    """Told when example `number` is not (or no longer) in force in the channel."""
+    return (
+        f"This channel has no calibration example {number} (or it was dropped already); "
+        "`/rubric calibration` lists the examples in force."
+    )
+
+
 async def drop_example(
-    store: Store, client: AsyncWebClient, *, workspace: Workspace, channel: str, user: str, number: int
+    store: Store,
+    client: AsyncWebClient,
+    *,
+    workspace: Workspace,
+    channel: str,
+    user: str,
+    number: int,
 ) -> str:
     """Take example `number` (a review id) out of the channel's calibration as `user`'s change,
     announce it in the channel, and say what happened (only `user` sees that)."""
     dropped = await store.drop_calibration(workspace, channel, number, user)
     if dropped is None:
-        return (
-            f"This channel has no calibration example {number} (or it was dropped already); "
-            "`/rubric calibration` lists the examples in force."
-        )
+        return no_such_example(number)
+    return await announce_drop(client, channel, dropped, user, None)
+
+
+async def announce_drop(
+    client: AsyncWebClient, channel: str, dropped: ReviewRow, user: str, replay_summary: str | None
+) -> str:
+    """Announce `user`'s drop (saved) in the channel; the confirmation only they see."""
+    number = dropped.review_id
     posted = await attempt(
-        client.chat_postMessage(channel=channel, **drop_announcement(dropped, user), **NO_UNFURLS),
+        client.chat_postMessage(
+            channel=channel, **drop_announcement(dropped, user, replay_summary), **NO_UNFURLS
+        ),
         f"announce the calibration drop in {channel}",
     )
     done = f"Example {number} will no longer be shown to the grader."
     return done + (" Announced in this channel." if posted is not None else NOT_ANNOUNCED)
 
 
-def drop_announcement(review: ReviewRow, user: str) -> SlackMessage:
-    """The channel's message about a dropped example: who dropped which case."""
+def drop_announcement(review: ReviewRow, user: str, replay_summary: str | None = None) -> SlackMessage:
+    """The channel's message about a dropped example: who dropped which case (and its replay)."""
     line = (
         f"<@{user}> took example {review.review_id} out of the grader's calibration: {_case_words(review)}."
     )
+    replayed = f" Before it applied, it was {replay_summary}." if replay_summary else ""
     return {
         "text": line,
         "blocks": block_dicts(
@@ -58,6 +80,7 @@ def drop_announcement(review: ReviewRow, user: str) -> SlackMessage:
                 section_block(f"📝 {line}"),
                 context_block(
                     "`/rubric history` keeps it; `/rubric calibration` lists the examples in force."
+                    + replayed
                 ),
             ]
         ),
@@ -104,6 +127,7 @@ def drops_history(drops: Sequence[CalibrationDrop]) -> str | None:
     lines = [
         f"example {drop.review_id} · “{escape(truncate(drop.criterion, CRITERION_WORDS_MAX))}” · "
         f"dropped by <@{drop.dropped_by}> · {slack_date(drop.created_at)}"
+        + (f" · {drop.replay_summary}" if drop.replay_summary else "")
         for drop in drops
     ]
     return "*Calibration examples dropped*\n" + "\n".join(lines)

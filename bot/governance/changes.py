@@ -46,9 +46,11 @@ async def change_rubric(
     user: str,
     text: str | None,
     reverted_to: int | None = None,
+    replay_summary: str | None = None,
 ) -> Change | None:
-    """Make `text` the channel's default rubric (None clears it), record the version and announce it
-    in the channel; None (changing nothing) when clearing a channel that has no default rubric.
+    """Make `text` the channel's default rubric (None clears it), record the version (with the one
+    line of its replay, see `bot.proposals`) and announce it in the channel; None (changing nothing)
+    when clearing a channel that has no default rubric.
 
     `text` must parse (the caller checked it). `reverted_to` names the version a revert restored.
     """
@@ -57,7 +59,9 @@ async def change_rubric(
         if version is None:
             return None
     else:
-        version = await store.set_channel_rubric(workspace, channel, text, user)
+        version = await store.set_channel_rubric(
+            workspace, channel, text, user, replay_summary=replay_summary
+        )
     return await announce_change(client, channel, version, reverted_to=reverted_to)
 
 
@@ -122,8 +126,10 @@ def announcement(version: RubricVersion, *, reverted_to: int | None = None) -> S
 
 
 def _version_words(version: RubricVersion) -> str:
+    replayed = f" Before it applied: {version.replay_summary}." if version.replay_summary else ""
     return (
-        f"Version {version.version}. `/rubric history` lists the versions; `/rubric revert N` restores one."
+        f"Version {version.version}.{replayed} `/rubric history` lists the versions; `/rubric revert N` "
+        "restores one."
     )
 
 
@@ -150,9 +156,10 @@ def history_message(versions: list[RubricVersion], drops: str | None = None) -> 
 
 def _history_line(version: RubricVersion, *, current: bool) -> str:
     now = " (in force)" if current else ""
+    replayed = f"\n      _{version.replay_summary}_" if version.replay_summary else ""
     return (
         f"*{version.version}*{now} · <@{version.set_by}> · {slack_date(version.created_at)} · "
-        f"{first_criteria(version.rubric_text)}"
+        f"{first_criteria(version.rubric_text)}{replayed}"
     )
 
 

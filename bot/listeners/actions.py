@@ -1,6 +1,7 @@
 """The review buttons on evaluation messages: Agree records a review, Disagree… (blind: Review…) opens
-the form, and Agree too where the reviewer is to judge blind (`bot.review.modes`); and
-the 👍/👎 under a final answer, which record the clicker's verdict on the answer (`bot.feedback`).
+the form, and Agree too where the reviewer is to judge blind (`bot.review.modes`); the 👍/👎 under a
+final answer, which record the clicker's verdict on the answer (`bot.feedback`); and Apply / Cancel on
+a proposed grading change (`bot.proposals`).
 
 What a review is, saving it and refreshing its message's tally belong to :mod:`bot.review`; these
 listeners read the click and answer the clicker. The form's submission is handled in
@@ -21,6 +22,8 @@ from bot.db.reviews import ReviewRow
 from bot.db.store import Store
 from bot.feedback.buttons import FEEDBACK_ACTION_ID, THANKS, UNKNOWN_RUN, UNREADABLE_FEEDBACK, parse_feedback
 from bot.listeners.context import services_of, workspace_of
+from bot.proposals.deciding import Deciders, decide
+from bot.proposals.messages import APPLY_ACTION_ID, CANCEL_ACTION_ID, decided_blocks
 from bot.review.controls import AGREE_ACTION_ID, DISAGREE_ACTION_ID, REVIEW_ACTION_ID, parse_review_value
 from bot.review.form import review_modal
 from bot.review.modes import ReviewAsk, review_ask
@@ -32,6 +35,11 @@ from bot.trust.thresholds import recalibrate_after_review
 from bot.vocabulary.workspace import Workspace
 
 logger = logging.getLogger(__name__)
+
+UNKNOWN_PROPOSAL = (
+    "I have no record of that proposed change (it may have been erased), so nothing was changed."
+)
+"""Told to someone whose Apply or Cancel names no proposal the bot has."""
 
 NOTHING_TO_REVIEW = "That grader iteration has no graded criteria, so there is nothing to review."
 """Told to someone who reviews an iteration whose grader gave no verdicts (e.g. a grader error)."""
@@ -49,6 +57,54 @@ def register(app: AsyncApp) -> None:
     app.action(DISAGREE_ACTION_ID)(on_disagree)
     app.action(REVIEW_ACTION_ID)(on_disagree)
     app.action(FEEDBACK_ACTION_ID)(on_feedback)
+    app.action(APPLY_ACTION_ID)(on_apply)
+    app.action(CANCEL_ACTION_ID)(on_cancel)
+
+
+async def on_apply(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+) -> None:
+    """Apply a proposed grading change (an editor; a workspace admin for a grader model)."""
+    await on_decision(ack, body, context, client, apply=True)
+
+
+async def on_cancel(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+) -> None:
+    """Cancel a proposed grading change (an editor, or whoever proposed it)."""
+    await on_decision(ack, body, context, client, apply=False)
+
+
+async def on_decision(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient, *, apply: bool
+) -> None:
+    """Apply or Cancel a proposed grading change; its message then shows the decision (the clicker
+    alone is told why when nothing was decided)."""
+    await ack()
+    try:
+        click = Click.model_validate(body)
+    except ValidationError as exc:
+        logger.warning("ignored an unreadable click on a proposal button: %s", problems(exc))
+        return
+    services = services_of(context)
+    proposal = None
+    if click.value.isdecimal():
+        proposal = await services.store.proposal(workspace_of(context), int(click.value))
+    if proposal is None:
+        await tell_clicker(client, click, UNKNOWN_PROPOSAL)
+        return
+    deciders = Deciders(services.store, services.editors, services.workspaces)
+    decided = await decide(deciders, client, proposal, click.user.id, apply=apply)
+    if decided.told is not None:
+        await tell_clicker(client, click, decided.told)
+    shown = body.get("message") or {}
+    ts = shown.get("ts") or proposal.message_ts  # a click may beat the record of where it was posted
+    if decided.decision is not None and ts is not None:
+        blocks = decided_blocks(shown.get("blocks") or [], decided.decision)
+        await attempt(
+            client.chat_update(channel=proposal.channel, ts=ts, text=decided.decision, blocks=blocks),
+            f"show the decision on proposal {proposal.proposal_id}",
+        )
 
 
 async def on_feedback(

@@ -13,6 +13,7 @@ from bot.agreement.channel_replay import ChannelReplays
 from bot.config import Settings
 from bot.db.store import Store
 from bot.governance.editors import RubricEditors
+from bot.proposals.proposing import Proposals
 from bot.slack.conversation import UserMessage, user_message
 from bot.threads.runner import ThreadRunner
 from bot.vocabulary.workspace import NO_ENTERPRISE, Organization, Tenant, Workspace
@@ -41,6 +42,8 @@ class Services:
     checkpointer: BaseCheckpointSaver
     workspaces: WorkspaceOverrides
     installations: Installations | None = None
+    proposals: Proposals | None = None
+    """Grading changes held for their replay (None: every change applies at once)."""
 
     async def attach(
         self, context: AsyncBoltContext, body: dict[str, Any], next: Callable[[], Awaitable[None]]

@@ -8,7 +8,9 @@ routing and the help text all read it.
 Slash commands carry no thread, so they manage the channel default; a thread's own rubric is set
 with a `rubric:` message in the thread. Changing how the channel is graded (`set`, `clear`,
 `edit`, `revert`, `calibration on|off|drop N`, `trust`, `review`, `replay`) takes the editors' permission
-(`bot.governance.editors`); a rubric change is announced in the channel. Every other answer is
+(`bot.governance.editors`); a rubric change is announced in the channel. In a channel with trusted
+reviews a new rubric and a calibration drop are replayed first and wait for Apply (`bot.proposals`);
+`set!` skips that. Every other answer is
 ephemeral (only the caller sees it), except the agreement report, which is posted to the channel.
 """
 
@@ -29,9 +31,16 @@ from bot.agreement.channel_replay import ReplayRequest, refusal_words
 from bot.agreement.report import Report, load_report, report_blocks
 from bot.agreement.report_chart import chart_upload
 from bot.audit.report import audit_blocks, load_audit
+from bot.db.proposals import ProposalKind
 from bot.db.spend import QuotaExceeded
 from bot.db.store import Store
-from bot.governance.calibration_drops import DROPS_IN_HISTORY, drop_example, drops_history, examples_message
+from bot.governance.calibration_drops import (
+    DROPS_IN_HISTORY,
+    drop_example,
+    drops_history,
+    examples_message,
+    no_such_example,
+)
 from bot.governance.changes import HISTORY_LENGTH, change_rubric, change_words, history_message
 from bot.governance.editors import EditorsNow
 from bot.governance.review_modes import MODES_IN_HISTORY, change_review_modes, modes_history, modes_message
@@ -50,6 +59,7 @@ from bot.listeners.command_text import (
     version_number,
 )
 from bot.listeners.context import Services, services_of, workspace_of
+from bot.proposals.replaying import SKIPPED
 from bot.rendering.errors import help_text
 from bot.rendering.rubrics import no_rubric_hint, rubric_error, rubric_modal
 from bot.review.calibration import examples_in_force
@@ -159,20 +169,45 @@ async def _edit(call: Invocation) -> None:
 
 
 async def _set(call: Invocation) -> None:
+    """Set the rubric; in a channel with trusted reviews, once its replay is applied."""
+    text = await _parsed_rubric(call)
+    if text is not None:
+        await _change(call, text)
+
+
+async def _set_now(call: Invocation) -> None:
+    """`/rubric set!`: set the rubric at once, skipping the replay (and saying so)."""
+    text = await _parsed_rubric(call)
+    if text is not None:
+        await _change(call, text, replay_summary=SKIPPED)
+
+
+async def _parsed_rubric(call: Invocation) -> str | None:
+    """The rubric typed after the subcommand; None (the caller told what is wrong) when it does not parse."""
     text = slack_unescape(call.parsed.argument)
     try:
         parse_rubric(text)
     except RubricError as exc:
         problem = rubric_error(str(exc))
         await _answer(call.ack, problem["text"], problem["blocks"])
-        return
-    await _change(call, text)
+        return None
+    return text
 
 
-async def _change(call: Invocation, text: str | None, reverted_to: int | None = None) -> None:
-    """Change the channel's default rubric (None clears it) if the caller may; the channel is told."""
+async def _change(
+    call: Invocation, text: str | None, reverted_to: int | None = None, replay_summary: str | None = None
+) -> None:
+    """Change the channel's default rubric (None clears it) if the caller may; the channel is told.
+    A new rubric in a channel with trusted reviews is replayed first (unless `replay_summary` says
+    the replay was skipped) and waits for Apply."""
     if await call.refused():
         return
+    if text is not None and replay_summary is None:
+        base = await call.store.latest_rubric_version(call.workspace, call.channel)
+        held = await _propose(call, "rubric", text, str(base))
+        if held is not None:
+            await _answer(call.ack, held)
+            return
     change = await change_rubric(
         call.store,
         call.client,
@@ -181,8 +216,31 @@ async def _change(call: Invocation, text: str | None, reverted_to: int | None = 
         user=call.user,
         text=text,
         reverted_to=reverted_to,
+        replay_summary=replay_summary,
     )
     await _answer(call.ack, change_words(change) if change else "This channel had no default rubric.")
+
+
+async def _propose(call: Invocation, kind: ProposalKind, candidate: str, base: str | None) -> str | None:
+    """Hold the change for its replay where the channel has trusted reviews; what to tell the caller
+    then, None (holding nothing) otherwise."""
+    proposals = call.services.proposals
+    if proposals is None:
+        return None
+
+    async def tell(text: str) -> None:
+        await _respond(call.context, text=text)
+
+    return await proposals.propose(
+        workspace=call.workspace,
+        channel=call.channel,
+        user=call.user,
+        kind=kind,
+        candidate=candidate,
+        base=base,
+        client=call.client,
+        tell=tell,
+    )
 
 
 async def _show(call: Invocation) -> None:
@@ -300,6 +358,14 @@ async def _calibration(call: Invocation) -> None:
     if (number is not None or switch is not None) and await call.refused():
         return
     if number is not None:
+        undropped = await call.store.reviews_in_channel(workspace, channel, undropped_only=True)
+        if all(row.review_id != number for row in undropped):
+            await _answer(call.ack, no_such_example(number))
+            return
+        held = await _propose(call, "calibration_drop", str(number), None)
+        if held is not None:
+            await _answer(call.ack, held)
+            return
         done = await drop_example(
             call.store, call.client, workspace=workspace, channel=channel, user=call.user, number=number
         )
@@ -429,6 +495,13 @@ RUBRIC_SUBCOMMANDS: tuple[RubricSubcommand, ...] = (
         "/rubric set <rubric>",
         "set this channel's default rubric for new conversations",
         _set,
+        Argument.REQUIRED,
+    ),
+    RubricSubcommand(
+        "set!",
+        "/rubric set! <rubric>",
+        "set it at once, without first replaying it against the team's trusted reviews",
+        _set_now,
         Argument.REQUIRED,
     ),
     RubricSubcommand(

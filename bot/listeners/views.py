@@ -1,9 +1,11 @@
 """Modal submissions: the channel-rubric editor (`/rubric`), the review form (Disagree…) and the
-workspace settings form (`/rubric admin`)."""
+workspace settings form (`/rubric admin`). A new rubric or grader model where there are trusted
+reviews is held for its replay (`bot.proposals`)."""
 
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from pydantic import ValidationError
@@ -84,22 +86,62 @@ async def on_rubric_submitted(
     if refusal is not None:
         await _rubric_input_error(ack, refusal)
         return
+    if services.proposals is not None:
+        base = await services.store.latest_rubric_version(workspace, channel)
+        held = await services.proposals.propose(
+            workspace=workspace,
+            channel=channel,
+            user=user,
+            kind="rubric",
+            candidate=text,
+            base=str(base),
+            client=client,
+            tell=partial(_tell_editor, client, channel, user),
+        )
+        if held is not None:
+            await ack()
+            await _tell_editor(client, channel, user, held)
+            return
     version = await services.store.set_channel_rubric(workspace, channel, text, user)
     await ack()  # only now: if the database failed, Slack tells the editor the form was not saved
     change = await announce_change(client, channel, version)
     if not change.announced:
-        await attempt(
-            client.chat_postEphemeral(channel=channel, user=user, text=change_words(change)),
-            f"confirm the channel rubric in {channel}",
-        )
+        await _tell_editor(client, channel, user, change_words(change))
+
+
+async def _tell_editor(client: AsyncWebClient, channel: str, user: str, text: str) -> None:
+    """Tell whoever submitted the rubric editor, privately, in the channel it is for."""
+    await attempt(
+        client.chat_postEphemeral(channel=channel, user=user, text=text),
+        f"answer the rubric editor in {channel}",
+    )
 
 
 async def on_settings_submitted(
     ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
 ) -> None:
-    """Save the workspace's settings from `/rubric admin`'s form; any problem is shown on its input."""
+    """Save the workspace's settings from `/rubric admin`'s form; any problem is shown on its input.
+    A new grader model is replayed first where the workspace has trusted reviews (`bot.proposals`)."""
+    services, workspace = services_of(context), workspace_of(context)
+    proposals = services.proposals
+
+    async def hold(channel: str, user: str, wanted: str, in_force: str) -> str | None:
+        if proposals is None:
+            return None
+        return await proposals.propose(
+            workspace=workspace,
+            channel=channel,
+            user=user,
+            kind="grader_model",
+            candidate=wanted,
+            base=in_force,
+            client=client,
+            tell=partial(_tell_editor, client, channel, user),
+            across_workspace=True,
+        )
+
     await save_settings(
-        ack, client, services_of(context).workspaces, workspace=workspace_of(context), body=body
+        ack, client, services.workspaces, workspace=workspace, body=body, hold_grader_model=hold
     )
 
 

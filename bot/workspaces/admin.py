@@ -10,6 +10,8 @@ refused with an error under each input at fault and nothing changed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -71,6 +73,12 @@ async def open_settings(
     await attempt(client.views_open(trigger_id=trigger_id, view=view), "open the workspace settings form")
 
 
+HoldGraderModel = Callable[[str, str, str, str], Awaitable[str | None]]
+"""Holds a change of the workspace's grader model for its replay (`bot.proposals`):
+``await hold(channel, user, wanted, in_force)``; what to tell the admin when it held it (the change
+then waits for Apply), None when it did not (no trusted reviews to replay: it applies at once)."""
+
+
 async def save_settings(
     ack: AsyncAck,
     client: AsyncWebClient,
@@ -78,9 +86,11 @@ async def save_settings(
     *,
     workspace: Workspace,
     body: dict[str, Any],
+    hold_grader_model: HoldGraderModel | None = None,
 ) -> None:
     """Save a submitted form (`body`) if its submitter is an admin and every choice is permitted;
-    otherwise show why under the inputs at fault, and change nothing."""
+    otherwise show why under the inputs at fault, and change nothing. A new grader model goes to
+    `hold_grader_model` first: if it holds it, the rest is saved and the grader model stays."""
     try:
         submission = Submission.model_validate(body)
     except ValidationError as exc:
@@ -98,9 +108,17 @@ async def save_settings(
         await ack(response_action="errors", errors=exc.problems)
         return
     before = await overrides.effective(workspace)
+    channel = form_channel(view)
+    held = None
+    wanted = overrides.in_force(stored).grader_model.value
+    if hold_grader_model is not None and channel is not None and wanted != before.grader_model.value:
+        held = await hold_grader_model(channel, user, wanted, before.grader_model.value)
+        if held is not None:
+            kept = before.grader_model.value if before.grader_model.source == "workspace" else None
+            stored = replace(stored, grader_model=kept)
     after = await overrides.save(workspace, stored)
     changes = changed_settings(before, after)
-    confirmation = saved_message(changes, after, overrides.deployment)
+    confirmation = saved_message(changes, after, overrides.deployment, held)
     await ack(response_action="update", view=saved_modal(confirmation))
     logger.info(
         "%s: %s saved its settings: %s",
@@ -108,7 +126,6 @@ async def save_settings(
         user,
         "; ".join(changes) or "nothing changed",
     )
-    channel = form_channel(view)
     if channel is not None:
         await attempt(
             client.chat_postEphemeral(channel=channel, user=user, **confirmation),

@@ -173,13 +173,18 @@ def changed_settings(before: EffectiveSettings, after: EffectiveSettings) -> lis
     return changes
 
 
-def saved_message(changes: Sequence[str], after: EffectiveSettings, deployment: Deployment) -> SlackMessage:
-    """The confirmation to the admin who saved: what changed (from the next request on), and the settings."""
+def saved_message(
+    changes: Sequence[str], after: EffectiveSettings, deployment: Deployment, held: str | None = None
+) -> SlackMessage:
+    """The confirmation to the admin who saved: what changed (from the next request on), what was
+    `held` for a replay, and the settings."""
     summary = settings_message(after, deployment)
     if not changes:
         head = "Nothing changed: the form held this workspace's settings as they were."
     else:
         head = "Saved. From the next request on: " + "; ".join(changes) + "."
+    if held is not None:
+        head += f" The new grader model is not in force yet: {held}"
     blocks = [section_block(head).to_dict(), *summary["blocks"]]
     return {"text": f"{head} {summary['text']}", "blocks": blocks}
 

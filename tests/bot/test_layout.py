@@ -71,6 +71,7 @@ FLOORS: tuple[frozenset[str], ...] = (
             "sessions",
             "trust",
             "shadow",
+            "proposals",
         }
     ),
     frozenset({"home", "listeners"}),

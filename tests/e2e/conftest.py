@@ -598,6 +598,36 @@ def ephemerals(slack: SlackApiStandin, channel: str) -> list[SlackCall]:
     return [c for c in slack.calls("chat.postEphemeral") if c.args.get("channel") == channel]
 
 
+def proposal_messages(slack: SlackApiStandin, channel: str) -> list[SlackMessage]:
+    """The proposed grading changes posted in the channel, oldest first (`bot.proposals`)."""
+    return [
+        m for m in slack.messages(channel) if m.thread_ts is None and "Proposed grading change" in m.all_text
+    ]
+
+
+def wait_proposal(s: Service, channel: str, count: int) -> SlackMessage:
+    """The channel's `count`-th proposal, once its replay is posted."""
+    return wait_for(
+        lambda: (
+            proposal_messages(s.slack, channel)[count - 1]
+            if len(proposal_messages(s.slack, channel)) >= count
+            else None
+        ),
+        RUN_TIMEOUT,
+        message=lambda: f"proposal {count} in {channel}; bot log:\n{s.bot.stderr_text()[-3000:]}",
+    )
+
+
+def click_proposal(s: Service, message: SlackMessage, action: str, user: str) -> None:
+    """Click Apply (``proposal_apply``) or Cancel (``proposal_cancel``) on a proposal's message, the
+    message shown with the click as Slack sends it."""
+    buttons = next(b for b in message.blocks if b["type"] == "actions")
+    value = next(e["value"] for e in buttons["elements"] if e["action_id"] == action)
+    payload = sr.block_actions(action, value, message.channel, message.ts, user=user)
+    payload["message"] |= {"text": message.text, "blocks": message.blocks}
+    s.send(payload)
+
+
 def responses(slack: SlackApiStandin, name: str) -> list[SlackCall]:
     """Answers posted to the response_url named `name` (see SlackApiStandin.response_url)."""
     return [c for c in slack.calls("response_url") if c.args.get("name") == name]

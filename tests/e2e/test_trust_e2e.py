@@ -16,7 +16,16 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.cli.main import main
-from tests.e2e.conftest import CRITERIA, RUBRIC, RUN_TIMEOUT, Service, get, responses
+from tests.e2e.conftest import (
+    CRITERIA,
+    RUBRIC,
+    RUN_TIMEOUT,
+    Service,
+    click_proposal,
+    get,
+    responses,
+    wait_proposal,
+)
 from tests.standins import slack_requests as sr
 from tests.standins import wait_for
 from tests.standins.model_api import (
@@ -100,9 +109,14 @@ def test_only_an_editors_or_three_peoples_disagreement_reaches_the_grader_and_an
     refused = command(s, f"calibration drop {editors_example}", "C1", "UNOBODY")
     assert "Only <@UEDITOR>" in refused and "nothing was changed" in refused
 
-    dropped = command(s, f"calibration drop {editors_example}", "C1", EDITOR)
-    assert f"Example {editors_example} will no longer be shown" in dropped
-    announced = wait_for(lambda: channel_posts(s, "C1"), RUN_TIMEOUT, message="the drop's announcement")
+    # Trusted reviews are in the channel: the drop is replayed first and waits for an editor's Apply.
+    assert "Nothing is changed yet" in command(s, f"calibration drop {editors_example}", "C1", EDITOR)
+    click_proposal(s, wait_proposal(s, "C1", 1), "proposal_apply", EDITOR)
+    announced = wait_for(
+        lambda: [m for m in channel_posts(s, "C1") if "out of the grader's calibration" in m.all_text],
+        RUN_TIMEOUT,
+        message="the drop's announcement",
+    )
     assert f"<@UEDITOR> took example {editors_example} out" in announced[-1].all_text
     assert "Calibration examples dropped" in command(s, "history", "C1", "UNOBODY")
     assert f"no calibration example {editors_example}" in command(
