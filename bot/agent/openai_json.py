@@ -58,6 +58,7 @@ def as_json(model: BaseChatModel) -> BaseChatModel:
 def _memoize_data_block_types() -> None:
     """Have langchain-core build its data block types once (see the module docstring): they are
     read from the type hints of its own `DataContentBlock` union, the same on every call."""
-    built = message_content._get_data_content_block_types
-    if not hasattr(built, "cache_info"):  # not memoized yet
+    built = getattr(message_content, "_get_data_content_block_types", None)
+    # A langchain-core that renamed it (or memoizes it itself) is left as it is: this only saves CPU.
+    if callable(built) and not hasattr(built, "cache_info"):
         message_content._get_data_content_block_types = functools.cache(built)
