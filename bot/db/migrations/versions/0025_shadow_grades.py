@@ -1,7 +1,7 @@
 """The shadow grader's grades (``shadow_grades``) and verdicts per criterion (``shadow_verdicts``).
 
 Revision ID: 0025
-Revises: 0026 (0026 landed first, from 0023; this follows it so that there is one head)
+Revises: 0024
 """
 
 from collections.abc import Sequence
@@ -13,7 +13,7 @@ from bot.db.schema import Document, UtcTimestamp
 from bot.vocabulary.workspace import NO_ENTERPRISE
 
 revision: str = "0025"
-down_revision: str | None = "0026"
+down_revision: str | None = "0024"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,7 +1,7 @@
 """How a channel's iterations are reviewed (``review_modes``, each change kept: blind form, share of
 double reviews) and how each review was given (``reviews.via``: one-click Agree, form or blind form).
 
-Revision ID: 0026
+Revision ID: 0024
 Revises: 0023
 """
 
@@ -13,7 +13,7 @@ from alembic import op
 from bot.db.schema import UtcTimestamp
 from bot.vocabulary.workspace import NO_ENTERPRISE
 
-revision: str = "0026"
+revision: str = "0024"
 down_revision: str | None = "0023"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

@@ -1,7 +1,7 @@
 """Grading changes held for a replay (``change_proposals``), and each applied change's replay summary
 on its rubric version or calibration drop (``replay_summary``).
 
-Revision ID: 0024
+Revision ID: 0026
 Revises: 0025
 """
 
@@ -13,7 +13,7 @@ from alembic import op
 from bot.db.schema import UtcTimestamp
 from bot.vocabulary.workspace import NO_ENTERPRISE
 
-revision: str = "0024"
+revision: str = "0026"
 down_revision: str | None = "0025"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
