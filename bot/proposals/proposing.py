@@ -18,7 +18,14 @@ from bot.db.proposals import Proposal, ProposalKind
 from bot.db.reviews import ReviewRow
 from bot.db.store import Store
 from bot.proposals.messages import proposal_message
-from bot.proposals.replaying import iterations_of, replay_proposal, summary_line, trusted_cases, trusted_in
+from bot.proposals.replaying import (
+    changed_by,
+    iterations_of,
+    replay_proposal,
+    summary_line,
+    trusted_cases,
+    trusted_in,
+)
 from bot.slack.blocks import plural
 from bot.slack.client import attempt
 from bot.slack.messages import NO_UNFURLS
@@ -95,7 +102,8 @@ class Proposals:
         tell: Tell,
     ) -> None:
         try:
-            cases = await trusted_cases(self._store, proposal.workspace, where, trusted)
+            found = await trusted_cases(self._store, proposal.workspace, where, trusted)
+            cases = [case for case in found if changed_by(proposal, case)]
             replayed = await replay_proposal(self._replays, proposal, cases, LABELS)
             summary = NOTHING_REPLAYED if replayed is None else summary_line(replayed.comparison)
             message = proposal_message(replace(proposal, summary=summary), replayed)

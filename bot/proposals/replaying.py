@@ -49,6 +49,14 @@ async def trusted_cases(
     return [case for case in kept if case.reviews]
 
 
+def changed_by(proposal: Proposal, case: Case) -> bool:
+    """Whether the proposal changes how `case` would be graded today: a new channel rubric does not
+    reach a thread graded with its own rubric (numbered ``#…``, see
+    `bot.vocabulary.provenance.rubric_version`), which keeps it; anything else reaches every case."""
+    provenance = case.record.provenance
+    return proposal.kind != "rubric" or provenance is None or not provenance["rubric_version"].startswith("#")
+
+
 def candidate_of(proposal: Proposal) -> Callable[[Case], Case]:
     """How the proposal's candidate grades a case: with the proposed rubric; with the examples the
     case was graded with but the dropped one; or (a grader model) as it was, on the other model."""

@@ -13,7 +13,8 @@ from bot.agreement.comparison import compare
 from bot.agreement.replay import Case
 from bot.db.proposals import Proposal
 from bot.proposals.messages import criterion_line
-from bot.proposals.replaying import candidate_of, summary_line
+from bot.proposals.replaying import candidate_of, changed_by, summary_line
+from bot.vocabulary.provenance import read_provenance
 from tests.bot.agreement.test_comparison import case
 
 NOW = datetime.now(UTC)
@@ -86,3 +87,16 @@ def test_each_proposal_grades_a_case_with_its_own_candidate():
     dropped = candidate_of(proposal("calibration_drop", "7"))(reviewed).record.evaluation["calibration"]
     assert dropped == [{"criterion": POLITE, "id": "8"}]
     assert candidate_of(proposal("grader_model", "openai:gpt-4.1"))(reviewed) == reviewed
+
+
+def test_a_new_channel_rubric_is_replayed_only_on_iterations_graded_with_the_channels_rubric():
+    def graded_with(version: str) -> Case:
+        plain = case(1, [(POLITE, "pass", "pass")])
+        shown = read_provenance({"rubric_version": version, "grader_model": "grader-1"})
+        return Case(replace(plain.record, provenance=shown), plain.reviews)
+
+    channels, threads_own = graded_with("v3"), graded_with("#a1b2c3")
+    new_rubric, drop = proposal("rubric", "- Is kind"), proposal("calibration_drop", "7")
+    assert changed_by(new_rubric, channels)
+    assert not changed_by(new_rubric, threads_own)  # the thread keeps its own rubric
+    assert changed_by(drop, threads_own)  # the examples are the channel's whatever the rubric
