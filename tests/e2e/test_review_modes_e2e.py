@@ -73,6 +73,9 @@ def test_blind_mode_opens_the_form_empty_hides_the_grader_and_agree_reads_review
     done = command(s, "review blind on", channel, EDITOR)
     assert "Reviews in this channel: blind on · double review off. Announced in this channel." in done
     assert any("blind on" in m.text and "<@UEDITOR>" in m.text for m in channel_posts(s, channel))
+    assert "blind on · double review off already; nothing was changed" in command(
+        s, "review blind on", channel, EDITOR
+    )
     root, evaluation = answered(s, channel, "Question 1 FAIL")
     assert buttons(evaluation) == [("Review…", "review_open")]
 
