@@ -330,7 +330,7 @@ def test_a_disagree_click_without_a_trigger_id_asks_the_clicker_to_click_again(s
     s.send(click)
 
     (told,) = wait_for(lambda: ephemerals(s.slack, "T-less"), RUN_TIMEOUT, message="an answer to the clicker")
-    assert told.args["user"] == "U8" and "click Disagree… again" in told.args["text"]
+    assert told.args["user"] == "U8" and "click the button again" in told.args["text"]
     assert told.args["thread_ts"] == root
 
 
