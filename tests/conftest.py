@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,8 @@ import psycopg
 import pytest
 from psycopg import sql
 from sqlalchemy.engine import make_url
+
+from bot.db.store import Store
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 """Every test talks only to servers on loopback; a developer's proxy settings would reroute that
@@ -182,3 +184,11 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "rubric-bot.sqlite")
     return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[Store]:
+    """The bot's store opened on each backend in turn (see `database_url`), closed after the test."""
+    opened = await Store.open(database_url)
+    yield opened
+    await opened.close()

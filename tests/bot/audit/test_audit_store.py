@@ -17,7 +17,6 @@ from bot.audit.export import audits_by_run, exported_audit
 from bot.audit.report import load_audit
 from bot.db.audits import AuditResult, AuditStart
 from bot.db.spend import Cap, RunQuota, Spender
-from bot.db.store import Store
 from bot.limits.prices import RoleUsage, role_usage, run_cost
 from bot.limits.quota import NO_LIMIT, DailyLimits
 from bot.vocabulary.thread import ThreadKey
@@ -25,13 +24,6 @@ from bot.vocabulary.workspace import Workspace
 
 T1 = Workspace("T1")
 THREAD = ThreadKey("T1", "C1", "1.0")
-
-
-@pytest.fixture
-async def store(database_url):
-    opened = await Store.open(database_url)
-    yield opened
-    await opened.close()
 
 
 async def test_a_run_is_audited_once_its_tokens_count_with_the_runs_and_it_goes_with_its_thread(store):

@@ -26,13 +26,6 @@ T1 = Workspace("T1")
 """The workspace every claim here is in."""
 
 
-@pytest.fixture
-async def store(database_url):
-    store = await Store.open(database_url)
-    yield store
-    await store.close()
-
-
 def today() -> RunQuota:
     """Today's quota with no cap and no estimate (see `requesting`)."""
     return RunQuota(day=datetime.now(UTC).date())

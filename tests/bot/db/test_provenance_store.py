@@ -17,13 +17,6 @@ THREAD = ThreadKey("T1", "C1", "1.0")
 RUBRIC, OTHER = "- Be brief", "- Be kind"
 
 
-@pytest.fixture
-async def store(database_url):
-    opened = await Store.open(database_url)
-    yield opened
-    await opened.close()
-
-
 def evaluation(run: str, rubric: str) -> dict:
     engine = {
         "rubric_hash": text_hash(rubric),

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
-
 from bot.db.review_modes import ReviewModes
 from bot.db.reviews import ReviewVerdict
-from bot.db.store import Store
 from bot.vocabulary.thread import ThreadKey
 from bot.vocabulary.workspace import Workspace
 
 T1 = Workspace("T1")
 THREAD = ThreadKey("T1", "C1", "1.0")
-
-
-@pytest.fixture
-async def store(database_url):
-    opened = await Store.open(database_url)
-    yield opened
-    await opened.close()
 
 
 async def test_a_channel_reviews_as_before_until_changed_and_every_change_is_kept(store):

@@ -37,13 +37,6 @@ def midnight() -> datetime:
     return datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-@pytest.fixture
-async def store(database_url):
-    store = await Store.open(database_url)
-    yield store
-    await store.close()
-
-
 def quota(estimate=0, day=None, **caps):
     """Today's quota reserving `estimate` tokens per run, with a `Cap` per level named."""
     return RunQuota(day=day or midnight().date(), estimate=estimate, caps=caps)

@@ -25,13 +25,6 @@ CHANNEL, ROOT = "C1", "1700000000.000100"
 """The channel id and thread root both workspaces use."""
 
 
-@pytest.fixture
-async def store(database_url):
-    opened = await Store.open(database_url)
-    yield opened
-    await opened.close()
-
-
 def evaluation(run: str) -> dict:
     return {"grading_run_id": run, "iteration": 0, "result": "needs_revision", "criteria": []}
 

@@ -3,10 +3,7 @@ the report and the usage, and erased with their thread; on SQLite and PostgreSQL
 
 from __future__ import annotations
 
-import pytest
-
 from bot.db.shadow import ShadowGrade
-from bot.db.store import Store
 from bot.db.usage import SHADOW
 from bot.shadow.report import load_shadow
 from bot.vocabulary.thread import ThreadKey
@@ -14,13 +11,6 @@ from bot.vocabulary.workspace import Workspace
 
 T1 = Workspace("T1")
 THREAD = ThreadKey("T1", "C1", "1.0")
-
-
-@pytest.fixture
-async def store(database_url):
-    opened = await Store.open(database_url)
-    yield opened
-    await opened.close()
 
 
 def grade(iteration: int, *, usd: float | None = 0.002, failed: bool = False) -> ShadowGrade:

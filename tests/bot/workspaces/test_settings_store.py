@@ -5,9 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import pytest
-
-from bot.db.store import Store
 from bot.db.workspace_settings import WorkspaceSettingsRow
 from bot.lifecycle.erase import Scope, purge
 from bot.vocabulary.workspace import Workspace
@@ -23,13 +20,6 @@ ROW = WorkspaceSettingsRow(
     updated_at=SAVED_AT,
     grader_samples=3,
 )
-
-
-@pytest.fixture
-async def store(database_url):
-    store = await Store.open(database_url)
-    yield store
-    await store.close()
 
 
 async def test_settings_read_back_as_saved_and_only_for_their_workspace(store):
