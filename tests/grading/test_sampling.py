@@ -123,32 +123,38 @@ def test_samples_of_a_scored_rubric_vote_on_each_dimension_score(run):
     assert dimensions["Completeness"]["confidence"] == 1.0
 
 
-def test_a_criterion_under_the_bar_is_graded_again_by_the_escalation_model(run):
-    def escalation(messages: list[BaseMessage]) -> AIMessage:
-        return list_grade((SPRING, False))
-
-    stronger = ScriptedChatModel(script=escalation)
+def escalating(run: Any, threshold: float | None = None) -> tuple[RubricEvaluation, ScriptedChatModel]:
+    """Spring split 2–1 over three samples, with an escalation model that fails it; under a trust
+    source giving spring `threshold` when one is given."""
+    stronger = ScriptedChatModel(script=lambda messages: list_grade((SPRING, False)))
     seen: list[RubricEvaluation] = []
+    trust = None if threshold is None else (lambda rubric, model, runtime: {SPRING: threshold})
     agent, _, _ = build(
         answers("a poem"),
         splitting_grader([True, True, False]),
         samples=3,
         max_iterations=1,
         escalation_model=stronger,
+        trust=trust,
         on_evaluation=seen.append,
     )
     run(agent, ask("Write a haiku", HAIKU_RUBRIC))
+    return seen[0], stronger
+
+
+def test_a_criterion_under_the_bar_is_graded_again_by_the_escalation_model(run):
+    evaluation, stronger = escalating(run)
 
     assert len(stronger.calls) == 1
     asked = payload_of(stronger.calls[0])
     assert "Grade only these now, one entry each (1 in all)" in asked and f"“{SPRING}”" in asked
-    criteria = by_name(seen[0])
+    criteria = by_name(evaluation)
     assert criteria[SPRING]["passed"] is False
     assert criteria[SPRING]["escalated"] is True
     assert criteria[SPRING]["confidence"] == 1.0
     assert "escalated" not in criteria[LINES]
-    assert seen[0]["provenance"]["escalation_model"] == "ScriptedChatModel"
-    assert seen[0]["grader_calls"] == 4
+    assert evaluation["provenance"]["escalation_model"] == "ScriptedChatModel"
+    assert evaluation["grader_calls"] == 4
 
 
 def test_unanimous_samples_are_not_escalated(run):
@@ -181,25 +187,8 @@ def test_bad_sampling_settings_are_refused_naming_the_setting(setting, value):
         RubricMiddleware("openai:gpt-4o-mini", **{setting: value})
 
 
-def escalating(threshold: float) -> tuple[RubricEvaluation, ScriptedChatModel]:
-    """Spring split 2–1 over three samples, under a trust source giving spring `threshold`."""
-    stronger = ScriptedChatModel(script=lambda messages: list_grade((SPRING, False)))
-    seen: list[RubricEvaluation] = []
-    agent, _, _ = build(
-        answers("a poem"),
-        splitting_grader([True, True, False]),
-        samples=3,
-        max_iterations=1,
-        escalation_model=stronger,
-        trust=lambda rubric, model, runtime: {SPRING: threshold},
-        on_evaluation=seen.append,
-    )
-    agent.invoke(ask("Write a haiku", HAIKU_RUBRIC), {"configurable": {"thread_id": "t"}})
-    return seen[0], stronger
-
-
-def test_a_verdict_its_trust_threshold_would_leave_to_people_is_escalated_and_acted_on():
-    evaluation, stronger = escalating(0.9)  # 2/3 is under 0.9: people would get it
+def test_a_verdict_its_trust_threshold_would_leave_to_people_is_escalated_and_acted_on(run):
+    evaluation, stronger = escalating(run, 0.9)  # 2/3 is under 0.9: people would get it
 
     assert len(stronger.calls) == 1
     spring = by_name(evaluation)[SPRING]
@@ -207,8 +196,8 @@ def test_a_verdict_its_trust_threshold_would_leave_to_people_is_escalated_and_ac
     assert not spring.get("cannot_tell")  # the stronger model's verdict is acted on
 
 
-def test_a_verdict_its_trust_threshold_keeps_is_not_escalated_though_the_samples_split():
-    evaluation, stronger = escalating(0.6)  # 2/3 clears 0.6: acted on as it is
+def test_a_verdict_its_trust_threshold_keeps_is_not_escalated_though_the_samples_split(run):
+    evaluation, stronger = escalating(run, 0.6)  # 2/3 clears 0.6: acted on as it is
 
     assert stronger.calls == []
     spring = by_name(evaluation)[SPRING]
