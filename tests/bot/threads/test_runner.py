@@ -124,31 +124,37 @@ def no_stop_polls(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stop, "STOP_POLL_SECONDS", EVENT_TIMEOUT * 10)
 
 
-@pytest.mark.usefixtures("no_stop_polls")
-async def test_a_run_writes_once_as_it_starts_once_per_iteration_and_once_as_it_ends(harness):
-    runner = harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
-    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
-    request = harness.message("What is the capital of France?")
-    transactions: list[str] = []
+async def statements_of_a_revised_run(harness: Any, runner: Any, request: Any, starting: str) -> list[str]:
+    """The statements starting with `starting` that `request`'s run sent, on every engine (a claim's
+    transaction runs on a synchronous engine of its own on SQLite); the run is checked to have
+    posted two iterations and its ending."""
+    sent: list[str] = []
 
-    def count_write(connection: Any, cursor: Any, statement: str, *args: Any) -> None:
-        # How the store starts each transaction on SQLite: "BEGIN IMMEDIATE" to write, else "BEGIN".
-        if statement.startswith("BEGIN"):
-            transactions.append(statement)
+    def count(connection: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.startswith(starting):
+            sent.append(statement)
 
-    # Every engine's: a claim's transaction runs on a synchronous engine of its own on SQLite.
-    event.listen(Engine, "before_cursor_execute", count_write)
+    event.listen(Engine, "before_cursor_execute", count)
     try:
         await runner.submit_request(request)
         await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
     finally:
-        event.remove(Engine, "before_cursor_execute", count_write)
-
+        event.remove(Engine, "before_cursor_execute", count)
     assert [m.event_type for m in harness.thread(request.ts)] == [
         "rubric_evaluation",
         "rubric_evaluation",
         "rubric_final",
     ]
+    return sent
+
+
+@pytest.mark.usefixtures("no_stop_polls")
+async def test_a_run_writes_once_as_it_starts_once_per_iteration_and_once_as_it_ends(harness):
+    runner = harness.use(answers("Paris.", "Paris, on the Seine."), grader_wanting("Seine"))
+    await harness.store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
+    request = harness.message("What is the capital of France?")
+    # How the store starts each transaction on SQLite: "BEGIN IMMEDIATE" to write, else "BEGIN".
+    transactions = await statements_of_a_revised_run(harness, runner, request, "BEGIN")
     # Queued (claim, thread, run), started, two iterations (each: its intent before it is posted,
     # then its message and evaluation), ended (closing message and status).
     assert transactions.count("BEGIN IMMEDIATE") == 7
@@ -178,24 +184,7 @@ async def test_a_run_reads_its_rubric_version_team_examples_and_trust_thresholds
     await store.set_channel_rubric(T1, "C1", RUBRIC, "U9")
     await store.set_trust_level(T1, "C1", 0.9, "U9")
     request = harness.message("What is the capital of France?")
-    reads: list[str] = []
-
-    def count_read(connection: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.startswith("SELECT"):
-            reads.append(statement)
-
-    event.listen(Engine, "before_cursor_execute", count_read)
-    try:
-        await runner.submit_request(request)
-        await asyncio.wait_for(harness.settle(), EVENT_TIMEOUT)
-    finally:
-        event.remove(Engine, "before_cursor_execute", count_read)
-
-    assert [m.event_type for m in harness.thread(request.ts)] == [
-        "rubric_evaluation",
-        "rubric_evaluation",
-        "rubric_final",
-    ]
+    reads = await statements_of_a_revised_run(harness, runner, request, "SELECT")
 
     def reads_of(table: str) -> int:
         return sum(f"FROM {table} " in statement for statement in reads)
