@@ -505,8 +505,7 @@ async def profiled_phase(
         "profiled_cpu_ms_per_conversation": 1000 * phase.cpu_seconds / len(channels),
         "slack_calls_per_conversation": {method: n / len(channels) for method, n in sorted(calls.items())},
         "statements_per_conversation": {
-            statement: n / len(channels)
-            for statement, n in statements.most_common()
+            statement: n / len(channels) for statement, n in statements.most_common()
         },
         "checkpoint_writes_per_conversation": (
             sum(each["checkpoint_writes"] for each in figures) / len(channels)
@@ -641,6 +640,7 @@ def agent_loop_alone(args: argparse.Namespace) -> dict[str, float]:
     """`agent_floor.py` in a process of its own, on the bot's event loop: its figures."""
     command = [sys.executable, str(Path(agent_floor.__file__)), "--json"]
     command += ["--threads", str(args.threads), "--latency", str(args.latency)]
+    command += ["--revisions", str(args.revisions)]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.splitlines()[-1])
 
