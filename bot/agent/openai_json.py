@@ -5,11 +5,15 @@ Before it sends a chat completion, the openai SDK walks every parameter against 
 rename and format fields (`openai._utils._transform`): a message is tried against each of the six
 message types of the union, every key of each, about a millisecond of CPU a message and two for the
 grader's evidence tools, and the model's name against a union with a `Literal` of every OpenAI model,
-which typing hashes anew on each lookup (~0.5 ms), on every model call: a third of the bot's CPU
-under load (issue 45). langchain-openai has already built those parameters as plain JSON, and none
-of them is renamed or formatted, so the walk changes nothing: here they go in the request's
-``extra_body`` (JSON properties the SDK sends as given, over its own), and the provider gets the
-same request body.
+which typing hashes anew on each lookup (~0.5 ms), and a grader's structured answer format, whose
+JSON schema it walks node by node, on every model call: a third of the bot's CPU under load (issue
+45). langchain-openai has already built those parameters as plain JSON, and none of them is renamed
+or formatted, so the walk changes nothing: here they go in the request's ``extra_body`` (JSON
+properties the SDK sends as given, over its own), and the provider gets the same request body.
+
+A structured answer's format stays named in the payload, as given-nothing (``omit``): langchain-openai
+sends a payload with one through the SDK's ``parse``, which refuses an answer cut short by the token
+limit or by the content filter, and the grader keeps that refusal.
 
 langchain-core asks, for each block of a message's content, whether it is a data block, and builds
 the list of data block types from the type hints of its TypedDicts on every question (~1 ms, twice
@@ -29,6 +33,10 @@ from openai import omit
 AS_GIVEN = ("messages", "tools", "model")
 """The chat completion parameters sent as given (in ``extra_body``): the ones the SDK's walk costs."""
 
+FORMAT = "response_format"
+"""The structured answer's format: sent as given too where it is JSON (a pydantic class is left to the
+SDK, which builds its schema and parses the answer into it)."""
+
 
 class ChatOpenAIAsJson(ChatOpenAI):
     """`ChatOpenAI` whose chat completions' messages, tools and model name skip the SDK's walk."""
@@ -40,6 +48,8 @@ class ChatOpenAIAsJson(ChatOpenAI):
         if "messages" not in payload:  # the Responses API's payload: left as it is
             return payload
         given = {name: payload.pop(name) for name in AS_GIVEN if name in payload}
+        if isinstance(payload.get(FORMAT), dict):
+            given[FORMAT], payload[FORMAT] = payload[FORMAT], omit
         payload["extra_body"] = {**(payload.get("extra_body") or {}), **given}
         # What the SDK's signature requires: none of it in the body, where `extra_body`'s are.
         payload["messages"], payload["model"] = [], omit

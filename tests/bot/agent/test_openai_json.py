@@ -12,7 +12,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages import content as message_content
 from langchain_openai import AzureChatOpenAI, ChatOpenAI
-from openai import omit
+from openai import LengthFinishReasonError, omit
 from pydantic import BaseModel
 
 from bot.agent.openai_json import ChatOpenAIAsJson, as_json
@@ -31,15 +31,16 @@ class RecordedOpenAI:
     """An OpenAI endpoint (httpx's mock transport) that records each request body and answers
     with `content`."""
 
-    def __init__(self, content: str) -> None:
+    def __init__(self, content: str, finish_reason: str = "stop") -> None:
         self.bodies: list[dict[str, Any]] = []
         self.content = content
+        self.finish_reason = finish_reason
 
     def answer(self, request: httpx.Request) -> httpx.Response:
         self.bodies.append(json.loads(request.content))
         message = {"role": "assistant", "content": self.content}
         usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-        choice = {"index": 0, "finish_reason": "stop", "message": message}
+        choice = {"index": 0, "finish_reason": self.finish_reason, "message": message}
         return httpx.Response(
             200,
             json={
@@ -61,6 +62,12 @@ class RecordedOpenAI:
             http_async_client=httpx.AsyncClient(transport=httpx.MockTransport(self.answer)),
         )
 
+
+STRUCTURED_FORMAT = {
+    "type": "json_schema",
+    "json_schema": {"name": "Verdict", "schema": Verdict.model_json_schema(), "strict": True},
+}
+"""A structured answer's format as langchain's agents ask for it: JSON, not a class."""
 
 CONVERSATION = [
     SystemMessage("You are a helpful teammate."),
@@ -147,6 +154,23 @@ def test_the_sdk_gets_the_messages_and_tools_as_json_it_does_not_walk():
     assert len(payload["extra_body"]["messages"]) == len(CONVERSATION)
     assert len(payload["extra_body"]["tools"]) == len(EVIDENCE_TOOLS)
     assert payload["extra_body"]["model"] == "gpt-4o-mini"
+
+
+def test_a_structured_answers_format_is_sent_as_json_the_sdk_does_not_walk():
+    endpoint = RecordedOpenAI("")
+    model = as_json(endpoint.model()).bind(response_format=STRUCTURED_FORMAT)
+
+    payload = model.bound._get_request_payload(CONVERSATION, **model.kwargs)  # type: ignore[attr-defined]
+
+    assert payload["response_format"] is omit  # still sent through the SDK's parse, as langchain does
+    assert payload["extra_body"]["response_format"]["json_schema"]["name"] == "Verdict"
+
+
+async def test_a_structured_answer_cut_short_by_the_token_limit_is_still_refused():
+    endpoint = RecordedOpenAI('{"passed": false, "gap": "No riv', finish_reason="length")
+
+    with pytest.raises(LengthFinishReasonError):
+        await as_json(endpoint.model()).bind(response_format=STRUCTURED_FORMAT).ainvoke(CONVERSATION)
 
 
 def test_langchain_cores_data_block_types_are_built_once_and_the_same():
