@@ -6,6 +6,7 @@ grader model instead of mixing verdicts that different graders gave against diff
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -44,16 +45,22 @@ class Provenance(TypedDict):
     when there is none."""
 
 
+MAX_CACHED_INSTRUCTIONS = 64
+"""Grader instructions whose hash is kept (`instructions_hash`): a process grades with a few prompts."""
+
+
 def text_hash(text: str) -> str:
     """A short, stable hash of `text`."""
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_CHARS]
 
 
+@functools.lru_cache(maxsize=MAX_CACHED_INSTRUCTIONS)
 def instructions_hash(system_prompt: str, kind: Literal["list", "scored"] | None) -> str:
     """Hash of the grader's instructions for a rubric kind: its system prompt and answer schema.
 
     The schema is the kind's generic one (not the per-rubric one listing its names), so the hash
-    changes with the instructions only; the rubric has a hash of its own.
+    changes with the instructions only; the rubric has a hash of its own. Kept once computed: every
+    grader call asks for it with the same prompt.
     """
     schema = GRADE_SCHEMAS[kind].model_json_schema() if kind else {}
     return text_hash(system_prompt + "\n" + json.dumps(schema, sort_keys=True))

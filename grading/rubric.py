@@ -28,6 +28,7 @@ Line numbers in error messages count from 1 in the text exactly as given to
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections import Counter
@@ -68,6 +69,8 @@ _TRAILING_PUNCTUATION = ".,;:!?"
 _INVISIBLE = frozenset({"Cc", "Cf"})
 """Unicode categories ignored in names: control and format characters (zero-width spaces and
 joiners, soft hyphens, byte-order marks) are invisible in a rubric yet make two names differ."""
+MAX_NORMALIZED_NAMES = 1024
+"""Names whose matching key is kept (`normalize_name`): the criteria of the rubrics a process grades."""
 _YAML_START = re.compile(rf"^(?:{'|'.join(TOP_LEVEL_KEYS)})\s*:")
 
 MAX_YAML_DEPTH = 20
@@ -106,8 +109,10 @@ class RubricError(ValueError):
     """A rubric that cannot be used; the message names the line or field at fault."""
 
 
+@functools.lru_cache(maxsize=MAX_NORMALIZED_NAMES)
 def normalize_name(name: str) -> str:
-    """The key under which grader-returned names are matched to rubric names.
+    """The key under which grader-returned names are matched to rubric names (kept once computed:
+    every grader answer matches the same rubric's names).
 
     Unicode compatibility forms are unified (NFKC: a decomposed accent equals the composed one),
     invisible characters are dropped (see ``_INVISIBLE``), and case, surrounding whitespace, runs
