@@ -61,6 +61,13 @@ logger = logging.getLogger(__name__)
 Authorize = Callable[..., Awaitable[AuthorizeResult]]
 """What `AsyncApp(authorize=...)` is annotated to take."""
 
+GC_YOUNG_THRESHOLD = 20_000
+"""New container objects between two of the garbage collector's young passes, from Python's 700: a
+conversation allocates tens of thousands (langchain's messages and runnables, SQLAlchemy's rows),
+so at 700 the collector ran about 2.4 times a conversation and took 2-3 ms of its CPU; at 20,000
+it takes ~0.4 ms, and the peak memory is the same (181 and 183 MB: issue 45,
+``benchmarks/agent_floor.py`` with a ``gc`` callback)."""
+
 HTTP_SHUTDOWN_SECONDS = 5.0
 """How long a stopping HTTP server waits for requests already being answered (acks are fast)."""
 
@@ -279,8 +286,11 @@ def _freeze_what_started() -> None:
     """Keep what the process opened to start out of the garbage collector's full passes: it lives
     as long as the process, and each full pass walks every tracked object with the event loop
     stopped (150-200 ms, several times a minute under load, measured on ``serve``; 10-40 ms with
-    it frozen), which a burst of Slack requests waits out."""
+    it frozen), which a burst of Slack requests waits out. Young passes wait for
+    `GC_YOUNG_THRESHOLD` new objects (see there)."""
     gc.freeze()
+    _, *older = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *older)
 
 
 def _stop_event() -> asyncio.Event:
