@@ -7,8 +7,9 @@ needs of the status and of the delivery are the protocols below, which the runne
 satisfy as they are.
 
 Slack is called no more than what the thread shows needs: the thread status is first set once the
-stream has started (starting it takes the status off), and a graded iteration's tasks wait for the
-next step's (revising, or the stream's close) to go in the same call.
+stream has started (starting it takes the status off), a graded iteration's tasks wait for the
+next step's (revising, or the stream's close) to go in the same call, and the status is not cleared
+at the close when the last iteration's message took it off already.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ class StreamedProgress:
         self._plan = Plan()
         self._held: list[Chunk] = []
         """A graded iteration's tasks, sent with the next step's (see the module docstring)."""
+        self._status_shown = False
+        """Whether the thread status was set since the last of the run's posts took it off."""
         self._stopped = False
 
     async def start(self) -> None:
@@ -88,7 +91,7 @@ class StreamedProgress:
         try:
             await self._start_stream()
         finally:
-            await self._status.start()
+            await self._show(self._status.start())
 
     async def _start_stream(self) -> None:
         if self._delivery.stream_ts is not None or not self._request.user:
@@ -107,7 +110,7 @@ class StreamedProgress:
             await self._stream.withdraw()
 
     async def drafting(self) -> None:
-        await self._status.drafting()
+        await self._show(self._status.drafting())
 
     async def stop(self, *, posted_last: bool = False) -> None:
         """As the thread status's `stop`, once: the answer put into the streamed message stopped it
@@ -122,15 +125,23 @@ class StreamedProgress:
         await self._stream.append(self._plan.reading(files, thread_messages))
 
     async def grading(self, iteration: int, max_iterations: int) -> None:
-        await self._status.grading(iteration, max_iterations)
+        await self._show(self._status.grading(iteration, max_iterations))
         await self._stream.append(self._plan.grading(iteration, max_iterations))
 
     async def graded(self, evaluation: RubricEvaluation) -> None:
+        """The iteration's tasks are held; its message goes in the thread next (or is owed until
+        before the answer), which takes the thread status off."""
         self._held += self._plan.graded(evaluation)
+        self._status_shown = False
 
     async def revising(self, evaluation: RubricEvaluation) -> None:
-        await self._status.revising(evaluation)
+        await self._show(self._status.revising(evaluation))
         await self._stream.append(self._take_held() + self._plan.revising(evaluation))
+
+    async def _show(self, step: Awaitable[None]) -> None:
+        """Set the thread status with `step` (one of the status's own steps)."""
+        self._status_shown = True
+        await step
 
     def _take_held(self) -> list[Chunk]:
         held, self._held = self._held, []
@@ -139,7 +150,7 @@ class StreamedProgress:
     async def _finish(self, ts: str, payload: SlackMessage) -> str:
         """Close the stream with the answer, the plan's open task completed; the thread status goes
         first, so the thread never shows the answer with the bot still "working"."""
-        await self.stop()
+        await self.stop(posted_last=not self._status_shown)
         chunks: list[Chunk] = self._take_held() + self._plan.close()
         return await finish_stream(
             self._client, self._request.channel, self._delivery.post_message, ts, payload, chunks
