@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.ops.logs import SecretsHidden, hide_secrets, start_logging
+from bot.ops.logs import LEVEL_TESTING_LOGGERS, SecretsHidden, hide_secrets, start_logging
 
 CANARY = "CANARY-9f1e"
 """Text a person wrote, carried in a job's arguments."""
@@ -81,7 +81,7 @@ def root_logging() -> Iterator[io.StringIO]:
     """The root logger's handlers and levels restored after the test; the test's log text."""
     root = logging.getLogger()
     saved = root.handlers[:], root.level
-    names = ("bot", "grading", "slack_sdk", "aiosqlite", "procrastinate")
+    names = ("bot", "grading", "slack_sdk", "aiosqlite", "procrastinate", *LEVEL_TESTING_LOGGERS)
     levels = {name: logging.getLogger(name).level for name in names}
     root.handlers = []
     stream = io.StringIO()
@@ -105,3 +105,24 @@ def test_at_debug_other_libraries_stay_at_info_unless_named(root_logging, monkey
     assert "the bot's own detail" in log and "a library's INFO line" in log
     assert CANARY not in log
     assert "named: token xoxb-…" in log and "secret" not in log
+
+
+@pytest.mark.parametrize("client_logger", LEVEL_TESTING_LOGGERS)
+def test_slacks_clients_format_no_debug_line_nobody_asked_for(root_logging, client_logger):
+    # slack_sdk's clients build each call's DEBUG line (its whole request and response) whenever
+    # their logger's own level is unset, then drop it: they must see that they log at INFO.
+    start_logging("DEBUG")
+
+    assert logging.getLogger(client_logger).level == logging.INFO
+
+
+@pytest.mark.parametrize("client_logger", LEVEL_TESTING_LOGGERS)
+def test_slacks_clients_still_write_their_debug_lines_when_slack_sdk_is_named(
+    root_logging, monkeypatch, client_logger
+):
+    monkeypatch.setattr("sys.stderr", root_logging)
+    start_logging("DEBUG", ["slack_sdk"])
+
+    logging.getLogger(client_logger).debug("Sending a request - url: POST chat.postMessage")
+
+    assert "Sending a request" in root_logging.getvalue()
