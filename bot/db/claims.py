@@ -5,8 +5,8 @@ A claim is one INSERT of unique keys, which only one process can win; what it ad
 
 A claim is what Slack's acknowledgement waits for, and under a burst the acknowledgements wait for
 each other's. So a claim's statements are synchronous. On SQLite, where the writes take turns, its
-whole transaction is one call to a thread of its own with a connection of its own (about 1 ms,
-where the same statements through the async engine take about 5). On PostgreSQL the claims that
+whole transaction is one call to the store's SQLite thread (about 1 ms, where the same statements
+through the async engine take about 5: see `bot.db.base`). On PostgreSQL the claims that
 come while one is being written wait for it and then go together, in one transaction of six
 statements whatever their number (keys and threads, spend counters, runs, jobs): each statement
 costs the one event loop about the same CPU for one claim as for fifty, and the acknowledgements of
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
@@ -27,7 +26,7 @@ from typing import Any, Generic
 
 import psycopg
 import sqlalchemy.exc
-from sqlalchemy import Connection, Engine, delete
+from sqlalchemy import Connection, delete
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.db.database import Database
@@ -66,10 +65,6 @@ class ClaimStore(UsageStore):
 
     def __init__(self, engine: AsyncEngine, database: Database | None = None) -> None:
         super().__init__(engine, database)
-        self._claims_thread: ThreadPoolExecutor | None = None
-        """SQLite: the thread every claim's transaction runs in, on `_claims_engine` (opened when
-        the first claim comes)."""
-        self._claims_engine: Engine | None = None
         self._waiting: list[_Waiting[Any]] = []
         """PostgreSQL: the claims waiting for the batch being written, in the order they came."""
         self._batches: asyncio.Task[None] | None = None
@@ -111,9 +106,7 @@ class ClaimStore(UsageStore):
         request = ClaimRequest(unique, thread, record)
         if self._postgres:
             return await self._claim_on_postgres(_Waiting(request, enqueue))
-        async with self._turns:
-            loop = asyncio.get_running_loop()
-            recorded = await loop.run_in_executor(self._claim_thread(), self._claim_on_sqlite, request)
+        recorded = await self.in_thread(partial(self._claim_on_sqlite, request))
         if recorded is not None and enqueue is not None and thread is not None:
             await enqueue([(thread, recorded)], None)  # no queue can join a transaction in the claims thread
         return recorded
@@ -193,33 +186,18 @@ class ClaimStore(UsageStore):
                     await counters.run_sync(claim.give_back)
             raise
 
-    def _claim_on_sqlite(self, request: ClaimRequest[Recorded]) -> Recorded | None:
-        """A claim's whole transaction, in the claims thread."""
-        if self._claims_engine is None:
-            self._claims_engine = self._database.create_claims_engine()
-        with self._claims_engine.connect() as connection, connection.begin():
-            # SQLite's counters are in the claim's transaction: they roll back with it.
-            claim = Claim(connection, partial(self._spending, connection))
-            recorded: Recorded | None = claim.record_all([request])[0]
-            return recorded
-
-    def _claim_thread(self) -> ThreadPoolExecutor:
-        if self._claims_thread is None:
-            self._claims_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-claims")
-        return self._claims_thread
+    def _claim_on_sqlite(self, request: ClaimRequest[Recorded], connection: Connection) -> Recorded | None:
+        """A claim's whole transaction, in the store's SQLite thread."""
+        # SQLite's counters are in the claim's transaction: they roll back with it.
+        claim = Claim(connection, partial(self._spending, connection))
+        recorded: Recorded | None = claim.record_all([request])[0]
+        return recorded
 
     async def _close_claims(self) -> None:
-        """Let the claims being written finish (PostgreSQL); close the claims thread's connection
-        (in that thread: sqlite3 wants it) and the thread (SQLite)."""
+        """Let the claims being written finish (PostgreSQL); close the SQLite thread."""
         if self._batches is not None:
             await asyncio.gather(self._batches, return_exceptions=True)
-        thread, engine = self._claims_thread, self._claims_engine
-        self._claims_thread = self._claims_engine = None
-        if thread is None:
-            return
-        if engine is not None:
-            await asyncio.get_running_loop().run_in_executor(thread, engine.dispose)
-        thread.shutdown()
+        await self._close_sqlite_thread()
 
     async def prune_claims(self, older_than_days: int = 7) -> int:
         """Forget claims older than the given days (Slack stops retrying within hours); the count."""

@@ -336,28 +336,32 @@ class Database:
             if not flushed_commits:
                 event.listen(engine.sync_engine, "connect", _commit_without_flush)
             return engine
-        url = self.url
         if not read_only:
             make_private(self.sqlite_path)
-        if read_only:
-            url = url.set(
-                database=f"file:{quote(str(self.sqlite_path))}", query={"mode": "ro", "uri": "true"}
-            )
-        engine = create_async_engine(url)
+        engine = create_async_engine(self._sqlite_url(read_only))
         event.listen(engine.sync_engine, "connect", _sqlite_connect_hook(read_only=read_only))
         event.listen(engine.sync_engine, "begin", _sqlite_begin)
         return engine
 
-    def create_claims_engine(self) -> Engine:
-        """SQLite only: a synchronous engine on the same file (the standard ``sqlite3`` driver), its
-        transactions ``BEGIN IMMEDIATE``, for a thread that runs a claim's whole transaction in one
-        call (see `bot.db.claims`): through the async engine each statement is three trips between
-        the event loop and aiosqlite's thread, about two thirds of a millisecond, where SQLite
-        itself takes microseconds."""
-        engine = create_sync_engine(self.url.set(drivername="sqlite"))
-        event.listen(engine, "connect", _sqlite_connect_hook(read_only=False))
+    def create_thread_engine(self, *, read_only: bool = False) -> Engine:
+        """SQLite only: a synchronous engine on the same file (the standard ``sqlite3`` driver) for a
+        thread that runs a transaction whole in one call (see `bot.db.base.StoreBase.in_thread`):
+        through the async engine each statement is three trips between the event loop and
+        aiosqlite's thread, about two thirds of a millisecond, where SQLite itself takes
+        microseconds. Its transactions are ``BEGIN IMMEDIATE`` where `WRITE_LOCK_OPTION` is set;
+        ``read_only`` opens the file with ``mode=ro``, as `create_engine` does."""
+        engine = create_sync_engine(self._sqlite_url(read_only).set(drivername="sqlite"))
+        event.listen(engine, "connect", _sqlite_connect_hook(read_only=read_only))
         event.listen(engine, "begin", _sqlite_begin)
-        return engine.execution_options(**{WRITE_LOCK_OPTION: True})
+        return engine
+
+    def _sqlite_url(self, read_only: bool) -> URL:
+        """The SQLite file's URL, opening it with ``mode=ro`` if `read_only`."""
+        if not read_only:
+            return self.url
+        return self.url.set(
+            database=f"file:{quote(str(self.sqlite_path))}", query={"mode": "ro", "uri": "true"}
+        )
 
 
 async def fill_pool(engine: AsyncEngine, tables: Sequence[Table] = ()) -> None:

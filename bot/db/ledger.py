@@ -7,7 +7,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import bindparam, delete, select
+from sqlalchemy import Connection, bindparam, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.db.base import StoreBase
@@ -63,11 +63,15 @@ class LedgerStore(StoreBase):
         (`POSTING` if an attempt was posting it and never recorded its ts: a database that failed
         after Slack took the message, say). A part recorded either way is not posted again: a
         failed ledger write never shows a message twice."""
-        async with self._write() as connection:
-            row = ledger_row(run_id, step, part, POSTING)
-            if (await connection.execute(_intent_insert(self._postgres), row)).first() is not None:
+        row = ledger_row(run_id, step, part, POSTING)
+        intent = _intent_insert(self._postgres)
+
+        def intend(connection: Connection) -> str | None:
+            if connection.execute(intent, row).first() is not None:
                 return None
-            return str(await connection.scalar(_RECORDED_TS, row))
+            return str(connection.scalar(_RECORDED_TS, row))
+
+        return await self.in_thread(intend)
 
     async def withdraw_post(self, run_id: int, step: Step, part: int) -> None:
         """Forget an intent (`intend_post`) whose message Slack did not take: a later attempt posts it."""

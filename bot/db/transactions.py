@@ -24,7 +24,6 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import Connection, Integer, Text, and_, bindparam, delete, func, literal, select, true
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.db import audits as audits_db
 from bot.db.evaluations import PostedEvaluation, evaluation_row, evaluation_upsert
@@ -405,18 +404,15 @@ class RunTransactions(UsageStore):
 
         False (changing nothing) if that part was recorded before: it is already in the thread.
         """
-        async with self._write() as connection:
-            inserted = (
-                await connection.execute(
-                    ledger_insert(self._postgres), ledger_row(run_id, step, part, message_ts)
-                )
-            ).first()
+        insert, upsert = ledger_insert(self._postgres), evaluation_upsert(self._postgres)
+
+        def record(connection: Connection) -> bool:
+            inserted = connection.execute(insert, ledger_row(run_id, step, part, message_ts)).first()
             if inserted is not None and evaluation is not None:
-                evaluation = await _versioned(connection, evaluation)
-                await connection.execute(
-                    evaluation_upsert(self._postgres), evaluation_row(message_ts, evaluation)
-                )
-        return inserted is not None
+                connection.execute(upsert, evaluation_row(message_ts, _versioned(connection, evaluation)))
+            return inserted is not None
+
+        return await self.in_thread(record)
 
     async def finish_run(
         self,
@@ -517,12 +513,12 @@ class RunTransactions(UsageStore):
         return {int(row["iterations"]): int(row["runs"]) for row in await self._rows(query)}
 
 
-async def _versioned(connection: AsyncConnection, shown: PostedEvaluation) -> PostedEvaluation:
+def _versioned(connection: Connection, shown: PostedEvaluation) -> PostedEvaluation:
     """`shown` with its provenance's rubric version where it has none yet: the latest channel
     version with its rubric's text (read in the transaction that saves it), else the text's hash."""
     if shown.provenance is None or shown.provenance["rubric_version"] != UNKNOWN:
         return shown
     thread = shown.thread
-    number = await connection.scalar(version_numbered(thread.workspace, thread.channel, shown.rubric_text))
+    number = connection.scalar(version_numbered(thread.workspace, thread.channel, shown.rubric_text))
     found = rubric_version(number, shown.rubric_text)
     return replace(shown, provenance={**shown.provenance, "rubric_version": found})
