@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, Select, insert, select
 
 from bot.db.base import StoreBase
 from bot.db.schema import review_modes
@@ -80,7 +79,7 @@ def mode_changes(workspace: Workspace | None, channel: str, limit: int) -> Selec
     )
 
 
-async def modes_in_force(connection: AsyncConnection, workspace: Workspace, channel: str) -> ReviewModes:
+def modes_in_force(connection: Connection, workspace: Workspace, channel: str) -> ReviewModes:
     """The channel's review modes in force, read in the caller's transaction (a run's start)."""
-    latest = (await connection.execute(mode_changes(workspace, channel, 1))).first()
+    latest = connection.execute(mode_changes(workspace, channel, 1)).first()
     return ReviewModes(bool(latest.blind), latest.double_share) if latest else ReviewModes()

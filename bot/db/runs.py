@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Connection, Update, and_, bindparam, func, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.db.base import StoreBase
 from bot.db.schema import runs
@@ -83,17 +83,17 @@ class RunStore(StoreBase):
         start), and interrupted runs whose thread was not told. One UPDATE … RETURNING claims them,
         so processes starting together each get different runs and every run is reported once.
         """
-        async with self._write() as connection:
-            claiming = _claiming_interrupted(
-                (runs.c.finished_at.is_(None) & (runs.c.started_at < started_before))
-                | (runs.c.status == INTERRUPTED)
-            )
-            return await claim_interrupted(connection, claiming)
+        claiming = _claiming_interrupted(
+            (runs.c.finished_at.is_(None) & (runs.c.started_at < started_before))
+            | (runs.c.status == INTERRUPTED)
+        )
+        return await self.in_thread(partial(claim_interrupted, claiming=claiming))
 
     async def claim_interrupted_runs(self, thread: ThreadKey) -> list[RunRecord]:
         """Take the thread's interrupted runs nobody has reported yet, marking them reported."""
-        async with self._write() as connection:
-            return await claim_interrupted(connection, CLAIM_INTERRUPTED_IN_THREAD, run_thread(thread))
+        return await self.in_thread(
+            partial(claim_interrupted, claiming=CLAIM_INTERRUPTED_IN_THREAD, parameters=run_thread(thread))
+        )
 
     async def release_interrupted(self, run_id: int) -> None:
         """Undo a claim whose report could not be posted, so that a later attempt reports the run."""
@@ -108,8 +108,7 @@ class RunStore(StoreBase):
         `holds_run` before its next post and leaves the thread to the new holder.
         """
         lease = new_lease()
-        async with self._write() as connection:
-            await hold(connection, run_id, RunLease(lease))
+        await self.in_thread(partial(hold, run_id=run_id, lease=RunLease(lease)))
         return lease
 
     async def holds_run(self, run_id: int, lease: str) -> bool:
@@ -226,19 +225,19 @@ def insert_runs(connection: Connection, started: Sequence[RunStart]) -> list[int
     return [int(run_id) for run_id in connection.execute(RUN_INSERT, rows).scalars()]
 
 
-async def hold(connection: AsyncConnection, run_id: int, lease: RunLease) -> bool:
+def hold(connection: Connection, run_id: int, lease: RunLease) -> bool:
     """Take `lease` on the run, or check that it is still the run's; whether the attempt holds it."""
     if lease.taking:
-        await connection.execute(RUN_UPDATE, {"of_run": run_id, "lease": lease.key})
+        connection.execute(RUN_UPDATE, {"of_run": run_id, "lease": lease.key})
         return True
-    return bool(await connection.scalar(HOLDS_RUN, {"run_id": run_id, "lease": lease.key}))
+    return bool(connection.scalar(HOLDS_RUN, {"run_id": run_id, "lease": lease.key}))
 
 
-async def claim_interrupted(
-    connection: AsyncConnection, claiming: Update, parameters: dict[str, Any] | None = None
+def claim_interrupted(
+    connection: Connection, claiming: Update, parameters: dict[str, Any] | None = None
 ) -> list[RunRecord]:
     """Run `claiming` (see `_claiming_interrupted`) with `parameters`; the runs it claimed, oldest first."""
-    result = await connection.execute(claiming, {"reported_at": utc_now(), **(parameters or {})})
+    result = connection.execute(claiming, {"reported_at": utc_now(), **(parameters or {})})
     return sorted((RunRecord(**row) for row in result.mappings()), key=lambda run: run.run_id)
 
 

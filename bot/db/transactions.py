@@ -364,37 +364,37 @@ class RunTransactions(UsageStore):
         An attempt whose lease was taken over records nothing and learns only that
         (``holds_run`` False); once one started with it, the lease is checked, no longer taken.
         """
-        async with self._write() as connection:
-            if lease is not None and not await hold(connection, run_id, lease):
+
+        def start(connection: Connection) -> AttemptStart:
+            if lease is not None and not hold(connection, run_id, lease):
                 return AttemptStart([], (), None, holds_run=False)
-            interrupted = await claim_interrupted(connection, CLAIM_INTERRUPTED_IN_THREAD, run_thread(thread))
+            interrupted = claim_interrupted(connection, CLAIM_INTERRUPTED_IN_THREAD, run_thread(thread))
             # Whether someone asked to stop the run meanwhile, read with what the attempt reads or
             # writes of the run's row anyway.
             if material is None:
-                found = await connection.execute(UNREAD_AND_STOPPED, {"run_id": run_id})
-                recorded, stopped_by = found.one()
+                recorded, stopped_by = connection.execute(UNREAD_AND_STOPPED, {"run_id": run_id}).one()
                 unread = unread_of(recorded)
             else:
-                stopped_by = await connection.scalar(MATERIAL_RECORDED, material_values(run_id, material))
+                stopped_by = connection.scalar(MATERIAL_RECORDED, material_values(run_id, material))
                 unread = tuple(material.files_unread)
             rubric, number = None, None
             if channel_rubric:  # with its version's number, in one query
-                found = await connection.execute(
+                found = connection.execute(
                     CHANNEL_RUBRIC_VERSIONED, channel_columns(thread.workspace, thread.channel)
                 )
                 rubric, number = found.first() or (None, None)
             if rubric_text:  # graded with it, not the channel's
-                numbered = version_numbered(thread.workspace, thread.channel, rubric_text)
-                number = await connection.scalar(numbered)
-            stored = None
-            if settings:
-                stored = await connection.run_sync(read_workspace_settings, thread.workspace)
-            modes = await modes_in_force(connection, thread.workspace, thread.channel)
-        if lease is not None:
+                number = connection.scalar(version_numbered(thread.workspace, thread.channel, rubric_text))
+            stored = read_workspace_settings(connection, thread.workspace) if settings else None
+            modes = modes_in_force(connection, thread.workspace, thread.channel)
+            return AttemptStart(
+                interrupted, unread, rubric, number, stored, stopped_by=stopped_by, review_modes=modes
+            )
+
+        started = await self.in_thread(start)
+        if lease is not None and started.holds_run:
             lease.taking = False  # taken for good: later attempts check it
-        return AttemptStart(
-            interrupted, unread, rubric, number, stored, stopped_by=stopped_by, review_modes=modes
-        )
+        return started
 
     async def record_posted(
         self, run_id: int, step: Step, part: int, message_ts: str, evaluation: PostedEvaluation | None = None
@@ -433,14 +433,16 @@ class RunTransactions(UsageStore):
             values["charged_usd"] = usd
         if cost is not None:
             values |= cost_values(cost)
-        async with self._write() as connection:
+        insert = ledger_insert(self._postgres)
+
+        def finish(connection: Connection) -> None:
             for part in posted:
-                await connection.execute(
-                    ledger_insert(self._postgres), ledger_row(run_id, part.step, part.part, part.message_ts)
-                )
+                connection.execute(insert, ledger_row(run_id, part.step, part.part, part.message_ts))
             if tokens is not None:  # the reservation gives way to what the run used
-                await self._recharge(connection, run_id, "end", requests=0, tokens=tokens, usd=usd)
-            await connection.execute(RUN_UPDATE, {"of_run": run_id, **values})
+                self._recharge(connection, run_id, "end", requests=0, tokens=tokens, usd=usd)
+            connection.execute(RUN_UPDATE, {"of_run": run_id, **values})
+
+        await self.in_thread(finish)
 
     async def mark_interrupted(self, run_id: int) -> None:
         """Record that a run was stopped before finishing; it is reported until acknowledged."""
@@ -448,11 +450,14 @@ class RunTransactions(UsageStore):
 
     async def delete_run(self, run_id: int) -> None:
         """Forget a run that never started (its request was deleted while queued)."""
-        async with self._write() as connection:
+
+        def forget(connection: Connection) -> None:
             # It never spent: its request and its reservation are given back.
-            await self._recharge(connection, run_id, "deleted", requests=-1, tokens=0, usd=0.0)
-            await connection.execute(delete(posted).where(posted.c.run_id == run_id))
-            await connection.execute(delete(runs).where(runs.c.run_id == run_id))
+            self._recharge(connection, run_id, "deleted", requests=-1, tokens=0, usd=0.0)
+            connection.execute(delete(posted).where(posted.c.run_id == run_id))
+            connection.execute(delete(runs).where(runs.c.run_id == run_id))
+
+        await self.in_thread(forget)
 
     async def start_audit(self, start: audits_db.AuditStart) -> bool:
         """Record that the run's audit starts; False if it was started before (a run is audited once)."""
@@ -472,11 +477,10 @@ class RunTransactions(UsageStore):
         tokens = result.tokens or 0
         usd = result.cost.usd or 0.0 if result.cost is not None else 0.0
         day = reserved.day if reserved is not None else utc_now().date()
-        async with self._write() as connection:
-            await connection.execute(
-                audits_db.FINISH_AUDIT, {"of_run": run_id, **audits_db.result_values(result)}
-            )
-            await self._recharge(
+
+        def settle(connection: Connection) -> None:
+            connection.execute(audits_db.FINISH_AUDIT, {"of_run": run_id, **audits_db.result_values(result)})
+            self._recharge(
                 connection,
                 run_id,
                 "audit",
@@ -487,15 +491,17 @@ class RunTransactions(UsageStore):
                 day=day,
             )
             if tokens:
-                await connection.execute(
+                connection.execute(
                     audits_db.ADD_RUN_TOKENS, {"of_run": run_id, "audit_tokens": tokens, "audit_usd": usd}
                 )
             if result.cost is not None:
-                recorded = (await connection.execute(audits_db.RUN_COST, {"of_run": run_id})).one()
-                await connection.execute(
+                recorded = connection.execute(audits_db.RUN_COST, {"of_run": run_id}).one()
+                connection.execute(
                     audits_db.SET_RUN_COST,
                     {"of_run": run_id, **audits_db.with_audit_cost(recorded, result.cost)},
                 )
+
+        await self.in_thread(settle)
 
     async def audits_in_channel(
         self, workspace: Tenant | None, channel: str | None, since: datetime | None = None

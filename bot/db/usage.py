@@ -14,7 +14,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 from sqlalchemy import Connection, bindparam, event, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import ExceptionContext
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.db.audits import AUDIT_ROLE
 from bot.db.base import StoreBase
@@ -332,9 +332,9 @@ class UsageStore(StoreBase):
         with self._spending(transaction) as counters:
             return admit_all(counters, [(spender, quota)], requests=0)[0]
 
-    async def _recharge(
+    def _recharge(
         self,
-        connection: AsyncConnection,
+        connection: Connection,
         run_id: int,
         settlement: Settlement,
         *,
@@ -355,14 +355,14 @@ class UsageStore(StoreBase):
         counters commit on their own, so a settlement whose transaction failed after them (a fault
         of the database, say) and is retried finds the row unchanged but the counters settled, and
         must not charge them again (the change counted twice, counters gone negative)."""
-        row = (await connection.execute(_RUN_SPENDER, {"of_run": run_id})).first()
+        row = connection.execute(_RUN_SPENDER, {"of_run": run_id}).first()
         if row is None:
             return
         spender = _spender_of(row, day)
         money = 0.0 if usd is None else usd if more else usd - row.charged_usd
         added = tokens if more else tokens - row.charged_tokens
         key = f"{SETTLEMENT_KEY_PREFIX}{settlement}:{run_id}"
-        await connection.run_sync(self._settle, key, spender, requests, added, money)
+        self._settle(connection, key, spender, requests, added, money)
 
     def _charge(
         self, transaction: Connection, spender: Spender, requests: int, tokens: int, usd: float

@@ -8,11 +8,12 @@ import contextlib
 import uuid
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
+from typing import Any
 
 import psycopg
 import pytest
 from langchain_core.messages import UsageMetadata
-from sqlalchemy import event, text
+from sqlalchemy import Engine, event, text
 from sqlalchemy.exc import DBAPIError
 
 from bot.config import load_settings
@@ -475,7 +476,8 @@ def failing_once(store: Store, statement_start: str, *, counters: bool = False):
             failed.append(statement)
             raise ConnectionResetError("the database went away mid-transaction")
 
-    engines = {store._engine.sync_engine}
+    # On SQLite the store's transactions run on an engine of its SQLite thread too: every engine's.
+    engines: set[Any] = {store._engine.sync_engine} if store.database.is_postgres else {Engine}
     if counters and store.database.is_postgres:
         engines.add(store._counters_engine().sync_engine)
     for engine in engines:
