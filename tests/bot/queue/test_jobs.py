@@ -305,6 +305,10 @@ async def test_a_daily_job_is_queued_once_a_day_whichever_processes_are_up(durab
     for queue in processes:
         await queue.start()
     await asyncio.wait_for(swept.wait(), EVENT_TIMEOUT)
+    # The sweep ran; its job's row goes once the worker records its end, just after.
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+        gone = "SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM procrastinate_jobs WHERE task_name = %s)"
+        await asyncio.wait_for(eventually(admin, gone, ("rubric_bot.sweep",)), EVENT_TIMEOUT)
     await defer_todays(processes[1])  # a process starting later the same day
     assert await sweeps_queued() == 0 and sweeps == ["sweep"]
 
