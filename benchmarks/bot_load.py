@@ -511,7 +511,15 @@ async def profiled_phase(
             sum(each["checkpoint_writes"] for each in figures) / len(channels)
         ),
         "top_functions": top_functions(profiles[0], 15),
+        "gc_passes": gc_passes(figures, len(channels)),
     }
+
+
+def gc_passes(figures: list[dict[str, Any]], conversations: int) -> dict[str, float]:
+    """The bots' garbage-collector passes by generation, and their CPU in ms, per conversation."""
+    passes = sum((Counter(each["gc"]) for each in figures), Counter())
+    per_conversation = {name: n / conversations for name, n in passes.items() if name != "seconds"}
+    return {**per_conversation, "ms": 1000 * passes["seconds"] / conversations}
 
 
 @contextmanager
@@ -721,6 +729,12 @@ def print_profile(name: str, row: dict[str, Any]) -> None:
     )
     for statement, each in statements.items():
         print(f"    {each:>6.2f}  {statement}")
+    passes = dict(profile["gc_passes"])
+    ms = passes.pop("ms")
+    print(
+        f"  garbage collector (within the shares above): {ms:.2f} ms/conv profiled; passes per "
+        f"conversation: {', '.join(f'{name} {n:.2f}' for name, n in sorted(passes.items()))}"
+    )
     print("  functions with the most own time (first process):")
     for seconds, function in profile["top_functions"]:
         print(f"    {1000 * seconds:>9.1f} ms  {function}")

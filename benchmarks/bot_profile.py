@@ -18,11 +18,13 @@ the shares of the CPU an unprofiled run of the same load used.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import pstats
 import signal
 import sys
+import time
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -86,6 +88,23 @@ def _count_statement(_connection: object, _cursor: object, statement: str, *_: o
     STATEMENTS[" ".join(statement.split()[:STATEMENT_WORDS])] += 1
 
 
+GC_PASSES: Counter[str] = Counter()
+"""The garbage collector's passes while the profile is on, by generation, and their CPU seconds
+(``"seconds"``): yappi counts a pass as the own time of whichever function's allocation set it off."""
+
+_gc_started = 0.0
+
+
+def _time_gc(phase: str, info: dict[str, int]) -> None:
+    """A `gc.callbacks` entry: count each pass and its CPU time."""
+    global _gc_started
+    if phase == "start":
+        _gc_started = time.thread_time()
+        return
+    GC_PASSES[f"generation {info['generation']}"] += 1
+    GC_PASSES["seconds"] += time.thread_time() - _gc_started
+
+
 def start(*_: object) -> None:
     """Clear and switch on the profile (the handler of ``SIGUSR1``)."""
     import yappi
@@ -93,6 +112,9 @@ def start(*_: object) -> None:
     yappi.stop()
     yappi.clear_stats()
     STATEMENTS.clear()
+    GC_PASSES.clear()
+    if _time_gc not in gc.callbacks:
+        gc.callbacks.append(_time_gc)
     yappi.set_clock_type("cpu")
     yappi.start(builtins=False, profile_threads=True)
 
@@ -103,6 +125,8 @@ def dump(*_: object) -> None:
     import yappi
 
     yappi.stop()
+    if _time_gc in gc.callbacks:
+        gc.callbacks.remove(_time_gc)
     stats = yappi.get_func_stats()
     path = os.environ[PROFILE_ENV]
     stats.save(f"{path}.pstat", type="pstat")
@@ -111,6 +135,7 @@ def dump(*_: object) -> None:
         "statements": dict(STATEMENTS),
         "checkpoint_writes": calls["AsyncSqliteSaver.aput"] + calls["AsyncPostgresSaver.aput"],
         "threads": {thread.name: thread.ttot for thread in yappi.get_thread_stats()},
+        "gc": dict(GC_PASSES),
     }
     Path(path).write_text(json.dumps(figures))
 
