@@ -264,6 +264,40 @@ before (main a31cf81) -> after (main 6cedc94, which also reads the review modes 
     Slack Web API calls               14 -> 14        (a streamed run: each call is a change the thread shows)
     checkpoint writes                 9 -> 9          (each a point a cut-short run resumes from)
 
+Issue 45, second session (2026-12-07, quiet machine: load average under 2 at each start). The agent
+loop alone had been measured with two model calls a conversation and a plain ChatOpenAI, against the
+bot's four (``--revisions 1``) with its own models: ``agent_floor.py`` now runs the bot's models and
+takes ``--revisions``, and the loop alone costs 50.5 ms a conversation (median of the 3 rounds of both
+setups; 37-54 over single runs), as much as the 50 ms target for the whole bot. What went this time:
+on SQLite the store's reads and its hottest writes (a claim, a run's start, each post's intent, an
+iteration's message with its evaluation, a run's end) run whole in one thread with a synchronous
+connection (`bot.db.base`): one trip from the event loop a transaction where aiosqlite took three a
+statement; the grader's structured answer format is handed to the openai SDK as JSON too (it walked
+the schema on every grader call); the answer schema is copied from its JSON, not deep-copied, and
+its hash kept; young garbage-collector passes every 20,000 objects (2-3 ms a conversation to ~0.4);
+slack_sdk's clients no longer format a DEBUG line per call that nobody logs (~0.2 ms a call: 0.77
+-> 0.57 ms in a loop of 300 calls); and a streamed run does not clear a thread status the last
+iteration's post already took off (13 Slack calls, was 14). Old build 462256a (the issue's) against
+main, each with its own copy of this script, ``--setups sqlite,postgres --revisions 1 --rounds 3``,
+medians:
+
+    figure                      old (462256a)   new
+    sqlite CPU ms/conv          119.0            89.3   (rounds 89.3 92.2 82.2)
+    sqlite conv/s                 7.6            10.0
+    sqlite ack p99 ms           333              377    (rounds 256 440 378: noise of +-100)
+    sqlite crowd ack p99 ms     415              332
+    postgres CPU ms/conv        138.1            99.0   (rounds 96.3 129.3 99.0)
+    postgres conv/s               6.3             8.2
+    postgres ack p99 ms         216              226
+    postgres crowd ack p99 ms   279              249
+    agent loop alone ms/conv      -              50.5
+
+What is left on top of the loop (~40 ms on SQLite, profiled): the model SDK's own request building
+and response parsing (httpx2 headers and URLs, pydantic construction: ~2.3-3 ms a model call in a
+loop of 400; its aiohttp transport would save ~0.7 ms a call, not taken: its session needs closing
+in every process and command that builds models), 13 Slack calls at ~0.6 ms each, the store (38
+statements), asyncio and aiohttp.
+
     python benchmarks/bot_load.py [--threads 100] [--latency 0.3] [--rounds 3]
                                   [--setups sqlite,postgres,postgres-2] [--compare OLD.json]
 

@@ -7,7 +7,8 @@ aggregate, each owning its statements and the types of its rows, composed into `
 - ``private_file``: the SQLite file and its companions private to the bot's account.
 - ``schema``: the bot's own tables (SQLAlchemy Core).
 - ``store``: `Store`, every read and write of those tables: the parts below on one engine.
-- ``base``: the engine the parts share: writing and reading connections, SQLite's turns.
+- ``base``: the engine the parts share: writing and reading connections, SQLite's turns, and the
+  SQLite thread its reads and hottest writes run in whole.
 - ``scope``: the workspace, channel and thread columns and conditions every part filters by, and locks.
 - ``claims``: dedupe claims of messages.
 - ``threads``: the threads the bot takes part in.

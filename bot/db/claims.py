@@ -108,7 +108,7 @@ class ClaimStore(UsageStore):
             return await self._claim_on_postgres(_Waiting(request, enqueue))
         recorded = await self.in_thread(partial(self._claim_on_sqlite, request))
         if recorded is not None and enqueue is not None and thread is not None:
-            await enqueue([(thread, recorded)], None)  # no queue can join a transaction in the claims thread
+            await enqueue([(thread, recorded)], None)  # no queue can join a transaction in the SQLite thread
         return recorded
 
     async def _claim_on_postgres(self, waiting: _Waiting[Recorded]) -> Recorded | None:

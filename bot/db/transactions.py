@@ -128,7 +128,7 @@ class Claim:
         settings for `workspace_settings`: each statement of a claim is a round trip the
         acknowledgements wait for, and the event loop pays about 0.14 ms of CPU for each. On SQLite,
         where a claim is alone in its transaction, they are statements of a few microseconds each
-        in the claims thread (see `bot.db.claims`).
+        in the store's SQLite thread (see `bot.db.base`).
         """
         if self._postgres:
             return self._take_on_postgres(claimed)
