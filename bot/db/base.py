@@ -104,17 +104,11 @@ class StoreBase:
         thread.shutdown()
 
     async def _rows(self, query: Select[Any], parameters: dict[str, Any] | None = None) -> list[Any]:
-        if self._postgres:
-            async with self._reader.connect() as connection:
-                return list((await connection.execute(query, parameters)).mappings())
         return await self.in_thread(
             lambda connection: list(connection.execute(query, parameters).mappings()), writes=False
         )
 
     async def _scalar(self, query: Select[Any], parameters: dict[str, Any] | None = None) -> Any:
-        if self._postgres:
-            async with self._reader.connect() as connection:
-                return await connection.scalar(query, parameters)
         return await self.in_thread(lambda connection: connection.scalar(query, parameters), writes=False)
 
     async def _put_channel_row(
