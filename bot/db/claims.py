@@ -194,10 +194,9 @@ class ClaimStore(UsageStore):
         return recorded
 
     async def _close_claims(self) -> None:
-        """Let the claims being written finish (PostgreSQL); close the SQLite thread."""
+        """Let the claims being written finish (PostgreSQL)."""
         if self._batches is not None:
             await asyncio.gather(self._batches, return_exceptions=True)
-        await self._close_sqlite_thread()
 
     async def prune_claims(self, older_than_days: int = 7) -> int:
         """Forget claims older than the given days (Slack stops retrying within hours); the count."""

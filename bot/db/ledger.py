@@ -95,11 +95,10 @@ class LedgerStore(StoreBase):
     async def post_standing(self, run_id: int, lease: str, step: Step, part: int) -> PostStanding:
         """In one query: whether `lease` (from `take_run`) is still the run's, and the Slack ts of
         part `part` of its `step` if an attempt has recorded it."""
-        async with self._turns, self._reader.connect() as connection:
-            found = await connection.execute(
-                _POST_STANDING, {"run_id": run_id, "lease": lease, "iteration": str(step), "part": part}
-            )
-            holds, recorded_ts = found.one()
+        parameters = {"run_id": run_id, "lease": lease, "iteration": str(step), "part": part}
+        holds, recorded_ts = await self.in_thread(
+            lambda connection: connection.execute(_POST_STANDING, parameters).one(), writes=False
+        )
         return PostStanding(bool(holds), recorded_ts)
 
 

@@ -131,6 +131,7 @@ class Store(
     async def close(self) -> None:
         """Close every connection; the Store cannot be used afterwards."""
         await self._close_claims()
+        await self._close_sqlite_thread()
         await self._close_counters()
         await self._close_replay_locks()
         await self._engine.dispose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
+from functools import partial
 
 from sqlalchemy import Connection, RowMapping, select
 
@@ -34,8 +35,7 @@ class WorkspaceSettingsStore(StoreBase):
 
     async def workspace_settings(self, workspace: Workspace) -> WorkspaceSettingsRow | None:
         """What the workspace's admins set (`/rubric admin`); None if they never did."""
-        async with self._turns, self._reader.connect() as connection:
-            return await connection.run_sync(read_workspace_settings, workspace)
+        return await self.in_thread(partial(read_workspace_settings, workspace=workspace), writes=False)
 
     async def save_workspace_settings(self, workspace: Workspace, settings: WorkspaceSettingsRow) -> None:
         """Replace what the workspace's admins set, in one atomic upsert."""
