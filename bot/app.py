@@ -160,7 +160,7 @@ async def serve(
                 proposals,
             )
             app = create_app(settings, services, clients)
-            _freeze_what_started()
+            _tune_garbage_collector()
             probes.job_counts = runner.job_counts
             if socket_mode:
                 assert settings.slack_app_token is not None  # socket_mode implies it
@@ -190,7 +190,7 @@ async def work(settings: Settings, *, concurrency: int, wait_for_db: bool = Fals
         if await startup.prepare_database(settings.database, wait=wait_for_db, stop=stop) is None:
             return  # stopped while waiting for the database
         async with open_runner(settings, concurrency) as process:
-            _freeze_what_started()
+            _tune_garbage_collector()
             runner = process.runner
             probes.readiness.ping_database, probes.job_counts = process.store.ping, runner.job_counts
             logger.info("rubric-bot worker running up to %d job(s) at once", concurrency)
@@ -282,12 +282,12 @@ def _shadow_grader(
     )
 
 
-def _freeze_what_started() -> None:
-    """Keep what the process opened to start out of the garbage collector's full passes: it lives
-    as long as the process, and each full pass walks every tracked object with the event loop
-    stopped (150-200 ms, several times a minute under load, measured on ``serve``; 10-40 ms with
-    it frozen), which a burst of Slack requests waits out. Young passes wait for
-    `GC_YOUNG_THRESHOLD` new objects (see there)."""
+def _tune_garbage_collector() -> None:
+    """Tune the garbage collector for serving. What the process opened to start is frozen, kept out
+    of the full passes: it lives as long as the process, and each full pass walks every tracked
+    object with the event loop stopped (150-200 ms, several times a minute under load, measured on
+    ``serve``; 10-40 ms with it frozen), which a burst of Slack requests waits out. And young passes
+    wait for `GC_YOUNG_THRESHOLD` new objects (see there)."""
     gc.freeze()
     _, *older = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *older)

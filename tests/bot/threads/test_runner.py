@@ -125,9 +125,9 @@ def no_stop_polls(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def statements_of_a_revised_run(harness: Any, runner: Any, request: Any, starting: str) -> list[str]:
-    """The statements starting with `starting` that `request`'s run sent, on every engine (a claim's
-    transaction runs on a synchronous engine of its own on SQLite); the run is checked to have
-    posted two iterations and its ending."""
+    """The statements starting with `starting` that `request`'s run sent, on every engine (on SQLite
+    most of the store's transactions run on its SQLite thread's synchronous engine); the run is
+    checked to have posted two iterations and its ending."""
     sent: list[str] = []
 
     def count(connection: Any, cursor: Any, statement: str, *args: Any) -> None:
